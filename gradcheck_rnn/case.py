@@ -1,0 +1,316 @@
+"""The case model: one fully described RNN problem, named by a case id that rebuilds it bit for bit.
+
+    lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273[-w<group>][-g<heads>][-z]
+
+A :class:`Case` holds an :class:`RNNConfig` and float64 numpy master data. All data is drawn
+from a numpy PCG64 generator seeded with the data seed, in this fixed order (changing it is a
+breaking change; tests pin known values):
+
+1. parameters, key by key in canonical order (layer, direction, w_ih, w_hh, b_ih, b_hh),
+   each uniform in [-1/sqrt(H), 1/sqrt(H)] like torch.nn's initialisation;
+2. x (T, B, I) standard normal — padded steps too, so padding leaks show;
+3. h0 (L·D, B, H) standard normal;
+4. c0 (L·D, B, H) standard normal, LSTM only;
+5. dy (T, B, D·H) standard normal — non-zero at padded steps too;
+6. dhy (L·D, B, H) standard normal;
+7. dcy (L·D, B, H) standard normal, LSTM only.
+
+Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``) change nothing else.
+Variants are then applied (zeroed heads, omitted states), and finally every array is rounded
+to the case dtype, so a target computing in that dtype sees exactly the master values and the
+float64 references differ from it only by the target's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import UsageError
+from .layout import GATES, param_names, param_shapes
+
+MODES = tuple(GATES)
+DTYPES = ("f64", "f32", "f16", "bf16")
+TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+WANTS_GROUPS = ("all", "inputs", "x", "params")
+HEADS = ("all", "y", "states", "last")
+MAX_SEED = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """Shape and precision of one fused RNN call (time-major layout, x is (T, B, I))."""
+
+    mode: str
+    num_layers: int
+    bidirectional: bool
+    input_size: int
+    hidden_size: int
+    max_len: int
+    batch_size: int
+    dtype: str = "f64"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(MODES)}")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
+        for name in ("num_layers", "input_size", "hidden_size", "max_len", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise UsageError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+        if not isinstance(self.bidirectional, (bool, np.bool_)):
+            raise UsageError(f"bidirectional={self.bidirectional!r} is not allowed; it must be true or false")
+
+    @property
+    def num_gates(self) -> int:
+        return GATES[self.mode]
+
+    @property
+    def num_directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    @property
+    def has_cell_state(self) -> bool:
+        return self.mode == "lstm"
+
+    @property
+    def prefix(self) -> str:
+        """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3``."""
+        return (f"{self.mode}-L{self.num_layers}-{'bi' if self.bidirectional else 'uni'}"
+                f"-I{self.input_size}-H{self.hidden_size}-T{self.max_len}-B{self.batch_size}")
+
+
+def validate_lengths(config: RNNConfig, seq_lengths: Sequence[int]) -> np.ndarray:
+    """Check a length vector against a config; return it as int64 numpy."""
+    lengths = [int(v) for v in seq_lengths]
+    if len(lengths) != config.batch_size:
+        raise UsageError(f"{len(lengths)} sequence lengths given for batch_size={config.batch_size}; "
+                         f"give exactly one length per sequence")
+    for b, length in enumerate(lengths):
+        if not 1 <= length <= config.max_len:
+            raise UsageError(f"sequence length {length} (sequence {b}) is not allowed; "
+                             f"lengths must be in 1..T={config.max_len}")
+    return np.asarray(lengths, dtype=np.int64)
+
+
+def wanted_gradients(config: RNNConfig, group: str, initial_state: bool = True) -> frozenset[str]:
+    """The gradient names a wants group requests (DESIGN.md, "Gradient requests")."""
+    if group not in WANTS_GROUPS:
+        raise UsageError(f"unknown wants group {group!r}; allowed: {', '.join(WANTS_GROUPS)}")
+    inputs = {"x"}
+    if initial_state:
+        inputs.add("h0")
+        if config.has_cell_state:
+            inputs.add("c0")
+    params = set(param_names(config))
+    return frozenset({"all": inputs | params, "inputs": inputs, "x": {"x"}, "params": params}[group])
+
+
+def round_to_dtype(array: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float64 values to the nearest value of ``dtype``, returned as float64."""
+    if dtype == "f64":
+        return np.ascontiguousarray(array, dtype=np.float64)
+    if dtype in ("f32", "f16"):
+        return array.astype(np.float32 if dtype == "f32" else np.float16).astype(np.float64)
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array)).to(torch.bfloat16).to(torch.float64).numpy()
+
+
+@dataclass(eq=False)
+class Case:
+    """One fully described problem: config, float64 master data and what is requested.
+
+    ``wants`` may be given as a group name (``all``, ``inputs``, ``x``, ``params``) or as the
+    frozenset of gradient names; it is stored as the frozenset. ``h0 is None`` means the
+    target takes its own "no initial state" path (case id suffix ``-z``).
+    """
+
+    config: RNNConfig
+    x: np.ndarray
+    seq_lengths: np.ndarray
+    h0: np.ndarray | None
+    c0: np.ndarray | None
+    params: dict[str, np.ndarray]
+    dy: np.ndarray
+    dhy: np.ndarray
+    dcy: np.ndarray | None
+    seed: int
+    wants: Any = "all"
+    heads: str = "all"
+    wants_group: str = field(default="all", init=False)
+
+    def __post_init__(self) -> None:
+        self.seq_lengths = validate_lengths(self.config, self.seq_lengths)
+        if self.heads not in HEADS:
+            raise UsageError(f"unknown head-gradient variant {self.heads!r}; allowed: {', '.join(HEADS)}")
+        initial_state = self.h0 is not None
+        if isinstance(self.wants, str):
+            self.wants_group = self.wants
+            self.wants = wanted_gradients(self.config, self.wants, initial_state)
+        else:
+            wants = frozenset(self.wants)
+            matches = [g for g in WANTS_GROUPS if wanted_gradients(self.config, g, initial_state) == wants]
+            if not matches:
+                raise UsageError(f"wants={sorted(wants)} is not one of the groups {', '.join(WANTS_GROUPS)}")
+            self.wants_group, self.wants = matches[0], wants
+
+    @property
+    def id(self) -> str:
+        lengths = ".".join(str(int(v)) for v in self.seq_lengths)
+        suffix = "" if self.wants_group == "all" else f"-w{self.wants_group}"
+        suffix += "" if self.heads == "all" else f"-g{self.heads}"
+        suffix += "-z" if self.h0 is None else ""
+        return f"{self.config.prefix}-len{lengths}-{self.config.dtype}-s{self.seed}{suffix}"
+
+    @property
+    def initial_state(self) -> bool:
+        return self.h0 is not None
+
+    @classmethod
+    def from_id(cls, case_id: str) -> "Case":
+        """Rebuild a case, bit for bit, from its id."""
+        return make_case(**parse_case_id(case_id))
+
+    def __repr__(self) -> str:
+        return f"Case({self.id!r})"
+
+
+@dataclass
+class Outputs:
+    """What a target returns: forward results and gradients (numpy or torch, any float dtype)."""
+
+    y: Any
+    hy: Any
+    cy: Any = None
+    grads: dict[str, Any] = field(default_factory=dict)
+
+
+_ID_PATTERNS: list[tuple[str, str, str]] = [
+    ("mode", rf"({'|'.join(MODES)})", f"one of {', '.join(MODES)}"),
+    ("num_layers", r"L(\d+)", "L<layers>, e.g. L2"),
+    ("bidirectional", r"(uni|bi)", "uni or bi"),
+    ("input_size", r"I(\d+)", "I<input size>, e.g. I3"),
+    ("hidden_size", r"H(\d+)", "H<hidden size>, e.g. H5"),
+    ("max_len", r"T(\d+)", "T<max length>, e.g. T7"),
+    ("batch_size", r"B(\d+)", "B<batch>, e.g. B3"),
+    ("seq_lengths", r"len(\d+(?:\.\d+)*)", "len<l_0>.<l_1>..., e.g. len7.4.1"),
+    ("dtype", rf"({'|'.join(DTYPES)})", f"one of {', '.join(DTYPES)}"),
+    ("seed", r"s(\d+)", "s<data seed>, e.g. s918273"),
+]
+_VARIANT_PATTERNS: list[tuple[str, str]] = [
+    ("wants", rf"w({'|'.join(WANTS_GROUPS[1:])})"),
+    ("heads", rf"g({'|'.join(HEADS[1:])})"),
+    ("initial_state", r"(z)"),
+]
+ID_FORMAT = "<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>-T<maxlen>-B<batch>-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]"
+
+
+def parse_case_id(case_id: str) -> dict[str, Any]:
+    """Parse a case id into the keyword arguments of :func:`make_case`; UsageError names the bad part."""
+    parts = case_id.strip().split("-")
+    if len(parts) < len(_ID_PATTERNS):
+        raise UsageError(f"case id {case_id!r} has {len(parts)} parts; expected {ID_FORMAT}")
+    values: dict[str, Any] = {}
+    for part, (name, pattern, allowed) in zip(parts, _ID_PATTERNS):
+        match = re.fullmatch(pattern, part)
+        if not match:
+            raise UsageError(f"case id {case_id!r}: part {part!r} should be {allowed}")
+        values[name] = match.group(1)
+    variants: dict[str, str] = {}
+    remaining = parts[len(_ID_PATTERNS):]
+    order = iter(_VARIANT_PATTERNS)
+    for part in remaining:
+        for name, pattern in order:
+            match = re.fullmatch(pattern, part)
+            if match:
+                variants[name] = match.group(1)
+                break
+        else:
+            raise UsageError(f"case id {case_id!r}: suffix {part!r} is not allowed; variant suffixes are "
+                             f"-w{{{'|'.join(WANTS_GROUPS[1:])}}}, -g{{{'|'.join(HEADS[1:])}}}, -z, in that order")
+    seed = int(values["seed"])
+    if seed > MAX_SEED:
+        raise UsageError(f"case id {case_id!r}: seed {seed} is too large; seeds are in 0..{MAX_SEED}")
+    config = RNNConfig(
+        mode=values["mode"], num_layers=int(values["num_layers"]), bidirectional=values["bidirectional"] == "bi",
+        input_size=int(values["input_size"]), hidden_size=int(values["hidden_size"]),
+        max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"])
+    return {
+        "config": config,
+        "seq_lengths": [int(v) for v in values["seq_lengths"].split(".")],
+        "seed": seed,
+        "wants": variants.get("wants", "all"),
+        "heads": variants.get("heads", "all"),
+        "initial_state": "initial_state" not in variants,
+    }
+
+
+def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
+              heads: str = "all", initial_state: bool = True) -> Case:
+    """Draw a case's data from its seed in the fixed order documented in this module."""
+    lengths = validate_lengths(config, seq_lengths)
+    if not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"seed {seed!r} is not allowed; seeds are integers in 0..{MAX_SEED}")
+    rng = np.random.Generator(np.random.PCG64(int(seed)))
+    T, B, H = config.max_len, config.batch_size, config.hidden_size
+    states = (config.num_layers * config.num_directions, B, H)
+    bound = 1.0 / np.sqrt(H)
+    params = {k: rng.uniform(-bound, bound, size=shape) for k, shape in param_shapes(config).items()}
+    x = rng.standard_normal((T, B, config.input_size))
+    h0 = rng.standard_normal(states)
+    c0 = rng.standard_normal(states) if config.has_cell_state else None
+    dy = rng.standard_normal((T, B, config.num_directions * H))
+    dhy = rng.standard_normal(states)
+    dcy = rng.standard_normal(states) if config.has_cell_state else None
+
+    if heads == "y":
+        dhy = np.zeros_like(dhy)
+        dcy = None if dcy is None else np.zeros_like(dcy)
+    elif heads == "states":
+        dy = np.zeros_like(dy)
+    elif heads == "last":
+        last_step = np.zeros((T, B, 1))
+        last_step[lengths - 1, np.arange(B)] = 1.0
+        dy = dy * last_step
+    if not initial_state:
+        h0 = c0 = None
+
+    def rounded(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else round_to_dtype(a, config.dtype)
+
+    return Case(config=config, x=rounded(x), seq_lengths=lengths, h0=rounded(h0), c0=rounded(c0),
+                params={k: rounded(v) for k, v in params.items()}, dy=rounded(dy), dhy=rounded(dhy),
+                dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads)
+
+
+def with_changes(case: Case, **changes: Any) -> Case:
+    """A copy of ``case`` with some fields replaced (used by metamorphic checks and tests)."""
+    fields = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.init}
+    fields["wants"] = case.wants_group
+    fields.update(changes)
+    return Case(**fields)
+
+
+def gradient_names(config: RNNConfig, initial_state: bool = True) -> list[str]:
+    """Every gradient a case can request, in report order: x, h0, c0, then parameters."""
+    return sorted(wanted_gradients(config, "all", initial_state), key=_gradient_order(config))
+
+
+def _gradient_order(config: RNNConfig):
+    order = {name: i for i, name in enumerate(["x", "h0", "c0", *param_names(config)])}
+    return order.__getitem__
+
+
+def as_mapping(outputs: Outputs) -> Mapping[str, Any]:
+    """All tensors of an Outputs by report name: y, hy, cy, then gradients."""
+    named = {"y": outputs.y, "hy": outputs.hy}
+    if outputs.cy is not None:
+        named["cy"] = outputs.cy
+    named.update(outputs.grads)
+    return named

@@ -1,0 +1,245 @@
+"""The ``gradcheck-rnn`` command line: a thin click layer over the library API.
+
+Every judging command exits 0 when all pass (skips allowed), 1 on any fail, error or
+reference disagreement, and 2 on bad usage (one sentence on stderr, nothing run, no report).
+Heavy imports (torch, jax) happen only when a command runs, so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+
+from .case import DTYPES, HEADS, MODES, WANTS_GROUPS
+from .errors import UsageError
+
+out = Console()
+err = Console(stderr=True)
+
+
+def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a UsageError anywhere below a command into one red sentence and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except UsageError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            sys.exit(2)
+
+    return wrapper
+
+
+def _resolve_targets(names: tuple[str, ...]):
+    from .targets import default_targets, resolve_target
+
+    return [resolve_target(n) for n in names] if names else default_targets()
+
+
+target_option = click.option(
+    "--target", "-t", "targets", multiple=True, metavar="NAME",
+    help="Target to check (repeatable): fused-cpu, torch-native, mutant:<name>, an entry point of "
+         "gradcheck_rnn.targets, or package.module:callable. Default: every built-in target this machine runs.")
+tolerance_options = [
+    click.option("--rtol", type=click.FloatRange(min=0), default=None,
+                 help="Override the relative tolerance for every tensor (default: per dtype and tensor kind)."),
+    click.option("--atol", type=click.FloatRange(min=0), default=None,
+                 help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
+]
+config_option = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
+                             help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly). Default: ci.")
+
+
+def with_tolerances(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(tolerance_options):
+        func = option(func)
+    return func
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="gradcheck-rnn")
+def main() -> None:
+    """Prove or disprove that the gradients of fused RNN kernels are right.
+
+    Every case (config, lengths, data, requested gradients) is named by a case id such as
+    lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273 that rebuilds it bit for bit. Targets are
+    compared, output by output and gradient by gradient, against two independent float64
+    references (one sample at a time, and JAX autodiff over the padded batch).
+
+    \b
+    Start with:
+      gradcheck-rnn sweep                      # the default CI sweep of every built-in target
+      gradcheck-rnn repro <case id> -t <name>  # one failing case, error per time step
+      gradcheck-rnn targets                    # what can be checked here
+    """
+
+
+@main.command()
+@config_option
+@click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
+@click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
+@target_option
+@with_tolerances
+@click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
+              help="Folder that receives <run>/results.json, junit.xml and report.md.")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
+@usage_errors
+def sweep(config: str | None, cases: int | None, seed: int | None, targets: tuple[str, ...], rtol: float | None,
+          atol: float | None, report_dir: str, fail_fast: bool) -> None:
+    """Draw random cases from a profile and judge every target on each.
+
+    Prints a summary per target × mode and per target × wants group, then a failure table
+    (failing cases first, one row per failing tensor) and writes the reports. Exit 0 when all
+    pass, 1 on any fail/error/disagreement, 2 on bad usage.
+    """
+    from .generate import draw_cases, load_profile
+
+    profile = load_profile(config)
+    tolerances = profile.tolerance_table(rtol, atol)
+    resolved = _resolve_targets(targets)
+    seed = profile.seed if seed is None else seed
+    count = profile.cases if cases is None else cases
+    results = _run_with_progress(list(draw_cases(profile, seed, count)), resolved, tolerances, fail_fast)
+    from . import render
+    from .report import write_reports
+    from .runner import exit_code
+
+    out.print(render.summary_table(results, "mode"))
+    out.print(render.summary_table(results, "wants"))
+    failures = render.failure_table(results)
+    if failures is not None:
+        out.print(failures)
+    meta = {"command": "sweep", "profile": profile.name, "seed": seed, "cases": count,
+            "targets": [t.name for t in resolved], "rtol": rtol, "atol": atol}
+    run_dir = write_reports(results, report_dir, meta)
+    code = exit_code(results)
+    verdict = "[green]all passed[/]" if code == 0 else "[red]failures found[/]"
+    out.print(f"{verdict} — {len(results)} results, reports in {run_dir}")
+    sys.exit(code)
+
+
+def _run_with_progress(cases, targets, tolerances, fail_fast):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .runner import run_sweep
+
+    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[current]}"), console=err, transient=True) as progress:
+        task = progress.add_task("sweep", total=len(cases) * len(targets), current="")
+
+        def advance(result) -> None:
+            progress.update(task, advance=1, current=f"{result.target} {result.case_id}")
+
+        return run_sweep(cases, targets, tolerances, fail_fast=fail_fast, on_result=advance)
+
+
+def _print_case_results(case, targets, tolerances, per_step: bool) -> int:
+    from . import render
+    from .runner import References, check_case, exit_code
+
+    references = None
+    results = []
+    for target in targets:
+        if references is None and target.supports(case.config) is True:
+            references = References(case)
+        result = check_case(case, target, tolerances, references)
+        results.append(result)
+        out.print(render.tensor_table(result))
+        if result.message:
+            out.print(f"[{render.STATUS_STYLE.get(result.status, '')}]{result.status}[/]: {result.message}",
+                      highlight=False)
+        if per_step and (timed := render.worst_time_tensor(result)) is not None:
+            out.print(render.per_step_table(timed))
+        out.print(f"reproduce: {result.repro}", highlight=False)
+    return exit_code(results)
+
+
+def _parse_lengths(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.replace(".", ",").split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--lengths {text!r} is not allowed; give comma-separated integers such as 7,4,1") from None
+
+
+@main.command()
+@click.option("--case-id", default=None, help="Build the case from its id instead of the flags below.")
+@click.option("--mode", type=click.Choice(MODES), default="lstm", show_default=True)
+@click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--bidirectional/--unidirectional", default=False, show_default=True)
+@click.option("--input-size", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--hidden-size", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--lengths", default="5,3,1", show_default=True,
+              help="Sequence lengths, comma-separated; batch size = their count, T = their max unless --max-len.")
+@click.option("--max-len", type=click.IntRange(min=1), default=None, help="T, the padded length (default: max of --lengths).")
+@click.option("--dtype", type=click.Choice(DTYPES), default="f64", show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Data seed.")
+@click.option("--wants", type=click.Choice(WANTS_GROUPS), default="all", show_default=True,
+              help="Which gradients are requested: all, inputs (frozen weights), x, params (frozen inputs).")
+@click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
+              help="Which head gradients are non-zero: all, y, states, last.")
+@click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path.")
+@target_option
+@with_tolerances
+@usage_errors
+def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
+          lengths: str, max_len: int | None, dtype: str, seed: int, wants: str, heads: str,
+          no_initial_state: bool, targets: tuple[str, ...], rtol: float | None, atol: float | None) -> None:
+    """Build one case from flags (or --case-id) and print the full per-tensor table."""
+    from .case import Case, RNNConfig, make_case
+    from .tolerances import Tolerances
+
+    if case_id is not None:
+        case = Case.from_id(case_id)
+    else:
+        seq = _parse_lengths(lengths)
+        config = RNNConfig(mode, layers, bidirectional, input_size, hidden_size,
+                           max_len or max(seq, default=1), len(seq), dtype)
+        case = make_case(config, seq, seed, wants=wants, heads=heads, initial_state=not no_initial_state)
+    resolved = _resolve_targets(targets)
+    sys.exit(_print_case_results(case, resolved, Tolerances(rtol=rtol, atol=atol), per_step=False))
+
+
+@main.command()
+@click.argument("case_id")
+@target_option
+@with_tolerances
+@click.option("--config", "-c", "config", default=None, metavar="PROFILE",
+              help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@usage_errors
+def repro(case_id: str, targets: tuple[str, ...], rtol: float | None, atol: float | None, config: str | None) -> None:
+    """Re-run one case bit for bit from its id: per-tensor table and error per time step.
+
+    A truncated-BPTT bug shows as errors that grow toward early time steps.
+    """
+    from .case import Case
+    from .generate import load_profile
+
+    case = Case.from_id(case_id)
+    tolerances = load_profile(config).tolerance_table(rtol, atol)
+    resolved = _resolve_targets(targets)
+    sys.exit(_print_case_results(case, resolved, tolerances, per_step=True))
+
+
+@main.command(name="targets")
+def list_targets() -> None:
+    """List the targets this installation knows, and why any is unavailable."""
+    from rich.table import Table
+
+    from .targets import describe_targets
+
+    table = Table(title="Targets")
+    for column in ("name", "available", "note"):
+        table.add_column(column)
+    for name, available, note in describe_targets():
+        table.add_row(name, "[green]yes[/]" if available else "[red]no[/]", note)
+    out.print(table)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

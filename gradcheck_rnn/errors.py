@@ -1,0 +1,11 @@
+"""The one error type for bad user input.
+
+Anything the user typed or wrote that cannot be used (a malformed case id, a config with
+hidden_size=0, an unknown target, an unimportable plugin, a bad TOML profile) raises
+:class:`UsageError` with one sentence that names the value and what is allowed. The CLI turns
+it into exit code 2 with no traceback, before anything is run or written.
+"""
+
+
+class UsageError(ValueError):
+    """Bad input from the user: one clear sentence, exit code 2 at the CLI."""

@@ -1,0 +1,196 @@
+"""Sweep profiles (TOML in configs/) and the deterministic drawing of cases from a sweep seed.
+
+Case i of a sweep with seed S draws from its own PCG64 generator seeded with
+``SeedSequence([S, i])``: its config, its length vector, its variants and its data seed, in
+that order. The case itself is then rebuilt from its id alone, so a sweep's cases and the
+cases ``gradcheck-rnn repro <id>`` builds are the same objects bit for bit.
+
+Length vectors mix uniform random lengths with the shapes that broke real kernels, drawn on
+purpose: all lengths = T, all = 1, one full and the rest short, unsorted, strictly
+descending; B = 1 and T = 1 configs are drawn on purpose too.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
+from .errors import UsageError
+from .tolerances import Tolerances
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
+SEED_LIMIT = 2**31  # data seeds stay short in case ids
+
+
+@dataclass
+class Profile:
+    """What a sweep draws and how it judges, read from a TOML file."""
+
+    name: str
+    cases: int = 40
+    seed: int = 0
+    modes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(MODES, 1.0))
+    layers: tuple[int, int] = (1, 3)
+    bidirectional: float = 0.5
+    input_size: tuple[int, int] = (1, 6)
+    hidden_size: tuple[int, int] = (1, 6)
+    max_len: tuple[int, int] = (1, 8)
+    batch_size: tuple[int, int] = (1, 4)
+    edge_shapes: float = 0.15
+    dtypes: dict[str, float] = field(default_factory=lambda: {"f64": 1.0, "f32": 1.0})
+    lengths: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LENGTH_PATTERNS, 1.0))
+    wants: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
+    heads: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
+    initial_state: float = 1.0
+    tolerances: Mapping[str, Any] = field(default_factory=dict)
+
+    def tolerance_table(self, rtol: float | None = None, atol: float | None = None) -> Tolerances:
+        return Tolerances.from_profile(self.tolerances, rtol=rtol, atol=atol)
+
+
+def resolve_profile_path(config: str | Path | None) -> Path:
+    """``None`` -> configs/ci.toml; a bare name like ``nightly`` -> configs/nightly.toml; else a path."""
+    if config is None:
+        config = "ci"
+    path = Path(config)
+    if not path.suffix and not path.exists():
+        path = CONFIG_DIR / f"{config}.toml"
+    if not path.is_file():
+        raise UsageError(f"profile {str(config)!r} does not exist; give a TOML file or one of: "
+                         f"{', '.join(p.stem for p in sorted(CONFIG_DIR.glob('*.toml')))}")
+    return path
+
+
+def _weights(section: str, value: Any, allowed: tuple[str, ...]) -> dict[str, float]:
+    if isinstance(value, list):
+        value = dict.fromkeys(value, 1.0)
+    if not isinstance(value, Mapping) or not value:
+        raise UsageError(f"{section} must be a list of names or a table of name = weight; got {value!r}")
+    for name, weight in value.items():
+        if name not in allowed:
+            raise UsageError(f"{section}: {name!r} is not allowed; allowed: {', '.join(allowed)}")
+        if not isinstance(weight, (int, float)) or weight < 0:
+            raise UsageError(f"{section}.{name} = {weight!r} is not allowed; weights are numbers >= 0")
+    if sum(value.values()) <= 0:
+        raise UsageError(f"{section}: at least one weight must be > 0")
+    return {k: float(v) for k, v in value.items()}
+
+
+def _range(section: str, value: Any, low: int) -> tuple[int, int]:
+    if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, int) for v in value)
+            or not low <= value[0] <= value[1]):
+        raise UsageError(f"{section} = {value!r} is not allowed; give [min, max] integers with {low} <= min <= max")
+    return value[0], value[1]
+
+
+def _probability(section: str, value: Any) -> float:
+    if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise UsageError(f"{section} = {value!r} is not allowed; give a probability in 0..1")
+    return float(value)
+
+
+def load_profile(config: str | Path | None = None) -> Profile:
+    """Read and validate a profile; every problem is one UsageError naming the key and value."""
+    path = resolve_profile_path(config)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"profile {str(path)!r} is not valid TOML: {exc}") from None
+    known = {"sweep", "draw", "tolerances"}
+    if set(data) - known:
+        raise UsageError(f"profile {str(path)!r}: section {sorted(set(data) - known)[0]!r} is not allowed; "
+                         f"sections are {', '.join(sorted(known))}")
+    sweep, draw = data.get("sweep", {}), data.get("draw", {})
+    profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}))
+    converters = {
+        "modes": lambda k, v: _weights(k, v, MODES),
+        "dtypes": lambda k, v: _weights(k, v, DTYPES),
+        "lengths": lambda k, v: _weights(k, v, LENGTH_PATTERNS),
+        "wants": lambda k, v: _weights(k, v, WANTS_GROUPS),
+        "heads": lambda k, v: _weights(k, v, HEADS),
+        "layers": lambda k, v: _range(k, v, 1),
+        "input_size": lambda k, v: _range(k, v, 1),
+        "hidden_size": lambda k, v: _range(k, v, 1),
+        "max_len": lambda k, v: _range(k, v, 1),
+        "batch_size": lambda k, v: _range(k, v, 1),
+        "bidirectional": _probability,
+        "edge_shapes": _probability,
+        "initial_state": _probability,
+    }
+    for key, value in draw.items():
+        if key not in converters:
+            raise UsageError(f"draw.{key} is not allowed; keys are {', '.join(converters)}")
+        setattr(profile, key, converters[key](f"draw.{key}", value))
+    for key, value in sweep.items():
+        if key not in ("cases", "seed") or not isinstance(value, int) or value < 0:
+            raise UsageError(f"sweep.{key} = {value!r} is not allowed; sweep takes cases and seed, integers >= 0")
+        setattr(profile, key, value)
+    profile.tolerance_table()  # validate now, before anything runs
+    return profile
+
+
+def _choice(rng: np.random.Generator, weights: Mapping[str, float]) -> str:
+    names = list(weights)
+    p = np.array([weights[n] for n in names])
+    return names[int(rng.choice(len(names), p=p / p.sum()))]
+
+
+def _between(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
+    return int(rng.integers(bounds[0], bounds[1] + 1))
+
+
+def draw_lengths(rng: np.random.Generator, pattern: str, T: int, B: int) -> list[int]:
+    """A length vector of one of the patterns that broke real kernels."""
+    if pattern == "all_full":
+        return [T] * B
+    if pattern == "all_one":
+        return [1] * B
+    if pattern == "one_full_rest_short":
+        lengths = [int(v) for v in rng.integers(1, max(T // 2, 1) + 1, size=B)]
+        lengths[int(rng.integers(B))] = T
+        return lengths
+    if pattern == "descending" and B <= T:
+        return sorted((int(v) for v in rng.choice(np.arange(1, T + 1), size=B, replace=False)), reverse=True)
+    lengths = [int(v) for v in rng.integers(1, T + 1, size=B)]
+    if pattern == "unsorted" and B >= 2 and len(set(lengths)) > 1 and lengths == sorted(lengths, reverse=True):
+        lengths.reverse()  # ascending: guaranteed not in the descending order packers expect
+    return lengths
+
+
+def draw_case(profile: Profile, sweep_seed: int, index: int) -> Case:
+    """Case ``index`` of the sweep with seed ``sweep_seed``: deterministic, independent of other cases."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index])))
+    mode = _choice(rng, profile.modes)
+    T, B = _between(rng, profile.max_len), _between(rng, profile.batch_size)
+    if rng.random() < profile.edge_shapes:
+        if rng.random() < 0.5:
+            B = 1
+        else:
+            T = 1
+    config = RNNConfig(mode=mode, num_layers=_between(rng, profile.layers),
+                       bidirectional=bool(rng.random() < profile.bidirectional),
+                       input_size=_between(rng, profile.input_size), hidden_size=_between(rng, profile.hidden_size),
+                       max_len=T, batch_size=B, dtype=_choice(rng, profile.dtypes))
+    lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B)
+    wants, heads = _choice(rng, profile.wants), _choice(rng, profile.heads)
+    initial_state = bool(rng.random() < profile.initial_state)
+    seed = int(rng.integers(SEED_LIMIT))
+    return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state)
+
+
+def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:
+    """The cases of a sweep, in order."""
+    seed = profile.seed if sweep_seed is None else sweep_seed
+    for index in range(profile.cases if count is None else count):
+        yield draw_case(profile, seed, index)

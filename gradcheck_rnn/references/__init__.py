@@ -1,0 +1,1 @@
+"""The two independent float64 references: ``loop`` (one sample at a time) and ``jax`` (padded batch)."""

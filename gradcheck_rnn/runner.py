@@ -1,0 +1,184 @@
+"""Judging targets on cases: references first, then every requested tensor, one result each.
+
+Order of judgement for one case × target:
+
+1. ``skip`` when the target's ``supports(config)`` returns a reason;
+2. ``reference-disagreement`` when the ``loop`` and ``jax`` references disagree with each other
+   (tight float64 tolerance) — never blamed on the target;
+3. ``error`` when the target raises or returns something that is not an :class:`Outputs`;
+4. ``fail`` when any compared tensor (y, hy, cy and every *requested* gradient) is missing,
+   non-finite or outside tolerance against either reference; else ``pass``.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .case import Case, Outputs, as_mapping, gradient_names
+from .compare import TensorError, compare_tensor
+from .targets import Target, as_target
+from .tolerances import REFERENCE_AGREEMENT, Tolerances
+
+STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement")
+
+
+def run_reference(name: str, case: Case) -> Outputs:
+    """Run one float64 reference (``loop`` or ``jax``) on a case."""
+    if name == "loop":
+        from .references.loop import run_loop_reference
+
+        return run_loop_reference(case)
+    from .references.jax_ref import run_jax_reference
+
+    return run_jax_reference(case)
+
+
+class References:
+    """Both references of one case, computed once and shared by every target judged on it."""
+
+    names = ("loop", "jax")
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        self.outputs = {name: run_reference(name, case) for name in self.names}
+        self.disagreement = self._check_agreement()
+
+    def tensor_names(self) -> list[str]:
+        """y, hy, cy (LSTM), then every gradient the case requests, in report order."""
+        outputs = ["y", "hy"] + (["cy"] if self.case.config.has_cell_state else [])
+        config = self.case.config
+        return outputs + [g for g in gradient_names(config, self.case.initial_state) if g in self.case.wants]
+
+    def _check_agreement(self) -> TensorError | None:
+        loop, jax = (as_mapping(self.outputs[n]) for n in self.names)
+        for name in self.tensor_names():
+            error = compare_tensor(name, jax.get(name), loop[name], REFERENCE_AGREEMENT, self.case.config)
+            if not error.passed:
+                error.reference = "jax vs loop"
+                return error
+        return None
+
+
+@dataclass
+class CaseResult:
+    """The verdict on one case × target, with every compared tensor."""
+
+    case_id: str
+    target: str
+    status: str
+    mode: str
+    dtype: str
+    wants: str
+    message: str = ""
+    seconds: float = 0.0
+    tensors: list[TensorError] = field(default_factory=list)
+
+    @property
+    def compared(self) -> list[str]:
+        return [t.name for t in self.tensors]
+
+    @property
+    def worst(self) -> TensorError | None:
+        judged = [t for t in self.tensors if t.status != "missing"]
+        missing = [t for t in self.tensors if t.status == "missing"]
+        if missing:
+            return missing[0]
+        return max(judged, key=lambda t: (t.ratio != t.ratio, t.ratio), default=None)
+
+    @property
+    def failing(self) -> list[TensorError]:
+        return [t for t in self.tensors if not t.passed]
+
+    @property
+    def repro(self) -> str:
+        return f"gradcheck-rnn repro {self.case_id} --target {self.target}"
+
+    def to_json(self) -> dict[str, Any]:
+        worst = self.worst
+        return {
+            "case_id": self.case_id, "target": self.target, "status": self.status, "mode": self.mode,
+            "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": round(self.seconds, 6),
+            "compared": self.compared, "worst_ratio": None if worst is None else worst.to_json()["ratio"],
+            "worst_tensor": None if worst is None else worst.name, "repro": self.repro,
+            "tensors": [t.to_json() for t in self.tensors],
+        }
+
+
+def _result(case: Case, target: Target, status: str, **kwargs: Any) -> CaseResult:
+    return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group, **kwargs)
+
+
+def compare_outputs(case: Case, outputs: Outputs, references: References,
+                    tolerances: Tolerances) -> list[TensorError]:
+    """Every compared tensor of a target against both references; the worse comparison is kept."""
+    actual = as_mapping(outputs)
+    errors = []
+    for name in references.tensor_names():
+        tol = tolerances.for_tensor(case.config.dtype, name)
+        candidates = []
+        for ref_name in references.names:
+            error = compare_tensor(name, actual.get(name), as_mapping(references.outputs[ref_name])[name],
+                                   tol, case.config)
+            error.reference = ref_name
+            candidates.append(error)
+        errors.append(max(candidates, key=lambda e: (e.status != "pass", e.ratio != e.ratio, e.ratio)))
+    return errors
+
+
+def check_case(case: Case, target: Any, tolerances: Tolerances | None = None,
+               references: References | None = None) -> CaseResult:
+    """Judge one target on one case (see the module docstring for the order of judgement)."""
+    target = as_target(target)
+    tolerances = tolerances or Tolerances()
+    reason = target.supports(case.config)
+    if reason is not True:
+        return _result(case, target, "skip", message=str(reason))
+    references = references or References(case)
+    if references.disagreement is not None:
+        return _result(case, target, "reference-disagreement", message=references.disagreement.message,
+                       tensors=[references.disagreement])
+    start = time.perf_counter()
+    try:
+        # A private copy: a target that writes into its inputs must not corrupt the next target's case.
+        outputs = target.run(copy.deepcopy(case))
+    except Exception as exc:  # a target that raises is an "error" result; the sweep goes on
+        return _result(case, target, "error", message=f"{type(exc).__name__}: {exc}",
+                       seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if not isinstance(outputs, Outputs):
+        return _result(case, target, "error", seconds=seconds,
+                       message=f"run() returned {type(outputs).__name__}, expected gradcheck_rnn.Outputs")
+    try:
+        tensors = compare_outputs(case, outputs, references, tolerances)
+    except Exception as exc:  # unusable arrays (wrong type, wrong dtype) are the target's error
+        return _result(case, target, "error", message=f"unusable outputs: {type(exc).__name__}: {exc}",
+                       seconds=seconds)
+    failing = [t for t in tensors if not t.passed]
+    message = "; ".join(t.message for t in failing[:3])
+    return _result(case, target, "fail" if failing else "pass", message=message, seconds=seconds, tensors=tensors)
+
+
+def run_sweep(cases: Iterable[Case], targets: list[Target], tolerances: Tolerances | None = None,
+              fail_fast: bool = False, on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    """Judge every target on every case; references are computed once per case."""
+    results: list[CaseResult] = []
+    for case in cases:
+        references = None
+        for target in targets:
+            if references is None and target.supports(case.config) is True:
+                references = References(case)
+            result = check_case(case, target, tolerances, references)
+            results.append(result)
+            if on_result:
+                on_result(result)
+            if fail_fast and result.status not in ("pass", "skip"):
+                return results
+    return results
+
+
+def exit_code(results: Iterable[CaseResult]) -> int:
+    """0 when everything passed or was skipped, 1 otherwise (DESIGN.md, exit codes)."""
+    return 0 if all(r.status in ("pass", "skip") for r in results) else 1

@@ -1,0 +1,130 @@
+"""Targets: what is being checked, and the registry that turns a name into one.
+
+A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an optional
+``name`` and an optional ``supports(config) -> True | str`` (the string is why it is skipped).
+Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``fused-gpu``), ``mutant:<name>``,
+an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:callable``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from ..case import Case, Outputs, RNNConfig
+from ..errors import UsageError
+
+ENTRY_POINT_GROUP = "gradcheck_rnn.targets"
+
+
+@dataclass
+class Target:
+    """A target normalised to the protocol: a name, ``supports`` and ``run``."""
+
+    name: str
+    impl: Any
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        check = getattr(self.impl, "supports", None)
+        return True if check is None else check(config)
+
+    def run(self, case: Case) -> Outputs:
+        run = getattr(self.impl, "run", None) or self.impl
+        return run(case)
+
+
+def as_target(obj: Any, name: str | None = None) -> Target:
+    """Wrap a callable or an object with ``run`` as a :class:`Target`."""
+    if isinstance(obj, Target):
+        return obj
+    if isinstance(obj, type):
+        obj = obj()
+    if not callable(getattr(obj, "run", None)) and not callable(obj):
+        raise UsageError(f"target {name or obj!r} is neither callable nor has a run(case) method")
+    return Target(name or getattr(obj, "name", None) or getattr(obj, "__name__", repr(obj)), obj)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _builtin_factories() -> dict[str, Callable[[], Any]]:
+    from .torch_native import TorchNativeTarget
+
+    factories: dict[str, Callable[[], Any]] = {"torch-native": TorchNativeTarget}
+    try:
+        from ..kernels.fused_cpu import FusedCPUTarget
+    except ImportError:  # the fused kernel module is optional while it is being built
+        pass
+    else:
+        factories = {"fused-cpu": FusedCPUTarget, **factories}
+    return factories
+
+
+def builtin_names() -> list[str]:
+    return list(_builtin_factories())
+
+
+def default_targets() -> list[Target]:
+    """Every built-in target this machine can run: what ``gradcheck-rnn sweep`` checks by default."""
+    targets = [as_target(factory(), name) for name, factory in _builtin_factories().items()]
+    if _cuda_available():
+        from .torch_native import TorchNativeTarget
+
+        targets.append(as_target(TorchNativeTarget("cuda")))
+    return targets
+
+
+def _load_plugin(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure is the user's plugin, not our bug
+        raise UsageError(f"target {spec!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc})") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"target {spec!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_target(spec: str) -> Target:
+    """Turn a target name from the command line into a :class:`Target`; UsageError if unknown."""
+    factories = _builtin_factories()
+    if spec in factories:
+        return as_target(factories[spec](), spec)
+    if spec.startswith("mutant:"):
+        from .mutants import mutant_target
+
+        return mutant_target(spec.removeprefix("mutant:"))
+    plugins = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if spec in plugins:
+        return as_target(plugins[spec].load(), spec)
+    if ":" in spec and spec.partition(":")[0] and spec.partition(":")[2]:
+        return as_target(_load_plugin(spec), spec)
+    known = ", ".join([*factories, "mutant:<name>", *plugins, "package.module:callable"])
+    raise UsageError(f"unknown target {spec!r}; allowed: {known}")
+
+
+def describe_targets() -> list[tuple[str, bool, str]]:
+    """(name, available, note) for every target this installation knows."""
+    rows = [(name, True, "built in") for name in _builtin_factories()]
+    if "fused-cpu" not in _builtin_factories():
+        rows.append(("fused-cpu", False, "the fused CPU kernel module failed to import"))
+    cuda = _cuda_available()
+    rows.append(("fused-gpu", False, "not built yet (Triton GPU kernel is a later issue)"))
+    rows.append(("torch-native-cuda", cuda, "CUDA available" if cuda else "no CUDA device on this machine"))
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        rows.append((ep.name, True, f"entry point {ep.value}"))
+    try:
+        from .mutants import MUTANTS
+    except ImportError:
+        pass
+    else:
+        rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0]) for name, cls in MUTANTS.items())
+    return rows

@@ -1,0 +1,82 @@
+"""The ``torch-native`` target: torch.nn.RNN/LSTM/GRU on packed sequences, weights from the case.
+
+On CPU this runs aten's (oneDNN where enabled) RNN; on CUDA, cuDNN. Gradients are requested
+exactly as in ``case.wants`` through ``requires_grad``, so torch's own frozen-weight and
+frozen-input paths are the ones exercised.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from ..case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
+from ..layout import directions, param_key
+
+_MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
+_CPU_DTYPES = ("f64", "f32")
+
+
+def _torch_name(layer: int, direction: str, kind: str) -> str:
+    """torch.nn's parameter name, e.g. l1.bwd.w_ih -> weight_ih_l1_reverse."""
+    prefix = "weight" if kind.startswith("w_") else "bias"
+    return f"{prefix}_{kind[2:]}_l{layer}{'_reverse' if direction == 'bwd' else ''}"
+
+
+class TorchNativeTarget:
+    """torch.nn on CPU (and on CUDA when ``device='cuda'``)."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        self.name = "torch-native" if device == "cpu" else f"torch-native-{device}"
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        if self.device == "cpu" and config.dtype not in _CPU_DTYPES:
+            return f"torch.nn RNNs on CPU are checked in {', '.join(_CPU_DTYPES)} only, not {config.dtype}"
+        return True
+
+    def build_module(self, config: RNNConfig) -> torch.nn.Module:
+        kwargs = {"nonlinearity": config.mode[4:]} if config.mode.startswith("rnn_") else {}
+        return _MODULES[config.mode](config.input_size, config.hidden_size, num_layers=config.num_layers,
+                                     bidirectional=config.bidirectional, **kwargs)
+
+    def run(self, case: Case) -> Outputs:
+        cfg = case.config
+        dtype = getattr(torch, TORCH_DTYPE_NAMES[cfg.dtype])
+
+        def tensor(array, name: str | None = None) -> torch.Tensor:
+            t = torch.tensor(array, dtype=dtype, device=self.device)
+            return t.requires_grad_(name in case.wants) if name else t
+
+        module = self.build_module(cfg).to(device=self.device, dtype=dtype)
+        with torch.no_grad():
+            for layer in range(cfg.num_layers):
+                for direction in directions(cfg):
+                    for kind in ("w_ih", "w_hh", "b_ih", "b_hh"):
+                        key = param_key(layer, direction, kind)
+                        param = getattr(module, _torch_name(layer, direction, kind))
+                        param.copy_(torch.from_numpy(case.params[key]))
+                        param.requires_grad_(key in case.wants)
+        x = tensor(case.x, "x")
+        lengths = torch.from_numpy(case.seq_lengths)
+        packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        if case.h0 is None:
+            out, state = module(packed)
+            h0 = c0 = None
+        else:
+            h0 = tensor(case.h0, "h0")
+            c0 = tensor(case.c0, "c0") if cfg.has_cell_state else None
+            out, state = module(packed, (h0, c0) if cfg.has_cell_state else h0)
+        y, _ = pad_packed_sequence(out, total_length=cfg.max_len)
+        hy, cy = state if cfg.has_cell_state else (state, None)
+        loss = (y * tensor(case.dy)).sum() + (hy * tensor(case.dhy)).sum()
+        if cy is not None:
+            loss = loss + (cy * tensor(case.dcy)).sum()
+        leaves = {"x": x, "h0": h0, "c0": c0}
+        leaves.update({param_key(l, d, k): getattr(module, _torch_name(l, d, k))
+                       for l in range(cfg.num_layers) for d in directions(cfg)
+                       for k in ("w_ih", "w_hh", "b_ih", "b_hh")})
+        requested = [(name, leaf) for name, leaf in leaves.items() if name in case.wants]
+        grads = torch.autograd.grad(loss, [leaf for _, leaf in requested])
+        return Outputs(y=y.detach(), hy=hy.detach(), cy=None if cy is None else cy.detach(),
+                       grads={name: g for (name, _), g in zip(requested, grads)})

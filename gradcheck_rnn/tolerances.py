@@ -1,0 +1,90 @@
+"""Default tolerances, per target dtype and per tensor kind, and how users override them.
+
+An element passes when |a − b| <= atol + rtol·|b| (a = target, b = float64 reference).
+Tensor kinds: ``output`` (y, hy, cy), ``input_grad`` (x, h0, c0), ``weight_grad`` (every
+weight and bias). The numbers come from ``gradcheck-rnn calibrate`` runs of correct kernels
+(see README, "Tolerances"): each default sits well above the worst ratio a correct float32 or
+float64 kernel reached and below the error of the historical bugs on short sequences.
+``rtol=1e-2`` alone (MXNet's choice in #15278) misses truncated-BPTT errors under 1 %.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import UsageError
+
+KINDS = ("output", "input_grad", "weight_grad")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+    def __str__(self) -> str:
+        return f"rtol={self.rtol:g}, atol={self.atol:g}"
+
+
+DEFAULTS: dict[str, dict[str, Tolerance]] = {
+    # float64 kernels differ from the references only by summation order (~1e-15 relative).
+    "f64": {k: Tolerance(1e-7, 1e-9) for k in KINDS},
+    # float32: inputs are exact float32 values, so all error is the kernel's own arithmetic.
+    "f32": {"output": Tolerance(1e-4, 1e-5), "input_grad": Tolerance(1e-4, 1e-5),
+            "weight_grad": Tolerance(1e-4, 1e-5)},
+    "f16": {k: Tolerance(1e-2, 1e-2) for k in KINDS},
+    "bf16": {k: Tolerance(5e-2, 5e-2) for k in KINDS},
+}
+
+# The two float64 references must agree far tighter than any target tolerance.
+REFERENCE_AGREEMENT = Tolerance(1e-8, 1e-10)
+
+
+def tensor_kind(name: str) -> str:
+    if name in ("y", "hy", "cy"):
+        return "output"
+    if name in ("x", "h0", "c0"):
+        return "input_grad"
+    return "weight_grad"
+
+
+class Tolerances:
+    """A tolerance table (dtype -> kind -> Tolerance) with optional scalar overrides."""
+
+    def __init__(self, table: Mapping[str, Mapping[str, Tolerance]] | None = None,
+                 rtol: float | None = None, atol: float | None = None) -> None:
+        merged = {dtype: dict(kinds) for dtype, kinds in DEFAULTS.items()}
+        for dtype, kinds in (table or {}).items():
+            merged.setdefault(dtype, {}).update(kinds)
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if value is not None and not value >= 0:
+                raise UsageError(f"--{name} {value!r} is not allowed; it must be a number >= 0")
+        self.table = merged
+        self.rtol, self.atol = rtol, atol
+
+    def for_tensor(self, dtype: str, name: str) -> Tolerance:
+        base = self.table[dtype][tensor_kind(name)]
+        return Tolerance(base.rtol if self.rtol is None else self.rtol,
+                         base.atol if self.atol is None else self.atol)
+
+    @classmethod
+    def from_profile(cls, section: Mapping[str, object], rtol: float | None = None,
+                     atol: float | None = None) -> "Tolerances":
+        """Read a ``[tolerances.<dtype>.<kind>]`` TOML section: ``{rtol = .., atol = ..}``."""
+        table: dict[str, dict[str, Tolerance]] = {}
+        for dtype, kinds in section.items():
+            if dtype not in DEFAULTS or not isinstance(kinds, Mapping):
+                raise UsageError(f"tolerances.{dtype} is not allowed; use tolerances.<dtype>.<kind> with dtype in "
+                                 f"{', '.join(DEFAULTS)} and kind in {', '.join(KINDS)}")
+            for kind, values in kinds.items():
+                if kind not in KINDS or not isinstance(values, Mapping) or set(values) - {"rtol", "atol"}:
+                    raise UsageError(f"tolerances.{dtype}.{kind} is not allowed; kinds are {', '.join(KINDS)}, "
+                                     f"each a table with rtol and atol")
+                base = DEFAULTS[dtype][kind]
+                try:
+                    tol = Tolerance(float(values.get("rtol", base.rtol)), float(values.get("atol", base.atol)))
+                except (TypeError, ValueError):
+                    raise UsageError(f"tolerances.{dtype}.{kind} must hold numbers, got {dict(values)!r}") from None
+                table.setdefault(dtype, {})[kind] = tol
+        return cls(table, rtol=rtol, atol=atol)
