@@ -18,8 +18,9 @@ from rich.console import Console
 from .case import DTYPES, HEADS, MODES, WANTS_GROUPS
 from .errors import UsageError
 
-out = Console()
-err = Console(stderr=True)
+# Wide tables stay readable in CI logs, where there is no terminal to ask for a width.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:

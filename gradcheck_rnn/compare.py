@@ -42,7 +42,7 @@ class TensorError:
         return self.status == "pass"
 
     def location_text(self) -> str:
-        return "(" + ", ".join(f"{k}={v}" for k, v in self.location.items()) + ")" if self.location else ""
+        return "(" + ",".join(f"{k}={v}" for k, v in self.location.items()) + ")" if self.location else ""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -94,8 +94,8 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
     diff = np.abs(a - b)
     finite = np.isfinite(a)
     diff = np.where(finite, diff, np.inf)
-    bound = tol.atol + tol.rtol * np.abs(b)
     with np.errstate(divide="ignore", invalid="ignore"):
+        bound = tol.atol + tol.rtol * np.abs(b)
         ratios = np.where(bound > 0, diff / bound, np.where(diff > 0, np.inf, 0.0))
         rel = np.where(np.abs(b) > 0, diff / np.abs(b), np.where(diff > 0, np.inf, 0.0))
     worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)

@@ -64,12 +64,12 @@ def failure_table(results: list[CaseResult], limit: int = 50) -> Table | None:
 def tensor_table(result: CaseResult) -> Table:
     """The full per-tensor table of one case × target."""
     table = Table(title=f"{result.case_id} on {result.target}: {result.status}")
-    for column in ("tensor", "status", "max abs", "max rel", "ratio", "tolerance", "location", "a", "b", "ref"):
-        table.add_column(column, overflow="fold")
+    for column in ("tensor", "status", "max abs", "max rel", "ratio", "rtol/atol", "location", "a", "b", "ref"):
+        table.add_column(column, overflow="fold", no_wrap=column not in ("location", "tensor"))
     for t in result.tensors:
         style = STATUS_STYLE.get(t.status, "")
         table.add_row(t.name, f"[{style}]{t.status}[/]", fmt(t.max_abs), fmt(t.max_rel), fmt(t.ratio),
-                      f"rtol={t.rtol:g} atol={t.atol:g}", t.location_text() or t.message, fmt(t.a), fmt(t.b),
+                      f"{t.rtol:g}/{t.atol:g}", t.location_text() or t.message, fmt(t.a), fmt(t.b),
                       t.reference)
     return table
 

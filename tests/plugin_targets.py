@@ -1,0 +1,93 @@
+"""Plugin targets used by the tests: torch.nn wrapped with one historical bug each."""
+
+import torch
+
+from gradcheck_rnn import Outputs
+from gradcheck_rnn.layout import directions, param_key
+from gradcheck_rnn.references.loop import _cell
+from gradcheck_rnn.targets.torch_native import TorchNativeTarget
+
+
+def zero_top_bhh(case):
+    """MXNet #17818: the top layer's h2h bias gradient comes back all zeros."""
+    outputs = TorchNativeTarget().run(case)
+    key = f"l{case.config.num_layers - 1}.fwd.b_hh"
+    if key in outputs.grads:
+        outputs.grads[key] = torch.zeros_like(outputs.grads[key])
+    return outputs
+
+
+def raises(case):
+    raise RuntimeError("kernel exploded")
+
+
+def returns_nan(case):
+    outputs = TorchNativeTarget().run(case)
+    outputs.grads["x"] = outputs.grads["x"] * float("nan") if "x" in outputs.grads else outputs.grads.get("x")
+    return outputs
+
+
+class TruncatedBPTT:
+    """MXNet #21143: dh from step t+1 never reaches step t (the state is detached between steps).
+
+    The forward is exact; only the gradients flowing backward through time are lost.
+    """
+
+    name = "truncated-bptt"
+
+    def supports(self, config):
+        return True if config.dtype in ("f64", "f32") else "f64/f32 only"
+
+    def run(self, case):
+        cfg = case.config
+        dtype = torch.float64 if cfg.dtype == "f64" else torch.float32
+
+        def leaf(a):
+            return None if a is None else torch.tensor(a, dtype=dtype, requires_grad=True)
+
+        x, h0, c0 = leaf(case.x), leaf(case.h0), leaf(case.c0)
+        params = {k: leaf(v) for k, v in case.params.items()}
+        T, B, H = cfg.max_len, cfg.batch_size, cfg.hidden_size
+        zeros = torch.zeros(H, dtype=dtype)
+        y = [[None] * B for _ in range(T)]
+        hy, cy, loss = {}, {}, torch.zeros((), dtype=dtype)
+        for b in range(B):
+            length = int(case.seq_lengths[b])
+            layer_input = x[:length, b]
+            for layer in range(cfg.num_layers):
+                outs = []
+                for d, direction in enumerate(directions(cfg)):
+                    s = layer * cfg.num_directions + d
+                    h = zeros if h0 is None else h0[s, b]
+                    c = (zeros if c0 is None else c0[s, b]) if cfg.mode == "lstm" else None
+                    w = [params[param_key(layer, direction, k)] for k in ("w_ih", "w_hh", "b_ih", "b_hh")]
+                    hs = [None] * length
+                    steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
+                    for i, t in enumerate(steps):
+                        if i > 0:  # the bug: the recurrent gradient is cut
+                            h = h.detach()
+                            c = None if c is None else c.detach()
+                        h, c = _cell(cfg.mode, layer_input[t], h, c, *w)
+                        hs[t] = h
+                    outs.append(torch.stack(hs))
+                    hy[s, b], cy[s, b] = h, c
+                layer_input = torch.cat(outs, -1)
+            loss = loss + (layer_input * torch.tensor(case.dy[:length, b], dtype=dtype)).sum()
+            for t in range(T):
+                y[t][b] = layer_input[t] if t < length else torch.zeros(cfg.num_directions * H, dtype=dtype)
+        states = range(cfg.num_layers * cfg.num_directions)
+        hy_t = torch.stack([torch.stack([hy[s, b] for b in range(B)]) for s in states])
+        loss = loss + (hy_t * torch.tensor(case.dhy, dtype=dtype)).sum()
+        cy_t = None
+        if cfg.mode == "lstm":
+            cy_t = torch.stack([torch.stack([cy[s, b] for b in range(B)]) for s in states])
+            loss = loss + (cy_t * torch.tensor(case.dcy, dtype=dtype)).sum()
+        leaves = {"x": x, "h0": h0, "c0": c0, **params}
+        wanted = [(k, v) for k, v in leaves.items() if k in case.wants]
+        grads = torch.autograd.grad(loss, [v for _, v in wanted], allow_unused=True)
+        y_t = torch.stack([torch.stack(row) for row in y])
+        return Outputs(y_t.detach(), hy_t.detach(), None if cy_t is None else cy_t.detach(),
+                       {k: torch.zeros_like(v) if g is None else g for (k, v), g in zip(wanted, grads)})
+
+
+truncated_bptt = TruncatedBPTT()

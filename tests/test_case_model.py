@@ -1,0 +1,134 @@
+"""Case ids round-trip, data is pinned to the seed, bad input is one clear UsageError."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradcheck_rnn import Case, RNNConfig, UsageError, make_case
+from gradcheck_rnn.case import DTYPES, HEADS, MODES, WANTS_GROUPS, parse_case_id, wanted_gradients
+from gradcheck_rnn.layout import pack, param_shapes, unpack
+
+
+@st.composite
+def case_specs(draw):
+    T = draw(st.integers(1, 9))
+    B = draw(st.integers(1, 5))
+    config = RNNConfig(draw(st.sampled_from(MODES)), draw(st.integers(1, 4)), draw(st.booleans()),
+                       draw(st.integers(1, 12)), draw(st.integers(1, 12)), T, B, draw(st.sampled_from(DTYPES)))
+    lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
+    return dict(config=config, seq_lengths=lengths, seed=draw(st.integers(0, 2**63 - 1)),
+                wants=draw(st.sampled_from(WANTS_GROUPS)), heads=draw(st.sampled_from(HEADS)),
+                initial_state=draw(st.booleans()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(case_specs())
+def test_case_id_round_trips(spec):
+    case = make_case(**spec)
+    again = Case.from_id(case.id)
+    assert again.id == case.id
+    assert parse_case_id(case.id) == {**spec, "seq_lengths": list(spec["seq_lengths"])}
+    for name in ("x", "h0", "c0", "dy", "dhy", "dcy"):
+        a, b = getattr(case, name), getattr(again, name)
+        assert (a is None and b is None) or np.array_equal(a, b)
+    assert all(np.array_equal(case.params[k], again.params[k]) for k in case.params)
+    assert again.wants == case.wants
+
+
+def test_documented_example_ids():
+    case = Case.from_id("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273")
+    assert case.config == RNNConfig("lstm", 2, True, 3, 5, 7, 3, "f32")
+    assert list(case.seq_lengths) == [7, 4, 1]
+    assert case.x.shape == (7, 3, 3) and case.h0.shape == (4, 3, 5) and case.dy.shape == (7, 3, 10)
+    frozen = Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx")
+    assert frozen.wants == {"x"} and frozen.wants_group == "x"
+
+
+def test_draw_order_is_pinned():
+    """Changing the documented draw order is a breaking change: these values must not move."""
+    case = Case.from_id("rnn_tanh-L1-uni-I2-H4-T3-B2-len3.1-f64-s42")
+    rng = np.random.Generator(np.random.PCG64(42))
+    expected = {k: rng.uniform(-0.5, 0.5, size=s) for k, s in param_shapes(case.config).items()}
+    x, h0, dy, dhy = (rng.standard_normal(s) for s in [(3, 2, 2), (1, 2, 4), (3, 2, 4), (1, 2, 4)])
+    assert all(np.array_equal(case.params[k], v) for k, v in expected.items())
+    for name, value in dict(x=x, h0=h0, dy=dy, dhy=dhy).items():
+        assert np.array_equal(getattr(case, name), value), name
+    np.testing.assert_allclose(case.params["l0.fwd.w_ih"][0], [0.27395605, -0.06112156], atol=1e-8)
+    np.testing.assert_allclose(case.x[0, 0], [-0.51224273, -0.81377273], atol=1e-8)
+
+
+def test_values_are_exact_in_the_case_dtype():
+    case = Case.from_id("lstm-L1-uni-I3-H4-T4-B2-len4.2-f16-s3")
+    assert np.array_equal(case.x, case.x.astype(np.float16).astype(np.float64))
+    f32 = Case.from_id("lstm-L1-uni-I3-H4-T4-B2-len4.2-f32-s3")
+    assert np.array_equal(f32.dy, f32.dy.astype(np.float32).astype(np.float64))
+    assert not np.array_equal(f32.x, case.x)
+
+
+def test_variants_change_only_what_they_name():
+    base = Case.from_id("lstm-L1-bi-I2-H3-T5-B3-len5.2.4-f64-s11")
+    y_only = Case.from_id("lstm-L1-bi-I2-H3-T5-B3-len5.2.4-f64-s11-gy")
+    assert np.array_equal(base.dy, y_only.dy) and not y_only.dhy.any() and not y_only.dcy.any()
+    states = Case.from_id("lstm-L1-bi-I2-H3-T5-B3-len5.2.4-f64-s11-gstates")
+    assert not states.dy.any() and np.array_equal(states.dhy, base.dhy)
+    last = Case.from_id("lstm-L1-bi-I2-H3-T5-B3-len5.2.4-f64-s11-glast")
+    nonzero_steps = [sorted(set(np.nonzero(last.dy[:, b])[0])) for b in range(3)]
+    assert nonzero_steps == [[4], [1], [3]]
+    no_state = Case.from_id("lstm-L1-bi-I2-H3-T5-B3-len5.2.4-f64-s11-winputs-z")
+    assert no_state.h0 is None and no_state.c0 is None and no_state.wants == {"x"}
+    assert np.array_equal(no_state.x, base.x)
+
+
+def test_wants_groups():
+    config = RNNConfig("lstm", 2, False, 2, 3, 4, 2)
+    assert wanted_gradients(config, "inputs") == {"x", "h0", "c0"}
+    assert wanted_gradients(config, "params") == set(param_shapes(config))
+    assert wanted_gradients(config, "all") == {"x", "h0", "c0"} | set(param_shapes(config))
+
+
+@pytest.mark.parametrize("bad_id, words", [
+    ("lstm-L2-bi", "expected"),
+    ("lstmx-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s9", "'lstmx'"),
+    ("lstm-L0-bi-I3-H5-T7-B3-len7.4.1-f32-s9", "num_layers=0"),
+    ("lstm-L2-bi-I3-H0-T7-B3-len7.4.1-f32-s9", "hidden_size=0"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len8.4.1-f32-s9", "sequence length 8"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len7.0.1-f32-s9", "sequence length 0"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len7.4-f32-s9", "2 sequence lengths"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f8-s9", "'f8'"),
+    ("lstm-L2-up-I3-H5-T7-B3-len7.4.1-f32-s9", "uni or bi"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s9-z-wx", "'wx'"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s9-wall", "'wall'"),
+])
+def test_bad_ids_raise_one_clear_error(bad_id, words):
+    with pytest.raises(UsageError, match=words.replace(".", r"\.")):
+        Case.from_id(bad_id)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(mode="lstmx"), "unknown mode 'lstmx'"),
+    (dict(hidden_size=0), "hidden_size=0"),
+    (dict(dtype="f8"), "unknown dtype 'f8'"),
+    (dict(batch_size=-1), "batch_size=-1"),
+])
+def test_bad_configs_raise(kwargs, words):
+    base = dict(mode="gru", num_layers=1, bidirectional=False, input_size=2, hidden_size=3, max_len=4,
+                batch_size=2, dtype="f64")
+    with pytest.raises(UsageError, match=words):
+        RNNConfig(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_pack_unpack_cudnn_layout(mode, bidirectional):
+    case = make_case(RNNConfig(mode, 2, bidirectional, 3, 4, 2, 1), [2], seed=5)
+    flat = pack(case.params, case.config)
+    back = unpack(flat, case.config)
+    assert list(back) == list(case.params)
+    assert all(np.array_equal(back[k], case.params[k]) for k in back)
+    # cudnn order: all weights first (layer, direction, w_ih, w_hh), then all biases
+    first_bias = flat.size - sum(v.size for k, v in case.params.items() if ".b_" in k)
+    assert flat[first_bias] == case.params["l0.fwd.b_ih"][0]
+    assert flat[0] == case.params["l0.fwd.w_ih"][0, 0]
+    with pytest.raises(UsageError, match="shape"):
+        unpack(flat[:-1], case.config)
