@@ -75,6 +75,7 @@ class CaseResult:
     message: str = ""
     seconds: float = 0.0
     tensors: list[TensorError] = field(default_factory=list)
+    check: str = "reference"  # or the name of a reference-free check (metamorphic.CHECKS)
 
     @property
     def compared(self) -> list[str]:
@@ -94,12 +95,13 @@ class CaseResult:
 
     @property
     def repro(self) -> str:
-        return f"gradcheck-rnn repro {self.case_id} --target {self.target}"
+        checks = "" if self.check == "reference" else f" --check {self.check}"
+        return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}"
 
     def to_json(self) -> dict[str, Any]:
         worst = self.worst
         return {
-            "case_id": self.case_id, "target": self.target, "status": self.status, "mode": self.mode,
+            "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
             "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": round(self.seconds, 6),
             "compared": self.compared, "worst_ratio": None if worst is None else worst.to_json()["ratio"],
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro,

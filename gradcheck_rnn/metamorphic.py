@@ -1,0 +1,197 @@
+"""Reference-free checks: properties any correct RNN kernel has, whatever its numbers.
+
+They need no reference, so they also guard targets whose references disagree, and they catch
+stateful bugs a single comparison cannot see (DESIGN.md, "Reference-free checks"):
+
+* ``padding``     — changing x and dy at padded steps changes nothing (MXNet #19323);
+* ``permutation`` — permuting the batch permutes the outputs and input gradients and leaves
+  the parameter gradients unchanged;
+* ``future``      — extending a sequence by one step (with a non-zero dy there and the loss on
+  y only) must change the input gradient of the step before: the MXNet #21143 signature;
+* ``determinism`` — two runs are bit-identical, or the target is reported non-deterministic;
+* ``linearity``   — gradients for dy1 + dy2 equal the sum of the gradients for dy1 and for dy2
+  (PyTorch #1532, TF #26331: repeated backward);
+* ``stateless``   — run A, run B (same shapes, other weights), run A again: A is bit-identical
+  (ONNX Runtime #3797 stale buffers, MXNet #16037 stale weights).
+
+Every transformed case is derived deterministically from the case (its seed), so a check
+reproduces from the case id alone.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from .case import Case, as_mapping, make_case, round_to_dtype, with_changes
+from .compare import TensorError, compare_tensor, to_float64
+from .runner import CaseResult
+from .targets import Target
+from .tolerances import Tolerances
+
+CHECKS = ("padding", "permutation", "future", "determinism", "linearity", "stateless")
+Arrays = dict[str, np.ndarray]
+
+
+class Skip(Exception):
+    """The check does not apply to this case (e.g. no padded steps to change)."""
+
+
+def _rng(case: Case, salt: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, salt])))
+
+
+def _run(target: Target, case: Case) -> Arrays:
+    """The target's y, hy, cy and requested gradients as float64 arrays."""
+    named = as_mapping(target.run(case))
+    wanted = ["y", "hy", "cy", *sorted(case.wants)]
+    return {k: to_float64(named[k]) for k in wanted if k in named and named[k] is not None}
+
+
+def _compare_all(case: Case, actual: Arrays, expected: Arrays, tolerances: Tolerances) -> list[TensorError]:
+    return [compare_tensor(name, actual.get(name), value, tolerances.for_tensor(case.config.dtype, name),
+                           case.config) for name, value in expected.items()]
+
+
+def _identical(case: Case, first: Arrays, second: Arrays) -> list[TensorError]:
+    """Bit-identity, reported with a zero tolerance so the table shows where runs differ."""
+    from .tolerances import Tolerance
+
+    return [compare_tensor(n, second.get(n), v, Tolerance(0.0, 0.0), case.config) for n, v in first.items()]
+
+
+def check_padding(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    padded = np.arange(case.config.max_len)[:, None] >= case.seq_lengths[None, :]
+    if not padded.any():
+        raise Skip("no padded steps: every sequence has length T")
+    rng = _rng(case, 1)
+    mask = padded[:, :, None]
+    x = np.where(mask, round_to_dtype(rng.standard_normal(case.x.shape) * 3, case.config.dtype), case.x)
+    dy = np.where(mask, round_to_dtype(rng.standard_normal(case.dy.shape) * 3, case.config.dtype), case.dy)
+    return _compare_all(case, _run(target, with_changes(case, x=x, dy=dy)), _run(target, case), tolerances)
+
+
+_BATCH_AXIS = {"y": 1, "x": 1, "hy": 1, "cy": 1, "h0": 1, "c0": 1}
+
+
+def check_permutation(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    B = case.config.batch_size
+    if B < 2:
+        raise Skip("batch of one: nothing to permute")
+    perm = _rng(case, 2).permutation(B)
+    if (perm == np.arange(B)).all():
+        perm = np.roll(perm, 1)
+
+    def permuted(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[:, perm]
+
+    moved = with_changes(case, x=permuted(case.x), seq_lengths=case.seq_lengths[perm], h0=permuted(case.h0),
+                         c0=permuted(case.c0), dy=permuted(case.dy), dhy=permuted(case.dhy), dcy=permuted(case.dcy))
+    expected = {k: (v[:, perm] if k in _BATCH_AXIS else v) for k, v in _run(target, case).items()}
+    return _compare_all(case, _run(target, moved), expected, tolerances)
+
+
+def check_future(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    cfg = case.config
+    if "x" not in case.wants:
+        raise Skip("the input gradient is not requested")
+    candidates = [b for b in range(cfg.batch_size)
+                  if case.seq_lengths[b] < cfg.max_len and case.dy[case.seq_lengths[b], b].any()]
+    if not candidates:
+        raise Skip("no sequence shorter than T with a non-zero dy at the step after its end")
+    b = candidates[0]
+    t = int(case.seq_lengths[b]) - 1
+    # The loss is on y only: a head gradient on hy would move from step t to t+1 and change
+    # dx[t] even in a kernel that drops the future, hiding the bug this check looks for.
+    base = with_changes(case, dhy=np.zeros_like(case.dhy), dcy=None if case.dcy is None else np.zeros_like(case.dcy))
+    lengths = case.seq_lengths.copy()
+    lengths[b] += 1
+    extended = with_changes(base, seq_lengths=lengths)
+    before, after = _run(target, base)["x"][t, b], _run(target, extended)["x"][t, b]
+    change = float(np.abs(after - before).max())
+    # A correct kernel changes dx[t] by the gradient arriving from step t+1; float noise of a
+    # kernel that drops it stays within a few hundred ulps of the values.
+    noise = 1e3 * np.finfo(np.float32 if cfg.dtype != "f64" else np.float64).eps * (1 + float(np.abs(before).max()))
+    ratio = noise / change if change > 0 else np.inf
+    error = TensorError("x", "pass" if ratio <= 1 else "fail", change, np.nan, ratio, {"t": t, "b": b},
+                        float(after[0]), float(before[0]), rtol=np.nan, atol=noise)
+    if ratio > 1:
+        error.message = (f"x: the input gradient at step t={t} of sequence b={b} did not change (max change "
+                         f"{change:.3g}) when the sequence was extended by one step: the gradient from the "
+                         f"future never reaches it (truncated BPTT, MXNet #21143)")
+    return [error]
+
+
+def check_determinism(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    errors = _identical(case, _run(target, case), _run(target, case))
+    for e in errors:
+        if not e.passed:
+            e.message = f"{e.name}: non-deterministic — two runs of the same case differ by up to {e.max_abs:.3g}"
+    return errors
+
+
+def check_linearity(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    rng = _rng(case, 3)
+    dtype = case.config.dtype
+
+    def other(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else round_to_dtype(rng.standard_normal(a.shape), dtype)
+
+    dy2, dhy2, dcy2 = other(case.dy), other(case.dhy), other(case.dcy)
+
+    def plus(a, b):
+        return None if a is None else round_to_dtype(a + b, dtype)
+
+    first, second = _run(target, case), _run(target, with_changes(case, dy=dy2, dhy=dhy2, dcy=dcy2))
+    both = _run(target, with_changes(case, dy=plus(case.dy, dy2), dhy=plus(case.dhy, dhy2),
+                                     dcy=plus(case.dcy, dcy2)))
+    grads = [k for k in first if k not in ("y", "hy", "cy")]
+    return _compare_all(case, {k: both[k] for k in grads if k in both}, {k: first[k] + second[k] for k in grads},
+                        tolerances)
+
+
+def check_stateless(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    first = _run(target, case)
+    other = make_case(case.config, case.seq_lengths, (case.seed + 1) % 2**31, wants=case.wants_group,
+                      heads=case.heads, initial_state=case.initial_state)
+    _run(target, other)
+    errors = _identical(case, first, _run(target, case))
+    for e in errors:
+        if not e.passed:
+            e.message = f"{e.name}: state carried between calls — a run of another case changed this one's result"
+    return errors
+
+
+CHECK_FUNCTIONS: dict[str, Callable[[Case, Target, Tolerances], list[TensorError]]] = {
+    "padding": check_padding, "permutation": check_permutation, "future": check_future,
+    "determinism": check_determinism, "linearity": check_linearity, "stateless": check_stateless,
+}
+
+
+def run_check(name: str, case: Case, target: Target, tolerances: Tolerances | None = None) -> CaseResult:
+    """One reference-free check of one target on one case, as its own result row."""
+    tolerances = tolerances or Tolerances()
+    result = CaseResult(case.id, target.name, "pass", case.config.mode, case.config.dtype, case.wants_group,
+                        check=name)
+    reason = target.supports(case.config)
+    if reason is not True:
+        result.status, result.message = "skip", str(reason)
+        return result
+    start = time.perf_counter()
+    try:
+        result.tensors = CHECK_FUNCTIONS[name](case, target, tolerances)
+    except Skip as skip:
+        result.status, result.message = "skip", str(skip)
+    except Exception as exc:  # a target that raises is an "error" row; the sweep goes on
+        result.status, result.message = "error", f"{type(exc).__name__}: {exc}"
+    else:
+        failing = result.failing
+        result.status = "fail" if failing else "pass"
+        result.message = "; ".join(t.message for t in failing[:3])
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+__all__ = ["CHECKS", "run_check"]
