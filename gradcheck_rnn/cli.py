@@ -7,6 +7,7 @@ Heavy imports (torch, jax) happen only when a command runs, so ``--help`` is fas
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from pathlib import Path
@@ -53,6 +54,19 @@ tolerance_options = [
     click.option("--atol", type=click.FloatRange(min=0), default=None,
                  help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
 ]
+check_option = click.option(
+    "--check", "checks", multiple=True, type=click.Choice(["reference", "padding", "permutation", "future",
+                                                          "determinism", "linearity", "stateless", "all"]),
+    default=("reference",), show_default=True,
+    help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
+
+
+def _expand_checks(checks: tuple[str, ...]) -> list[str]:
+    from .generate import ALL_CHECKS
+
+    return list(ALL_CHECKS) if "all" in checks else list(dict.fromkeys(checks))
+
+
 config_option = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
                              help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly). Default: ci.")
 
@@ -106,7 +120,8 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
     resolved = _resolve_targets(targets)
     seed = profile.seed if seed is None else seed
     count = profile.cases if cases is None else cases
-    results = _run_with_progress(list(draw_cases(profile, seed, count)), resolved, tolerances, fail_fast)
+    results = _run_with_progress(list(draw_cases(profile, seed, count)), resolved, tolerances, fail_fast,
+                                 profile.enabled_checks)
     from . import render
     from .report import write_reports
     from .runner import exit_code
@@ -125,31 +140,34 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
     sys.exit(code)
 
 
-def _run_with_progress(cases, targets, tolerances, fail_fast):
+@contextlib.contextmanager
+def _progress(total: int):
+    """A rich progress bar on stderr; yields the per-result callback that advances it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .runner import run_sweep
 
     with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[current]}"), console=err, transient=True) as progress:
-        task = progress.add_task("sweep", total=len(cases) * len(targets), current="")
+        task = progress.add_task("sweep", total=total, current="")
 
         def advance(result) -> None:
-            progress.update(task, advance=1, current=f"{result.target} {result.case_id}")
+            progress.update(task, advance=1, current=f"{result.target} {result.check} {result.case_id}")
 
-        return run_sweep(cases, targets, tolerances, fail_fast=fail_fast, on_result=advance)
+        yield advance
 
 
-def _print_case_results(case, targets, tolerances, per_step: bool) -> int:
+def _run_with_progress(cases, targets, tolerances, fail_fast, checks):
+    from .runner import run_sweep
+
+    with _progress(len(cases) * len(targets) * len(checks)) as advance:
+        return run_sweep(cases, targets, tolerances, fail_fast=fail_fast, on_result=advance, checks=checks)
+
+
+def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[str]) -> int:
     from . import render
-    from .runner import References, check_case, exit_code
+    from .runner import exit_code, judge_case
 
-    references = None
     results = []
-    for target in targets:
-        if references is None and target.supports(case.config) is True:
-            references = References(case)
-        result = check_case(case, target, tolerances, references)
+    for result in judge_case(case, targets, tolerances, checks):
         results.append(result)
         out.print(render.tensor_table(result))
         if result.message:
@@ -186,11 +204,12 @@ def _parse_lengths(text: str) -> list[int]:
               help="Which head gradients are non-zero: all, y, states, last.")
 @click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path.")
 @target_option
+@check_option
 @with_tolerances
 @usage_errors
 def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
           lengths: str, max_len: int | None, dtype: str, seed: int, wants: str, heads: str,
-          no_initial_state: bool, targets: tuple[str, ...], rtol: float | None, atol: float | None) -> None:
+          no_initial_state: bool, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None) -> None:
     """Build one case from flags (or --case-id) and print the full per-tensor table."""
     from .case import Case, RNNConfig, make_case
     from .tolerances import Tolerances
@@ -203,17 +222,19 @@ def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, inpu
                            max_len or max(seq, default=1), len(seq), dtype)
         case = make_case(config, seq, seed, wants=wants, heads=heads, initial_state=not no_initial_state)
     resolved = _resolve_targets(targets)
-    sys.exit(_print_case_results(case, resolved, Tolerances(rtol=rtol, atol=atol), per_step=False))
+    sys.exit(_print_case_results(case, resolved, Tolerances(rtol=rtol, atol=atol), per_step=False,
+                                 checks=_expand_checks(checks)))
 
 
 @main.command()
 @click.argument("case_id")
 @target_option
+@check_option
 @with_tolerances
 @click.option("--config", "-c", "config", default=None, metavar="PROFILE",
               help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
 @usage_errors
-def repro(case_id: str, targets: tuple[str, ...], rtol: float | None, atol: float | None, config: str | None) -> None:
+def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None, config: str | None) -> None:
     """Re-run one case bit for bit from its id: per-tensor table and error per time step.
 
     A truncated-BPTT bug shows as errors that grow toward early time steps.
@@ -224,7 +245,69 @@ def repro(case_id: str, targets: tuple[str, ...], rtol: float | None, atol: floa
     case = Case.from_id(case_id)
     tolerances = load_profile(config).tolerance_table(rtol, atol)
     resolved = _resolve_targets(targets)
-    sys.exit(_print_case_results(case, resolved, tolerances, per_step=True))
+    sys.exit(_print_case_results(case, resolved, tolerances, per_step=True, checks=_expand_checks(checks)))
+
+
+@main.command()
+@config_option
+@click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
+@click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
+@click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
+              help="Only these mutants (repeatable; default: every mutant).")
+@with_tolerances
+@click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
+              help="Folder that receives <run>/results.json, junit.xml and report.md.")
+@usage_errors
+def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tuple[str, ...],
+            rtol: float | None, atol: float | None, report_dir: str) -> None:
+    """Measure detection power: every mutant (a fused kernel with one historical bug) and the
+    correct kernels on the same cases.
+
+    Prints, per mutant, the cases run, the cases that caught it, the first catching case id and
+    the check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any
+    mutant survives or any false alarm occurs.
+    """
+    from rich.table import Table
+
+    from .detection import detect, detection_exit_code, mutant_targets
+    from .generate import draw_cases, load_profile
+    from .report import write_reports
+
+    profile = load_profile(config)
+    tolerances = profile.tolerance_table(rtol, atol)
+    mutant_targets(mutants)  # unknown names are a usage error before anything runs
+    seed = profile.seed if seed is None else seed
+    count = profile.cases if cases is None else cases
+    case_list = list(draw_cases(profile, seed, count))
+    with _progress(len(case_list) * (len(mutants) or _mutant_count() + 2) * len(profile.enabled_checks)) as advance:
+        mutant_rows, correct_rows, results = detect(case_list, tolerances, profile.enabled_checks, mutants or None,
+                                                    on_result=advance)
+    table = Table(title=f"Mutants: {sum(bool(r.flagged_cases) for r in mutant_rows)}/{len(mutant_rows)} caught "
+                        f"on {count} cases (profile {profile.name}, seed {seed})")
+    for column in ("mutant", "cases", "caught", "first catching case id", "caught by", "bug"):
+        table.add_column(column, overflow="fold")
+    for row in mutant_rows + correct_rows:
+        is_mutant = row in mutant_rows
+        flagged = len(row.flagged_cases)
+        style = ("green" if flagged else "bold red") if is_mutant else ("bold red" if flagged else "green")
+        label = row.target if is_mutant else f"{row.target} (false alarms)"
+        table.add_row(label, str(row.cases), f"[{style}]{flagged}[/]", row.first.case_id if row.first else "-",
+                      row.caught_by or "-", row.doc)
+    out.print(table)
+    meta = {"command": "mutants", "profile": profile.name, "seed": seed, "cases": count,
+            "targets": [r.target for r in mutant_rows + correct_rows]}
+    extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
+    run_dir = write_reports(results, report_dir, meta, extra)
+    code = detection_exit_code(mutant_rows, correct_rows)
+    verdict = "[green]every mutant caught, no false alarm[/]" if code == 0 else "[red]a mutant survived or a false alarm occurred[/]"
+    out.print(f"{verdict} — reports in {run_dir}")
+    sys.exit(code)
+
+
+def _mutant_count() -> int:
+    from .targets.mutants import MUTANTS
+
+    return len(MUTANTS)
 
 
 @main.command(name="targets")

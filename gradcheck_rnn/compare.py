@@ -45,11 +45,20 @@ class TensorError:
         return "(" + ",".join(f"{k}={v}" for k, v in self.location.items()) + ")" if self.location else ""
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in ("max_abs", "max_rel", "ratio", "a", "b", "rtol", "atol"):
-            value = data[key]
-            data[key] = None if value is None or math.isnan(value) else (str(value) if math.isinf(value) else value)
-        return data
+        return json_safe(asdict(self))
+
+
+def json_safe(value: Any) -> Any:
+    """Strict-JSON copy: NaN becomes null and ±Inf the strings "inf"/"-inf" (never a silent pass)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def to_float64(array: Any) -> np.ndarray:

@@ -29,6 +29,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+ALL_CHECKS = ("reference", "padding", "permutation", "future", "determinism", "linearity", "stateless")
 LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
 
@@ -54,6 +55,11 @@ class Profile:
     heads: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
     initial_state: float = 1.0
     tolerances: Mapping[str, Any] = field(default_factory=dict)
+    checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
+
+    @property
+    def enabled_checks(self) -> list[str]:
+        return [name for name in ALL_CHECKS if self.checks.get(name)]
 
     def tolerance_table(self, rtol: float | None = None, atol: float | None = None) -> Tolerances:
         return Tolerances.from_profile(self.tolerances, rtol=rtol, atol=atol)
@@ -107,7 +113,7 @@ def load_profile(config: str | Path | None = None) -> Profile:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"profile {str(path)!r} is not valid TOML: {exc}") from None
-    known = {"sweep", "draw", "tolerances"}
+    known = {"sweep", "draw", "tolerances", "checks"}
     if set(data) - known:
         raise UsageError(f"profile {str(path)!r}: section {sorted(set(data) - known)[0]!r} is not allowed; "
                          f"sections are {', '.join(sorted(known))}")
@@ -136,6 +142,11 @@ def load_profile(config: str | Path | None = None) -> Profile:
         if key not in ("cases", "seed") or not isinstance(value, int) or value < 0:
             raise UsageError(f"sweep.{key} = {value!r} is not allowed; sweep takes cases and seed, integers >= 0")
         setattr(profile, key, value)
+    for key, value in data.get("checks", {}).items():
+        if key not in ALL_CHECKS or not isinstance(value, bool):
+            raise UsageError(f"checks.{key} = {value!r} is not allowed; checks are {', '.join(ALL_CHECKS)}, "
+                             f"each true or false")
+        profile.checks[key] = value
     profile.tolerance_table()  # validate now, before anything runs
     return profile
 

@@ -63,7 +63,8 @@ def failure_table(results: list[CaseResult], limit: int = 50) -> Table | None:
 
 def tensor_table(result: CaseResult) -> Table:
     """The full per-tensor table of one case × target."""
-    table = Table(title=f"{result.case_id} on {result.target}: {result.status}")
+    check = "" if result.check == "reference" else f" ({result.check} check)"
+    table = Table(title=f"{result.case_id} on {result.target}{check}: {result.status}")
     for column in ("tensor", "status", "max abs", "max rel", "ratio", "rtol/atol", "location", "a", "b", "ref"):
         table.add_column(column, overflow="fold", no_wrap=column not in ("location", "tensor"))
     for t in result.tensors:

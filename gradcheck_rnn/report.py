@@ -18,6 +18,7 @@ from typing import Any, Iterable
 from xml.etree import ElementTree as ET
 
 from . import __version__
+from .compare import json_safe
 from .runner import STATUSES, CaseResult, exit_code
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -137,7 +138,7 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
     try:
         document = results_document(results, meta)
         document.update(extra or {})
-        (staging / "results.json").write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+        (staging / "results.json").write_text(json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n")
         (staging / "junit.xml").write_bytes(junit_xml(results, f"gradcheck-rnn {meta.get('command', '')}"))
         (staging / "report.md").write_text(markdown_report(results, meta))
         os.replace(staging, final)

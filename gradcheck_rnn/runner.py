@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .case import Case, Outputs, as_mapping, gradient_names
 from .compare import TensorError, compare_tensor
@@ -163,16 +163,30 @@ def check_case(case: Case, target: Any, tolerances: Tolerances | None = None,
     return _result(case, target, "fail" if failing else "pass", message=message, seconds=seconds, tensors=tensors)
 
 
-def run_sweep(cases: Iterable[Case], targets: list[Target], tolerances: Tolerances | None = None,
-              fail_fast: bool = False, on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
-    """Judge every target on every case; references are computed once per case."""
-    results: list[CaseResult] = []
-    for case in cases:
-        references = None
-        for target in targets:
+def judge_case(case: Case, targets: list[Target], tolerances: Tolerances | None = None,
+               checks: Iterable[str] = ("reference",)) -> Iterator[CaseResult]:
+    """Every enabled check of every target on one case; references are computed once, when first needed."""
+    from .metamorphic import run_check
+
+    references = None
+    for target in targets:
+        for check in checks:
+            if check != "reference":
+                yield run_check(check, case, target, tolerances)
+                continue
             if references is None and target.supports(case.config) is True:
                 references = References(case)
-            result = check_case(case, target, tolerances, references)
+            yield check_case(case, target, tolerances, references)
+
+
+def run_sweep(cases: Iterable[Case], targets: list[Target], tolerances: Tolerances | None = None,
+              fail_fast: bool = False, on_result: Callable[[CaseResult], None] | None = None,
+              checks: Iterable[str] = ("reference",)) -> list[CaseResult]:
+    """Judge every target on every case with the given checks (``reference`` and/or metamorphic.CHECKS)."""
+    results: list[CaseResult] = []
+    checks = list(checks)
+    for case in cases:
+        for result in judge_case(case, targets, tolerances, checks):
             results.append(result)
             if on_result:
                 on_result(result)

@@ -1,0 +1,79 @@
+"""Detection power: sweep every mutant and the correct kernels on the same cases.
+
+A mutant is *caught* when at least one of its results (reference comparison or a
+reference-free check) on some case is not a pass or skip; a *false alarm* is such a result of
+a correct kernel. ``gradcheck-rnn mutants`` exits 1 if any mutant survives or any false
+alarm occurs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .case import Case
+from .runner import CaseResult, run_sweep
+from .targets import Target, resolve_target
+from .targets.mutants import MUTANTS
+from .tolerances import Tolerances
+
+CORRECT_TARGETS = ("fused-cpu", "torch-native")
+
+
+@dataclass
+class Detection:
+    """How one target fared: the cases run, those that flagged it, and the first flag."""
+
+    target: str
+    doc: str = ""
+    cases: int = 0
+    flagged_cases: list[str] = field(default_factory=list)
+    first: CaseResult | None = None
+
+    @property
+    def caught_by(self) -> str:
+        """The check and tensor of the first flag, e.g. ``reference: x`` or ``future: x``."""
+        if self.first is None:
+            return ""
+        worst = self.first.failing[0].name if self.first.failing else self.first.status
+        return f"{self.first.check}: {worst}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "doc": self.doc, "cases": self.cases, "flagged": len(self.flagged_cases),
+                "first_case_id": None if self.first is None else self.first.case_id, "caught_by": self.caught_by,
+                "repro": None if self.first is None else self.first.repro}
+
+
+def mutant_targets(names: Iterable[str] | None = None) -> list[Target]:
+    return [resolve_target(f"mutant:{name}") for name in (names or MUTANTS)]
+
+
+def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
+           mutants: Iterable[str] | None = None,
+           on_result: Callable[[CaseResult], None] | None = None) -> tuple[list[Detection], list[Detection], list[CaseResult]]:
+    """Run the mutants and the correct kernels on ``cases``: (mutant rows, correct rows, all results)."""
+    mutant_list = mutant_targets(mutants)
+    correct = [resolve_target(name) for name in CORRECT_TARGETS]
+    results = run_sweep(cases, mutant_list + correct, tolerances, on_result=on_result, checks=checks)
+    rows: dict[str, Detection] = {}
+    for target in mutant_list + correct:
+        name = target.name.removeprefix("mutant:")
+        doc = (MUTANTS[name].__doc__ or "").strip().splitlines()[0] if name in MUTANTS else "correct kernel"
+        rows[target.name] = Detection(target.name, doc)
+    seen: dict[str, set[str]] = {name: set() for name in rows}
+    for result in results:
+        row = rows[result.target]
+        if result.case_id not in seen[result.target]:
+            seen[result.target].add(result.case_id)
+            row.cases += 1
+        if result.status not in ("pass", "skip") and result.case_id not in row.flagged_cases:
+            row.flagged_cases.append(result.case_id)
+            row.first = row.first or result
+    detections = list(rows.values())
+    return detections[:len(mutant_list)], detections[len(mutant_list):], results
+
+
+def detection_exit_code(mutant_rows: list[Detection], correct_rows: list[Detection]) -> int:
+    survived = any(not row.flagged_cases for row in mutant_rows)
+    false_alarm = any(row.flagged_cases for row in correct_rows)
+    return 1 if survived or false_alarm else 0

@@ -1,0 +1,238 @@
+"""Mutants: the fused CPU kernel with one historical RNN gradient bug injected each.
+
+A checker is worth the bugs it catches. Each mutant re-creates, in a few lines over one hook
+of :class:`~gradcheck_rnn.kernels.fused_cpu.FusedCPUKernel`, a bug that shipped (its source is
+in the first line of its docstring) or one a careful reviewer could miss. ``gradcheck-rnn
+mutants`` sweeps every one of them and reports which case and which tensor or check caught it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from ..case import Case, Outputs, RNNConfig
+from ..errors import UsageError
+from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget, Packing, Segment, Step, Unit, add_rows
+from . import Target
+
+
+class TruncatedBPTT(FusedCPUKernel):
+    """Truncated BPTT: dh from step t+1 never reaches step t (MXNet #21143, native CPU RNN)."""
+
+    def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
+        if step.dc_prev is not None:
+            add_rows(step.unit.dc, segments, step.dc_prev)
+
+
+class BidirDyOverwritten(FusedCPUKernel):
+    """Bidirectional, > 2 layers: a middle layer's dx overwrites instead of adding both directions (MXNet #17898)."""
+
+    def input_grad(self, units: Sequence[Unit], out: Tensor) -> None:
+        if len(units) == 2 and units[0].layer > 0 and not units[0].top:
+            for unit in units:  # each direction writes with out=, the second clobbers the first
+                super().input_grad([unit], out)
+            return
+        super().input_grad(units, out)
+
+
+class GruMiddleWih(FusedCPUKernel):
+    """GRU, > 2 layers: the middle layer's i2h weight gradient uses the h2h part of dn (MXNet #18203)."""
+
+    def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
+        super().weight_grads(unit, packing, grads)
+        if unit.spec.cell == "gru" and unit.layer > 0 and not unit.top:
+            H = unit.hidden_size
+            torch.mm(unit.dgates[:, 3 * H:].t(), unit.x, out=grads["w_ih"][2 * H:])
+
+
+class TopBhhZero(FusedCPUKernel):
+    """The top layer's h2h bias gradient is all zeros (MXNet #17818, stacked CPU RNN)."""
+
+    def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
+        super().weight_grads(unit, packing, grads)
+        if unit.top:
+            grads["b_hh"].zero_()
+
+
+class LengthsIgnored(FusedCPUKernel):
+    """Sequence lengths ignored: the reverse direction starts at T−1, in the padding (MXNet #19323).
+
+    Every sequence runs over all T steps in both directions, so padding leaks into the reverse
+    direction's outputs and into hy; outputs at padded steps are not zeroed.
+    """
+
+    def make_packing(self, seq_lengths: Sequence[int], max_len: int) -> Packing:
+        return Packing([max_len] * len(seq_lengths), max_len)
+
+
+class ReluMaskWrongTensor(FusedCPUKernel):
+    """rnn_relu backward takes the relu mask from the previous state instead of the output (PyTorch #11662)."""
+
+    def relu_backward(self, step: Step) -> None:
+        torch.mul(step.dh, step.h_prev.gt(0), out=step.dgates)
+
+
+class HyAtLastPaddedStep(FusedCPUKernel):
+    """hy/cy read at step T−1 for every sequence: zero (the masked output) for sequences shorter than T."""
+
+    def final_state(self, unit: Unit, packing: Packing):
+        hy, cy = super().final_state(unit, packing)
+        if not unit.reverse:
+            short = torch.tensor([length < packing.max_len for length in packing.lengths])
+            hy = hy.masked_fill(short[:, None], 0)
+            cy = None if cy is None else cy.masked_fill(short[:, None], 0)
+        return hy, cy
+
+
+class PaddedDxLeak(FusedCPUKernel):
+    """Gradient leaks into padded steps of x: they receive the stale dx of the sequence's last step."""
+
+    def backward_data(self, state, dy, dhy, dcy, need_x: bool = True):
+        dx, dh0, dc0 = super().backward_data(state, dy, dhy, dcy, need_x)
+        if dx is not None:
+            for b, length in enumerate(state.packing.lengths):
+                dx[length:, b] = dx[length - 1, b]
+        return dx, dh0, dc0
+
+
+class Dc0Missing(FusedCPUKernel):
+    """The LSTM initial cell-state gradient dc0 comes back as zeros."""
+
+    def initial_state_grads(self, unit: Unit, packing: Packing):
+        dh0, dc0 = super().initial_state_grads(unit, packing)
+        return dh0, None if dc0 is None else torch.zeros_like(dc0)
+
+
+class WeightGradSkipsFirstStep(FusedCPUKernel):
+    """Weight-gradient accumulation starts at step 1: the first step's dW and db are lost."""
+
+    def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
+        unit.dgates[packing.packed_rows(0)] = 0
+        super().weight_grads(unit, packing, grads)
+
+
+class GruResetBeforeBias(FusedCPUKernel):
+    """GRU applies r before the h2h bias: n = tanh(W_in x + b_in + b_hn + r·W_hn h) (not torch/cuDNN's form)."""
+
+    def recurrent_projection(self, step: Step) -> None:
+        super().recurrent_projection(step)
+        unit = step.unit
+        if unit.spec.cell == "gru":
+            H = unit.hidden_size
+            step.aux[:, 2 * H:] -= unit.b_hh[2 * H:]
+            step.gates[:, 2 * H:] += unit.b_hh[2 * H:]
+
+
+class ForgetGateSignFlip(FusedCPUKernel):
+    """LSTM backward: the forget gate's pre-activation gradient has the wrong sign (one gate only)."""
+
+    def lstm_backward(self, step: Step) -> None:
+        super().lstm_backward(step)
+        H = step.unit.hidden_size
+        step.dgates[:, H:2 * H].neg_()
+
+
+class TanhDerivativeOfInput(FusedCPUKernel):
+    """rnn_tanh backward uses 1 − pre² (the pre-activation) instead of 1 − tanh(pre)²."""
+
+    def tanh_backward(self, step: Step) -> None:
+        pre = torch.atanh(step.h.clamp(-1 + 1e-12, 1 - 1e-12))
+        torch.mul(step.dh, 1 - pre * pre, out=step.dgates)
+
+
+class CellGradNotCarried(FusedCPUKernel):
+    """LSTM: dc is not carried to the previous step through the forget gate (only dh is)."""
+
+    def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
+        step.dc_prev = None
+        super().handoff(step, segments)
+
+
+class HyInSortedOrder(FusedCPUKernel):
+    """hy/cy returned in length-sorted order: the sort by length is never undone for the final states."""
+
+    def final_state(self, unit: Unit, packing: Packing):
+        hy, cy = super().final_state(unit, packing)
+        order = packing.order
+        return hy.index_select(0, order), None if cy is None else cy.index_select(0, order)
+
+
+class NondeterministicWeightGrad(FusedCPUKernel):
+    """Weight gradients summed in a run-dependent order (atomic adds): bits differ between runs."""
+
+    def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
+        super().weight_grads(unit, packing, grads)
+        noise = torch.rand((), generator=torch.Generator().manual_seed(torch.seed())).item()
+        grads["w_hh"].mul_(1 + torch.finfo(grads["w_hh"].dtype).eps * (1 + 7 * noise))
+
+
+class GradientClippedInKernel(FusedCPUKernel):
+    """The gate gradients are clipped to [−0.25, 0.25] inside the op (a hidden state_clip on the backward)."""
+
+    def step_backward(self, unit: Unit, packing: Packing, t: int, scratch: Tensor) -> None:
+        super().step_backward(unit, packing, t, scratch)
+        unit.dgates[packing.packed_rows(t)].clamp_(-0.25, 0.25)
+
+
+class StaleDh0Buffer(FusedCPUKernel):
+    """dh0 accumulates into a buffer kept across calls (ONNX Runtime #3797 stale buffers)."""
+
+    def __init__(self) -> None:
+        self._dh0: dict[tuple[int, ...], Tensor] = {}
+
+    def initial_state_grads(self, unit: Unit, packing: Packing):
+        dh0, dc0 = super().initial_state_grads(unit, packing)
+        key = (unit.layer, int(unit.reverse), *dh0.shape)
+        buffer = self._dh0.setdefault(key, torch.zeros_like(dh0))
+        buffer += dh0
+        return buffer.clone(), dc0
+
+
+class BpttSkippedWhenFrozen:
+    """Truncated BPTT exactly when no weight gradient is requested (MXNet 1.9.1 native CPU RNN, req=null)."""
+
+    def __init__(self) -> None:
+        self.correct = FusedCPUTarget()
+        self.truncated = FusedCPUTarget(TruncatedBPTT())
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        return self.correct.supports(config)
+
+    def run(self, case: Case) -> Outputs:
+        weights_requested = any(name in case.params for name in case.wants)
+        return (self.correct if weights_requested else self.truncated).run(case)
+
+
+MUTANTS: dict[str, type] = {
+    "truncated-bptt": TruncatedBPTT,
+    "bptt-skipped-when-frozen": BpttSkippedWhenFrozen,
+    "bidir-dy-overwritten": BidirDyOverwritten,
+    "gru-middle-w_ih": GruMiddleWih,
+    "top-b_hh-zero": TopBhhZero,
+    "lengths-ignored": LengthsIgnored,
+    "relu-mask-wrong-tensor": ReluMaskWrongTensor,
+    "hy-at-T-1": HyAtLastPaddedStep,
+    "padded-dx-leak": PaddedDxLeak,
+    "dc0-missing": Dc0Missing,
+    "weight-grad-skips-first-step": WeightGradSkipsFirstStep,
+    "gru-reset-before-bias": GruResetBeforeBias,
+    "forget-gate-sign-flip": ForgetGateSignFlip,
+    "tanh-derivative-of-input": TanhDerivativeOfInput,
+    "cell-grad-not-carried": CellGradNotCarried,
+    "hy-in-sorted-order": HyInSortedOrder,
+    "nondeterministic-weight-grad": NondeterministicWeightGrad,
+    "gradient-clipped-in-kernel": GradientClippedInKernel,
+    "stale-dh0-buffer": StaleDh0Buffer,
+}
+
+
+def mutant_target(name: str) -> Target:
+    """The target ``mutant:<name>``; UsageError names the known mutants."""
+    if name not in MUTANTS:
+        raise UsageError(f"unknown mutant {name!r}; allowed: {', '.join(MUTANTS)}")
+    cls = MUTANTS[name]
+    impl = cls() if not issubclass(cls, FusedCPUKernel) else FusedCPUTarget(cls(), name=f"mutant:{name}")
+    return Target(f"mutant:{name}", impl)
