@@ -304,6 +304,46 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     sys.exit(code)
 
 
+@main.command()
+@click.option("--target", "-t", "target", required=True, metavar="NAME", help="A target known to be correct.")
+@config_option
+@click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
+@click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
+@click.option("--margin", type=click.FloatRange(min=1), default=10.0, show_default=True,
+              help="Safety factor between the worst error seen and the proposed tolerance.")
+@usage_errors
+def calibrate(target: str, config: str | None, cases: int | None, seed: int | None, margin: float) -> None:
+    """Show how close a correct target comes to the references (error ratio under the current
+    tolerances: median, p99, max, per dtype × tensor kind) and propose tolerances with a margin."""
+    from rich.table import Table
+
+    from .calibrate import calibrate as summarise
+    from .generate import draw_cases, load_profile
+    from .targets import resolve_target
+
+    profile = load_profile(config)
+    tolerances = profile.tolerance_table()
+    resolved = resolve_target(target)
+    seed = profile.seed if seed is None else seed
+    count = profile.cases if cases is None else cases
+    results = _run_with_progress(list(draw_cases(profile, seed, count)), [resolved], tolerances, False, ["reference"])
+    table = Table(title=f"Calibration of {resolved.name} on {count} cases (profile {profile.name}, seed {seed}): "
+                        f"error ratio under the current tolerances, proposal = current × max × {margin:g}")
+    for column in ("dtype", "kind", "tensors", "median", "p99", "max", "current rtol/atol", "proposed rtol/atol"):
+        table.add_column(column)
+    from .render import fmt
+
+    for row in summarise(results, tolerances, margin):
+        table.add_row(row.dtype, row.kind, str(row.count), fmt(row.median), fmt(row.p99), fmt(row.max),
+                      f"{row.current.rtol:g} / {row.current.atol:g}", f"{row.proposed.rtol:g} / {row.proposed.atol:g}")
+    out.print(table)
+    failed = [r for r in results if r.status not in ("pass", "skip")]
+    if failed:
+        out.print(f"[red]{len(failed)} results did not pass: is {resolved.name} really correct?[/] "
+                  f"First: {failed[0].repro}")
+    sys.exit(1 if failed else 0)
+
+
 def _mutant_count() -> int:
     from .targets.mutants import MUTANTS
 

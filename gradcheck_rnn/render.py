@@ -21,7 +21,7 @@ def fmt(value: float | None) -> str:
 
 
 def summary_table(results: list[CaseResult], key: str = "mode") -> Table:
-    """Per target × mode (or wants group): cases, pass, fail, error, skip, disagreement, worst ratio."""
+    """Per target × mode (or wants group): cases and their verdicts over every check, worst ratio."""
     table = Table(title=f"Summary by target × {key}")
     for column in ("target", key, "cases", "pass", "fail", "error", "skip", "ref-disagree", "worst ratio"):
         table.add_column(column, justify="left" if column in ("target", key) else "right")
@@ -40,9 +40,9 @@ def failure_table(results: list[CaseResult], limit: int = 50) -> Table | None:
     bad = [r for r in results if r.status not in ("pass", "skip")]
     if not bad:
         return None
-    bad.sort(key=lambda r: (r.status != "fail", r.case_id))
+    bad.sort(key=lambda r: (r.status != "fail", r.case_id, r.check != "reference"))
     table = Table(title=f"Failures ({len(bad)} case × target) — reproduce with: gradcheck-rnn repro <case id> --target <target>")
-    for column in ("case id", "target", "status", "tensor", "max abs", "max rel", "ratio", "location", "a", "b"):
+    for column in ("case id", "target", "check", "status", "tensor", "max abs", "max rel", "ratio", "location", "a", "b"):
         table.add_column(column, overflow="fold")
     rows = 0
     for r in bad:
@@ -54,9 +54,10 @@ def failure_table(results: list[CaseResult], limit: int = 50) -> Table | None:
             rows += 1
             style = STATUS_STYLE.get(r.status, "")
             if t is None:
-                table.add_row(r.case_id, r.target, f"[{style}]{r.status}[/]", "-", "-", "-", "-", r.message, "-", "-")
+                table.add_row(r.case_id, r.target, r.check, f"[{style}]{r.status}[/]", "-", "-", "-", "-", r.message,
+                              "-", "-")
             else:
-                table.add_row(r.case_id, r.target, f"[{style}]{r.status}[/]", t.name, fmt(t.max_abs),
+                table.add_row(r.case_id, r.target, r.check, f"[{style}]{r.status}[/]", t.name, fmt(t.max_abs),
                               fmt(t.max_rel), fmt(t.ratio), t.location_text() or t.message, fmt(t.a), fmt(t.b))
     return table
 

@@ -29,16 +29,27 @@ def summary(results: list[CaseResult]) -> dict[str, int]:
     return {"total": len(results), **{s: counts.get(s, 0) for s in STATUSES}, "exit_code": exit_code(results)}
 
 
+def case_status(rows: list[CaseResult]) -> str:
+    """One verdict for a case × target from all its check rows: the most serious status wins."""
+    statuses = {r.status for r in rows}
+    for status in ("fail", "reference-disagreement", "error"):
+        if status in statuses:
+            return status
+    return "pass" if "pass" in statuses else "skip"
+
+
 def breakdown(results: list[CaseResult], key: str) -> list[dict[str, Any]]:
-    """Counts per target × ``key`` (``mode`` or ``wants``) with the worst ratio of each group."""
-    groups: dict[tuple[str, str], list[CaseResult]] = {}
+    """Per target × ``key`` (``mode`` or ``wants``): distinct cases, their verdicts over every
+    check, and the worst reference-comparison ratio of the group."""
+    groups: dict[tuple[str, str], dict[str, list[CaseResult]]] = {}
     for r in results:
-        groups.setdefault((r.target, getattr(r, key)), []).append(r)
+        groups.setdefault((r.target, getattr(r, key)), {}).setdefault(r.case_id, []).append(r)
     rows = []
-    for (target, value), members in groups.items():
-        ratios = [w.ratio for r in members if (w := r.worst) is not None and w.ratio == w.ratio]
-        counts = Counter(r.status for r in members)
-        rows.append({"target": target, key: value, "cases": len(members),
+    for (target, value), cases in groups.items():
+        ratios = [w.ratio for rows_ in cases.values() for r in rows_ if r.check == "reference"
+                  and (w := r.worst) is not None and w.ratio == w.ratio]
+        counts = Counter(case_status(rows_) for rows_ in cases.values())
+        rows.append({"target": target, key: value, "cases": len(cases),
                      **{s: counts.get(s, 0) for s in STATUSES}, "worst_ratio": max(ratios, default=None)})
     return rows
 

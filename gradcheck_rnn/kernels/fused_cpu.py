@@ -52,12 +52,10 @@ the BPTT hand-off (:meth:`~FusedCPUKernel.handoff`), the final-state gather
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from itertools import accumulate
-from threading import Lock
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -69,14 +67,12 @@ from ..layout import DIRECTIONS, GATES, pack, param_key, unpack
 
 Segment = tuple[int, int]
 """A contiguous row range ``[start, stop)`` of a state buffer."""
-Lane = tuple[int, int]
-"""A slot range ``[lo, hi)``: the sequences one worker thread carries through the recurrence."""
 
 
 @dataclass(frozen=True)
 class StepRows:
-    """Where one step of one lane lives: packed rows, state-buffer rows, the state-buffer
-    segments of the states feeding it, and its rows of a (B, ·) scratch buffer."""
+    """Where one step lives: packed rows, state-buffer rows, the state-buffer segments of
+    the states feeding it, and its rows of a (B, ·) scratch buffer."""
 
     t: int
     packed: slice
@@ -185,30 +181,10 @@ class Packing:
             segments.append((init + carried, init + bs))
         return segments
 
-    def lane_rows(self, t: int, reverse: bool, lane: Lane) -> StepRows | None:
-        """Rows of step t restricted to the slots of ``lane``; None when none is active."""
-        lo, hi = lane[0], min(lane[1], self.batch_sizes[t])
-        if hi <= lo:
-            return None
-        packed, state = self.packed_rows(t), self.state_rows(t)
-        prev, slot = [], 0
-        for start, stop in self.prev_segments(t, reverse):
-            first, last = max(lo, slot), min(hi, slot + stop - start)
-            if last > first:
-                prev.append((start + first - slot, start + last - slot))
-            slot += stop - start
-        return StepRows(t, slice(packed.start + lo, packed.start + hi), slice(state.start + lo, state.start + hi),
-                        prev, slice(lo, hi))
-
-    def split_slots(self, parts: int) -> list[Lane]:
-        """At most ``parts`` lanes of consecutive slots holding about equal numbers of rows."""
-        bounds, total, seen = [0], self.rows, 0
-        for slot, length in enumerate(self.slot_lengths):
-            seen += length
-            if len(bounds) < parts and seen * parts >= total * len(bounds) and slot + 1 < self.batch:
-                bounds.append(slot + 1)
-        bounds.append(self.batch)
-        return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    def step_rows(self, t: int, reverse: bool) -> StepRows:
+        """Where step t of a direction reads and writes."""
+        return StepRows(t, self.packed_rows(t), self.state_rows(t), self.prev_segments(t, reverse),
+                        slice(0, self.batch_sizes[t]))
 
     def history_segments(self, reverse: bool) -> list[Segment]:
         """State-buffer rows of the state feeding every packed row (all steps), merged."""
@@ -268,34 +244,9 @@ def _one(like: Tensor) -> Tensor:
     return _scalar_one(like.dtype)
 
 
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = Lock()
-
-
-def _single_threaded(task: Callable[[], None]) -> None:
-    torch.set_num_threads(1)
-    with torch.no_grad():  # grad mode is per thread
-        task()
-
-
-def _run_parallel(tasks: Sequence[Callable[[], None]], threads: int) -> None:
-    """Run independent tasks, each in a worker thread with single-threaded torch ops (one
-    thread per task beats sharing two OpenMP threads per small op); sequentially when
-    ``threads`` is 1. Torch's thread count is restored afterwards."""
-    if len(tasks) == 1 or threads == 1:
-        for task in tasks:
-            task()
-        return
-    with _POOL_LOCK:
-        if not _POOL or _POOL[0]._max_workers < len(tasks):
-            _POOL[:] = [ThreadPoolExecutor(max_workers=len(tasks), thread_name_prefix="fused-cpu")]
-        restore = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for future in [_POOL[0].submit(_single_threaded, task) for task in tasks]:
-                future.result()
-        finally:
-            torch.set_num_threads(restore)
+def blocks(gates: Tensor, hidden_size: int) -> tuple[Tensor, ...]:
+    """The H-wide column blocks of a (rows, k·H) tensor, as views (one call, not k slices)."""
+    return gates.view(gates.shape[0], -1, hidden_size).unbind(1)
 
 
 def take(buffer: Tensor, segments: Sequence[Segment]) -> Tensor:
@@ -398,12 +349,8 @@ class FusedCPUKernel:
     """Fused CPU RNN forward and hand-written BPTT; subclass and override one method to mutate.
 
     The kernel holds no state between calls: everything a call needs lives in its
-    :class:`ForwardState`. ``min_parallel_work`` (B·G·H² of a step's GEMM) is the size from
-    which the recurrence runs in parallel lanes; below it thread hand-offs cost more than
-    they save.
+    :class:`ForwardState`.
     """
-
-    min_parallel_work = 1 << 20
 
     # ------------------------------------------------------------------ forward
 
@@ -421,13 +368,13 @@ class FusedCPUKernel:
         units: list[Unit] = []
         for layer in range(num_layers):
             output = x.new_empty(packing.height, D * H)
-            layer_units = []
             for d in range(D):
                 states = [None if s is None else s[layer * D + d] for s in (h0, c0)]
-                layer_units.append(self.make_unit(spec, packing, layer, d, layer == num_layers - 1, params,
-                                                  layer_input, output[:, d * H:(d + 1) * H], *states))
-            self.run_lanes(packing, layer_units, self.forward_lane)
-            units.extend(layer_units)
+                unit = self.make_unit(spec, packing, layer, d, layer == num_layers - 1, params,
+                                      layer_input, output[:, d * H:(d + 1) * H], *states)
+                for rows in self.walk(unit, packing):
+                    self.step_forward(unit, rows)
+                units.append(unit)
             layer_input = output[B:B + packing.rows]
         y = packing.unpack(layer_input)
         finals = [self.final_state(unit, packing) for unit in units]
@@ -444,26 +391,9 @@ class FusedCPUKernel:
         """The steps a direction walks, in order; the backward walks them in reverse."""
         return range(packing.steps - 1, -1, -1) if reverse else range(packing.steps)
 
-    def walk(self, unit: Unit, packing: Packing, lane: Lane) -> list[StepRows]:
-        """The rows of each step one lane of a unit visits, in walk order."""
-        rows = (packing.lane_rows(t, unit.reverse, lane) for t in self.step_order(packing, unit.reverse))
-        return [r for r in rows if r is not None]
-
-    def run_lanes(self, packing: Packing, units: Sequence[Unit], work: Callable[[Unit, Packing, Lane], None]) -> None:
-        """Carry the recurrence of a layer's units: directions, and slot ranges within a
-        direction, are independent, so with T torch threads they run as up to T lanes at once,
-        each in its own thread with single-threaded ops (when a step is worth a thread)."""
-        unit = units[0]
-        step_work = packing.batch * unit.w_hh.numel() * unit.hidden_size
-        threads = torch.get_num_threads() if step_work >= self.min_parallel_work else 1
-        parts = max(1, threads // len(units))
-        tasks = [partial(work, unit, packing, lane) for unit in units for lane in packing.split_slots(parts)]
-        _run_parallel(tasks, threads)
-
-    def forward_lane(self, unit: Unit, packing: Packing, lane: Lane) -> None:
-        """The forward recurrence of one lane."""
-        for rows in self.walk(unit, packing, lane):
-            self.step_forward(unit, rows)
+    def walk(self, unit: Unit, packing: Packing) -> list[StepRows]:
+        """The rows of each step a unit visits, in walk order."""
+        return [packing.step_rows(t, unit.reverse) for t in self.step_order(packing, unit.reverse)]
 
     def make_unit(self, spec: ModeSpec, packing: Packing, layer: int, d: int, top: bool,
                   params: Mapping[str, Tensor], x: Tensor, h: Tensor, h0: Tensor | None,
@@ -522,9 +452,8 @@ class FusedCPUKernel:
     def lstm_forward(self, step: Step) -> None:
         """i, f, o = σ; g = tanh; c = f·c_prev + i·g; h = o·tanh(c) (tanh(c) saved in aux)."""
         H = step.unit.hidden_size
-        a = step.gates
-        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
-        a[:, :2 * H].sigmoid_()
+        i, f, g, o = blocks(step.gates, H)
+        step.gates[:, :2 * H].sigmoid_()
         g.tanh_()
         o.sigmoid_()
         torch.mul(f, step.c_prev, out=step.c)
@@ -535,12 +464,12 @@ class FusedCPUKernel:
     def gru_forward(self, step: Step) -> None:
         """r, z = σ(x-part + h-part); n = tanh(x-part + r·(W_hn h + b_hn)); h = n + z·(h_prev − n)."""
         H = step.unit.hidden_size
-        a, hid = step.gates, step.aux
-        rz, n = a[:, :2 * H], a[:, 2 * H:]
-        rz.add_(hid[:, :2 * H]).sigmoid_()
-        n.addcmul_(a[:, :H], hid[:, 2 * H:]).tanh_()
-        torch.sub(step.h_prev, n, out=step.h)
-        step.h.mul_(a[:, H:2 * H]).add_(n)
+        rz, n = step.gates.split([2 * H, H], 1)
+        hidden_rz, hidden_n = step.aux.split([2 * H, H], 1)
+        r, z, _ = blocks(step.gates, H)
+        rz.add_(hidden_rz).sigmoid_()
+        n.addcmul_(r, hidden_n).tanh_()
+        torch.lerp(n, step.h_prev, z, out=step.h)
 
     def final_state(self, unit: Unit, packing: Packing) -> tuple[Tensor, Tensor | None]:
         """(hy, cy) of a unit in batch order: the state after each sequence's final step."""
@@ -568,6 +497,7 @@ class FusedCPUKernel:
             d_out[B:B + N].zero_()
         else:
             d_out[B:B + N] = packing.pack(dy.to(state.dtype))
+        scratch = new(B, 6 * H)
         dh0 = new(state.num_layers * D, B, H)
         dc0 = new(state.num_layers * D, B, H) if spec.has_cell_state else None
         dx = None
@@ -583,8 +513,8 @@ class FusedCPUKernel:
                     if dcy is not None:
                         unit.dc.index_add_(0, final, dcy[layer * D + d].to(state.dtype))
                 unit.dgates = new(N, spec.grad_width * H)
-            self.run_lanes(packing, units, self.backward_lane)
-            for d, unit in enumerate(units):
+                for rows in reversed(self.walk(unit, packing)):
+                    self.step_backward(unit, rows, scratch)
                 dh0[layer * D + d], dc0_unit = self.initial_state_grads(unit, packing)
                 if dc0 is not None:
                     dc0[layer * D + d] = dc0_unit
@@ -602,12 +532,6 @@ class FusedCPUKernel:
     def _zero_init_rows(buffer: Tensor, packing: Packing) -> None:
         buffer[packing.init_rows(False)].zero_()
         buffer[packing.init_rows(True)].zero_()
-
-    def backward_lane(self, unit: Unit, packing: Packing, lane: Lane) -> None:
-        """BPTT of one lane: its steps in reverse walk order."""
-        scratch = unit.gates.new_empty(packing.batch, 6 * unit.hidden_size)
-        for rows in reversed(self.walk(unit, packing, lane)):
-            self.step_backward(unit, rows, scratch)
 
     def step_backward(self, unit: Unit, rows: StepRows, scratch: Tensor) -> None:
         """One BPTT step: the cell's pointwise backward, then the hand-off to the previous state."""
@@ -654,37 +578,39 @@ class FusedCPUKernel:
         """dc += dh·o·(1 − tanh²c); d[i, f, g, o] = [dc·g, dc·c_prev, dc·i, dh·tanh c] times each
         activation's derivative; dc_prev = dc·f."""
         H = step.unit.hidden_size
-        a, da, tanh_c = step.gates, step.dgates, step.aux
-        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
-        tmp, deriv, dc_prev = step.scratch[:, :H], step.scratch[:, H:5 * H], step.scratch[:, 5 * H:]
+        a, da, tanh_c, dc, dh = step.gates, step.dgates, step.aux, step.dc, step.dh
+        i, f, g, o = blocks(a, H)
+        di, df, dg, do = blocks(da, H)
+        tmp, deriv, dc_prev = step.scratch.split([H, 4 * H, H], 1)
         torch.addcmul(_one(a), tanh_c, tanh_c, value=-1, out=tmp)
         tmp.mul_(o)
-        step.dc.addcmul_(tmp, step.dh)
-        torch.mul(step.dc, g, out=da[:, :H])
-        torch.mul(step.dc, step.c_prev, out=da[:, H:2 * H])
-        torch.mul(step.dc, i, out=da[:, 2 * H:3 * H])
-        torch.mul(step.dh, tanh_c, out=da[:, 3 * H:])
+        dc.addcmul_(tmp, dh)
+        torch.mul(dc, g, out=di)
+        torch.mul(dc, step.c_prev, out=df)
+        torch.mul(dc, i, out=dg)
+        torch.mul(dh, tanh_c, out=do)
         torch.addcmul(a, a, a, value=-1, out=deriv)
         torch.addcmul(_one(a), g, g, value=-1, out=deriv[:, 2 * H:3 * H])
         da.mul_(deriv)
-        step.dc_prev = torch.mul(step.dc, f, out=dc_prev)
+        step.dc_prev = torch.mul(dc, f, out=dc_prev)
 
     def gru_backward(self, step: Step) -> None:
         """dn = dh·(1−z)·(1−n²); dz = dh·(h_prev − n)·z(1−z); dr = dn·(W_hn h + b_hn)·r(1−r);
         the h-part of n gets dn·r; h_prev gets dh·z directly. dgates = [n_x | r | z | n_h]."""
         H = step.unit.hidden_size
-        a, da, hid = step.gates, step.dgates, step.aux
-        r, z, n = a[:, :H], a[:, H:2 * H], a[:, 2 * H:]
-        dn, dr, dz, dn_h = da[:, :H], da[:, H:2 * H], da[:, 2 * H:3 * H], da[:, 3 * H:]
-        direct, deriv = step.scratch[:, :H], step.scratch[:, H:3 * H]
-        torch.mul(step.dh, z, out=direct)
-        torch.sub(step.dh, direct, out=dn)
+        a, da, dh = step.gates, step.dgates, step.dh
+        r, z, n = blocks(a, H)
+        dn, dr, dz, dn_h = blocks(da, H)
+        direct, deriv, _ = step.scratch.split([H, 2 * H, 3 * H], 1)
+        torch.mul(dh, z, out=direct)
+        torch.sub(dh, direct, out=dn)
         torch.addcmul(_one(a), n, n, value=-1, out=dn_h)
         dn.mul_(dn_h)
         torch.sub(step.h_prev, n, out=dz)
-        dz.mul_(step.dh)
-        torch.mul(dn, hid[:, 2 * H:], out=dr)
-        torch.addcmul(a[:, :2 * H], a[:, :2 * H], a[:, :2 * H], value=-1, out=deriv)
+        dz.mul_(dh)
+        torch.mul(dn, step.aux[:, 2 * H:], out=dr)
+        rz = a[:, :2 * H]
+        torch.addcmul(rz, rz, rz, value=-1, out=deriv)
         da[:, H:3 * H].mul_(deriv)
         torch.mul(dn, r, out=dn_h)
         step.dh_direct = direct
