@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import accumulate
 from typing import Any, Mapping, Sequence
 
@@ -216,11 +215,13 @@ class Packing:
         flat = padded.reshape(self.max_len * self.batch, padded.shape[-1])
         return flat if self.identity else flat.index_select(0, self.index)
 
-    def unpack(self, packed: Tensor) -> Tensor:
-        """(N, F) packed -> new (T, B, F) tensor, zero at padded steps."""
+    def unpack(self, packed: Tensor, copy: bool = True) -> Tensor:
+        """(N, F) packed -> (T, B, F), zero at padded steps: new memory, or a view of
+        ``packed`` where the layouts agree and ``copy`` is False."""
         width = packed.shape[-1]
         if self.identity:
-            return packed.reshape(self.max_len, self.batch, width).clone()
+            padded = packed.view(self.max_len, self.batch, width)
+            return padded.clone() if copy else padded
         padded = packed.new_zeros(self.max_len * self.batch, width)
         padded.index_copy_(0, self.index, packed)
         return padded.view(self.max_len, self.batch, width)
@@ -234,14 +235,10 @@ class Packing:
         return state.index_select(0, self.slot_of)
 
 
-@lru_cache(maxsize=None)
-def _scalar_one(dtype: torch.dtype) -> Tensor:
-    return torch.ones((), dtype=dtype)
-
-
-def _one(like: Tensor) -> Tensor:
-    """A scalar 1 of ``like``'s dtype, so that ``1 − a·b`` is one addcmul."""
-    return _scalar_one(like.dtype)
+# The activations' derivatives from their outputs, each one fused aten op (autograd's own):
+_tanh_backward = torch.ops.aten.tanh_backward.grad_input  # grad·(1 − y²)
+_sigmoid_backward = torch.ops.aten.sigmoid_backward.grad_input  # grad·y·(1 − y)
+_threshold_backward = torch.ops.aten.threshold_backward.grad_input  # grad·[y > 0]
 
 
 def blocks(gates: Tensor, hidden_size: int) -> tuple[Tensor, ...]:
@@ -311,7 +308,7 @@ class Step:
     cell overwrites it with the activations, writing ``h`` (and ``c``, ``aux``). Backward:
     ``dh`` / ``dc`` hold the complete dL/dh_t and dL/dc_t; the cell writes ``dgates`` and the
     gradients that reach the previous state directly, ``dh_direct`` (GRU z·dh) and ``dc_prev``
-    (LSTM f·dc), using ``scratch`` (bs, 6H) for temporaries.
+    (LSTM f·dc), using ``scratch`` (bs, 2H) for temporaries.
     """
 
     unit: Unit
@@ -497,7 +494,7 @@ class FusedCPUKernel:
             d_out[B:B + N].zero_()
         else:
             d_out[B:B + N] = packing.pack(dy.to(state.dtype))
-        scratch = new(B, 6 * H)
+        scratch = new(B, 2 * H)
         dh0 = new(state.num_layers * D, B, H)
         dc0 = new(state.num_layers * D, B, H) if spec.has_cell_state else None
         dx = None
@@ -525,7 +522,7 @@ class FusedCPUKernel:
             elif need_x:
                 dx_packed = new(N, state.input_size)
                 self.input_grad(units, dx_packed)
-                dx = packing.unpack(dx_packed)
+                dx = packing.unpack(dx_packed, copy=False)
         return dx, dh0 if state.has_h0 else None, dc0 if state.has_c0 else None
 
     @staticmethod
@@ -567,12 +564,11 @@ class FusedCPUKernel:
 
     def relu_backward(self, step: Step) -> None:
         """dpre = dh · [h > 0]."""
-        torch.mul(step.dh, step.h.gt(0), out=step.dgates)
+        _threshold_backward(step.dh, step.h, 0, grad_input=step.dgates)
 
     def tanh_backward(self, step: Step) -> None:
         """dpre = dh · (1 − h²)."""
-        torch.addcmul(_one(step.h), step.h, step.h, value=-1, out=step.dgates)
-        step.dgates.mul_(step.dh)
+        _tanh_backward(step.dh, step.h, grad_input=step.dgates)
 
     def lstm_backward(self, step: Step) -> None:
         """dc += dh·o·(1 − tanh²c); d[i, f, g, o] = [dc·g, dc·c_prev, dc·i, dh·tanh c] times each
@@ -581,17 +577,16 @@ class FusedCPUKernel:
         a, da, tanh_c, dc, dh = step.gates, step.dgates, step.aux, step.dc, step.dh
         i, f, g, o = blocks(a, H)
         di, df, dg, do = blocks(da, H)
-        tmp, deriv, dc_prev = step.scratch.split([H, 4 * H, H], 1)
-        torch.addcmul(_one(a), tanh_c, tanh_c, value=-1, out=tmp)
-        tmp.mul_(o)
+        tmp, dc_prev = blocks(step.scratch, H)
+        _tanh_backward(o, tanh_c, grad_input=tmp)
         dc.addcmul_(tmp, dh)
         torch.mul(dc, g, out=di)
         torch.mul(dc, step.c_prev, out=df)
         torch.mul(dc, i, out=dg)
         torch.mul(dh, tanh_c, out=do)
-        torch.addcmul(a, a, a, value=-1, out=deriv)
-        torch.addcmul(_one(a), g, g, value=-1, out=deriv[:, 2 * H:3 * H])
-        da.mul_(deriv)
+        _sigmoid_backward(da[:, :2 * H], a[:, :2 * H], grad_input=da[:, :2 * H])
+        _tanh_backward(dg, g, grad_input=dg)
+        _sigmoid_backward(do, o, grad_input=do)
         step.dc_prev = torch.mul(dc, f, out=dc_prev)
 
     def gru_backward(self, step: Step) -> None:
@@ -601,17 +596,14 @@ class FusedCPUKernel:
         a, da, dh = step.gates, step.dgates, step.dh
         r, z, n = blocks(a, H)
         dn, dr, dz, dn_h = blocks(da, H)
-        direct, deriv, _ = step.scratch.split([H, 2 * H, 3 * H], 1)
+        direct, _ = blocks(step.scratch, H)
         torch.mul(dh, z, out=direct)
         torch.sub(dh, direct, out=dn)
-        torch.addcmul(_one(a), n, n, value=-1, out=dn_h)
-        dn.mul_(dn_h)
+        _tanh_backward(dn, n, grad_input=dn)
         torch.sub(step.h_prev, n, out=dz)
         dz.mul_(dh)
         torch.mul(dn, step.aux[:, 2 * H:], out=dr)
-        rz = a[:, :2 * H]
-        torch.addcmul(rz, rz, rz, value=-1, out=deriv)
-        da[:, H:3 * H].mul_(deriv)
+        _sigmoid_backward(da[:, H:3 * H], a[:, :2 * H], grad_input=da[:, H:3 * H])
         torch.mul(dn, r, out=dn_h)
         step.dh_direct = direct
 

@@ -172,9 +172,9 @@ class NondeterministicWeightGrad(FusedCPUKernel):
 class GradientClippedInKernel(FusedCPUKernel):
     """The gate gradients are clipped to [−0.25, 0.25] inside the op (a hidden state_clip on the backward)."""
 
-    def step_backward(self, unit: Unit, packing: Packing, t: int, scratch: Tensor) -> None:
-        super().step_backward(unit, packing, t, scratch)
-        unit.dgates[packing.packed_rows(t)].clamp_(-0.25, 0.25)
+    def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
+        step.dgates.clamp_(-0.25, 0.25)
+        super().handoff(step, segments)
 
 
 class StaleDh0Buffer(FusedCPUKernel):

@@ -1,0 +1,83 @@
+"""Detection power: each reference-free check catches a mutant on its own while correct
+kernels pass it, the frozen-weight mutant hides from `all`-group cases, and the ci-profile
+mutant sweep catches every mutant with no false alarm."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck_rnn import Case
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.metamorphic import run_check
+from gradcheck_rnn.runner import check_case
+from gradcheck_rnn.targets import resolve_target
+
+CORRECT = ("fused-cpu", "torch-native")
+
+# (check, mutant caught by that check alone, a case id where it applies)
+METAMORPHIC_CATCHES = [
+    ("padding", "lengths-ignored", "gru-L2-bi-I3-H4-T6-B3-len6.2.4-f64-s11"),
+    ("permutation", "hy-in-sorted-order", "lstm-L1-uni-I2-H3-T5-B3-len2.5.3-f64-s4"),
+    ("future", "truncated-bptt", "rnn_tanh-L2-uni-I3-H4-T6-B2-len3.6-f32-s9"),
+    ("determinism", "nondeterministic-weight-grad", "gru-L1-bi-I2-H3-T4-B2-len4.3-f32-s2"),
+    ("linearity", "gradient-clipped-in-kernel", "lstm-L1-uni-I2-H3-T5-B2-len5.3-f64-s6"),
+    ("stateless", "stale-dh0-buffer", "rnn_relu-L2-uni-I2-H3-T4-B2-len4.2-f64-s8"),
+]
+
+
+@pytest.mark.parametrize("check, mutant, case_id", METAMORPHIC_CATCHES)
+def test_each_metamorphic_check_catches_its_mutant_alone(check, mutant, case_id):
+    case = Case.from_id(case_id)
+    caught = run_check(check, case, resolve_target(f"mutant:{mutant}"))
+    assert caught.status == "fail", caught
+    assert caught.message
+    for name in CORRECT:
+        assert run_check(check, case, resolve_target(name)).status == "pass", name
+
+
+def test_future_check_skips_without_future_steps_or_input_gradient():
+    full = Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.4-f64-s1")
+    assert run_check("future", full, resolve_target("fused-cpu")).status == "skip"
+    frozen = Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.2-f64-s1-wparams")
+    assert run_check("future", frozen, resolve_target("fused-cpu")).status == "skip"
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_bptt_skipped_when_frozen_is_caught_only_on_frozen_weights():
+    target = "mutant:bptt-skipped-when-frozen"
+    code, output = invoke("check", "--case-id", "gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx", "--target", target)
+    assert code == 1
+    failing_rows = [line for line in output.splitlines() if "│ fail" in line]
+    assert any(line.startswith("│ x ") for line in failing_rows), output
+    code, output = invoke("check", "--case-id", "gru-L1-uni-I2-H3-T5-B1-len5-f32-s7", "--target", target)
+    assert code == 0, output
+
+
+def test_bptt_skipped_when_frozen_passes_every_all_group_case():
+    from gradcheck_rnn.generate import draw_cases, load_profile
+
+    profile = load_profile("ci")
+    profile.wants = {"all": 1.0}
+    target = resolve_target("mutant:bptt-skipped-when-frozen")
+    results = [check_case(case, target) for case in draw_cases(profile, 0, 15)]
+    assert all(r.status == "pass" for r in results), [r.message for r in results if r.status != "pass"]
+
+
+def test_ci_profile_catches_every_mutant_with_no_false_alarm(tmp_path):
+    code, output = invoke("mutants", "--report-dir", tmp_path)
+    assert code == 0, output
+    [run] = list(tmp_path.iterdir())
+    document = json.loads((run / "results.json").read_text())
+    assert all(m["flagged"] > 0 for m in document["mutants"])
+    assert {m["target"] for m in document["mutants"]} >= {"mutant:truncated-bptt", "mutant:bptt-skipped-when-frozen"}
+    assert all(f["flagged"] == 0 for f in document["false_alarms"])
+
+
+def test_unknown_mutant_is_a_usage_error():
+    code, output = invoke("mutants", "--mutant", "no-such-bug")
+    assert code == 2 and "unknown mutant 'no-such-bug'" in output
