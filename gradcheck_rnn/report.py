@@ -75,7 +75,8 @@ def junit_xml(results: list[CaseResult], suite_name: str) -> bytes:
                        errors=str(counts["error"]), skipped=str(counts["skip"]),
                        time=f"{sum(r.seconds for r in results):.3f}")
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"gradcheck_rnn.{r.target}", name=r.case_id,
+        name = r.case_id if r.check == "reference" else f"{r.case_id} [{r.check}]"
+        case = ET.SubElement(suite, "testcase", classname=f"gradcheck_rnn.{r.target}", name=name,
                              time=f"{r.seconds:.3f}")
         text = "\n".join([t.message for t in r.failing if t.message] + [f"reproduce: {r.repro}"])
         if r.status in ("fail", "reference-disagreement"):

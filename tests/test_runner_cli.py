@@ -34,12 +34,17 @@ def test_torch_native_sweep_passes_and_writes_reports(tmp_path):
     assert code == 0, output
     [run] = run_dirs(tmp_path)
     document = json.loads((run / "results.json").read_text())
-    assert document["summary"]["pass"] == 12 and document["summary"]["exit_code"] == 0
-    entry = document["results"][0]
+    summary = document["summary"]
+    assert summary["exit_code"] == 0 and summary["fail"] == summary["error"] == 0
+    reference_rows = [r for r in document["results"] if r["check"] == "reference"]
+    assert len(reference_rows) == 12 and all(r["status"] == "pass" for r in reference_rows)
+    assert {r["check"] for r in document["results"]} == {"reference", "padding", "permutation", "future",
+                                                         "determinism", "linearity", "stateless"}
+    entry = reference_rows[0]
     assert {"case_id", "target", "status", "tensors", "compared", "wants"} <= set(entry)
     assert Case.from_id(entry["case_id"]).id == entry["case_id"]
     junit = (run / "junit.xml").read_text()
-    assert junit.count("<testcase") == 12 and "<failure" not in junit
+    assert junit.count("<testcase") == summary["total"] and "<failure" not in junit
     assert "Summary by target × mode" in output and "Summary by target × wants" in output
 
 
