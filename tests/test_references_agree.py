@@ -1,0 +1,38 @@
+"""The two independent float64 references agree on random cases, and a broken one is flagged
+as reference-disagreement, never as a target failure."""
+
+import numpy as np
+
+from gradcheck_rnn import Case, Outputs
+from gradcheck_rnn.generate import draw_cases, load_profile
+from gradcheck_rnn.runner import References, check_case
+from gradcheck_rnn.targets import resolve_target
+
+
+def test_loop_and_jax_agree_on_200_random_cases():
+    profile = load_profile("ci")
+    profile.wants = {"all": 1.0}  # compare every gradient
+    profile.initial_state = 0.8
+    disagreements = []
+    for case in draw_cases(profile, sweep_seed=2026, count=200):
+        refs = References(case)
+        if refs.disagreement is not None:
+            disagreements.append((case.id, refs.disagreement.message))
+    assert not disagreements
+
+
+def test_disagreeing_references_are_their_own_status(monkeypatch):
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
+    real = References.__init__
+
+    def broken_jax(self, case):
+        real(self, case)
+        jax = self.outputs["jax"]
+        grads = dict(jax.grads, x=jax.grads["x"] + 1e-3)
+        self.outputs["jax"] = Outputs(jax.y, jax.hy, jax.cy, grads)
+        self.disagreement = self._check_agreement()
+
+    monkeypatch.setattr(References, "__init__", broken_jax)
+    result = check_case(case, resolve_target("torch-native"))
+    assert result.status == "reference-disagreement" and "x" in result.message
+    assert np.isfinite(result.tensors[0].ratio)
