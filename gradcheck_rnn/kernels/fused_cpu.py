@@ -30,12 +30,35 @@ Layout (the cuDNN / PackedSequence tricks)
   ``dGᵀ @ X``, ``dGᵀ @ H_prev`` and column sums, over all steps at once, and is skipped
   entirely when no parameter needs a gradient.
 
-Route: plain torch tensor ops under ``torch.no_grad`` (MKL GEMMs, in-place/``out=`` pointwise
-ops into preallocated buffers). Measured on the project's 2-core machines (see
-``benchmarks/cpu_kernel.py``): MEASUREMENTS. First-call cost: FIRSTCALL. A fused pointwise
-pass would need a compiler at run time (TorchScript's CPU fuser needs LLVM, which the torch
-wheels lack; inductor and C++ extensions compile on first use), or a new dependency (numba),
-so each gate pass stays a handful of vectorised aten ops.
+Route and measurements
+----------------------
+Plain torch tensor ops under ``torch.no_grad`` (MKL GEMMs; ``addmm_``/``out=``/in-place
+pointwise ops into preallocated buffers; the activation derivatives are autograd's own fused
+``aten::{sigmoid,tanh,threshold}_backward`` ops). Measured with ``benchmarks/cpu_kernel.py``
+on the project's 2-core machines (T=64, B=32, I=H=256, float32, forward + backward, fused
+time / torch.nn time):
+
+* variable lengths (uniform in 1..T, torch through pack_padded_sequence): 0.5–0.75 in every
+  mode, layer count and direction — no work on padded steps, no per-step autograd;
+* fixed length, GRU and tanh RNN: 0.85–1.0 (torch runs its own per-step aten cells there);
+* fixed length, LSTM: 1.25–1.45. torch sends a dense LSTM to oneDNN's fused RNN primitive:
+  JIT GEMMs on packed weights and one fused pointwise kernel per step. Our MKL GEMMs alone
+  (four T·B-row GEMMs plus 2·T per-step ones) take about as long as that whole primitive, and
+  each of our gate passes is about ten aten ops, ~100 µs a step with the Python dispatch.
+
+Tried and dropped: running independent lanes (the two directions, or halves of the batch)
+in Python threads with single-threaded ops — GIL hand-offs made it slower, not faster; oneDNN
+matmuls through the private ``torch.ops.mkldnn`` ops (~25 % faster per-step GEMM, not worth
+depending on a private API); precomputing the gate-derivative factors of all steps at once
+(estimated to cost as much memory traffic as the per-step ops it saves; not built). A truly fused gate pass needs a
+compiler at run time (TorchScript's CPU fuser needs LLVM, which the torch wheels lack;
+inductor and C++ extensions compile on first use) or a new dependency (numba, whose
+transcendentals do not vectorise without SVML).
+
+First-call cost: none beyond importing torch — no compilation, no warm-up state. Importing
+this module takes ~40 ms after torch; a tiny case (2-layer bidirectional LSTM, T=7, B=3)
+runs forward + backward in ~12 ms the first time and ~8 ms after, a T=64, B=32, H=256 LSTM
+in ~110 ms either way.
 
 Hooks for mutants
 -----------------
@@ -52,7 +75,8 @@ the BPTT hand-off (:meth:`~FusedCPUKernel.handoff`), the final-state gather
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate
 from typing import Any, Mapping, Sequence
 
@@ -68,18 +92,23 @@ Segment = tuple[int, int]
 """A contiguous row range ``[start, stop)`` of a state buffer."""
 
 
+SUPPORTED_DTYPES = {"f64": torch.float64, "f32": torch.float32}
+
+
 @dataclass(frozen=True)
 class StepRows:
-    """Where one step lives: packed rows, state-buffer rows, the state-buffer segments of
-    the states feeding it, and its rows of a (B, ·) scratch buffer."""
+    """Where one step lives: its packed rows, its state-buffer rows, and the state-buffer
+    segments of the states feeding it."""
 
     t: int
     packed: slice
     state: slice
     prev: list[Segment]
-    scratch: slice
 
-SUPPORTED_DTYPES = {"f64": torch.float64, "f32": torch.float32}
+    @property
+    def size(self) -> int:
+        """The number of active sequences."""
+        return self.packed.stop - self.packed.start
 
 
 @dataclass(frozen=True)
@@ -182,8 +211,7 @@ class Packing:
 
     def step_rows(self, t: int, reverse: bool) -> StepRows:
         """Where step t of a direction reads and writes."""
-        return StepRows(t, self.packed_rows(t), self.state_rows(t), self.prev_segments(t, reverse),
-                        slice(0, self.batch_sizes[t]))
+        return StepRows(t, self.packed_rows(t), self.state_rows(t), self.prev_segments(t, reverse))
 
     def history_segments(self, reverse: bool) -> list[Segment]:
         """State-buffer rows of the state feeding every packed row (all steps), merged."""
@@ -247,9 +275,9 @@ def blocks(gates: Tensor, hidden_size: int) -> tuple[Tensor, ...]:
 
 
 def take(buffer: Tensor, segments: Sequence[Segment]) -> Tensor:
-    """The rows of ``segments`` stacked: a view when there is one segment."""
-    if len(segments) == 1:
-        start, stop = segments[0]
+    """The rows of ``segments`` stacked: a view when there is at most one segment."""
+    if len(segments) <= 1:
+        start, stop = segments[0] if segments else (0, 0)
         return buffer[start:stop]
     return torch.cat([buffer[start:stop] for start, stop in segments])
 
@@ -271,7 +299,8 @@ class Unit:
     ``h`` / ``c`` (B + N + B, H) state buffers; ``aux`` per-step extras the backward needs
     (LSTM tanh(c_t) (N, H); GRU W_hh·h + b_hh (N, 3H)). Backward buffers, filled by
     ``backward_data`` and read by ``backward_weights``: ``dgates`` (N, grad_width·H) gate
-    pre-activation gradients, ``dh`` / ``dc`` (B + N + B, H) state gradients.
+    pre-activation gradients, ``dh`` / ``dc`` (B + N + B, H) state gradients. ``steps`` are
+    the forward's steps in walk order; the backward reuses them in reverse.
     """
 
     spec: ModeSpec
@@ -290,6 +319,7 @@ class Unit:
     dgates: Tensor | None = None
     dh: Tensor | None = None
     dc: Tensor | None = None
+    steps: list[Step] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -298,6 +328,11 @@ class Unit:
     @property
     def hidden_size(self) -> int:
         return self.w_hh.shape[1]
+
+    @cached_property
+    def w_hh_t(self) -> Tensor:
+        """W_hhᵀ as a view, made once rather than per step."""
+        return self.w_hh.t()
 
 
 @dataclass(eq=False)
@@ -312,7 +347,7 @@ class Step:
     """
 
     unit: Unit
-    t: int
+    rows: StepRows
     gates: Tensor
     h_prev: Tensor
     c_prev: Tensor | None
@@ -325,6 +360,10 @@ class Step:
     scratch: Tensor | None = None
     dh_direct: Tensor | None = None
     dc_prev: Tensor | None = None
+
+    @property
+    def t(self) -> int:
+        return self.rows.t
 
 
 @dataclass(eq=False)
@@ -369,8 +408,7 @@ class FusedCPUKernel:
                 states = [None if s is None else s[layer * D + d] for s in (h0, c0)]
                 unit = self.make_unit(spec, packing, layer, d, layer == num_layers - 1, params,
                                       layer_input, output[:, d * H:(d + 1) * H], *states)
-                for rows in self.walk(unit, packing):
-                    self.step_forward(unit, rows)
+                unit.steps = [self.step_forward(unit, rows) for rows in self.walk(unit, packing)]
                 units.append(unit)
             layer_input = output[B:B + packing.rows]
         y = packing.unpack(layer_input)
@@ -420,23 +458,24 @@ class FusedCPUKernel:
         else:
             rows.copy_(packing.to_slots(state))
 
-    def step_forward(self, unit: Unit, rows: StepRows) -> None:
+    def step_forward(self, unit: Unit, rows: StepRows) -> Step:
         """One step: the recurrent GEMM, then the cell's pointwise pass."""
         packed, state, prev = rows.packed, rows.state, rows.prev
-        step = Step(unit, rows.t, unit.gates[packed], take(unit.h, prev),
+        step = Step(unit, rows, unit.gates[packed], take(unit.h, prev),
                     None if unit.c is None else take(unit.c, prev), unit.h[state],
                     None if unit.c is None else unit.c[state], None if unit.aux is None else unit.aux[packed])
         self.recurrent_projection(step)
         getattr(self, f"{unit.spec.cell}_forward")(step)
+        return step
 
     def recurrent_projection(self, step: Step) -> None:
         """The only per-step GEMM: h_prev·W_hhᵀ added to the gates (b_hh already folded
         into the input projection), or for GRU written with b_hh into ``aux``."""
         unit = step.unit
         if unit.spec.fold_hidden_bias:
-            step.gates.addmm_(step.h_prev, unit.w_hh.t())
+            step.gates.addmm_(step.h_prev, unit.w_hh_t)
         else:
-            torch.addmm(unit.b_hh, step.h_prev, unit.w_hh.t(), out=step.aux)
+            torch.addmm(unit.b_hh, step.h_prev, unit.w_hh_t, out=step.aux)
 
     def relu_forward(self, step: Step) -> None:
         """h = relu(pre)."""
@@ -510,8 +549,8 @@ class FusedCPUKernel:
                     if dcy is not None:
                         unit.dc.index_add_(0, final, dcy[layer * D + d].to(state.dtype))
                 unit.dgates = new(N, spec.grad_width * H)
-                for rows in reversed(self.walk(unit, packing)):
-                    self.step_backward(unit, rows, scratch)
+                for step in reversed(unit.steps):
+                    self.step_backward(step, scratch)
                 dh0[layer * D + d], dc0_unit = self.initial_state_grads(unit, packing)
                 if dc0 is not None:
                     dc0[layer * D + d] = dc0_unit
@@ -530,17 +569,14 @@ class FusedCPUKernel:
         buffer[packing.init_rows(False)].zero_()
         buffer[packing.init_rows(True)].zero_()
 
-    def step_backward(self, unit: Unit, rows: StepRows, scratch: Tensor) -> None:
+    def step_backward(self, step: Step, scratch: Tensor) -> None:
         """One BPTT step: the cell's pointwise backward, then the hand-off to the previous state."""
-        packed, state, prev = rows.packed, rows.state, rows.prev
-        has_c = unit.c is not None
-        step = Step(unit, rows.t, unit.gates[packed], take(unit.h, prev),
-                    take(unit.c, prev) if has_c else None, unit.h[state],
-                    unit.c[state] if has_c else None, None if unit.aux is None else unit.aux[packed],
-                    dgates=unit.dgates[packed], dh=unit.dh[state], dc=unit.dc[state] if has_c else None,
-                    scratch=scratch[rows.scratch])
+        unit, rows = step.unit, step.rows
+        step.dgates, step.dh = unit.dgates[rows.packed], unit.dh[rows.state]
+        step.dc = None if unit.dc is None else unit.dc[rows.state]
+        step.scratch, step.dh_direct, step.dc_prev = scratch[:rows.size], None, None
         getattr(self, f"{unit.spec.cell}_backward")(step)
-        self.handoff(step, prev)
+        self.handoff(step, rows.prev)
 
     def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
         """The BPTT recurrence: add dL/dh_prev (dG_t·W_hh plus the cell's direct term) and
@@ -548,7 +584,7 @@ class FusedCPUKernel:
         unit = step.unit
         a, b = unit.spec.recurrent
         H = unit.hidden_size
-        dgates = step.dgates[:, a * H:b * H]
+        dgates = step.dgates if b - a == unit.spec.grad_width else step.dgates[:, a * H:b * H]
         if len(segments) == 1:
             target = unit.dh[segments[0][0]:segments[0][1]]
             if step.dh_direct is not None:

@@ -53,16 +53,10 @@ def _cuda_available() -> bool:
 
 
 def _builtin_factories() -> dict[str, Callable[[], Any]]:
+    from ..kernels.fused_cpu import FusedCPUTarget
     from .torch_native import TorchNativeTarget
 
-    factories: dict[str, Callable[[], Any]] = {"torch-native": TorchNativeTarget}
-    try:
-        from ..kernels.fused_cpu import FusedCPUTarget
-    except ImportError:  # the fused kernel module is optional while it is being built
-        pass
-    else:
-        factories = {"fused-cpu": FusedCPUTarget, **factories}
-    return factories
+    return {"fused-cpu": FusedCPUTarget, "torch-native": TorchNativeTarget}
 
 
 def builtin_names() -> list[str]:
@@ -114,17 +108,12 @@ def resolve_target(spec: str) -> Target:
 def describe_targets() -> list[tuple[str, bool, str]]:
     """(name, available, note) for every target this installation knows."""
     rows = [(name, True, "built in") for name in _builtin_factories()]
-    if "fused-cpu" not in _builtin_factories():
-        rows.append(("fused-cpu", False, "the fused CPU kernel module failed to import"))
     cuda = _cuda_available()
     rows.append(("fused-gpu", False, "not built yet (Triton GPU kernel is a later issue)"))
     rows.append(("torch-native-cuda", cuda, "CUDA available" if cuda else "no CUDA device on this machine"))
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
-    try:
-        from .mutants import MUTANTS
-    except ImportError:
-        pass
-    else:
-        rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0]) for name, cls in MUTANTS.items())
+    from .mutants import MUTANTS
+
+    rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0]) for name, cls in MUTANTS.items())
     return rows
