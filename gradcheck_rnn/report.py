@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from xml.etree import ElementTree as ET
 
 from . import __version__
@@ -159,7 +159,3 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
         raise
     return final
 
-
-def load_results(path: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
-    """The result entries of a results.json (for tools and tests)."""
-    return json.loads(Path(path).read_text())["results"]
