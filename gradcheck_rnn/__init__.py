@@ -2,12 +2,15 @@
 
 Public API::
 
-    from gradcheck_rnn import RNNConfig, Case, Outputs, check_case, sweep
+    from gradcheck_rnn import RNNConfig, Case, Outputs, make_case, check_case, run_sweep
+
+torch and jax are imported only when a reference or a kernel runs.
 """
 
 __version__ = "0.1.0"
 
 from .case import Case, Outputs, RNNConfig, make_case
 from .errors import UsageError
+from .runner import CaseResult, check_case, run_sweep
 
-__all__ = ["Case", "Outputs", "RNNConfig", "UsageError", "make_case"]
+__all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "UsageError", "check_case", "make_case", "run_sweep"]
