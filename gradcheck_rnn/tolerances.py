@@ -31,8 +31,11 @@ DEFAULTS: dict[str, dict[str, Tolerance]] = {
     # float64 kernels differ from the references only by summation order (~1e-15 relative).
     "f64": {k: Tolerance(1e-7, 1e-9) for k in KINDS},
     # float32: inputs are exact float32 values, so all error is the kernel's own arithmetic.
+    # `gradcheck-rnn calibrate -t fused-cpu -c nightly -n 300` (2026-12-02): worst ratio under
+    # 1e-4/1e-5 was 0.016 (output), 0.027 (input_grad), 0.122 (weight_grad, sums over T·B
+    # rows): weight gradients get twice the room, every kind keeps a margin of >= 16.
     "f32": {"output": Tolerance(1e-4, 1e-5), "input_grad": Tolerance(1e-4, 1e-5),
-            "weight_grad": Tolerance(1e-4, 1e-5)},
+            "weight_grad": Tolerance(2e-4, 2e-5)},
     "f16": {k: Tolerance(1e-2, 1e-2) for k in KINDS},
     "bf16": {k: Tolerance(5e-2, 5e-2) for k in KINDS},
 }
