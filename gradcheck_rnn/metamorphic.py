@@ -73,7 +73,8 @@ def check_padding(case: Case, target: Target, tolerances: Tolerances) -> list[Te
     return _compare_all(case, _run(target, with_changes(case, x=x, dy=dy)), _run(target, case), tolerances)
 
 
-_BATCH_AXIS = {"y": 1, "x": 1, "hy": 1, "cy": 1, "h0": 1, "c0": 1}
+# Tensors whose axis 1 is the batch; parameter gradients have no batch axis.
+_BATCHED = frozenset({"y", "x", "hy", "cy", "h0", "c0"})
 
 
 def check_permutation(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
@@ -89,7 +90,7 @@ def check_permutation(case: Case, target: Target, tolerances: Tolerances) -> lis
 
     moved = with_changes(case, x=permuted(case.x), seq_lengths=case.seq_lengths[perm], h0=permuted(case.h0),
                          c0=permuted(case.c0), dy=permuted(case.dy), dhy=permuted(case.dhy), dcy=permuted(case.dcy))
-    expected = {k: (v[:, perm] if k in _BATCH_AXIS else v) for k, v in _run(target, case).items()}
+    expected = {k: (v[:, perm] if k in _BATCHED else v) for k, v in _run(target, case).items()}
     return _compare_all(case, _run(target, moved), expected, tolerances)
 
 

@@ -48,8 +48,8 @@ class References:
 
     def tensor_names(self) -> list[str]:
         """y, hy, cy (LSTM), then every gradient the case requests, in report order."""
-        outputs = ["y", "hy"] + (["cy"] if self.case.config.has_cell_state else [])
         config = self.case.config
+        outputs = ["y", "hy"] + (["cy"] if config.has_cell_state else [])
         return outputs + [g for g in gradient_names(config, self.case.initial_state) if g in self.case.wants]
 
     def _check_agreement(self) -> TensorError | None:
