@@ -148,6 +148,7 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
     count = profile.cases if cases is None else cases
     results = _run_with_progress(list(draw_cases(profile, seed, count)), resolved, tolerances, fail_fast,
                                  profile.enabled_checks)
+    _set_repro_options(results, config, rtol, atol)
     from . import render
     from .report import write_reports
     from .runner import exit_code
@@ -164,6 +165,14 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
     verdict = "[green]all passed[/]" if code == 0 else "[red]failures found[/]"
     out.print(f"{verdict} — {len(results)} results, reports in {run_dir}")
     sys.exit(code)
+
+
+def _set_repro_options(results, config: str | None, rtol: float | None, atol: float | None) -> None:
+    """Make each result's repro line judge with the same profile tolerances and overrides."""
+    options = " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+                       if value is not None)
+    for result in results:
+        result.repro_options = options
 
 
 @contextlib.contextmanager
@@ -188,12 +197,14 @@ def _run_with_progress(cases, targets, tolerances, fail_fast, checks):
         return run_sweep(cases, targets, tolerances, fail_fast=fail_fast, on_result=advance, checks=checks)
 
 
-def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[str]) -> int:
+def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[str], config: str | None,
+                        rtol: float | None, atol: float | None) -> int:
     from . import render
     from .runner import exit_code, judge_case
 
     results = []
     for result in judge_case(case, targets, tolerances, checks):
+        _set_repro_options([result], config, rtol, atol)
         results.append(result)
         out.print(render.tensor_table(result))
         if result.message:
@@ -249,7 +260,7 @@ def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, inpu
         case = make_case(config, seq, seed, wants=wants, heads=heads, initial_state=not no_initial_state)
     resolved = _resolve_targets(targets)
     sys.exit(_print_case_results(case, resolved, Tolerances(rtol=rtol, atol=atol), per_step=False,
-                                 checks=_expand_checks(checks)))
+                                 checks=_expand_checks(checks), config=None, rtol=rtol, atol=atol))
 
 
 @main.command()
@@ -271,7 +282,8 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
     case = Case.from_id(case_id)
     tolerances = load_profile(config).tolerance_table(rtol, atol)
     resolved = _resolve_targets(targets)
-    sys.exit(_print_case_results(case, resolved, tolerances, per_step=True, checks=_expand_checks(checks)))
+    sys.exit(_print_case_results(case, resolved, tolerances, per_step=True, checks=_expand_checks(checks),
+                                 config=config, rtol=rtol, atol=atol))
 
 
 @main.command()
@@ -308,6 +320,7 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     with _progress(len(case_list) * (len(mutants) or _mutant_count() + 2) * len(profile.enabled_checks)) as advance:
         mutant_rows, correct_rows, results = detect(case_list, tolerances, profile.enabled_checks, mutants or None,
                                                     on_result=advance)
+    _set_repro_options(results, config, rtol, atol)
     table = Table(title=f"Mutants: {sum(bool(r.flagged_cases) for r in mutant_rows)}/{len(mutant_rows)} caught "
                         f"on {count} cases (profile {profile.name}, seed {seed})")
     for column in ("mutant", "cases", "caught", "first catching case id", "caught by", "bug"):

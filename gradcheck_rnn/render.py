@@ -41,7 +41,9 @@ def failure_table(results: list[CaseResult], limit: int = 50) -> Table | None:
     if not bad:
         return None
     bad.sort(key=lambda r: (r.status != "fail", r.case_id, r.check != "reference"))
-    table = Table(title=f"Failures ({len(bad)} case × target) — reproduce with: gradcheck-rnn repro <case id> --target <target>")
+    options = f" {bad[0].repro_options}" if bad[0].repro_options else ""
+    table = Table(title=f"Failures ({len(bad)} case × target × check) — reproduce with: "
+                        f"gradcheck-rnn repro <case id> --target <target> [--check <check>]{options}")
     for column in ("case id", "target", "check", "status", "tensor", "max abs", "max rel", "ratio", "location", "a", "b"):
         table.add_column(column, overflow="fold")
     rows = 0

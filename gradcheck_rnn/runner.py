@@ -76,6 +76,7 @@ class CaseResult:
     seconds: float = 0.0
     tensors: list[TensorError] = field(default_factory=list)
     check: str = "reference"  # or the name of a reference-free check (metamorphic.CHECKS)
+    repro_options: str = ""  # e.g. "--config nightly --rtol 0.01": what judged it, for the repro line
 
     @property
     def compared(self) -> list[str]:
@@ -96,7 +97,8 @@ class CaseResult:
     @property
     def repro(self) -> str:
         checks = "" if self.check == "reference" else f" --check {self.check}"
-        return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}"
+        options = f" {self.repro_options}" if self.repro_options else ""
+        return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
 
     def to_json(self) -> dict[str, Any]:
         worst = self.worst
