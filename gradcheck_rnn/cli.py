@@ -138,6 +138,12 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
     Prints a summary per target × mode and per target × wants group, then a failure table
     (failing cases first, one row per failing tensor) and writes the reports. Exit 0 when all
     pass, 1 on any fail/error/disagreement, 2 on bad usage.
+
+    \b
+    Examples:
+      gradcheck-rnn sweep                                  # ci profile, every built-in target
+      gradcheck-rnn sweep -c nightly -n 200 -s 7 -t fused-cpu
+      gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
     """
     from .generate import draw_cases, load_profile
 
@@ -247,7 +253,14 @@ def _parse_lengths(text: str) -> list[int]:
 def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
           lengths: str, max_len: int | None, dtype: str, seed: int, wants: str, heads: str,
           no_initial_state: bool, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None) -> None:
-    """Build one case from flags (or --case-id) and print the full per-tensor table."""
+    """Build one case from flags (or --case-id) and print the full per-tensor table.
+
+    \b
+    Examples:
+      gradcheck-rnn check --mode gru --layers 2 --bidirectional --lengths 7,4,1 --dtype f32
+      gradcheck-rnn check --case-id gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx -t mutant:bptt-skipped-when-frozen
+      gradcheck-rnn check --mode lstm --wants inputs --check all -t my_pkg.rnn:target
+    """
     from .case import Case, RNNConfig, make_case
     from .tolerances import Tolerances
 

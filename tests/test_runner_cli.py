@@ -153,3 +153,20 @@ def test_check_from_flags_and_from_id_agree():
 def test_targets_lists_builtins():
     code, output = invoke("targets")
     assert code == 0 and "torch-native" in output and "fused-cpu" in output
+
+
+def test_default_targets_are_every_builtin_this_machine_runs():
+    import torch
+
+    from gradcheck_rnn.targets import default_targets
+
+    names = [t.name for t in default_targets()]
+    expected = ["fused-cpu", "torch-native"] + (["torch-native-cuda"] if torch.cuda.is_available() else [])
+    assert names == expected
+
+
+def test_help_of_every_command_is_fast_and_teaches():
+    for command in ("sweep", "check", "repro", "mutants", "calibrate", "targets"):
+        code, output = invoke(command, "--help")
+        assert code == 0 and "Usage:" in output
+    assert "Examples:" in invoke("sweep", "--help")[1] and "Examples:" in invoke("check", "--help")[1]
