@@ -305,12 +305,17 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
 @click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
+@click.option("--check", "checks", multiple=True,
+              type=click.Choice(["reference", "padding", "permutation", "future", "determinism", "linearity",
+                                 "stateless"]),
+              help="Only these checks (repeatable; default: the profile's), e.g. to see what the "
+                   "reference comparison alone catches.")
 @with_tolerances
 @click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
               help="Folder that receives <run>/results.json, junit.xml and report.md.")
 @usage_errors
 def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tuple[str, ...],
-            rtol: float | None, atol: float | None, report_dir: str) -> None:
+            checks: tuple[str, ...], rtol: float | None, atol: float | None, report_dir: str) -> None:
     """Measure detection power: every mutant (a fused kernel with one historical bug) and the
     correct kernels on the same cases.
 
@@ -330,8 +335,9 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     seed = profile.seed if seed is None else seed
     count = profile.cases if cases is None else cases
     case_list = list(draw_cases(profile, seed, count))
-    with _progress(len(case_list) * (len(mutants) or _mutant_count() + 2) * len(profile.enabled_checks)) as advance:
-        mutant_rows, correct_rows, results = detect(case_list, tolerances, profile.enabled_checks, mutants or None,
+    enabled = list(checks) or profile.enabled_checks
+    with _progress(len(case_list) * ((len(mutants) or _mutant_count()) + 2) * len(enabled)) as advance:
+        mutant_rows, correct_rows, results = detect(case_list, tolerances, enabled, mutants or None,
                                                     on_result=advance)
     _set_repro_options(results, config, rtol, atol)
     table = Table(title=f"Mutants: {sum(bool(r.flagged_cases) for r in mutant_rows)}/{len(mutant_rows)} caught "
@@ -346,7 +352,7 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
         table.add_row(label, str(row.cases), f"[{style}]{flagged}[/]", row.first.case_id if row.first else "-",
                       row.caught_by or "-", row.doc)
     out.print(table)
-    meta = {"command": "mutants", "profile": profile.name, "seed": seed, "cases": count,
+    meta = {"command": "mutants", "profile": profile.name, "seed": seed, "cases": count, "checks": enabled,
             "targets": [r.target for r in mutant_rows + correct_rows]}
     extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
     run_dir = write_reports(results, report_dir, meta, extra)

@@ -81,3 +81,12 @@ def test_ci_profile_catches_every_mutant_with_no_false_alarm(tmp_path):
 def test_unknown_mutant_is_a_usage_error():
     code, output = invoke("mutants", "--mutant", "no-such-bug")
     assert code == 2 and "unknown mutant 'no-such-bug'" in output
+
+
+def test_reference_comparison_alone_misses_bit_level_nondeterminism(tmp_path):
+    """Why the determinism check exists: eps-level run-to-run noise passes every tolerance."""
+    args = ("mutants", "--mutant", "nondeterministic-weight-grad", "--cases", 4, "--report-dir", tmp_path)
+    code, output = invoke(*args, "--check", "reference")
+    assert code == 1 and "a mutant survived" in output
+    code, output = invoke(*args, "--check", "reference", "--check", "determinism")
+    assert code == 0, output
