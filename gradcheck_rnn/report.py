@@ -117,7 +117,8 @@ def markdown_report(results: list[CaseResult], meta: dict[str, Any]) -> str:
     if bad:
         lines += ["", "## Failures", ""]
     for r in bad:
-        lines += [f"### {r.status}: `{r.case_id}` on `{r.target}`", "", f"    {r.repro}", ""]
+        check = "" if r.check == "reference" else f" ({r.check} check)"
+        lines += [f"### {r.status}: `{r.case_id}` on `{r.target}`{check}", "", f"    {r.repro}", ""]
         if r.message:
             lines += [f"{r.message}", ""]
         for t in r.failing:
