@@ -175,7 +175,11 @@ class Case:
     @classmethod
     def from_id(cls, case_id: str) -> "Case":
         """Rebuild a case, bit for bit, from its id."""
-        return make_case(**parse_case_id(case_id))
+        spec = parse_case_id(case_id)
+        try:
+            return make_case(**spec)
+        except UsageError as exc:
+            raise UsageError(f"case id {case_id!r}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"Case({self.id!r})"
@@ -237,10 +241,10 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
     seed = int(values["seed"])
     if seed > MAX_SEED:
         raise UsageError(f"case id {case_id!r}: seed {seed} is too large; seeds are in 0..{MAX_SEED}")
-    config = RNNConfig(
-        mode=values["mode"], num_layers=int(values["num_layers"]), bidirectional=values["bidirectional"] == "bi",
-        input_size=int(values["input_size"]), hidden_size=int(values["hidden_size"]),
-        max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"])
+    try:
+        config = _config_from_id(values)
+    except UsageError as exc:
+        raise UsageError(f"case id {case_id!r}: {exc}") from None
     return {
         "config": config,
         "seq_lengths": [int(v) for v in values["seq_lengths"].split(".")],
@@ -249,6 +253,13 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
         "heads": variants.get("heads", "all"),
         "initial_state": "initial_state" not in variants,
     }
+
+
+def _config_from_id(values: dict[str, Any]) -> RNNConfig:
+    return RNNConfig(
+        mode=values["mode"], num_layers=int(values["num_layers"]), bidirectional=values["bidirectional"] == "bi",
+        input_size=int(values["input_size"]), hidden_size=int(values["hidden_size"]),
+        max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"])
 
 
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
