@@ -18,6 +18,7 @@ from rich.console import Console
 
 from .case import DTYPES, HEADS, MODES, WANTS_GROUPS
 from .errors import UsageError
+from .metamorphic import ALL_CHECKS
 
 # Wide tables stay readable in CI logs, where there is no terminal to ask for a width.
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -81,15 +82,12 @@ tolerance_options = [
                  help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
 ]
 check_option = click.option(
-    "--check", "checks", multiple=True, type=click.Choice(["reference", "padding", "permutation", "future",
-                                                          "determinism", "linearity", "stateless", "all"]),
+    "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]),
     default=("reference",), show_default=True,
     help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
 
 
 def _expand_checks(checks: tuple[str, ...]) -> list[str]:
-    from .generate import ALL_CHECKS
-
     return list(ALL_CHECKS) if "all" in checks else list(dict.fromkeys(checks))
 
 
@@ -306,8 +304,7 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
 @click.option("--check", "checks", multiple=True,
-              type=click.Choice(["reference", "padding", "permutation", "future", "determinism", "linearity",
-                                 "stateless"]),
+              type=click.Choice(ALL_CHECKS),
               help="Only these checks (repeatable; default: the profile's), e.g. to see what the "
                    "reference comparison alone catches.")
 @with_tolerances

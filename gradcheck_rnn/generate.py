@@ -21,6 +21,7 @@ import numpy as np
 
 from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
 from .errors import UsageError
+from .metamorphic import ALL_CHECKS
 from .tolerances import Tolerances
 
 if sys.version_info >= (3, 11):
@@ -29,7 +30,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-ALL_CHECKS = ("reference", "padding", "permutation", "future", "determinism", "linearity", "stateless")
 LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
 

@@ -27,11 +27,10 @@ import numpy as np
 
 from .case import Case, as_mapping, make_case, round_to_dtype, with_changes
 from .compare import TensorError, compare_tensor, to_float64
-from .runner import CaseResult
+from .runner import CaseResult, new_result
 from .targets import Target
 from .tolerances import Tolerances
 
-CHECKS = ("padding", "permutation", "future", "determinism", "linearity", "stateless")
 Arrays = dict[str, np.ndarray]
 
 
@@ -177,13 +176,15 @@ CHECK_FUNCTIONS: dict[str, Callable[[Case, Target, Tolerances], list[TensorError
     "padding": check_padding, "permutation": check_permutation, "future": check_future,
     "determinism": check_determinism, "linearity": check_linearity, "stateless": check_stateless,
 }
+CHECKS = tuple(CHECK_FUNCTIONS)
+# Everything a sweep can run per case × target: the reference comparison, then these checks.
+ALL_CHECKS = ("reference", *CHECKS)
 
 
 def run_check(name: str, case: Case, target: Target, tolerances: Tolerances | None = None) -> CaseResult:
     """One reference-free check of one target on one case, as its own result row."""
     tolerances = tolerances or Tolerances()
-    result = CaseResult(case.id, target.name, "pass", case.config.mode, case.config.dtype, case.wants_group,
-                        check=name)
+    result = new_result(case, target, "pass", check=name)
     reason = target.supports(case.config)
     if reason is not True:
         result.status, result.message = "skip", str(reason)
@@ -203,4 +204,4 @@ def run_check(name: str, case: Case, target: Target, tolerances: Tolerances | No
     return result
 
 
-__all__ = ["CHECKS", "run_check"]
+__all__ = ["ALL_CHECKS", "CHECKS", "run_check"]

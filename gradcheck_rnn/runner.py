@@ -111,7 +111,8 @@ class CaseResult:
         }
 
 
-def _result(case: Case, target: Target, status: str, **kwargs: Any) -> CaseResult:
+def new_result(case: Case, target: Target, status: str, **kwargs: Any) -> CaseResult:
+    """A result row for ``case`` × ``target``, filled with the case's mode, dtype and wants group."""
     return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group, **kwargs)
 
 
@@ -139,30 +140,30 @@ def check_case(case: Case, target: Any, tolerances: Tolerances | None = None,
     tolerances = tolerances or Tolerances()
     reason = target.supports(case.config)
     if reason is not True:
-        return _result(case, target, "skip", message=str(reason))
+        return new_result(case, target, "skip", message=str(reason))
     references = references or References(case)
     if references.disagreement is not None:
-        return _result(case, target, "reference-disagreement", message=references.disagreement.message,
+        return new_result(case, target, "reference-disagreement", message=references.disagreement.message,
                        tensors=[references.disagreement])
     start = time.perf_counter()
     try:
         # A private copy: a target that writes into its inputs must not corrupt the next target's case.
         outputs = target.run(copy.deepcopy(case))
     except Exception as exc:  # a target that raises is an "error" result; the sweep goes on
-        return _result(case, target, "error", message=f"{type(exc).__name__}: {exc}",
+        return new_result(case, target, "error", message=f"{type(exc).__name__}: {exc}",
                        seconds=time.perf_counter() - start)
     seconds = time.perf_counter() - start
     if not isinstance(outputs, Outputs):
-        return _result(case, target, "error", seconds=seconds,
+        return new_result(case, target, "error", seconds=seconds,
                        message=f"run() returned {type(outputs).__name__}, expected gradcheck_rnn.Outputs")
     try:
         tensors = compare_outputs(case, outputs, references, tolerances)
     except Exception as exc:  # unusable arrays (wrong type, wrong dtype) are the target's error
-        return _result(case, target, "error", message=f"unusable outputs: {type(exc).__name__}: {exc}",
+        return new_result(case, target, "error", message=f"unusable outputs: {type(exc).__name__}: {exc}",
                        seconds=seconds)
     failing = [t for t in tensors if not t.passed]
     message = "; ".join(t.message for t in failing[:3])
-    return _result(case, target, "fail" if failing else "pass", message=message, seconds=seconds, tensors=tensors)
+    return new_result(case, target, "fail" if failing else "pass", message=message, seconds=seconds, tensors=tensors)
 
 
 def judge_case(case: Case, targets: list[Target], tolerances: Tolerances | None = None,
