@@ -29,7 +29,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# configs/ at the top level is the profiles' home; gradcheck_rnn/configs links to it and the wheel
+# carries its files as package data, so an installed package finds them here too.
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
 
