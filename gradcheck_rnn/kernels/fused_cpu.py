@@ -60,208 +60,32 @@ this module takes ~40 ms after torch; a tiny case (2-layer bidirectional LSTM, T
 runs forward + backward in ~12 ms the first time and ~8 ms after, a T=64, B=32, H=256 LSTM
 in ~110 ms either way.
 
+Where the code lives
+--------------------
+The layout, the algorithm and its hooks are shared with the Triton kernel and live in
+:mod:`gradcheck_rnn.kernels.common`; this module holds the CPU pointwise cells (aten ops),
+the autograd entry with this kernel as its default, and the ``fused-cpu`` target.
+
 Hooks for mutants
 -----------------
-Every stage is a small method that a subclass overrides to inject one bug: the packing
-(:meth:`~FusedCPUKernel.make_packing`), the walk order (:meth:`~FusedCPUKernel.step_order`),
-the recurrent GEMM (:meth:`~FusedCPUKernel.recurrent_projection`), the pointwise cells
+Every stage is a small method of :class:`~gradcheck_rnn.kernels.common.FusedKernel` that a
+subclass overrides to inject one bug: the packing (``make_packing``), the walk order
+(``step_order``), the recurrent GEMM (``recurrent_projection``), the pointwise cells
 (``relu_forward``/``tanh_forward``/``lstm_forward``/``gru_forward`` and their ``*_backward``),
-the BPTT hand-off (:meth:`~FusedCPUKernel.handoff`), the final-state gather
-(:meth:`~FusedCPUKernel.final_state`), the initial-state gradients
-(:meth:`~FusedCPUKernel.initial_state_grads`), the layer input gradient
-(:meth:`~FusedCPUKernel.input_grad`) and the weight GEMMs (:meth:`~FusedCPUKernel.weight_grads`).
+the BPTT hand-off (``handoff``), the final-state gather (``final_state``), the initial-state
+gradients (``initial_state_grads``), the layer input gradient (``input_grad``) and the weight
+GEMMs (``weight_grads``).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from functools import cached_property
-from itertools import accumulate
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-import numpy as np
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from ..case import Case, Outputs, RNNConfig
-from ..layout import DIRECTIONS, GATES, pack, param_key, unpack
-
-Segment = tuple[int, int]
-"""A contiguous row range ``[start, stop)`` of a state buffer."""
-
-
-SUPPORTED_DTYPES = {"f64": torch.float64, "f32": torch.float32}
-
-
-@dataclass(frozen=True)
-class StepRows:
-    """Where one step lives: its packed rows, its state-buffer rows, and the state-buffer
-    segments of the states feeding it."""
-
-    t: int
-    packed: slice
-    state: slice
-    prev: list[Segment]
-
-    @property
-    def size(self) -> int:
-        """The number of active sequences."""
-        return self.packed.stop - self.packed.start
-
-
-@dataclass(frozen=True)
-class ModeSpec:
-    """How a mode's gates are laid out. Column positions are in units of the hidden size H.
-
-    The gate-gradient buffer ``dgates`` holds, per packed row, the gradients of the gate
-    pre-activations: ``recurrent`` are the columns that meet W_hh (and b_hh), ``input_blocks``
-    say where the columns that meet W_ih (and b_ih) are, as (first dgates column, first W_ih
-    row, width). They differ only for GRU, whose n gate has separate input and hidden parts:
-    its dgates are [n_x | r | z | n_h].
-    """
-
-    gates: int
-    grad_width: int
-    recurrent: tuple[int, int]
-    input_blocks: tuple[tuple[int, int, int], ...]
-    fold_hidden_bias: bool
-    cell: str
-
-    @property
-    def has_cell_state(self) -> bool:
-        return self.cell == "lstm"
-
-
-MODE_SPECS = {
-    "rnn_relu": ModeSpec(1, 1, (0, 1), ((0, 0, 1),), True, "relu"),
-    "rnn_tanh": ModeSpec(1, 1, (0, 1), ((0, 0, 1),), True, "tanh"),
-    "lstm": ModeSpec(4, 4, (0, 4), ((0, 0, 4),), True, "lstm"),
-    "gru": ModeSpec(3, 4, (1, 4), ((1, 0, 2), (0, 2, 1)), False, "gru"),
-}
-
-
-class Packing:
-    """Sequences sorted by length (longest first, stable) and packed time-major.
-
-    Slot j is the j-th longest sequence. Step t holds the active prefix, slots
-    ``0..bs_t-1``, at packed rows ``offsets[t]..offsets[t]+bs_t``; in a state buffer
-    (``B + N + B`` rows) the same step starts at row ``B + offsets[t]``, after the forward
-    direction's initial states and before the reverse direction's. Lengths may be 0 (the
-    sequence is never active: its final state is its initial state).
-    """
-
-    def __init__(self, seq_lengths: Sequence[int], max_len: int) -> None:
-        lengths = [int(v) for v in seq_lengths]
-        if not lengths or any(not 0 <= v <= max_len for v in lengths):
-            raise ValueError(f"sequence lengths {lengths} must be one per sequence, each in 0..T={max_len}")
-        order = sorted(range(len(lengths)), key=lambda b: -lengths[b])
-        self.batch = len(lengths)
-        self.max_len = max_len
-        self.lengths = lengths
-        self.slot_lengths = [lengths[b] for b in order]
-        self.steps = self.slot_lengths[0]
-        self.batch_sizes = [sum(1 for v in self.slot_lengths if v > t) for t in range(self.steps)]
-        self.offsets = list(accumulate(self.batch_sizes, initial=0))[:-1] if self.steps else []
-        self.rows = sum(lengths)
-        self.height = 2 * self.batch + self.rows
-        self.identity = all(v == max_len for v in lengths)
-        self.order = torch.tensor(order)
-        self.slot_of = torch.argsort(self.order)
-        self.index = torch.tensor([t * self.batch + order[j]
-                                   for t, bs in enumerate(self.batch_sizes) for j in range(bs)], dtype=torch.long)
-        self._prev = {reverse: [self._prev_segments(t, reverse) for t in range(self.steps)]
-                      for reverse in (False, True)}
-
-    def packed_rows(self, t: int) -> slice:
-        """Rows of step t in packed (N-row) buffers."""
-        return slice(self.offsets[t], self.offsets[t] + self.batch_sizes[t])
-
-    def state_rows(self, t: int) -> slice:
-        """Rows of step t in state (B + N + B row) buffers."""
-        start = self.batch + self.offsets[t]
-        return slice(start, start + self.batch_sizes[t])
-
-    def init_rows(self, reverse: bool) -> slice:
-        """Rows of a direction's initial states (slot order) in state buffers."""
-        start = self.batch + self.rows if reverse else 0
-        return slice(start, start + self.batch)
-
-    def prev_segments(self, t: int, reverse: bool) -> list[Segment]:
-        """State-buffer rows holding the states that feed step t, in slot order."""
-        return self._prev[reverse][t]
-
-    def _prev_segments(self, t: int, reverse: bool) -> list[Segment]:
-        bs = self.batch_sizes[t]
-        init = self.init_rows(reverse).start
-        if not reverse:
-            if t == 0:
-                return [(init, init + bs)]
-            start = self.state_rows(t - 1).start
-            return [(start, start + bs)]
-        carried = self.batch_sizes[t + 1] if t + 1 < self.steps else 0
-        segments = []
-        if carried:
-            start = self.state_rows(t + 1).start
-            segments.append((start, start + carried))
-        if bs > carried:
-            segments.append((init + carried, init + bs))
-        return segments
-
-    def step_rows(self, t: int, reverse: bool) -> StepRows:
-        """Where step t of a direction reads and writes."""
-        return StepRows(t, self.packed_rows(t), self.state_rows(t), self.prev_segments(t, reverse))
-
-    def history_segments(self, reverse: bool) -> list[Segment]:
-        """State-buffer rows of the state feeding every packed row (all steps), merged."""
-        merged: list[Segment] = []
-        for t in range(self.steps):
-            for start, stop in self.prev_segments(t, reverse):
-                if merged and merged[-1][1] == start:
-                    merged[-1] = (merged[-1][0], stop)
-                else:
-                    merged.append((start, stop))
-        return merged
-
-    def final_rows(self, reverse: bool) -> Tensor:
-        """State-buffer row of each sequence's final state, in batch order.
-
-        The forward direction ends at the sequence's own last step, the reverse direction at
-        step 0; a sequence of length 0 ends where it started, at its initial state."""
-        rows = []
-        for b, length in enumerate(self.lengths):
-            slot = int(self.slot_of[b])
-            if length == 0:
-                rows.append(self.init_rows(reverse).start + slot)
-            else:
-                rows.append(self.state_rows(0 if reverse else length - 1).start + slot)
-        return torch.tensor(rows, dtype=torch.long)
-
-    def pack(self, padded: Tensor) -> Tensor:
-        """(T, B, F) time-major padded -> (N, F) packed."""
-        flat = padded.reshape(self.max_len * self.batch, padded.shape[-1])
-        return flat if self.identity else flat.index_select(0, self.index)
-
-    def unpack(self, packed: Tensor, copy: bool = True) -> Tensor:
-        """(N, F) packed -> (T, B, F), zero at padded steps: new memory, or a view of
-        ``packed`` where the layouts agree and ``copy`` is False."""
-        width = packed.shape[-1]
-        if self.identity:
-            padded = packed.view(self.max_len, self.batch, width)
-            return padded.clone() if copy else padded
-        padded = packed.new_zeros(self.max_len * self.batch, width)
-        padded.index_copy_(0, self.index, packed)
-        return padded.view(self.max_len, self.batch, width)
-
-    def to_slots(self, state: Tensor) -> Tensor:
-        """(B, H) in batch order -> slot order."""
-        return state.index_select(0, self.order)
-
-    def from_slots(self, state: Tensor) -> Tensor:
-        """(B, H) in slot order -> batch order."""
-        return state.index_select(0, self.slot_of)
-
+from ..case import RNNConfig
+from .common import FusedKernel, FusedTarget, KernelFunction, Step, apply_kernel, blocks
 
 # The activations' derivatives from their outputs, each one fused aten op (autograd's own):
 _tanh_backward = torch.ops.aten.tanh_backward.grad_input  # grad·(1 − y²)
@@ -269,213 +93,9 @@ _sigmoid_backward = torch.ops.aten.sigmoid_backward.grad_input  # grad·y·(1 �
 _threshold_backward = torch.ops.aten.threshold_backward.grad_input  # grad·[y > 0]
 
 
-def blocks(gates: Tensor, hidden_size: int) -> tuple[Tensor, ...]:
-    """The H-wide column blocks of a (rows, k·H) tensor, as views (one call, not k slices)."""
-    return gates.view(gates.shape[0], -1, hidden_size).unbind(1)
-
-
-def take(buffer: Tensor, segments: Sequence[Segment]) -> Tensor:
-    """The rows of ``segments`` stacked: a view when there is at most one segment."""
-    if len(segments) <= 1:
-        start, stop = segments[0] if segments else (0, 0)
-        return buffer[start:stop]
-    return torch.cat([buffer[start:stop] for start, stop in segments])
-
-
-def add_rows(buffer: Tensor, segments: Sequence[Segment], values: Tensor) -> None:
-    """``buffer[segments] += values`` (values stacked in segment order)."""
-    offset = 0
-    for start, stop in segments:
-        buffer[start:stop].add_(values[offset:offset + stop - start])
-        offset += stop - start
-
-
-@dataclass(eq=False)
-class Unit:
-    """One layer and direction: its weights, packed input, and the buffers its steps use.
-
-    Forward buffers (read-only once the forward is done, so backward can run again):
-    ``gates`` (N, G·H) input projection, overwritten per step with the gate activations;
-    ``h`` / ``c`` (B + N + B, H) state buffers; ``aux`` per-step extras the backward needs
-    (LSTM tanh(c_t) (N, H); GRU W_hh·h + b_hh (N, 3H)). Backward buffers, filled by
-    ``backward_data`` and read by ``backward_weights``: ``dgates`` (N, grad_width·H) gate
-    pre-activation gradients, ``dh`` / ``dc`` (B + N + B, H) state gradients. ``steps`` are
-    the forward's steps in walk order; the backward reuses them in reverse.
-    """
-
-    spec: ModeSpec
-    layer: int
-    reverse: bool
-    top: bool
-    w_ih: Tensor
-    w_hh: Tensor
-    b_ih: Tensor
-    b_hh: Tensor
-    x: Tensor
-    gates: Tensor
-    h: Tensor
-    c: Tensor | None
-    aux: Tensor | None
-    dgates: Tensor | None = None
-    dh: Tensor | None = None
-    dc: Tensor | None = None
-    steps: list[Step] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"l{self.layer}.{DIRECTIONS[int(self.reverse)]}"
-
-    @property
-    def hidden_size(self) -> int:
-        return self.w_hh.shape[1]
-
-    @cached_property
-    def w_hh_t(self) -> Tensor:
-        """W_hhᵀ as a view, made once rather than per step."""
-        return self.w_hh.t()
-
-
-@dataclass(eq=False)
-class Step:
-    """Views of one time step's rows (``bs`` active sequences), handed to the cell methods.
-
-    Forward: ``gates`` holds the pre-activations (input projection + recurrent GEMM) and the
-    cell overwrites it with the activations, writing ``h`` (and ``c``, ``aux``). Backward:
-    ``dh`` / ``dc`` hold the complete dL/dh_t and dL/dc_t; the cell writes ``dgates`` and the
-    gradients that reach the previous state directly, ``dh_direct`` (GRU z·dh) and ``dc_prev``
-    (LSTM f·dc), using ``scratch`` (bs, 2H) for temporaries.
-    """
-
-    unit: Unit
-    rows: StepRows
-    gates: Tensor
-    h_prev: Tensor
-    c_prev: Tensor | None
-    h: Tensor
-    c: Tensor | None
-    aux: Tensor | None
-    dgates: Tensor | None = None
-    dh: Tensor | None = None
-    dc: Tensor | None = None
-    scratch: Tensor | None = None
-    dh_direct: Tensor | None = None
-    dc_prev: Tensor | None = None
-
-    @property
-    def t(self) -> int:
-        return self.rows.t
-
-
-@dataclass(eq=False)
-class ForwardState:
-    """What the forward keeps for the backward (the cuDNN "reserve space")."""
-
-    mode: str
-    packing: Packing
-    units: list[Unit]
-    num_layers: int
-    num_directions: int
-    input_size: int
-    has_h0: bool
-    has_c0: bool
-    dtype: torch.dtype
-
-
-class FusedCPUKernel:
-    """Fused CPU RNN forward and hand-written BPTT; subclass and override one method to mutate.
-
-    The kernel holds no state between calls: everything a call needs lives in its
-    :class:`ForwardState`.
-    """
-
-    # ------------------------------------------------------------------ forward
-
-    @torch.no_grad()
-    def forward(self, x: Tensor, seq_lengths: Sequence[int], h0: Tensor | None, c0: Tensor | None,
-                params: Mapping[str, Tensor], mode: str, num_layers: int,
-                bidirectional: bool) -> tuple[Tensor, Tensor, Tensor | None, ForwardState]:
-        """Run all layers and directions; return (y, hy, cy, state for the backward)."""
-        spec = MODE_SPECS[mode]
-        T, B, I = x.shape
-        H = params[param_key(0, "fwd", "w_hh")].shape[1]
-        D = 2 if bidirectional else 1
-        packing = self.make_packing(seq_lengths, T)
-        layer_input = packing.pack(x)
-        units: list[Unit] = []
-        for layer in range(num_layers):
-            output = x.new_empty(packing.height, D * H)
-            for d in range(D):
-                states = [None if s is None else s[layer * D + d] for s in (h0, c0)]
-                unit = self.make_unit(spec, packing, layer, d, layer == num_layers - 1, params,
-                                      layer_input, output[:, d * H:(d + 1) * H], *states)
-                unit.steps = [self.step_forward(unit, rows) for rows in self.walk(unit, packing)]
-                units.append(unit)
-            layer_input = output[B:B + packing.rows]
-        y = packing.unpack(layer_input)
-        finals = [self.final_state(unit, packing) for unit in units]
-        hy = torch.stack([h for h, _ in finals])
-        cy = torch.stack([c for _, c in finals]) if spec.has_cell_state else None
-        state = ForwardState(mode, packing, units, num_layers, D, I, h0 is not None, c0 is not None, x.dtype)
-        return y, hy, cy, state
-
-    def make_packing(self, seq_lengths: Sequence[int], max_len: int) -> Packing:
-        """The packed layout of this batch (shared by every layer and direction)."""
-        return Packing(seq_lengths, max_len)
-
-    def step_order(self, packing: Packing, reverse: bool) -> range:
-        """The steps a direction walks, in order; the backward walks them in reverse."""
-        return range(packing.steps - 1, -1, -1) if reverse else range(packing.steps)
-
-    def walk(self, unit: Unit, packing: Packing) -> list[StepRows]:
-        """The rows of each step a unit visits, in walk order."""
-        return [packing.step_rows(t, unit.reverse) for t in self.step_order(packing, unit.reverse)]
-
-    def make_unit(self, spec: ModeSpec, packing: Packing, layer: int, d: int, top: bool,
-                  params: Mapping[str, Tensor], x: Tensor, h: Tensor, h0: Tensor | None,
-                  c0: Tensor | None) -> Unit:
-        """Load initial states and run the input projection of all steps as one GEMM."""
-        name = DIRECTIONS[d]
-        w_ih, w_hh, b_ih, b_hh = (params[param_key(layer, name, k)] for k in ("w_ih", "w_hh", "b_ih", "b_hh"))
-        reverse = d == 1
-        H = w_hh.shape[1]
-        init = packing.init_rows(reverse)
-        bias = b_ih + b_hh if spec.fold_hidden_bias else b_ih
-        gates = torch.addmm(bias, x, w_ih.t())
-        self._load_initial(h[init], h0, packing)
-        c = aux = None
-        if spec.has_cell_state:
-            c = x.new_empty(packing.height, H)
-            self._load_initial(c[init], c0, packing)
-            aux = x.new_empty(packing.rows, H)
-        elif spec.cell == "gru":
-            aux = x.new_empty(packing.rows, 3 * H)
-        return Unit(spec, layer, reverse, top, w_ih, w_hh, b_ih, b_hh, x, gates, h, c, aux)
-
-    @staticmethod
-    def _load_initial(rows: Tensor, state: Tensor | None, packing: Packing) -> None:
-        if state is None:
-            rows.zero_()
-        else:
-            rows.copy_(packing.to_slots(state))
-
-    def step_forward(self, unit: Unit, rows: StepRows) -> Step:
-        """One step: the recurrent GEMM, then the cell's pointwise pass."""
-        packed, state, prev = rows.packed, rows.state, rows.prev
-        step = Step(unit, rows, unit.gates[packed], take(unit.h, prev),
-                    None if unit.c is None else take(unit.c, prev), unit.h[state],
-                    None if unit.c is None else unit.c[state], None if unit.aux is None else unit.aux[packed])
-        self.recurrent_projection(step)
-        getattr(self, f"{unit.spec.cell}_forward")(step)
-        return step
-
-    def recurrent_projection(self, step: Step) -> None:
-        """The only per-step GEMM: h_prev·W_hhᵀ added to the gates (b_hh already folded
-        into the input projection), or for GRU written with b_hh into ``aux``."""
-        unit = step.unit
-        if unit.spec.fold_hidden_bias:
-            step.gates.addmm_(step.h_prev, unit.w_hh_t)
-        else:
-            torch.addmm(unit.b_hh, step.h_prev, unit.w_hh_t, out=step.aux)
+class FusedCPUKernel(FusedKernel):
+    """The shared fused algorithm with its pointwise cells as aten ops (a few per cell, in
+    place into the preallocated buffers); subclass and override one method to mutate."""
 
     def relu_forward(self, step: Step) -> None:
         """h = relu(pre)."""
@@ -506,97 +126,6 @@ class FusedCPUKernel:
         rz.add_(hidden_rz).sigmoid_()
         n.addcmul_(r, hidden_n).tanh_()
         torch.lerp(n, step.h_prev, z, out=step.h)
-
-    def final_state(self, unit: Unit, packing: Packing) -> tuple[Tensor, Tensor | None]:
-        """(hy, cy) of a unit in batch order: the state after each sequence's final step."""
-        rows = packing.final_rows(unit.reverse)
-        return unit.h.index_select(0, rows), None if unit.c is None else unit.c.index_select(0, rows)
-
-    # ------------------------------------------------------------------ backward
-
-    @torch.no_grad()
-    def backward_data(self, state: ForwardState, dy: Tensor | None, dhy: Tensor | None, dcy: Tensor | None,
-                      need_x: bool = True) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-        """BPTT through every layer, top first: return (dx or None, dh0, dc0).
-
-        Fills each unit's ``dgates`` for :meth:`backward_weights`. dh0/dc0 are None when the
-        forward had no h0/c0; dx is None unless ``need_x`` (the layer-0 dx GEMM is skipped).
-        """
-        packing, D = state.packing, state.num_directions
-        B, N = packing.batch, packing.rows
-        H = state.units[0].hidden_size
-        spec = MODE_SPECS[state.mode]
-        new = state.units[0].gates.new_empty
-        d_out = new(packing.height, D * H)
-        self._zero_init_rows(d_out, packing)
-        if dy is None:
-            d_out[B:B + N].zero_()
-        else:
-            d_out[B:B + N] = packing.pack(dy.to(state.dtype))
-        scratch = new(B, 2 * H)
-        dh0 = new(state.num_layers * D, B, H)
-        dc0 = new(state.num_layers * D, B, H) if spec.has_cell_state else None
-        dx = None
-        for layer in reversed(range(state.num_layers)):
-            units = state.units[layer * D:(layer + 1) * D]
-            for d, unit in enumerate(units):
-                final = packing.final_rows(unit.reverse)
-                unit.dh = d_out[:, d * H:(d + 1) * H]
-                if dhy is not None:
-                    unit.dh.index_add_(0, final, dhy[layer * D + d].to(state.dtype))
-                if spec.has_cell_state:
-                    unit.dc = new(packing.height, H).zero_()
-                    if dcy is not None:
-                        unit.dc.index_add_(0, final, dcy[layer * D + d].to(state.dtype))
-                unit.dgates = new(N, spec.grad_width * H)
-                for step in reversed(unit.steps):
-                    self.step_backward(step, scratch)
-                dh0[layer * D + d], dc0_unit = self.initial_state_grads(unit, packing)
-                if dc0 is not None:
-                    dc0[layer * D + d] = dc0_unit
-            if layer > 0:
-                d_out = new(packing.height, units[0].x.shape[1])
-                self._zero_init_rows(d_out, packing)
-                self.input_grad(units, d_out[B:B + N])
-            elif need_x:
-                dx_packed = new(N, state.input_size)
-                self.input_grad(units, dx_packed)
-                dx = packing.unpack(dx_packed, copy=False)
-        return dx, dh0 if state.has_h0 else None, dc0 if state.has_c0 else None
-
-    @staticmethod
-    def _zero_init_rows(buffer: Tensor, packing: Packing) -> None:
-        buffer[packing.init_rows(False)].zero_()
-        buffer[packing.init_rows(True)].zero_()
-
-    def step_backward(self, step: Step, scratch: Tensor) -> None:
-        """One BPTT step: the cell's pointwise backward, then the hand-off to the previous state."""
-        unit, rows = step.unit, step.rows
-        step.dgates, step.dh = unit.dgates[rows.packed], unit.dh[rows.state]
-        step.dc = None if unit.dc is None else unit.dc[rows.state]
-        step.scratch, step.dh_direct, step.dc_prev = scratch[:rows.size], None, None
-        getattr(self, f"{unit.spec.cell}_backward")(step)
-        self.handoff(step, rows.prev)
-
-    def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
-        """The BPTT recurrence: add dL/dh_prev (dG_t·W_hh plus the cell's direct term) and
-        dL/dc_prev into the rows the step's state came from — the previous step's, or h0's."""
-        unit = step.unit
-        a, b = unit.spec.recurrent
-        H = unit.hidden_size
-        dgates = step.dgates if b - a == unit.spec.grad_width else step.dgates[:, a * H:b * H]
-        if len(segments) == 1:
-            target = unit.dh[segments[0][0]:segments[0][1]]
-            if step.dh_direct is not None:
-                target.add_(step.dh_direct)
-            target.addmm_(dgates, unit.w_hh)
-        else:
-            d_prev = torch.mm(dgates, unit.w_hh)
-            if step.dh_direct is not None:
-                d_prev.add_(step.dh_direct)
-            add_rows(unit.dh, segments, d_prev)
-        if step.dc_prev is not None:
-            add_rows(unit.dc, segments, step.dc_prev)
 
     def relu_backward(self, step: Step) -> None:
         """dpre = dh · [h > 0]."""
@@ -643,153 +172,37 @@ class FusedCPUKernel:
         torch.mul(dn, r, out=dn_h)
         step.dh_direct = direct
 
-    def initial_state_grads(self, unit: Unit, packing: Packing) -> tuple[Tensor, Tensor | None]:
-        """(dh0, dc0) of a unit in batch order: what the hand-off left in the initial-state rows."""
-        init = packing.init_rows(unit.reverse)
-        dh0 = packing.from_slots(unit.dh[init])
-        return dh0, None if unit.dc is None else packing.from_slots(unit.dc[init])
 
-    def input_grad(self, units: Sequence[Unit], out: Tensor) -> None:
-        """A layer's packed input gradient: Σ over directions of dG_x·W_ih, written into ``out``."""
-        first = True
-        for unit in units:
-            H = unit.hidden_size
-            for col, row, width in unit.spec.input_blocks:
-                dgates = unit.dgates[:, col * H:(col + width) * H]
-                weight = unit.w_ih[row * H:(row + width) * H]
-                if first:
-                    torch.mm(dgates, weight, out=out)
-                    first = False
-                else:
-                    out.addmm_(dgates, weight)
-
-    @torch.no_grad()
-    def backward_weights(self, state: ForwardState,
-                         out: Mapping[str, Tensor] | None = None) -> dict[str, Tensor]:
-        """Every weight and bias gradient (after :meth:`backward_data`), written into ``out``
-        (views, e.g. into a flat gradient vector) or new tensors; keyed like the parameters."""
-        grads: dict[str, Tensor] = {}
-        for unit in state.units:
-            unit_grads = {}
-            for kind in ("w_ih", "w_hh", "b_ih", "b_hh"):
-                key = f"{unit.name}.{kind}"
-                like = getattr(unit, kind)
-                grads[key] = unit_grads[kind] = out[key] if out is not None else torch.empty_like(like)
-            self.weight_grads(unit, state.packing, unit_grads)
-        return grads
-
-    def weight_grads(self, unit: Unit, packing: Packing, grads: Mapping[str, Tensor]) -> None:
-        """dW_ih = dG_xᵀ·X, dW_hh = dG_hᵀ·H_prev over all steps at once; db = column sums."""
-        H = unit.hidden_size
-        a, b = unit.spec.recurrent
-        d_hidden = unit.dgates[:, a * H:b * H]
-        h_prev = take(unit.h, packing.history_segments(unit.reverse))
-        torch.mm(d_hidden.t(), h_prev, out=grads["w_hh"])
-        torch.sum(d_hidden, 0, out=grads["b_hh"])
-        for col, row, width in unit.spec.input_blocks:
-            d_input = unit.dgates[:, col * H:(col + width) * H]
-            rows = slice(row * H, (row + width) * H)
-            torch.mm(d_input.t(), unit.x, out=grads["w_ih"][rows])
-            if unit.spec.fold_hidden_bias:
-                grads["b_ih"][rows] = grads["b_hh"][rows]
-            else:
-                torch.sum(d_input, 0, out=grads["b_ih"][rows])
-
-
-def _lengths_list(seq_lengths: Any) -> list[int]:
-    if isinstance(seq_lengths, Tensor):
-        return [int(v) for v in seq_lengths.tolist()]
-    return [int(v) for v in np.asarray(seq_lengths).reshape(-1)]
-
-
-def _config_for(x: Tensor, flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool) -> RNNConfig:
-    """The config of a flat cudnn-style parameter vector; H is solved from its length."""
-    G, D, I, n = GATES[mode], 2 if bidirectional else 1, x.shape[2], flat_params.numel()
-    # n = D·G·(H·I + H² + 2H + (L−1)·(D·H² + H² + 2H)) = a·H² + b·H
-    a, b = D * G * (1 + (num_layers - 1) * (D + 1)), D * G * (I + 2 * num_layers)
-    H = round((-b + math.sqrt(b * b + 4 * a * n)) / (2 * a))
-    if H < 1 or a * H * H + b * H != n:
-        raise ValueError(f"flat parameter vector of {n} values does not fit {mode} with {num_layers} layers, "
-                         f"{'bi' if bidirectional else 'uni'}directional, input size {I}")
-    return RNNConfig(mode, num_layers, bidirectional, I, H, x.shape[0], x.shape[1])
-
-
-class FusedRNNFunction(torch.autograd.Function):
-    """Autograd entry: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers,
-    bidirectional, kernel=None) -> (y, hy, cy)``; cy is None unless LSTM.
-
-    ``flat_params`` is the cudnn-style flat vector (:func:`gradcheck_rnn.layout.pack`).
-    The backward is the kernel's hand-written BPTT; it computes only what
-    ``ctx.needs_input_grad`` asks for (no weight GEMMs when ``flat_params`` needs no gradient,
-    no layer-0 dx GEMM when x needs none).
-    """
+class FusedRNNFunction(KernelFunction):
+    """:class:`~gradcheck_rnn.kernels.common.KernelFunction` with :class:`FusedCPUKernel` as
+    the default: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
+    kernel=None) -> (y, hy, cy)``."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
                 flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
-                kernel: FusedCPUKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
-        kernel = kernel if kernel is not None else FusedCPUKernel()
-        config = _config_for(x, flat_params, mode, num_layers, bidirectional)
-        params = unpack(flat_params, config)
-        y, hy, cy, state = kernel.forward(x, _lengths_list(seq_lengths), h0, c0, params, mode,
-                                          num_layers, bidirectional)
-        ctx.kernel, ctx.state, ctx.config = kernel, state, config
-        ctx.save_for_backward(x, h0, c0, flat_params)
-        return y, hy, cy
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, dy: Tensor | None, dhy: Tensor | None, dcy: Tensor | None) -> tuple[Any, ...]:
-        _, _, _, flat_params = ctx.saved_tensors  # raises if an input was modified in place
-        need_x, _, need_h0, need_c0, need_params = ctx.needs_input_grad[:5]
-        dx, dh0, dc0 = ctx.kernel.backward_data(ctx.state, dy, dhy, dcy, need_x)
-        d_params = None
-        if need_params:
-            d_params = torch.empty_like(flat_params)
-            ctx.kernel.backward_weights(ctx.state, unpack(d_params, ctx.config))
-        return (dx, None, dh0 if need_h0 else None, dc0 if need_c0 else None, d_params,
-                None, None, None, None)
+                kernel: FusedKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+        return KernelFunction.forward(ctx, x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
+                                      kernel if kernel is not None else FusedCPUKernel())
 
 
 def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None, params: Mapping[str, Tensor],
               mode: str, num_layers: int, bidirectional: bool,
-              kernel: FusedCPUKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+              kernel: FusedKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
     """Differentiable fused RNN over a parameter dict (keys ``l{layer}.{fwd|bwd}.{kind}``)."""
-    T, B, I = x.shape
-    H = params[param_key(0, "fwd", "w_hh")].shape[1]
-    config = RNNConfig(mode, num_layers, bidirectional, I, H, T, B)
-    return FusedRNNFunction.apply(x, seq_lengths, h0, c0, pack(params, config), mode, num_layers,
-                                  bidirectional, kernel)
+    return apply_kernel(x, seq_lengths, h0, c0, params, mode, num_layers, bidirectional,
+                        kernel if kernel is not None else FusedCPUKernel())
 
 
-class FusedCPUTarget:
+class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would."""
 
-    def __init__(self, kernel: FusedCPUKernel | None = None, name: str = "fused-cpu") -> None:
-        self.kernel = kernel if kernel is not None else FusedCPUKernel()
-        self.name = name
+    def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu") -> None:
+        super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu")
 
     def supports(self, config: RNNConfig) -> bool | str:
-        if config.dtype not in SUPPORTED_DTYPES:
+        """float32 and float64 only: CPU half-precision RNNs are not what this kernel is for."""
+        if config.dtype not in self.dtypes:
             return f"{self.name} computes in float32 and float64 only, not {config.dtype}"
         return True
-
-    def run(self, case: Case) -> Outputs:
-        config = case.config
-        dtype = SUPPORTED_DTYPES[config.dtype]
-
-        def tensor(a: np.ndarray | None) -> Tensor | None:
-            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(dtype)
-
-        params = {k: tensor(v) for k, v in case.params.items()}
-        y, hy, cy, state = self.kernel.forward(tensor(case.x), case.seq_lengths.tolist(), tensor(case.h0),
-                                               tensor(case.c0), params, config.mode, config.num_layers,
-                                               config.bidirectional)
-        dx, dh0, dc0 = self.kernel.backward_data(state, tensor(case.dy), tensor(case.dhy), tensor(case.dcy),
-                                                 need_x="x" in case.wants)
-        grads = {name: value for name, value in (("x", dx), ("h0", dh0), ("c0", dc0))
-                 if name in case.wants and value is not None}
-        if any(name in params for name in case.wants):
-            grads.update(self.kernel.backward_weights(state))
-        return Outputs(y=y, hy=hy, cy=cy, grads=grads)

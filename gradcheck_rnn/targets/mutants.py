@@ -15,7 +15,8 @@ from torch import Tensor
 
 from ..case import Case, Outputs, RNNConfig
 from ..errors import UsageError
-from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget, Packing, Segment, Step, Unit, add_rows
+from ..kernels.common import Packing, Segment, Step, Unit, add_rows
+from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from . import Target
 
 
@@ -64,8 +65,8 @@ class LengthsIgnored(FusedCPUKernel):
     direction's outputs and into hy; outputs at padded steps are not zeroed.
     """
 
-    def make_packing(self, seq_lengths: Sequence[int], max_len: int) -> Packing:
-        return Packing([max_len] * len(seq_lengths), max_len)
+    def make_packing(self, seq_lengths: Sequence[int], max_len: int, device: torch.device) -> Packing:
+        return Packing([max_len] * len(seq_lengths), max_len, device)
 
 
 class ReluMaskWrongTensor(FusedCPUKernel):
