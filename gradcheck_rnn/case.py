@@ -85,6 +85,40 @@ class RNNConfig:
                 f"-I{self.input_size}-H{self.hidden_size}-T{self.max_len}-B{self.batch_size}")
 
 
+# Size budget: a case id is input from anywhere (a CI log, a bug report), so one naming a huge
+# case must be refused before anything is allocated. The references and kernels keep a few
+# tens of copies of the case's tensors (gates and states of every step), so 20 million float64
+# elements of case data (160 MB) is the most a 24 GiB machine judges comfortably; the largest
+# nightly case has about 13 thousand.
+DEFAULT_MAX_ELEMENTS = 20_000_000
+MAX_ELEMENTS_ENV = "GRADCHECK_RNN_MAX_ELEMENTS"
+
+
+def case_elements(config: RNNConfig) -> int:
+    """Elements across x, parameters, initial states and head gradients, computed without allocating."""
+    G, H, D, L = config.num_gates, config.hidden_size, config.num_directions, config.num_layers
+    T, B, I = config.max_len, config.batch_size, config.input_size
+    per_direction = G * H * (H + 2)  # w_hh, b_ih, b_hh
+    params = D * (per_direction + G * H * I) + (L - 1) * D * (per_direction + G * H * D * H)
+    states = L * D * B * H * (4 if config.has_cell_state else 2)  # h0, dhy (and c0, dcy)
+    return params + T * B * I + T * B * D * H + states
+
+
+def check_size_budget(config: RNNConfig) -> None:
+    """Refuse a config whose case data would exceed the size budget (UsageError naming how to raise it)."""
+    import os
+
+    raw = os.environ.get(MAX_ELEMENTS_ENV, "")
+    try:
+        budget = int(raw) if raw else DEFAULT_MAX_ELEMENTS
+    except ValueError:
+        raise UsageError(f"{MAX_ELEMENTS_ENV}={raw!r} is not allowed; it must be an integer") from None
+    elements = case_elements(config)
+    if elements > budget:
+        raise UsageError(f"{config.prefix} needs {elements:.3g} elements of case data, over the budget of "
+                         f"{budget:,}; set {MAX_ELEMENTS_ENV} to raise it")
+
+
 def validate_lengths(config: RNNConfig, seq_lengths: Sequence[int]) -> np.ndarray:
     """Check a length vector against a config; return it as int64 numpy."""
     lengths = [int(v) for v in seq_lengths]
@@ -265,6 +299,7 @@ def _config_from_id(values: dict[str, Any]) -> RNNConfig:
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
               heads: str = "all", initial_state: bool = True) -> Case:
     """Draw a case's data from its seed in the fixed order documented in this module."""
+    check_size_budget(config)
     lengths = validate_lengths(config, seq_lengths)
     if not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
         raise UsageError(f"seed {seed!r} is not allowed; seeds are integers in 0..{MAX_SEED}")

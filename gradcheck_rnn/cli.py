@@ -119,55 +119,105 @@ def main() -> None:
     """
 
 
+draw_options = [
+    click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
+                 help="Draw only these modes (repeatable; default: the profile's)."),
+    click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
+    click.option("--bidirectional/--unidirectional", "bidirectional", default=None,
+                 help="Draw only bidirectional or only unidirectional configs."),
+    click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES),
+                 help="Draw only these dtypes (repeatable; default: the profile's)."),
+]
+
+
+def with_draw_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(draw_options):
+        func = option(func)
+    return func
+
+
 @main.command()
 @config_option
 @click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
 @click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
 @target_option
+@with_draw_options
 @with_tolerances
 @click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
               help="Folder that receives <run>/results.json, junit.xml and report.md.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
 @usage_errors
-def sweep(config: str | None, cases: int | None, seed: int | None, targets: tuple[str, ...], rtol: float | None,
-          atol: float | None, report_dir: str, fail_fast: bool) -> None:
+def sweep(config: str | None, cases: int | None, seed: int | None, targets: tuple[str, ...],
+          modes: tuple[str, ...], layers: int | None, bidirectional: bool | None, dtypes: tuple[str, ...],
+          rtol: float | None, atol: float | None, report_dir: str, fail_fast: bool) -> None:
     """Draw random cases from a profile and judge every target on each.
 
-    Prints a summary per target × mode and per target × wants group, then a failure table
-    (failing cases first, one row per failing tensor) and writes the reports. Exit 0 when all
-    pass, 1 on any fail/error/disagreement, 2 on bad usage.
+    Prints a summary per target (by mode and by wants group), then the failures (failing cases
+    first, each with its case id and repro command) and writes the reports. Exit 0 when all
+    pass, 1 on any fail/error/disagreement, 2 on bad usage, 5 when nothing was checked (every
+    result skipped, or a target named with --target judged on no case).
 
     \b
     Examples:
       gradcheck-rnn sweep                                  # ci profile, every built-in target
       gradcheck-rnn sweep -c nightly -n 200 -s 7 -t fused-cpu
+      gradcheck-rnn sweep -t my_pkg.rnn:target --mode gru --layers 1 --unidirectional
       gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
     """
     from .generate import draw_cases, load_profile
 
-    profile = load_profile(config)
+    profile = load_profile(config).narrowed(modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes)
     tolerances = profile.tolerance_table(rtol, atol)
     resolved = _resolve_targets(targets)
+    ensure_writable(report_dir)
     seed = profile.seed if seed is None else seed
     count = profile.cases if cases is None else cases
     results = _run_with_progress(list(draw_cases(profile, seed, count)), resolved, tolerances, fail_fast,
                                  profile.enabled_checks)
     _set_repro_options(results, config, rtol, atol)
     from . import render
-    from .report import write_reports
-    from .runner import exit_code
+    from .runner import verdict
 
-    out.print(render.summary_table(results, "mode"))
-    out.print(render.summary_table(results, "wants"))
-    failures = render.failure_table(results)
-    if failures is not None:
-        out.print(failures)
+    for table in render.summary_tables(results):
+        out.print(table)
+    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results))
     meta = {"command": "sweep", "profile": profile.name, "seed": seed, "cases": count,
-            "targets": [t.name for t in resolved], "rtol": rtol, "atol": atol}
-    run_dir = write_reports(results, report_dir, meta)
-    code = exit_code(results)
-    verdict = "[green]all passed[/]" if code == 0 else "[red]failures found[/]"
-    out.print(f"{verdict} — {len(results)} results, reports in {run_dir}")
+            "targets": [t.name for t in resolved], "rtol": rtol, "atol": atol,
+            "draw": {"modes": list(modes), "layers": layers, "bidirectional": bidirectional, "dtypes": list(dtypes)}}
+    code, reason = verdict(results, targets)
+    _finish(code, reason, results, report_dir, meta)
+
+
+def ensure_writable(report_dir: str) -> None:
+    """Refuse, before anything runs, a report folder that cannot be created or written to."""
+    import tempfile
+
+    try:
+        Path(report_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=report_dir):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--report-dir {report_dir!r} is not writable ({exc.strerror or exc}); "
+                         f"choose another folder with --report-dir DIR") from None
+
+
+def _finish(code: int, reason: str, results, report_dir: str, meta: dict[str, Any],
+            extra: dict[str, Any] | None = None) -> None:
+    """Write the reports, print the verdict line and exit with ``code``.
+
+    The tables are already on the console; if the reports cannot be written after all, say so
+    in one sentence and exit non-zero (1 unless the verdict was already worse).
+    """
+    from .report import write_reports
+
+    try:
+        run_dir = write_reports(results, report_dir, meta, extra)
+    except OSError as exc:
+        err.print(f"[bold red]error:[/] the reports could not be written to {report_dir!r} "
+                  f"({exc.strerror or exc}); the verdict was: {reason}", highlight=False)
+        sys.exit(code or 1)
+    style = "green" if code == 0 else ("yellow" if code == 5 else "red")
+    out.print(f"[{style}]{reason}[/] — {len(results)} results, reports in {run_dir}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -202,22 +252,35 @@ def _run_with_progress(cases, targets, tolerances, fail_fast, checks):
 
 
 def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[str], config: str | None,
-                        rtol: float | None, atol: float | None) -> int:
+                        rtol: float | None, atol: float | None, named_targets: tuple[str, ...] = ()) -> int:
     from . import render
-    from .runner import exit_code, judge_case
+    from .runner import judge_case, verdict
 
     results = []
     for result in judge_case(case, targets, tolerances, checks):
         _set_repro_options([result], config, rtol, atol)
         results.append(result)
-        out.print(render.tensor_table(result))
+        title, table = render.tensor_table(result)
+        render.print_lines(out, [title])
+        if result.tensors:
+            out.print(table)
         if result.message:
-            out.print(f"[{render.STATUS_STYLE.get(result.status, '')}]{result.status}[/]: {result.message}",
-                      highlight=False)
+            render.print_lines(out, [f"[{render.STATUS_STYLE.get(result.status, '')}]{result.status}[/]: "
+                                     f"{result.message}"])
+        if result.traceback:
+            render.print_lines(out, ["target traceback (most recent call last):", result.traceback])
         if per_step and (timed := render.worst_time_tensor(result)) is not None:
             out.print(render.per_step_table(timed))
-        out.print(f"reproduce: {result.repro}", highlight=False)
-    return exit_code(results)
+        render.print_lines(out, [f"reproduce: {result.repro}"])
+    code, reason = verdict(results, named_targets)
+    style = "green" if code == 0 else ("yellow" if code == 5 else "red")
+    out.print(f"[{style}]{reason}[/]", highlight=False, soft_wrap=True)
+    return code
+
+
+# The options of `check` that describe a case; --case-id replaces them all.
+CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
+              "wants", "heads", "no_initial_state")
 
 
 def _parse_lengths(text: str) -> list[int]:
@@ -248,7 +311,8 @@ def _parse_lengths(text: str) -> list[int]:
 @check_option
 @with_tolerances
 @usage_errors
-def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
+@click.pass_context
+def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
           lengths: str, max_len: int | None, dtype: str, seed: int, wants: str, heads: str,
           no_initial_state: bool, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None) -> None:
     """Build one case from flags (or --case-id) and print the full per-tensor table.
@@ -263,6 +327,11 @@ def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, inpu
     from .tolerances import Tolerances
 
     if case_id is not None:
+        given = [f"--{name.replace('_', '-')}" for name in CASE_FLAGS
+                 if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise UsageError(f"--case-id names the whole case, so {', '.join(given)} cannot be given with it; "
+                             f"drop {'it' if len(given) == 1 else 'them'} or drop --case-id")
         case = Case.from_id(case_id)
     else:
         seq = _parse_lengths(lengths)
@@ -271,7 +340,8 @@ def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, inpu
         case = make_case(config, seq, seed, wants=wants, heads=heads, initial_state=not no_initial_state)
     resolved = _resolve_targets(targets)
     sys.exit(_print_case_results(case, resolved, Tolerances(rtol=rtol, atol=atol), per_step=False,
-                                 checks=_expand_checks(checks), config=None, rtol=rtol, atol=atol))
+                                 checks=_expand_checks(checks), config=None, rtol=rtol, atol=atol,
+                                 named_targets=targets))
 
 
 @main.command()
@@ -281,11 +351,20 @@ def check(case_id: str | None, mode: str, layers: int, bidirectional: bool, inpu
 @with_tolerances
 @click.option("--config", "-c", "config", default=None, metavar="PROFILE",
               help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@click.option("--emit-test", "emit_test", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write a standalone pytest file that rebuilds this case and asserts the target "
+                   "(exactly one --target) against the references, with these tolerances.")
 @usage_errors
-def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None, config: str | None) -> None:
+def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None,
+          config: str | None, emit_test: str | None) -> None:
     """Re-run one case bit for bit from its id: per-tensor table and error per time step.
 
     A truncated-BPTT bug shows as errors that grow toward early time steps.
+
+    \b
+    Examples:
+      gradcheck-rnn repro lstm-L1-uni-I1-H1-T2-B1-len2-f64-s918273 -t mutant:truncated-bptt
+      gradcheck-rnn repro <case id> -t fused-cpu --emit-test tests/test_rnn_regression.py
     """
     from .case import Case
     from .generate import load_profile
@@ -293,8 +372,80 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
     case = Case.from_id(case_id)
     tolerances = load_profile(config).tolerance_table(rtol, atol)
     resolved = _resolve_targets(targets)
+    if emit_test is not None:
+        _emit_test(case, targets, _expand_checks(checks), tolerances, emit_test, config, rtol, atol)
     sys.exit(_print_case_results(case, resolved, tolerances, per_step=True, checks=_expand_checks(checks),
-                                 config=config, rtol=rtol, atol=atol))
+                                 config=config, rtol=rtol, atol=atol, named_targets=targets))
+
+
+def _emit_test(case, targets: tuple[str, ...], checks: list[str], tolerances, path: str, config: str | None,
+               rtol: float | None, atol: float | None) -> None:
+    from .regression import emit_test, write_test
+    from .runner import CaseResult
+
+    if len(targets) != 1:
+        raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; got {len(targets)}")
+    repro_line = CaseResult(case.id, targets[0], "fail", case.config.mode, case.config.dtype, case.wants_group)
+    _set_repro_options([repro_line], config, rtol, atol)
+    written = write_test(path, emit_test(case, targets[0], checks, tolerances, repro_line.repro))
+    err.print(f"regression test written to {written} (run it: python -m pytest {written})", highlight=False)
+
+
+@main.command()
+@click.argument("case_id")
+@click.option("--target", "-t", "target", required=True, metavar="NAME", help="The target that fails on the case.")
+@click.option("--check", "check", type=click.Choice(ALL_CHECKS), default="reference", show_default=True,
+              help="The check whose failure is kept while shrinking.")
+@click.option("--any-tensor", is_flag=True,
+              help="Accept any failing tensor (default: the worst failing tensor of the start case must keep failing).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=300, show_default=True,
+              help="Budget: how many candidate cases may be judged.")
+@click.option("--json", "as_json", is_flag=True, help="Print the shrink path as JSON instead of a table.")
+@with_tolerances
+@click.option("--config", "-c", "config", default=None, metavar="PROFILE",
+              help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@usage_errors
+def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: int, as_json: bool,
+           rtol: float | None, atol: float | None, config: str | None) -> None:
+    """Shrink a failing case to the smallest case that fails the same way (same check, same tensor).
+
+    Deterministic and greedy: fewer layers, unidirectional, fewer sequences, smaller T, shorter
+    lengths, smaller I and H, then simpler variants and float64. Prints each accepted step and the
+    minimal case's repro command. Exit 0 when shrunk, 1 when the case does not fail, 2 on bad usage.
+
+    \b
+    Examples:
+      gradcheck-rnn shrink lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273 -t mutant:truncated-bptt
+      gradcheck-rnn shrink <case id> -t my_pkg.rnn:target --check future --json
+    """
+    from .case import Case
+    from .generate import load_profile
+    from .shrink import DidNotReproduce, shrink as shrink_case, steps_table
+    from .targets import resolve_target
+
+    case = Case.from_id(case_id)
+    tolerances = load_profile(config).tolerance_table(rtol, atol)
+    resolved = resolve_target(target)
+    options = " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+                       if value is not None)
+    try:
+        result = shrink_case(case, resolved, check, tolerances, any_tensor=any_tensor, max_steps=max_steps,
+                             repro_options=options)
+    except DidNotReproduce as exc:
+        err.print(f"[bold red]{exc}[/]", highlight=False)
+        sys.exit(1)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    out.print(steps_table(result))
+    if result.exhausted:
+        out.print(f"[yellow]stopped after {result.tried} candidates (--max-steps {max_steps}); "
+                  f"the case may shrink further[/]")
+    out.print(f"minimal case: {result.minimal.case_id} ({len(result.steps) - 1} steps, "
+              f"{result.tried} candidates judged)", highlight=False)
+    out.print(f"reproduce: {result.repro}", highlight=False)
 
 
 @main.command()
@@ -322,12 +473,12 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     """
     from rich.table import Table
 
-    from .detection import detect, detection_exit_code, mutant_targets
+    from .detection import detect, detection_verdict, mutant_targets
     from .generate import draw_cases, load_profile
-    from .report import write_reports
 
     profile = load_profile(config)
     tolerances = profile.tolerance_table(rtol, atol)
+    ensure_writable(report_dir)
     mutant_targets(mutants)  # unknown names are a usage error before anything runs
     seed = profile.seed if seed is None else seed
     count = profile.cases if cases is None else cases
@@ -337,26 +488,27 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
         mutant_rows, correct_rows, results = detect(case_list, tolerances, enabled, mutants or None,
                                                     on_result=advance)
     _set_repro_options(results, config, rtol, atol)
-    table = Table(title=f"Mutants: {sum(bool(r.flagged_cases) for r in mutant_rows)}/{len(mutant_rows)} caught "
-                        f"on {count} cases (profile {profile.name}, seed {seed})")
-    for column in ("mutant", "cases", "caught", "first catching case id", "caught by", "bug"):
-        table.add_column(column, overflow="fold")
+    caught = sum(bool(r.flagged_cases) for r in mutant_rows)
+    table = Table(title=f"Mutants: {caught}/{len(mutant_rows)} caught on {count} cases "
+                        f"(profile {profile.name}, seed {seed})", title_justify="left")
+    for column in ("target", "cases", "flagged", "first caught by"):
+        table.add_column(column, no_wrap=column != "first caught by", overflow="fold")
     for row in mutant_rows + correct_rows:
         is_mutant = row in mutant_rows
         flagged = len(row.flagged_cases)
         style = ("green" if flagged else "bold red") if is_mutant else ("bold red" if flagged else "green")
-        label = row.target if is_mutant else f"{row.target} (false alarms)"
-        table.add_row(label, str(row.cases), f"[{style}]{flagged}[/]", row.first.case_id if row.first else "-",
-                      row.caught_by or "-", row.doc)
+        label = row.target if is_mutant else f"{row.target} (correct)"
+        table.add_row(label, str(row.cases), f"[{style}]{flagged}[/]", row.caught_by or "-")
     out.print(table)
+    from . import render
+
+    render.print_lines(out, ["First flagging case of each target (repro command):"] +
+                       [f"  {row.first.repro}" for row in mutant_rows + correct_rows if row.first])
     meta = {"command": "mutants", "profile": profile.name, "seed": seed, "cases": count, "checks": enabled,
             "targets": [r.target for r in mutant_rows + correct_rows]}
     extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
-    run_dir = write_reports(results, report_dir, meta, extra)
-    code = detection_exit_code(mutant_rows, correct_rows)
-    verdict = "[green]every mutant caught, no false alarm[/]" if code == 0 else "[red]a mutant survived or a false alarm occurred[/]"
-    out.print(f"{verdict} — reports in {run_dir}")
-    sys.exit(code)
+    code, reason = detection_verdict(mutant_rows, correct_rows)
+    _finish(code, reason, results, report_dir, meta, extra)
 
 
 @main.command()

@@ -73,7 +73,19 @@ def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
     return detections[:len(mutant_list)], detections[len(mutant_list):], results
 
 
-def detection_exit_code(mutant_rows: list[Detection], correct_rows: list[Detection]) -> int:
-    survived = any(not row.flagged_cases for row in mutant_rows)
-    false_alarm = any(row.flagged_cases for row in correct_rows)
-    return 1 if survived or false_alarm else 0
+def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection]) -> tuple[int, str]:
+    """Exit code and one sentence naming every surviving mutant and every correct kernel that
+    raised a false alarm; 5 when no case was judged at all."""
+    survivors = [row.target for row in mutant_rows if not row.flagged_cases]
+    false_alarms = [f"{row.target} ({len(row.flagged_cases)} cases)" for row in correct_rows if row.flagged_cases]
+    problems = []
+    if survivors:
+        problems.append(f"{len(survivors)} mutants survived: {', '.join(survivors)}")
+    if false_alarms:
+        problems.append(f"false alarms on correct kernels: {', '.join(false_alarms)}")
+    if problems:
+        return 1, "; ".join(problems)
+    if not any(row.cases for row in mutant_rows + correct_rows):
+        return 5, "nothing was checked: no case was drawn"
+    return 0, f"every mutant caught ({len(mutant_rows)}), no false alarm"
+

@@ -12,10 +12,11 @@ descending; B = 1 and T = 1 configs are drawn on purpose too.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -65,6 +66,21 @@ class Profile:
 
     def tolerance_table(self, rtol: float | None = None, atol: float | None = None) -> Tolerances:
         return Tolerances.from_profile(self.tolerances, rtol=rtol, atol=atol)
+
+    def narrowed(self, modes: Sequence[str] = (), layers: int | None = None, bidirectional: bool | None = None,
+                 dtypes: Sequence[str] = ()) -> "Profile":
+        """This profile with its draw restricted from the command line (``sweep --mode gru
+        --layers 1 --unidirectional --dtype f32``); options left out keep the profile's draw."""
+        changes: dict[str, Any] = {}
+        if modes:
+            changes["modes"] = dict.fromkeys(modes, 1.0)
+        if dtypes:
+            changes["dtypes"] = dict.fromkeys(dtypes, 1.0)
+        if layers is not None:
+            changes["layers"] = (layers, layers)
+        if bidirectional is not None:
+            changes["bidirectional"] = 1.0 if bidirectional else 0.0
+        return dataclasses.replace(self, **changes)
 
 
 def resolve_profile_path(config: str | Path | None) -> Path:
@@ -141,14 +157,21 @@ def load_profile(config: str | Path | None = None) -> Profile:
             raise UsageError(f"draw.{key} is not allowed; keys are {', '.join(converters)}")
         setattr(profile, key, converters[key](f"draw.{key}", value))
     for key, value in sweep.items():
-        if key not in ("cases", "seed") or not isinstance(value, int) or value < 0:
-            raise UsageError(f"sweep.{key} = {value!r} is not allowed; sweep takes cases and seed, integers >= 0")
+        low = {"cases": 1, "seed": 0}.get(key)
+        if low is None:
+            raise UsageError(f"sweep.{key} is not allowed; [sweep] takes cases (an integer >= 1) and seed "
+                             f"(an integer >= 0)")
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise UsageError(f"sweep.{key} = {value!r} is not allowed; it must be an integer >= {low}")
         setattr(profile, key, value)
     for key, value in data.get("checks", {}).items():
         if key not in ALL_CHECKS or not isinstance(value, bool):
             raise UsageError(f"checks.{key} = {value!r} is not allowed; checks are {', '.join(ALL_CHECKS)}, "
                              f"each true or false")
         profile.checks[key] = value
+    if not profile.enabled_checks:
+        raise UsageError(f"profile {str(path)!r} turns every check off; enable at least one of "
+                         f"{', '.join(ALL_CHECKS)} in [checks]")
     profile.tolerance_table()  # validate now, before anything runs
     return profile
 

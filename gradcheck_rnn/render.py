@@ -1,17 +1,28 @@
-"""Rich console tables: the summary, the failure table (failures first, with case ids), the
-per-tensor table of one case and the per-time-step error picture of a repro."""
+"""Rich console output: the summary, the failure list (failures first, with case ids), the
+per-tensor table of one case and the per-time-step error picture of a repro.
+
+Everything fits an 80-column terminal and a case id is never wrapped or cut: tables hold only
+short columns (target names are table titles), and lines that carry a case id or a repro
+command are printed as single unwrapped lines (``print_lines``), so a terminal narrower than
+the line soft-wraps it and copying still gives the whole id.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Iterable
+
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .compare import TensorError
 from .report import breakdown, sparkline
-from .runner import CaseResult
+from .runner import CaseResult, top_skip_reasons
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
                 "reference-disagreement": "bold yellow", "missing": "bold red"}
+STATUS_LABEL = {"reference-disagreement": "disagree"}
 
 
 def fmt(value: float | None) -> str:
@@ -20,62 +31,98 @@ def fmt(value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def summary_table(results: list[CaseResult], key: str = "mode") -> Table:
-    """Per target × mode (or wants group): cases and their verdicts over every check, worst ratio."""
-    table = Table(title=f"Summary by target × {key}")
-    for column in ("target", key, "cases", "pass", "fail", "error", "skip", "ref-disagree", "worst ratio"):
-        table.add_column(column, justify="left" if column in ("target", key) else "right")
-    for row in breakdown(results, key):
-        ratio = row["worst_ratio"]
-        style = "red" if ratio is not None and ratio > 1 else ""
-        table.add_row(row["target"], row[key], str(row["cases"]), str(row["pass"]),
-                      f"[red]{row['fail']}[/]" if row["fail"] else "0",
-                      f"[magenta]{row['error']}[/]" if row["error"] else "0", str(row["skip"]),
-                      str(row["reference-disagreement"]), f"[{style}]{fmt(ratio)}[/]" if style else fmt(ratio))
-    return table
+def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
+    """Print lines without wrapping or cropping them (case ids and repro commands stay whole)."""
+    for line in lines:
+        console.print(line, soft_wrap=True, highlight=False)
 
 
-def failure_table(results: list[CaseResult], limit: int = 50) -> Table | None:
-    """One row per failing tensor (or per error), failing cases first, ready to copy into repro."""
+def summary_tables(results: list[CaseResult]) -> list[Table]:
+    """One table per target: its cases by mode, then by wants group, with verdicts and worst ratio."""
+    tables = []
+    targets = list(dict.fromkeys(r.target for r in results))
+    for target in targets:
+        mine = [r for r in results if r.target == target]
+        cases = len({r.case_id for r in mine})
+        table = Table(title=f"{target}: {cases} cases", title_justify="left")
+        for column in ("group", "cases", "pass", "fail", "error", "skip", "disagree", "worst ratio"):
+            table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
+        for key, label in (("mode", "{}"), ("wants", "wants={}")):
+            for row in breakdown(mine, key):
+                ratio = row["worst_ratio"]
+                ratio_text = fmt(ratio) if ratio is None or ratio <= 1 else f"[red]{fmt(ratio)}[/]"
+                table.add_row(label.format(row[key]), str(row["cases"]), str(row["pass"]),
+                              f"[red]{row['fail']}[/]" if row["fail"] else "0",
+                              f"[magenta]{row['error']}[/]" if row["error"] else "0", str(row["skip"]),
+                              str(row["reference-disagreement"]), ratio_text)
+            table.add_section()
+        tables.append(table)
+    return tables
+
+
+def skipped_target_lines(results: list[CaseResult]) -> list[Text]:
+    """A warning per target that was judged on no case, with its most frequent skip reasons."""
+    lines = []
+    for target in dict.fromkeys(r.target for r in results):
+        mine = [r for r in results if r.target == target]
+        if all(r.status == "skip" for r in mine):
+            lines.append(Text.assemble(("warning: ", "bold yellow"),
+                                       f"{target} was judged on no case — skipped {len(mine)}×: "
+                                       f"{top_skip_reasons(mine, target)}"))
+    return lines
+
+
+def _tensor_line(t: TensorError) -> str:
+    where = t.location_text()
+    where = f" at {where}" if where else ""
+    return (f"{t.name}: ratio {fmt(t.ratio)}, max abs {fmt(t.max_abs)}{where}, a={fmt(t.a)}, b={fmt(t.b)}"
+            if t.status != "missing" else f"{t.name}: missing")
+
+
+def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
+    """Every result that did not pass, failing ones first: status and case id on one line, then
+    target and check, the failing tensors (or the error), and the repro command."""
     bad = [r for r in results if r.status not in ("pass", "skip")]
     if not bad:
-        return None
-    bad.sort(key=lambda r: (r.status != "fail", r.case_id, r.check != "reference"))
-    options = f" {bad[0].repro_options}" if bad[0].repro_options else ""
-    table = Table(title=f"Failures ({len(bad)} case × target × check) — reproduce with: "
-                        f"gradcheck-rnn repro <case id> --target <target> [--check <check>]{options}")
-    for column in ("case id", "target", "check", "status", "tensor", "max abs", "max rel", "ratio", "location", "a", "b"):
-        table.add_column(column, overflow="fold")
-    rows = 0
-    for r in bad:
-        tensors = r.failing or [None]
-        for t in tensors:
-            if rows >= limit:
-                table.caption = f"… {sum(max(len(r.failing), 1) for r in bad) - limit} more rows in the report"
-                return table
-            rows += 1
-            style = STATUS_STYLE.get(r.status, "")
-            if t is None:
-                table.add_row(r.case_id, r.target, r.check, f"[{style}]{r.status}[/]", "-", "-", "-", "-", r.message,
-                              "-", "-")
-            else:
-                table.add_row(r.case_id, r.target, r.check, f"[{style}]{r.status}[/]", t.name, fmt(t.max_abs),
-                              fmt(t.max_rel), fmt(t.ratio), t.location_text() or t.message, fmt(t.a), fmt(t.b))
-    return table
+        return []
+    bad.sort(key=lambda r: (r.status != "fail", -_sort_ratio(r), r.case_id, r.check != "reference"))
+    lines = [Text(f"Failures: {len(bad)} case × target × check, failing first; each ends with its repro command",
+                  style="bold")]
+    for r in bad[:limit]:
+        style = STATUS_STYLE.get(r.status, "")
+        lines.append(Text.assemble((f"{STATUS_LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
+        lines.append(Text(f"         {r.target} · {r.check} check"))
+        details = [_tensor_line(t) for t in r.failing[:3]] or [r.message]
+        if len(r.failing) > 3:
+            details.append(f"… and {len(r.failing) - 3} more tensors")
+        lines.extend(Text(f"         {d}") for d in details)
+        lines.append(Text(f"         {r.repro}", style="cyan"))
+    if len(bad) > limit:
+        lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
+    return lines
 
 
-def tensor_table(result: CaseResult) -> Table:
-    """The full per-tensor table of one case × target."""
+def _sort_ratio(result: CaseResult) -> float:
+    worst = result.worst
+    if worst is None or worst.status == "missing" or worst.ratio != worst.ratio:
+        return math.inf
+    return worst.ratio
+
+
+def tensor_table(result: CaseResult) -> tuple[Text, Table]:
+    """The full per-tensor table of one case × target, with its title line (the case id) apart."""
     check = "" if result.check == "reference" else f" ({result.check} check)"
-    table = Table(title=f"{result.case_id} on {result.target}{check}: {result.status}")
+    title = Text.assemble((result.case_id, "bold"), f" on {result.target}{check}: ",
+                          (result.status, STATUS_STYLE.get(result.status, "")))
+    table = Table()
     for column in ("tensor", "status", "max abs", "max rel", "ratio", "rtol/atol", "location", "a", "b", "ref"):
-        table.add_column(column, overflow="fold", no_wrap=column not in ("location", "tensor"))
+        table.add_column(column, overflow="fold", no_wrap=column not in ("location", "tensor", "rtol/atol", "ref"))
     for t in result.tensors:
         style = STATUS_STYLE.get(t.status, "")
         table.add_row(t.name, f"[{style}]{t.status}[/]", fmt(t.max_abs), fmt(t.max_rel), fmt(t.ratio),
                       f"{t.rtol:g}/{t.atol:g}", t.location_text() or t.message, fmt(t.a), fmt(t.b),
                       t.reference)
-    return table
+    return title, table
 
 
 def per_step_table(tensor: TensorError) -> Table:
@@ -85,9 +132,10 @@ def per_step_table(tensor: TensorError) -> Table:
     table.add_column("t", justify="right")
     table.add_column("max abs error", justify="right")
     table.add_column("", justify="left")
-    top = max(steps, default=0.0)
+    finite = [v for v in steps if math.isfinite(v)]
+    top = max(finite, default=0.0)
     for t, value in enumerate(steps):
-        width = 0 if not top > 0 else int(round(30 * value / top))
+        width = 30 if not math.isfinite(value) else (0 if not top > 0 else int(round(30 * value / top)))
         table.add_row(str(t), f"{value:.3g}", "█" * width)
     return table
 
@@ -98,4 +146,3 @@ def worst_time_tensor(result: CaseResult) -> TensorError | None:
     failing = [t for t in timed if not t.passed]
     pool = failing or timed
     return max(pool, key=lambda t: (t.ratio == t.ratio, t.ratio), default=None)
-

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import copy
 import time
+import traceback
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .case import Case, Outputs, as_mapping, gradient_names
@@ -77,6 +80,7 @@ class CaseResult:
     tensors: list[TensorError] = field(default_factory=list)
     check: str = "reference"  # or the name of a reference-free check (metamorphic.CHECKS)
     repro_options: str = ""  # e.g. "--config nightly --rtol 0.01": what judged it, for the repro line
+    traceback: str = ""  # for errors: the target's own frames (file:line), see describe_exception
 
     @property
     def compared(self) -> list[str]:
@@ -106,7 +110,7 @@ class CaseResult:
             "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
             "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": round(self.seconds, 6),
             "compared": self.compared, "worst_ratio": None if worst is None else worst.to_json()["ratio"],
-            "worst_tensor": None if worst is None else worst.name, "repro": self.repro,
+            "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
             "tensors": [t.to_json() for t in self.tensors],
         }
 
@@ -114,6 +118,27 @@ class CaseResult:
 def new_result(case: Case, target: Target, status: str, **kwargs: Any) -> CaseResult:
     """A result row for ``case`` × ``target``, filled with the case's mode, dtype and wants group."""
     return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group, **kwargs)
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+def describe_exception(exc: BaseException, max_frames: int = 6) -> tuple[str, str]:
+    """A one-line message and a short traceback of the target's own frames.
+
+    Frames inside gradcheck_rnn are left out (they only say "the runner called the target"), so
+    a plugin's error points at the plugin: ``KeyError: 'nope' (at my_rnn.py:12 in run)``.
+    """
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not str(Path(f.filename).resolve()).startswith(_PACKAGE_DIR)] or traceback.extract_tb(exc.__traceback__)
+    frames = frames[-max_frames:]
+    message = f"{type(exc).__name__}: {exc}"
+    if frames:
+        last = frames[-1]
+        message += f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
+    lines = [f'  File "{f.filename}", line {f.lineno}, in {f.name}' + (f"\n    {f.line}" if f.line else "")
+             for f in frames]
+    return message, "\n".join(lines)
 
 
 def compare_outputs(case: Case, outputs: Outputs, references: References,
@@ -150,8 +175,9 @@ def check_case(case: Case, target: Any, tolerances: Tolerances | None = None,
         # A private copy: a target that writes into its inputs must not corrupt the next target's case.
         outputs = target.run(copy.deepcopy(case))
     except Exception as exc:  # a target that raises is an "error" result; the sweep goes on
-        return new_result(case, target, "error", message=f"{type(exc).__name__}: {exc}",
-                       seconds=time.perf_counter() - start)
+        message, frames = describe_exception(exc)
+        return new_result(case, target, "error", message=message, traceback=frames,
+                          seconds=time.perf_counter() - start)
     seconds = time.perf_counter() - start
     if not isinstance(outputs, Outputs):
         return new_result(case, target, "error", seconds=seconds,
@@ -198,6 +224,39 @@ def run_sweep(cases: Iterable[Case], targets: list[Target], tolerances: Toleranc
     return results
 
 
-def exit_code(results: Iterable[CaseResult]) -> int:
-    """0 when everything passed or was skipped, 1 otherwise (DESIGN.md, exit codes)."""
-    return 0 if all(r.status in ("pass", "skip") for r in results) else 1
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
+
+
+def top_skip_reasons(results: Iterable[CaseResult], target: str | None = None, count: int = 2) -> str:
+    """The most frequent skip reasons (of one target), e.g. ``'needs CUDA' ×40``."""
+    reasons = Counter(r.message for r in results if r.status == "skip" and target in (None, r.target))
+    return "; ".join(f"{reason!r} ×{n}" for reason, n in reasons.most_common(count))
+
+
+def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = ()) -> tuple[int, str]:
+    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit codes").
+
+    0 all passed (skips allowed); 1 any fail, error or reference disagreement; 5 nothing was
+    checked — no result, every result a skip, or a target named on the command line judged on
+    no case at all (a vacuous run is never "all passed"). 1 wins over 5.
+    """
+    results = list(results)
+    bad = Counter(r.status for r in results if r.status not in ("pass", "skip"))
+    if bad:
+        return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
+    if not results:
+        return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
+    judged = Counter(r.target for r in results if r.status == "pass")
+    if not judged:
+        return EXIT_NOTHING_CHECKED, (f"nothing was checked: all {len(results)} results were skipped "
+                                      f"({top_skip_reasons(results)})")
+    for name in dict.fromkeys(named_targets):
+        if not judged[name]:
+            return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
+                                          f"({top_skip_reasons(results, name) or 'it ran on no case'})")
+    return EXIT_PASS, f"all passed: {sum(judged.values())} results judged"
+
+
+def exit_code(results: Iterable[CaseResult], named_targets: Iterable[str] = ()) -> int:
+    """The exit code of :func:`verdict`."""
+    return verdict(results, named_targets)[0]

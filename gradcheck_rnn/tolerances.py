@@ -10,6 +10,7 @@ float64 kernel reached and below the error of the historical bugs on short seque
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -61,8 +62,8 @@ class Tolerances:
         for dtype, kinds in (table or {}).items():
             merged.setdefault(dtype, {}).update(kinds)
         for name, value in (("rtol", rtol), ("atol", atol)):
-            if value is not None and not value >= 0:
-                raise UsageError(f"--{name} {value!r} is not allowed; it must be a number >= 0")
+            if value is not None and not 0 <= value < math.inf:
+                raise UsageError(f"--{name} {value!r} is not allowed; it must be a finite number >= 0")
         self.table = merged
         self.rtol, self.atol = rtol, atol
 
@@ -85,9 +86,10 @@ class Tolerances:
                     raise UsageError(f"tolerances.{dtype}.{kind} is not allowed; kinds are {', '.join(KINDS)}, "
                                      f"each a table with rtol and atol")
                 base = DEFAULTS[dtype][kind]
-                try:
-                    tol = Tolerance(float(values.get("rtol", base.rtol)), float(values.get("atol", base.atol)))
-                except (TypeError, ValueError):
-                    raise UsageError(f"tolerances.{dtype}.{kind} must hold numbers, got {dict(values)!r}") from None
-                table.setdefault(dtype, {})[kind] = tol
+                for name, value in values.items():
+                    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                        raise UsageError(f"tolerances.{dtype}.{kind}.{name} = {value!r} is not allowed; "
+                                         f"it must be a finite number >= 0")
+                table.setdefault(dtype, {})[kind] = Tolerance(float(values.get("rtol", base.rtol)),
+                                                              float(values.get("atol", base.atol)))
         return cls(table, rtol=rtol, atol=atol)

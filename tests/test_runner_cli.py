@@ -45,7 +45,7 @@ def test_torch_native_sweep_passes_and_writes_reports(tmp_path):
     assert Case.from_id(entry["case_id"]).id == entry["case_id"]
     junit = (run / "junit.xml").read_text()
     assert junit.count("<testcase") == summary["total"] and "<failure" not in junit
-    assert "Summary by target × mode" in output and "Summary by target × wants" in output
+    assert "torch-native: 12 cases" in output and "wants=all" in output and "all passed" in output
 
 
 def test_zeroed_top_bias_gradient_is_caught_and_named(tmp_path):
