@@ -378,16 +378,20 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
                                  config=config, rtol=rtol, atol=atol, named_targets=targets))
 
 
+def _options_text(config: str | None, rtol: float | None, atol: float | None) -> str:
+    """The repro options that make a later command judge with the same profile and overrides."""
+    return " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+                    if value is not None)
+
+
 def _emit_test(case, targets: tuple[str, ...], checks: list[str], tolerances, path: str, config: str | None,
                rtol: float | None, atol: float | None) -> None:
     from .regression import emit_test, write_test
-    from .runner import CaseResult
 
     if len(targets) != 1:
         raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; got {len(targets)}")
-    repro_line = CaseResult(case.id, targets[0], "fail", case.config.mode, case.config.dtype, case.wants_group)
-    _set_repro_options([repro_line], config, rtol, atol)
-    written = write_test(path, emit_test(case, targets[0], checks, tolerances, repro_line.repro))
+    source = emit_test(case, targets[0], checks, tolerances, _options_text(config, rtol, atol))
+    written = write_test(path, source)
     err.print(f"regression test written to {written} (run it: python -m pytest {written})", highlight=False)
 
 
@@ -426,11 +430,9 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
     case = Case.from_id(case_id)
     tolerances = load_profile(config).tolerance_table(rtol, atol)
     resolved = resolve_target(target)
-    options = " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
-                       if value is not None)
     try:
         result = shrink_case(case, resolved, check, tolerances, any_tensor=any_tensor, max_steps=max_steps,
-                             repro_options=options)
+                             repro_options=_options_text(config, rtol, atol))
     except DidNotReproduce as exc:
         err.print(f"[bold red]{exc}[/]", highlight=False)
         sys.exit(1)

@@ -1,0 +1,138 @@
+"""Shrinking (gradcheck-rnn shrink) and emitted regression tests (repro --emit-test)."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck_rnn import Case
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.shrink import DidNotReproduce, shrink, tensor_role
+from gradcheck_rnn.targets import resolve_target
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+START = "lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273"
+TRUNCATED = "mutant:truncated-bptt"
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def truncated_path():
+    return shrink(Case.from_id(START), resolve_target(TRUNCATED))
+
+
+def test_truncated_bptt_shrinks_to_one_layer_one_sequence_two_steps(truncated_path):
+    minimal = Case.from_id(truncated_path.minimal.case_id)
+    cfg = minimal.config
+    assert (cfg.num_layers, cfg.bidirectional, cfg.batch_size, cfg.max_len) == (1, False, 1, 2)
+    assert (cfg.input_size, cfg.hidden_size) == (1, 1)  # the smallest sizes still lose the future
+    assert truncated_path.steps[0].case_id == START and not truncated_path.exhausted
+    # Every accepted step keeps the same failure: the reference check, the same tensor role.
+    kept = tensor_role(truncated_path.failure.tensor)
+    for step in truncated_path.steps:
+        assert step.result.status == "fail" and step.ratio > 1
+        assert kept in {tensor_role(t.name) for t in step.result.failing}
+
+
+def test_shrinking_is_deterministic(truncated_path):
+    again = shrink(Case.from_id(START), resolve_target(TRUNCATED))
+    assert [(s.change, s.case_id) for s in again.steps] == [(s.change, s.case_id) for s in truncated_path.steps]
+    assert again.tried == truncated_path.tried
+
+
+def test_the_printed_repro_fails_again_and_a_correct_kernel_passes_it():
+    code, output = invoke("shrink", START, "--target", TRUNCATED)
+    assert code == 0, output
+    minimal = re.search(r"minimal case: (\S+)", output).group(1)
+    repro = re.search(r"reproduce: (gradcheck-rnn repro .*)", output).group(1).split()
+    assert repro[:3] == ["gradcheck-rnn", "repro", minimal]
+    assert invoke(*repro[1:])[0] == 1
+    assert invoke("repro", minimal, "--target", "fused-cpu")[0] == 0
+
+
+def test_top_bias_bug_keeps_its_tensor_across_layer_renumbering():
+    # The top layer's b_hh is l2.fwd.b_hh in 3 layers and l0.fwd.b_hh once one is left.
+    result = shrink(Case.from_id("gru-L3-uni-I2-H3-T4-B2-len4.2-f64-s5"), resolve_target("mutant:top-b_hh-zero"))
+    assert result.failure.tensor == "l2.fwd.b_hh"
+    assert result.minimal.case_id.startswith("gru-L1-uni-I1-H1-T1-B1-len1-f64-s5")
+    assert [t.name for t in result.minimal.result.failing] == ["l0.fwd.b_hh"]
+
+
+def test_a_reference_free_check_is_kept_and_the_json_names_the_path():
+    code, output = invoke("shrink", "gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s2", "--target", TRUNCATED,
+                          "--check", "future", "--json")
+    assert code == 0, output
+    document = json.loads(output)
+    assert document["check"] == "future" and document["tensor"] == "x"
+    assert document["steps"][0]["case_id"] == "gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s2"
+    assert document["minimal"] == document["steps"][-1]["case_id"] and len(document["steps"]) > 1
+    assert document["repro"].endswith("--target mutant:truncated-bptt --check future")
+    assert Case.from_id(document["minimal"]).config.max_len <= 2
+
+
+def test_the_step_budget_stops_shrinking():
+    code, output = invoke("shrink", START, "--target", TRUNCATED, "--max-steps", 2, "--json")
+    document = json.loads(output)
+    assert code == 0 and document["exhausted"] and document["tried"] == 2
+    assert Case.from_id(document["minimal"]).config.num_layers == 1  # the first candidate was accepted
+
+
+def test_a_case_that_does_not_fail_exits_1_with_that_sentence():
+    with pytest.raises(DidNotReproduce, match="did not fail"):
+        shrink(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1"), resolve_target("fused-cpu"))
+    result = CliRunner().invoke(main, ["shrink", "gru-L1-uni-I2-H3-T4-B1-len4-f64-s1", "-t", "fused-cpu"])
+    assert result.exit_code == 1 and "the case did not fail" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["shrink", "lstm-L2-bi", "-t", TRUNCATED], "case id"),
+    (["shrink", START, "-t", "no-such-target"], "unknown target"),
+    (["shrink", START], "Missing option"),
+    (["shrink", START, "-t", TRUNCATED, "--max-steps", "0"], "--max-steps"),
+    (["shrink", START, "-t", TRUNCATED, "--check", "bogus"], "--check"),
+    (["repro", START, "--emit-test", "x.py"], "exactly one --target"),
+    (["repro", START, "-t", TRUNCATED, "--emit-test", "no/such/folder/test_x.py"], "does not exist"),
+    (["repro", START, "-t", TRUNCATED, "--emit-test", "test_x.txt"], ".py file"),
+])
+def test_bad_input_exits_2_with_one_sentence(args, words):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+
+
+def test_emitted_tests_fail_for_the_mutant_and_pass_for_the_correct_kernel(tmp_path):
+    minimal = "lstm-L1-uni-I1-H1-T2-B1-len2-f32-s918273"
+    # The future check's minimal case (see the test above): one step of a two-step T, which the
+    # reference comparison passes (no future inside the sequence) and the future check fails.
+    future = "gru-L1-uni-I1-H1-T2-B1-len1-f64-s2-wx"
+    emitted = {"test_mutant.py": (minimal, [TRUNCATED]), "test_fused.py": (minimal, ["fused-cpu"]),
+               "test_future.py": (future, [TRUNCATED, "--check", "future"])}
+    for name, (case_id, args) in emitted.items():
+        code, _ = invoke("repro", case_id, "--target", *args, "--rtol", "0.001", "--emit-test", tmp_path / name)
+        assert code == (0 if args == ["fused-cpu"] else 1)
+    source = (tmp_path / "test_mutant.py").read_text()
+    assert f"CASE_ID = {minimal!r}" in source and "Tolerance(0.001," in source  # the override is in force
+    assert f"gradcheck-rnn repro {minimal} --target {TRUNCATED} --rtol 0.001" in source
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(tmp_path)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    report = run.stdout
+    assert run.returncode == 1, report
+    assert re.search(r"PASSED test_fused\.py::test_\w+\[reference\]", report), report
+    assert re.search(r"FAILED test_mutant\.py::test_\w+\[reference\]", report), report
+    assert re.search(r"PASSED test_future\.py::test_\w+\[reference\]", report), report
+    assert re.search(r"FAILED test_future\.py::test_\w+\[future\]", report), report
+    assert f"reproduce: gradcheck-rnn repro {minimal} --target {TRUNCATED}" in report
+    assert "2 failed, 2 passed" in report
+
