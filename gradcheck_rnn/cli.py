@@ -91,6 +91,10 @@ def _expand_checks(checks: tuple[str, ...]) -> list[str]:
     return list(ALL_CHECKS) if "all" in checks else list(dict.fromkeys(checks))
 
 
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(["auto", "console", "github"]), default="auto", show_default=True,
+    help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
+         "summary to $GITHUB_STEP_SUMMARY; auto: github when GITHUB_ACTIONS=true.")
 config_option = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
                              help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly). Default: ci.")
 
@@ -144,12 +148,14 @@ def with_draw_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @with_draw_options
 @with_tolerances
 @click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
-              help="Folder that receives <run>/results.json, junit.xml and report.md.")
+              help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
+                   "<dir>/latest names the newest run.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
+@format_option
 @usage_errors
 def sweep(config: str | None, cases: int | None, seed: int | None, targets: tuple[str, ...],
           modes: tuple[str, ...], layers: int | None, bidirectional: bool | None, dtypes: tuple[str, ...],
-          rtol: float | None, atol: float | None, report_dir: str, fail_fast: bool) -> None:
+          rtol: float | None, atol: float | None, report_dir: str, fail_fast: bool, fmt: str) -> None:
     """Draw random cases from a profile and judge every target on each.
 
     Prints a summary per target (by mode and by wants group), then the failures (failing cases
@@ -180,12 +186,21 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
 
     for table in render.summary_tables(results):
         out.print(table)
-    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results))
+    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
+                       + render.mistrusted_lines(results))
     meta = {"command": "sweep", "profile": profile.name, "seed": seed, "cases": count,
             "targets": [t.name for t in resolved], "rtol": rtol, "atol": atol,
             "draw": {"modes": list(modes), "layers": layers, "bidirectional": bidirectional, "dtypes": list(dtypes)}}
     code, reason = verdict(results, targets)
-    _finish(code, reason, results, report_dir, meta)
+    _finish(code, reason, results, report_dir, meta, fmt=fmt)
+
+
+def _publish_format(fmt: str, run_dir: Path) -> None:
+    """GitHub annotations and step summary when ``--format`` asks for them (see reports.github)."""
+    from .reports import github, load_document
+
+    if github.wanted(fmt):
+        github.publish(load_document(run_dir), run_dir, click.echo)
 
 
 def ensure_writable(report_dir: str) -> None:
@@ -202,7 +217,7 @@ def ensure_writable(report_dir: str) -> None:
 
 
 def _finish(code: int, reason: str, results, report_dir: str, meta: dict[str, Any],
-            extra: dict[str, Any] | None = None) -> None:
+            extra: dict[str, Any] | None = None, fmt: str = "console") -> None:
     """Write the reports, print the verdict line and exit with ``code``.
 
     The tables are already on the console; if the reports cannot be written after all, say so
@@ -216,6 +231,7 @@ def _finish(code: int, reason: str, results, report_dir: str, meta: dict[str, An
         err.print(f"[bold red]error:[/] the reports could not be written to {report_dir!r} "
                   f"({exc.strerror or exc}); the verdict was: {reason}", highlight=False)
         sys.exit(code or 1)
+    _publish_format(fmt, run_dir)
     style = "green" if code == 0 else ("yellow" if code == 5 else "red")
     out.print(f"[{style}]{reason}[/] — {len(results)} results, reports in {run_dir}", highlight=False, soft_wrap=True)
     sys.exit(code)
@@ -462,7 +478,8 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
                    "reference comparison alone catches.")
 @with_tolerances
 @click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
-              help="Folder that receives <run>/results.json, junit.xml and report.md.")
+              help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
+                   "<dir>/latest names the newest run.")
 @usage_errors
 def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tuple[str, ...],
             checks: tuple[str, ...], rtol: float | None, atol: float | None, report_dir: str) -> None:
@@ -557,6 +574,36 @@ def _mutant_count() -> int:
     from .targets.mutants import MUTANTS
 
     return len(MUTANTS)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True))
+@format_option
+@usage_errors
+def report(run_dir: str, fmt: str) -> None:
+    """Re-render a run's console tables, report.md, junit.xml and report.html from its
+    results.json alone: nothing is re-run. RUN_DIR is a run folder, <report dir>/latest, or a
+    report dir (its latest run). Exit 0 once rendered, 2 when RUN_DIR holds no results.json.
+
+    \b
+    Examples:
+      gradcheck-rnn report reports/latest
+      gradcheck-rnn report reports/20261202-190319-sweep-s0 --format github
+    """
+    from . import render
+    from .reports import WRITERS, rerender, resolve_run_dir, results_from_document
+
+    resolved = resolve_run_dir(run_dir)
+    document = rerender(resolved)
+    results = results_from_document(document)
+    for table in render.summary_tables(results):
+        out.print(table)
+    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
+                       + render.mistrusted_lines(results))
+    _publish_format(fmt, resolved)
+    files = ", ".join(name for name in WRITERS if name != "results.json")
+    out.print(f"re-rendered {files} from results.json in {resolved}", highlight=False, soft_wrap=True)
+    sys.exit(0)
 
 
 @main.command(name="targets")

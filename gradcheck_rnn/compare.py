@@ -4,12 +4,24 @@ For a target tensor a and a float64 reference b, an element passes when
 |a − b| <= atol + rtol·|b|. The reported ratio is max |a − b| / (atol + rtol·|b|) (pass ⇔ <= 1),
 in the spirit of MXNet's assert_almost_equal: "Error 3.2 exceeds tolerance rtol=1e-2,
 atol=1e-6. Location of maximum error: (26, 4), a=…, b=…".
+
+Besides the worst element, each comparison keeps two things the reports need:
+
+* a small *ratio map* (:class:`RatioMap`): the ratio's maxima per (time step, sequence) for y
+  and x, per (layer·direction, sequence) for hy, cy, h0, c0, and per (gate block, unit) for
+  parameter gradients, max-pooled to at most ``MAP_MAX`` × ``MAP_MAX`` so that results.json
+  stays small (a 1000-case nightly run with 2 targets stores ~40 tensors × ≤ 200 numbers a
+  case); the HTML report draws its heatmaps from these maps alone;
+* the *mistrusted* flag, after oneDNN benchdnn's guard of the same name: a comparison is
+  mistrusted when a target returning all zeros would pass it on at least ``MISTRUST_SHARE`` of
+  the elements (the reference is almost all zeros, or the tolerance dwarfs it), so a run whose
+  comparisons are mostly trivial is visible instead of looking green.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -17,6 +29,51 @@ import numpy as np
 from .case import RNNConfig
 from .layout import GATE_NAMES, directions
 from .tolerances import Tolerance
+
+# Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are
+# max-pooled (a 64 × 64 map is 4096 numbers; typical case sizes stay far below and unpooled).
+MAP_MAX = 64
+# A comparison is mistrusted when zeros would pass it on at least this share of the elements.
+MISTRUST_SHARE = 0.99
+
+
+@dataclass
+class RatioMap:
+    """Maxima of the tolerance ratio |a − b| / (atol + rtol·|b|) over blocks of one tensor.
+
+    ``ratio[i][j]`` is the maximum over every element whose row index (time step ``t``, state
+    ``layer·dir`` index, or gate block) lies in ``i·pool[0] … (i+1)·pool[0] − 1`` and whose
+    column index (sequence ``b`` or hidden ``unit``) lies in ``j·pool[1] … (j+1)·pool[1] − 1``;
+    the remaining axes (units, weight columns) are reduced by their maximum. Values > 1 fail;
+    ``inf`` marks a non-finite target value, ``nan`` a non-finite expected value.
+    """
+
+    rows: str  # "t" | "state" | "gate"
+    cols: str  # "b" | "unit"
+    ratio: np.ndarray  # 2-D float32
+    pool: tuple[int, int] = (1, 1)
+
+    def to_json(self) -> dict[str, Any]:
+        """Strict-JSON form; values are rounded to 3 significant digits (they only colour pixels)."""
+        values = [[_round3(float(v)) for v in row] for row in self.ratio]
+        return json_safe({"rows": self.rows, "cols": self.cols, "pool": list(self.pool), "ratio": values})
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RatioMap":
+        """Inverse of :meth:`to_json` (null → nan, "inf" → inf)."""
+        ratio = np.array([[from_json_number(v) for v in row] for row in data["ratio"]], dtype=np.float32)
+        return cls(data["rows"], data["cols"], ratio.reshape(len(data["ratio"]), -1), tuple(data["pool"]))
+
+
+def _round3(value: float) -> float:
+    return float(f"{value:.3g}") if math.isfinite(value) else value
+
+
+def from_json_number(value: Any) -> float:
+    """A number as results.json stores it (null for NaN, "inf"/"-inf" strings) back to a float."""
+    if value is None:
+        return math.nan
+    return float(value)
 
 
 @dataclass
@@ -36,6 +93,8 @@ class TensorError:
     message: str = ""
     reference: str = ""
     per_step: list[float] | None = None  # max |a − b| per time step, for tensors with a time axis
+    mistrusted: bool = False  # zeros would pass this comparison (see the module docstring)
+    ratio_map: RatioMap | None = None
 
     @property
     def passed(self) -> bool:
@@ -45,13 +104,28 @@ class TensorError:
         return "(" + ",".join(f"{k}={v}" for k, v in self.location.items()) + ")" if self.location else ""
 
     def to_json(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
+        """Strict-JSON form (results.json, "tensors")."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ratio_map"}
+        data["ratio_map"] = None if self.ratio_map is None else self.ratio_map.to_json()
+        return json_safe(data)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TensorError":
+        """Rebuild a tensor comparison from results.json, so reports re-render without re-running."""
+        numbers = {k: from_json_number(data.get(k)) for k in ("max_abs", "max_rel", "ratio", "a", "b", "rtol", "atol")}
+        per_step = data.get("per_step")
+        ratio_map = data.get("ratio_map")
+        return cls(data["name"], data["status"], location=dict(data.get("location") or {}),
+                   message=data.get("message", ""), reference=data.get("reference", ""),
+                   per_step=None if per_step is None else [from_json_number(v) for v in per_step],
+                   mistrusted=bool(data.get("mistrusted", False)),
+                   ratio_map=None if ratio_map is None else RatioMap.from_json(ratio_map), **numbers)
 
 
 def json_safe(value: Any) -> Any:
     """Strict-JSON copy: NaN becomes null and ±Inf the strings "inf"/"-inf" (never a silent pass)."""
-    if isinstance(value, np.generic):
-        value = value.item()
+    if isinstance(value, (np.generic, np.ndarray)):
+        value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else str(value)
     if isinstance(value, dict):
@@ -121,4 +195,36 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
                          f"{error.location_text()}, a={error.a:.9g}, b={error.b:.9g}")
     if name in ("y", "x"):
         error.per_step = [float(v) for v in diff.reshape(diff.shape[0], -1).max(axis=1)]
+    # Zeros pass an element when |b| <= atol + rtol·|b|: such a comparison proves nothing.
+    error.mistrusted = bool(np.mean(np.abs(b) <= bound) >= MISTRUST_SHARE)
+    error.ratio_map = ratio_map(name, ratios, config)
     return error
+
+
+def ratio_map(name: str, ratios: np.ndarray, config: RNNConfig) -> RatioMap | None:
+    """The small map of ``ratios`` (same shape as the tensor) that the reports draw, or None for a
+    tensor of a shape the map does not know."""
+    if name in ("y", "x", "hy", "cy", "h0", "c0"):
+        if ratios.ndim != 3:
+            return None
+        grid, rows = ratios.max(axis=2), ("t" if name in ("y", "x") else "state")
+        cols = "b"
+    else:
+        gates, hidden = config.num_gates, config.hidden_size
+        if ratios.ndim not in (1, 2) or ratios.shape[0] != gates * hidden:
+            return None
+        grid, rows, cols = ratios.reshape(gates, hidden, -1).max(axis=2), "gate", "unit"
+    pooled, pool = _pool_max(grid, MAP_MAX)
+    return RatioMap(rows, cols, pooled.astype(np.float32), pool)
+
+
+def _pool_max(grid: np.ndarray, limit: int) -> tuple[np.ndarray, tuple[int, int]]:
+    """Max-pool a 2-D array so that no side exceeds ``limit``; NaN wins over numbers (it is bad)."""
+    steps = tuple(max(1, math.ceil(n / limit)) for n in grid.shape)
+    if steps == (1, 1):
+        return grid, (1, 1)
+    rows, cols = (math.ceil(n / s) for n, s in zip(grid.shape, steps))
+    padded = np.full((rows * steps[0], cols * steps[1]), -np.inf)
+    padded[:grid.shape[0], :grid.shape[1]] = grid
+    blocks = padded.reshape(rows, steps[0], cols, steps[1])
+    return blocks.max(axis=(1, 3)), (steps[0], steps[1])

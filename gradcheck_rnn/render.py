@@ -18,6 +18,7 @@ from rich.text import Text
 
 from .compare import TensorError
 from .report import breakdown, sparkline
+from .reports.document import mistrust, mistrust_note
 from .runner import CaseResult, top_skip_reasons
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
@@ -70,6 +71,12 @@ def skipped_target_lines(results: list[CaseResult]) -> list[Text]:
                                        f"{target} was judged on no case — skipped {len(mine)}×: "
                                        f"{top_skip_reasons(mine, target)}"))
     return lines
+
+
+def mistrusted_lines(results: list[CaseResult]) -> list[Text]:
+    """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
+    note = mistrust_note(mistrust(results))
+    return [] if note is None else [Text.assemble(("note: ", "bold yellow"), note)]
 
 
 def _tensor_line(t: TensorError) -> str:

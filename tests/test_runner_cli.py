@@ -26,7 +26,7 @@ def invoke(*args):
 
 
 def run_dirs(report_dir: Path) -> list[Path]:
-    return sorted(p for p in report_dir.iterdir() if not p.name.startswith("."))
+    return sorted(p for p in report_dir.iterdir() if not p.name.startswith(".") and p.name != "latest")
 
 
 def test_torch_native_sweep_passes_and_writes_reports(tmp_path):

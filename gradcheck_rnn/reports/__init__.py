@@ -1,0 +1,142 @@
+"""Report files of a run, one writer per format, each rendering one results document.
+
+A run folder ``<report dir>/<run>/`` holds ``results.json`` (:mod:`.json`, the document
+itself), ``junit.xml`` (:mod:`.junit`), ``report.md`` (:mod:`.markdown`) and ``report.html``
+(:mod:`.html`); :mod:`.github` prints annotations for GitHub Actions. Every file is rendered
+into a hidden staging folder beside the run folder, which is then renamed into place, so a crash,
+Ctrl-C or SIGKILL leaves either the complete run or no run (at most a hidden ``.<run>.*``
+staging folder). ``<report dir>/latest`` then names the newest complete run: a relative symlink,
+or a one-line file holding the run's folder name where symlinks cannot be made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import UsageError
+from ..runner import CaseResult
+from . import html, json, junit, markdown
+from .document import load_document, results_document, results_from_document
+
+__all__ = ["WRITERS", "latest_run", "load_document", "rerender", "resolve_run_dir", "results_document",
+           "results_from_document", "write_reports"]
+
+# File name -> writer; results.json first, so that a re-render reads what the others were made from.
+WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    "results.json": json.render, "junit.xml": junit.render, "report.md": markdown.render,
+    "report.html": html.render,
+}
+LATEST = "latest"
+
+
+def run_name(command: str, seed: int | None) -> str:
+    """``<YYYYmmdd-HHMMSS>-<command>[-s<seed>]``: sorts by time, says what ran."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{command}" + ("" if seed is None else f"-s{seed}")
+
+
+def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str], meta: dict[str, Any],
+                  extra: dict[str, Any] | None = None) -> Path:
+    """Write every report file of a run into ``<report_dir>/<run>/`` atomically; return that folder."""
+    root = Path(report_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    document = results_document(results, meta, extra)
+    name = run_name(meta.get("command", "run"), meta.get("seed"))
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; the run folder is not
+        for file_name, writer in WRITERS.items():
+            (staging / file_name).write_bytes(writer(document))
+        final = _publish(staging, root, name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    update_latest(root, final)
+    return final
+
+
+def _publish(staging: Path, root: Path, name: str) -> Path:
+    """Rename the staged folder to the first free ``name``, ``name-2``, …; a rename never merges."""
+    suffix = 1
+    while True:
+        final = root / (name if suffix == 1 else f"{name}-{suffix}")
+        if not final.exists():
+            try:
+                os.rename(staging, final)
+                return final
+            except OSError:
+                if not final.exists():  # not a race with another run of the same second
+                    raise
+        suffix += 1
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def update_latest(root: Path, run_dir: Path) -> None:
+    """Point ``<root>/latest`` at ``run_dir`` atomically (replace, never delete first)."""
+    link = root / LATEST
+    temporary = root / f".{LATEST}.{os.getpid()}.{time.monotonic_ns()}"
+    try:
+        os.symlink(run_dir.name, temporary, target_is_directory=True)
+    except (OSError, NotImplementedError):
+        temporary.write_text(run_dir.name + "\n", encoding="utf-8")
+    try:
+        os.replace(temporary, link)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def latest_run(report_dir: str | os.PathLike[str]) -> Path | None:
+    """The run folder that ``<report_dir>/latest`` names, or None when there is none."""
+    link = Path(report_dir) / LATEST
+    if link.is_symlink() or link.is_dir():
+        return link.resolve() if link.exists() else None
+    if link.is_file():
+        target = Path(report_dir) / link.read_text(encoding="utf-8").strip()
+        return target if target.is_dir() else None
+    return None
+
+
+def resolve_run_dir(path: str | os.PathLike[str]) -> Path:
+    """A run folder from what a user typed: the folder, ``<report dir>/latest`` or the report dir."""
+    path = Path(path)
+    if path.name == LATEST and not path.is_dir() and path.is_file():
+        resolved = latest_run(path.parent)
+    elif path.is_dir() and not (path / "results.json").exists() and (path / LATEST).exists():
+        resolved = latest_run(path)
+    else:
+        resolved = path
+    if resolved is None or not resolved.is_dir():
+        raise UsageError(f"{path} is not a run folder; give <report dir>/<run> or <report dir>/latest")
+    return resolved
+
+
+def rerender(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Re-render every report file of a run from its results.json alone (each file replaced
+    atomically); return the document."""
+    run_dir = resolve_run_dir(run_dir)
+    document = load_document(run_dir)
+    for file_name, writer in WRITERS.items():
+        if file_name == "results.json":
+            continue
+        data = writer(document)
+        handle, temporary = tempfile.mkstemp(prefix=f".{file_name}.", dir=run_dir)
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+            os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes it private; report files are not
+            os.replace(temporary, run_dir / file_name)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    return document

@@ -1,0 +1,209 @@
+"""``report.html``: one self-contained page (inline CSS, pictures as base64 PNG, no script, nothing
+fetched) that opens from disk in any browser.
+
+Layout, readable with 0, 1 or 500 failures: a header with the verdict and counts (and the
+mistrusted note); a summary of targets × checks that stays on one screen (target × mode and
+target × wants tables folded below it); the failure table, worst first, capped at ``TABLE_CAP``
+rows; then, for the ``DETAIL_CAP`` worst failing rows, their per-tensor lines, repro command and
+error pictures (see :mod:`.pictures`). Without matplotlib the page says how to get the pictures.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections import Counter
+from typing import Any
+
+from ..compare import from_json_number
+from .document import by_check, failing_tensors, failures, fmt, mistrust_note, tensor_line
+from .pictures import available, case_png
+
+DETAIL_CAP = 6  # failing rows drawn: each picture costs 0.4–0.8 s of matplotlib on one core
+TABLE_CAP = 200  # rows of the failure table
+FOLD_ABOVE = 12  # breakdown tables with more rows start folded
+VERDICTS = {0: ("passed", "pass"), 1: ("failed", "fail"), 5: ("nothing was checked", "skip")}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1500px;padding:0 16px 40px;color:#1b1f24}
+h1{font-size:22px;margin:16px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d0d7de}
+h3{font-size:15px;margin:20px 0 6px}code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
+pre{background:#f6f8fa;padding:6px 8px;overflow-x:auto;margin:4px 0}
+table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #d0d7de;padding:2px 7px;text-align:right;vertical-align:top}
+th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;word-break:break-all}
+.pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
+.skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
+.bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
+.chips span{display:inline-block;margin:0 10px 4px 0}.note{background:#fff8c5;padding:6px 10px;border-radius:4px}
+.scroll{max-height:70vh;overflow:auto}.meta{color:#57606a}img{max-width:100%;height:auto;display:block;margin:6px 0}
+details summary{cursor:pointer;margin:8px 0;color:#0969da}ul{margin:4px 0;padding-left:20px}
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _status(status: str) -> str:
+    return f'<span class="{_e(status)}">{_e(status)}</span>'
+
+
+def _lengths(case_id: str) -> tuple[list[int] | None, int | None]:
+    """Sequence lengths and number of directions from a case id (None when it does not parse)."""
+    from ..case import parse_case_id
+    from ..errors import UsageError
+
+    try:
+        values = parse_case_id(case_id)
+    except UsageError:
+        return None, None
+    return values["seq_lengths"], values["config"].num_directions
+
+
+def _header(document: dict[str, Any]) -> list[str]:
+    counts = document.get("summary", {})
+    code = counts.get("exit_code")
+    word, css = VERDICTS.get(code, (f"exit code {code}", "fail"))
+    meta = [f"{k} {_e(document[k])}" for k in ("profile", "seed", "cases", "rtol", "atol", "checks")
+            if document.get(k) is not None]
+    meta += [f"created {_e(document.get('created', ''))}", f"gradcheck-rnn {_e(document.get('version', ''))}"]
+    parts = [f'<h1>gradcheck-rnn {_e(document.get("command", ""))}: <span class="{css}">{_e(word)}</span></h1>',
+             f'<p class="meta">{" · ".join(meta)}</p>',
+             '<p class="chips">' + "".join(f"<span>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in counts.items()
+                                           if k != "exit_code") + "</p>"]
+    if (note := mistrust_note(document.get("mistrusted"))) is not None:
+        parts.append(f'<p class="note"><b>Mistrusted:</b> {_e(note)}.</p>')
+    return parts
+
+
+def _summary(document: dict[str, Any]) -> list[str]:
+    checks, rows = by_check(document)
+    cases = Counter()
+    worst: dict[str, float] = {}
+    for row in document.get("by_mode", []):
+        cases[row["target"]] += row["cases"]
+        if row["worst_ratio"] is not None:
+            worst[row["target"]] = max(worst.get(row["target"], 0.0), from_json_number(row["worst_ratio"]))
+    parts = ["<h2>Summary</h2>", "<p>Rows judged per target and check; a red cell counts the rows that did not "
+             "pass (fail, error or reference disagreement). Worst ratio: reference comparison, pass ⇔ ≤ 1.</p>",
+             "<table><tr><th class=l>target</th><th>cases</th>"
+             + "".join(f"<th>{_e(c)}</th>" for c in checks) + "<th>worst ratio</th></tr>"]
+    for row in rows:
+        cells = []
+        for check in checks:
+            counter = row["checks"].get(check, Counter())
+            judged = sum(counter.values())
+            bad = judged - counter["pass"] - counter["skip"]
+            if not judged:
+                cells.append('<td class="none">–</td>')
+            elif bad:
+                cells.append(f'<td class="bad">{bad} of {judged}</td>')
+            else:
+                skipped = f" ({counter['skip']} skipped)" if counter["skip"] else ""
+                cells.append(f'<td class="ok">{counter["pass"]}{skipped}</td>')
+        ratio = worst.get(row["target"])
+        ratio_css = ' class="bad"' if ratio is not None and not ratio <= 1 else ""
+        parts.append(f'<tr><td class=l>{_e(row["target"])}</td><td>{cases[row["target"]]}</td>{"".join(cells)}'
+                     f'<td{ratio_css}>{"" if ratio is None else fmt(ratio)}</td></tr>')
+    parts.append("</table>")
+    for key in ("mode", "wants"):
+        parts += _breakdown(document.get(f"by_{key}", []), key)
+    if document.get("mutants"):
+        parts += _mutants(document)
+    return parts
+
+
+def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
+    if not rows:
+        return []
+    opened = " open" if key == "mode" and len(rows) <= FOLD_ABOVE else ""
+    head = ["target", key, "cases", "pass", "fail", "error", "skip", "disagree", "worst ratio"]
+    parts = [f"<details{opened}><summary>Cases per target × {_e(key)} (verdict over every check)</summary>",
+             "<table><tr>" + "".join(f"<th{' class=l' if h in ('target', key) else ''}>{h}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        ratio = row["worst_ratio"]
+        ratio_css = ' class="bad"' if ratio is not None and not from_json_number(ratio) <= 1 else ""
+        parts.append(f"<tr><td class=l>{_e(row['target'])}</td><td class=l>{_e(row[key])}</td><td>{row['cases']}</td>"
+                     f"<td>{row['pass']}</td><td{' class=bad' if row['fail'] else ''}>{row['fail']}</td>"
+                     f"<td{' class=bad' if row['error'] else ''}>{row['error']}</td><td>{row['skip']}</td>"
+                     f"<td>{row['reference-disagreement']}</td>"
+                     f"<td{ratio_css}>{'' if ratio is None else fmt(ratio)}</td></tr>")
+    return parts + ["</table></details>"]
+
+
+def _mutants(document: dict[str, Any]) -> list[str]:
+    parts = ["<h2>Mutants</h2><table><tr><th class=l>mutant</th><th>cases</th><th>caught</th>"
+             "<th class=l>first catching case id</th><th class=l>caught by</th></tr>"]
+    for row in document.get("mutants", []) + document.get("false_alarms", []):
+        is_mutant = row in document["mutants"]
+        flagged = row.get("flagged", 0)
+        css = ("ok" if flagged else "bad") if is_mutant else ("bad" if flagged else "ok")
+        label = row["target"] if is_mutant else f"{row['target']} (false alarms)"
+        parts.append(f"<tr><td class=l>{_e(label)}</td><td>{_e(row.get('cases', ''))}</td>"
+                     f'<td class="{css}">{_e(flagged)}</td><td class=id>{_e(row.get("first_case_id") or "–")}</td>'
+                     f"<td class=l>{_e(row.get('caught_by') or '–')}</td></tr>")
+    return parts + ["</table>"]
+
+
+def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
+    parts = [f"<h2>Failures ({len(bad)}, worst first)</h2>"]
+    if not bad:
+        return parts + ['<p class="pass">No failures.</p>']
+    parts.append('<div class="scroll"><table><tr><th>#</th><th class=l>status</th><th class=l>case id</th>'
+                 "<th class=l>target</th><th class=l>check</th><th class=l>worst tensor</th><th>ratio</th>"
+                 "<th class=l>reproduce</th></tr>")
+    for i, row in enumerate(bad[:TABLE_CAP], 1):
+        case_id = _e(row["case_id"])
+        if i <= DETAIL_CAP:
+            case_id = f'<a href="#case-{i}">{case_id}</a>'
+        parts.append(f"<tr><td>{i}</td><td class=l>{_status(row['status'])}</td><td class=id>{case_id}</td>"
+                     f"<td class=l>{_e(row['target'])}</td><td class=l>{_e(row.get('check', ''))}</td>"
+                     f"<td class=l>{_e(row.get('worst_tensor') or '–')}</td><td>{fmt(row.get('worst_ratio'))}</td>"
+                     f"<td class=id><code>{_e(row['repro'])}</code></td></tr>")
+    parts.append("</table></div>")
+    if len(bad) > TABLE_CAP:
+        parts.append(f"<p>… and {len(bad) - TABLE_CAP} more: see results.json or junit.xml.</p>")
+    return parts
+
+
+def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
+    if not bad:
+        return []
+    shown = bad[:DETAIL_CAP]
+    parts = [f"<h2>Failing cases, worst first ({len(shown)} of {len(bad)})</h2>"]
+    if not pictures:
+        parts.append('<p class="note">The error pictures need matplotlib: '
+                     "<code>pip install 'gradcheck-rnn[html]'</code>, then <code>gradcheck-rnn report RUN_DIR</code>.</p>")
+    for i, row in enumerate(shown, 1):
+        check = row.get("check", "reference")
+        parts.append(f'<h3 id="case-{i}">{i}. {_status(row["status"])} <code>{_e(row["case_id"])}</code> on '
+                     f"<code>{_e(row['target'])}</code> ({_e(check)} check)</h3>")
+        lines = [tensor_line(t) for t in failing_tensors(row)]
+        if row.get("message") and not lines:  # a fail's message only repeats its tensor lines
+            parts.append(f"<p>{_e(row['message'])}</p>")
+        if lines:
+            parts.append("<ul>" + "".join(f"<li><code>{_e(line)}</code></li>" for line in lines) + "</ul>")
+        parts.append(f"<pre>{_e(row['repro'])}</pre>")
+        if pictures:
+            png = case_png(row, *_lengths(row["case_id"]))
+            if png is not None:
+                data = base64.b64encode(png).decode("ascii")
+                parts.append(f'<img alt="error pictures of {_e(row["case_id"])} on {_e(row["target"])}" '
+                             f'src="data:image/png;base64,{data}">')
+    return parts
+
+
+def render(document: dict[str, Any]) -> bytes:
+    """The HTML page of a results document."""
+    bad = failures(document)
+    counts = document.get("summary", {})
+    title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
+             f"not passed")
+    body = _header(document) + _summary(document) + _failure_table(bad) + _details(bad, available())
+    body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference; '
+                "pass ⇔ ratio ≤ 1. Pictures: white = the tolerance, red = fails, grey = NaN, × = non-finite "
+                "target value, hatched = padded steps.</p>")
+    page = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>", *body, "</body></html>"]
+    return ("\n".join(page) + "\n").encode("utf-8")

@@ -1,0 +1,75 @@
+"""``report.md``: summary, mistrusted note and failures (worst first) with repro commands and the
+error per time step of each failing tensor as a bar picture; also GitHub's step summary."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..compare import from_json_number
+from .document import failing_tensors, failures, fmt, mistrust_note, tensor_line
+
+SPARK = " ▁▂▃▄▅▆▇█"
+NON_FINITE = "!"
+
+
+def sparkline(values: list[Any]) -> str:
+    """Error per time step as a bar picture, log scale relative to the largest finite step.
+
+    Two decades per bar level; zero is a blank and a non-finite step (NaN, Inf, or null from
+    results.json) is ``!``, so a broken step is never drawn as a small or a full bar.
+    """
+    numbers = [from_json_number(v) for v in values]
+    finite = [v for v in numbers if math.isfinite(v)]
+    top = max(finite, default=0.0)
+    bars = []
+    for v in numbers:
+        if not math.isfinite(v):
+            bars.append(NON_FINITE)
+        elif v <= 0 or not top > 0:
+            bars.append(SPARK[0])
+        else:
+            bars.append(SPARK[max(1, min(8, 8 + round(math.log10(v / top) * 2)))])
+    return "".join(bars)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    """The counts line, the mistrusted note and the target × mode table."""
+    counts = document.get("summary", {})
+    lines = [" · ".join(f"{k}: {v}" for k, v in counts.items()), ""]
+    if (note := mistrust_note(document.get("mistrusted"))) is not None:
+        lines += [f"**Mistrusted:** {note}.", ""]
+    lines += ["| target | mode | cases | pass | fail | error | skip | disagree | worst ratio |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for row in document.get("by_mode", []):
+        worst = "" if row["worst_ratio"] is None else fmt(row["worst_ratio"])
+        lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
+                     f"{row['error']} | {row['skip']} | {row['reference-disagreement']} | {worst} |")
+    return lines
+
+
+def render(document: dict[str, Any], limit: int = 100) -> bytes:
+    """The markdown report; at most ``limit`` failures are detailed, the rest are counted."""
+    lines = [f"# gradcheck-rnn {document.get('command', '')} report", ""] + summary_lines(document)
+    bad = failures(document)
+    if bad:
+        lines += ["", f"## Failures ({len(bad)}, worst first)", ""]
+    for row in bad[:limit]:
+        check = "" if row.get("check", "reference") == "reference" else f" ({row['check']} check)"
+        lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", "", f"    {row['repro']}", ""]
+        if row.get("message"):
+            lines += [_cell(row["message"]), ""]
+        for tensor in failing_tensors(row):
+            lines.append(f"- {_cell(tensor_line(tensor))}")
+            steps = tensor.get("per_step")
+            if steps:
+                top = max((from_json_number(v) for v in steps), key=lambda v: (v != v, v))
+                lines.append(f"  error per step t=0..{len(steps) - 1}: `{sparkline(steps)}` (max {top:.3g})")
+        lines.append("")
+    if len(bad) > limit:
+        lines += [f"… and {len(bad) - limit} more failures: see results.json or junit.xml.", ""]
+    return ("\n".join(lines).rstrip("\n") + "\n").encode("utf-8")

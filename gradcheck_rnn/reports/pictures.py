@@ -1,0 +1,201 @@
+"""Error pictures of one failing result row, drawn with matplotlib from its stored ratio maps.
+
+One PNG per row: the tolerance ratio over (time step × sequence) for y and x with padded steps
+hatched, the error per time step on a log axis (truncated BPTT shows as a ramp toward t = 0),
+the final and initial states over (layer·direction × sequence), and one heatmap per gate block
+(i, f, g, o / r, z, n) over (parameter tensor × unit). Colours are log10 of the ratio on one
+diverging scale per picture: white at 1 (the tolerance), red above (fails), blue below; grey is
+NaN and a cross marks a non-finite target value.
+
+matplotlib is an optional dependency (extra ``html``); ``available()`` says whether it is there.
+The object-oriented API with the Agg canvas is used, never pyplot, so rendering touches no global
+backend state of the process that embeds us.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ..compare import from_json_number
+from ..layout import GATE_NAMES
+
+RATIO_FLOOR = -4.0  # log10 ratio shown as the palest blue: 1e-4 of the tolerance and below
+RATIO_CEIL = 12.0  # the colour scale never stretches past 1e12 (NaN/Inf are marked, not scaled)
+PANEL_INCHES = (3.9, 2.7)
+DPI = 80
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _grid(tensor: dict[str, Any]) -> np.ndarray:
+    ratio_map = tensor["ratio_map"]
+    rows = [[from_json_number(v) for v in row] for row in ratio_map["ratio"]]
+    return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
+
+
+def _log_ratio(grid: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.clip(np.log10(grid), RATIO_FLOOR, RATIO_CEIL)
+
+
+def _padded_starts(lengths: list[int] | None, steps: int, pool: tuple[int, int], columns: int) -> list[int | None]:
+    """Per displayed sequence column, the first displayed step whose every covered step is padded."""
+    if not lengths:
+        return [None] * columns
+    pt, pb = pool
+    starts: list[int | None] = []
+    for j in range(columns):
+        longest = max(lengths[j * pb:(j + 1) * pb], default=0)
+        first = math.ceil(longest / pt)
+        starts.append(first if first < steps else None)
+    return starts
+
+
+def case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: int | None) -> bytes | None:
+    """The picture of one result row as PNG bytes, or None when the row has no ratio maps."""
+    tensors = [t for t in row.get("tensors", []) if t.get("ratio_map")]
+    timed = [t for t in tensors if t["ratio_map"]["rows"] == "t"]
+    stepped = [t for t in row.get("tensors", []) if t.get("per_step")]
+    states = [t for t in tensors if t["ratio_map"]["rows"] == "state"]
+    params = [t for t in tensors if t["ratio_map"]["rows"] == "gate"]
+    if not tensors and not stepped:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
+
+    grids = [_grid(t) for t in tensors]
+    top = max((float(np.nanmax(np.where(np.isfinite(g), g, np.nan))) for g in grids if np.isfinite(g).any()),
+              default=1.0)
+    vmax = min(RATIO_CEIL, max(1.0, math.ceil(math.log10(top)) if top > 0 else 1.0))
+    norm = TwoSlopeNorm(vmin=RATIO_FLOOR, vcenter=0.0, vmax=vmax)
+    gate_names = GATE_NAMES.get(row.get("mode", ""), ())
+    gates = len(params[0]["ratio_map"]["ratio"]) if params else 0
+    panels = len(timed) + bool(stepped) + bool(states) + gates
+    columns = min(3, panels)
+    rows = math.ceil(panels / columns)
+    figure = Figure(figsize=(PANEL_INCHES[0] * columns + 0.9, PANEL_INCHES[1] * rows), dpi=DPI)
+    FigureCanvasAgg(figure)
+    # Fixed margins, not constrained layout: that solver doubled the drawing time (~0.8 s a picture).
+    height = PANEL_INCHES[1] * rows
+    figure.subplots_adjust(left=0.1, right=0.88, bottom=0.55 / height, top=1 - 0.3 / height, wspace=0.55,
+                           hspace=0.85 / PANEL_INCHES[1])
+    axes = iter(figure.subplots(rows, columns, squeeze=False).ravel())
+    cmap = _colormap()
+    image = None
+
+    def heat(ax: Any, grid: np.ndarray, title: str, xlabel: str, ylabel: str) -> Any:
+        shown = _log_ratio(grid)
+        drawn = ax.imshow(np.ma.masked_invalid(shown), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest",
+                          origin="upper")
+        broken = np.argwhere(np.isposinf(grid))
+        if len(broken):
+            ax.scatter(broken[:, 1], broken[:, 0], marker="x", color="black", s=18, linewidths=1)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        return drawn
+
+    for tensor in timed:
+        ax = next(axes)
+        ratio_map = tensor["ratio_map"]
+        pool = tuple(ratio_map["pool"])
+        grid = _grid(tensor).T  # sequences down, time steps across
+        pooled = "" if pool == (1, 1) else f" (max over {pool[0]} steps × {pool[1]} seqs)"
+        image = heat(ax, grid, f"{tensor['name']}: ratio per (t, b){pooled}", "time step t", "sequence b")
+        for j, start in enumerate(_padded_starts(lengths, grid.shape[1], pool, grid.shape[0])):
+            if start is not None:
+                ax.add_patch(Rectangle((start - 0.5, j - 0.5), grid.shape[1] - start, 1, fill=False,
+                                       hatch="///", edgecolor="0.3", linewidth=0))
+    if stepped:
+        _steps_panel(next(axes), stepped)
+    if states:
+        grid = np.vstack([_grid(t) for t in states])
+        labels = [f"{t['name']} {_state_label(i, num_directions)}" for t in states
+                  for i in range(len(t["ratio_map"]["ratio"]))]
+        ax = next(axes)
+        image = heat(ax, grid, "states: ratio per (layer.dir, b)", "sequence b", "")
+        _row_labels(ax, labels)
+    for g in range(gates):
+        grid = np.vstack([_grid(t)[g:g + 1] for t in params])
+        name = gate_names[g] if g < len(gate_names) else str(g)
+        ax = next(axes)
+        image = heat(ax, grid, f"gate block {name}: ratio per unit", "unit", "")
+        _row_labels(ax, [t["name"] for t in params])
+    for ax in axes:
+        ax.set_axis_off()
+    if image is not None:
+        bar = figure.colorbar(image, cax=figure.add_axes((0.92, 0.2, 0.012, 0.6)))
+        bar.set_label("log10 tolerance ratio (> 0 fails)", fontsize=8)
+        bar.ax.tick_params(labelsize=7)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a log axis with no positive value
+        figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _colormap() -> Any:
+    """Pale to mid blue up to the tolerance, then light to dark red: passing cells stay quiet and
+    the step across ratio 1 is a change of hue, not of shade."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    cmap = LinearSegmentedColormap.from_list("ratio", [(0.0, "#f5f9fc"), (0.4999, "#6a9fcb"),
+                                                       (0.5, "#fcbba1"), (1.0, "#67000d")])
+    return cmap.with_extremes(bad="#9a9a9a")
+
+
+def _state_label(index: int, num_directions: int | None) -> str:
+    if not num_directions:
+        return str(index)
+    layer, d = divmod(index, num_directions)
+    return f"l{layer}.{('fwd', 'bwd')[d]}"
+
+
+def _row_labels(ax: Any, labels: list[str]) -> None:
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=6 if len(labels) > 12 else 7)
+
+
+def _steps_panel(ax: Any, tensors: list[dict[str, Any]]) -> None:
+    """max |a − b| per time step on a log axis; zero steps are gaps, non-finite steps are crosses."""
+    from matplotlib.ticker import MaxNLocator
+
+    highest = 0.0
+    for tensor in tensors:
+        steps = np.array([from_json_number(v) for v in tensor["per_step"]], dtype=np.float64)
+        shown = np.where(np.isfinite(steps) & (steps > 0), steps, np.nan)
+        if np.isfinite(shown).any():
+            highest = max(highest, float(np.nanmax(shown)))
+        line, = ax.plot(np.arange(len(steps)), shown, marker="o", markersize=3, label=tensor["name"])
+        broken = np.flatnonzero(~np.isfinite(steps))
+        if len(broken):
+            ax.scatter(broken, np.full(len(broken), 1.0), marker="x", color=line.get_color(),
+                       transform=ax.get_xaxis_transform(), clip_on=False)
+    ax.set_xlim(-0.5, max(len(t["per_step"]) for t in tensors) - 0.5)
+    ax.set_yscale("log")
+    if highest == 0.0:
+        ax.set_ylim(1e-16, 1.0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("max |a − b| per time step", fontsize=9)
+    ax.set_xlabel("time step t", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="major", alpha=0.3)
