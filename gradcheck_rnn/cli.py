@@ -440,7 +440,7 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
     """
     from .case import Case
     from .generate import load_profile
-    from .shrink import DidNotReproduce, shrink as shrink_case, steps_table
+    from .shrink import DidNotReproduce, shrink as shrink_case, steps_lines
     from .targets import resolve_target
 
     case = Case.from_id(case_id)
@@ -457,13 +457,13 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    out.print(steps_table(result))
+    lines = steps_lines(result)
     if result.exhausted:
-        out.print(f"[yellow]stopped after {result.tried} candidates (--max-steps {max_steps}); "
-                  f"the case may shrink further[/]")
-    out.print(f"minimal case: {result.minimal.case_id} ({len(result.steps) - 1} steps, "
-              f"{result.tried} candidates judged)", highlight=False)
-    out.print(f"reproduce: {result.repro}", highlight=False)
+        lines.append(f"stopped after {result.tried} candidates (--max-steps {max_steps}); the case may shrink further")
+    lines += [f"minimal case: {result.minimal.case_id} ({len(result.steps) - 1} steps, {result.tried} candidates "
+              f"judged)", f"reproduce: {result.repro}"]
+    for line in lines:  # unwrapped lines: a case id or a repro command is never cut
+        out.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 @main.command()

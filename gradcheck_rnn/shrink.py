@@ -84,8 +84,8 @@ class Failure:
 
     def describe(self) -> str:
         if self.status == "error":
-            return f"{self.check}: error {self.error_type}"
-        return f"{self.check}: {self.tensor or 'any tensor'} fails"
+            return f"the {self.check} check raising {self.error_type}"
+        return f"the {self.check} check failing on {self.tensor or 'any tensor'}"
 
 
 @dataclass
@@ -305,18 +305,17 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     return ShrinkResult(target.name, failure, steps, shrinker.tried, max_steps, shrinker.exhausted, repro_options)
 
 
-def steps_table(result: ShrinkResult):
-    """The accepted steps as a compact rich table: step, what changed, case id (never cut), ratio."""
-    from rich.table import Table
+def steps_lines(result: ShrinkResult) -> list[str]:
+    """The accepted steps as compact aligned lines: step, what changed, kept ratio, then the case id.
 
-    table = Table(title=f"Shrinking on {result.target} ({result.failure.describe()})")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("change", overflow="fold")
-    table.add_column("case id", no_wrap=True)
-    table.add_column("ratio", justify="right", no_wrap=True)
+    The case id comes last on each line so that no terminal width cuts or wraps it mid-table.
+    """
+    lines = [f"Shrinking on {result.target}, keeping {result.failure.describe()}",
+             f"{'#':>3}  {'change':<14} {'ratio':>9}  case id"]
     for i, step in enumerate(result.steps):
-        table.add_row(str(i), step.change, step.case_id, "-" if math.isnan(step.ratio) else f"{step.ratio:.3g}")
-    return table
+        ratio = "-" if math.isnan(step.ratio) else f"{step.ratio:.3g}"
+        lines.append(f"{i:>3}  {step.change:<14} {ratio:>9}  {step.case_id}")
+    return lines
 
 
-__all__ = ["DidNotReproduce", "Failure", "ShrinkResult", "Step", "shrink", "steps_table", "tensor_role"]
+__all__ = ["DidNotReproduce", "Failure", "ShrinkResult", "Step", "shrink", "steps_lines", "tensor_role"]

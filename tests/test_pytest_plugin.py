@@ -1,0 +1,89 @@
+"""The pytest plugin: the rnn_gradcheck fixture, its failure messages, vacuity and --gradcheck-rnn-cases."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+# pytester's in-process runs drop the modules they imported when they end, and jaxlib aborts the
+# process when it is imported a second time: import the JAX reference here, before any run.
+import gradcheck_rnn.references.jax_ref  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+MINIMAL = "lstm-L1-uni-I1-H1-T2-B1-len2-f32-s918273"  # where `shrink` leaves truncated BPTT (test_shrink.py)
+
+
+def outcome(pytester, source, *args):
+    pytester.makepyfile(source)
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def test_a_sweep_of_a_correct_kernel_passes(pytester):
+    result = outcome(pytester, """
+        def test_fused(rnn_gradcheck):
+            results = rnn_gradcheck.sweep("fused-cpu", cases=3, seed=1, checks=["reference", "padding"])
+            assert len(results) == 6 and {r.check for r in results} == {"reference", "padding"}
+    """)
+    result.assert_outcomes(passed=1)
+
+
+def test_a_failing_sweep_fails_the_test_with_the_table_and_repro_commands(pytester):
+    result = outcome(pytester, """
+        def test_mutant(rnn_gradcheck):
+            rnn_gradcheck.sweep("mutant:truncated-bptt", cases=3, seed=1, checks=["reference"], rtol=0.001)
+    """)
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "GradcheckFailed" in text and "did not pass in the sweep of 3 cases (profile ci, seed 1)" in text
+    ids = re.findall(r"gradcheck-rnn repro (\S+) --target mutant:truncated-bptt --rtol 0.001", text)
+    assert ids, text
+    assert all(re.search(rf"fail +{re.escape(case_id)}\n", text) for case_id in ids), text  # the failure list
+
+
+def test_check_judges_one_case_id(pytester):
+    result = outcome(pytester, f"""
+        import pytest
+        from gradcheck_rnn.pytest_plugin import GradcheckFailed
+
+        def test_fused(rnn_gradcheck):
+            [row] = rnn_gradcheck.check("fused-cpu", "{MINIMAL}")
+            assert row.status == "pass"
+
+        def test_mutant(rnn_gradcheck):
+            with pytest.raises(GradcheckFailed, match="gradcheck-rnn repro {MINIMAL} --target mutant:truncated-bptt"):
+                rnn_gradcheck.check("mutant:truncated-bptt", "{MINIMAL}")
+    """)
+    result.assert_outcomes(passed=2)
+
+
+def test_a_sweep_that_judged_nothing_fails(pytester):
+    result = outcome(pytester, """
+        class OnlyGigantic:
+            name = "only-gigantic"
+
+            def supports(self, config):
+                return "only-gigantic runs H >= 1000"
+
+            def run(self, case):
+                raise AssertionError("never called")
+
+        def test_vacuous(rnn_gradcheck):
+            rnn_gradcheck.sweep(OnlyGigantic(), cases=2, checks=["reference"])
+    """)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*nothing was judged in the sweep of 2 cases*all 2 results were skips*"
+                                 "only-gigantic runs H >= 1000*"])
+
+
+def test_the_case_count_option_overrides_every_sweep(pytester):
+    source = """
+        def test_count(rnn_gradcheck):
+            assert len(rnn_gradcheck.sweep("fused-cpu", cases=1, checks=["determinism"])) == {}
+    """
+    outcome(pytester, source.format(4), "--gradcheck-rnn-cases", "4").assert_outcomes(passed=1)
+    refused = outcome(pytester, source.format(1), "--gradcheck-rnn-cases", "0")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--gradcheck-rnn-cases 0 is not allowed*"])
+
