@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from .case import Case
 from .runner import CaseResult, run_sweep
 from .targets import Target, resolve_target
-from .targets.mutants import MUTANTS
+from .targets.mutants import MUTANTS, mutant_doc
 from .tolerances import Tolerances
 
 CORRECT_TARGETS = ("fused-cpu", "torch-native")
@@ -53,12 +53,13 @@ def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
            on_result: Callable[[CaseResult], None] | None = None) -> tuple[list[Detection], list[Detection], list[CaseResult]]:
     """Run the mutants and the correct kernels on ``cases``: (mutant rows, correct rows, all results)."""
     mutant_list = mutant_targets(mutants)
-    correct = [resolve_target(name) for name in CORRECT_TARGETS]
+    gpu = any(target.name.startswith("mutant:gpu-") for target in mutant_list)  # GPU mutants: fused-gpu is judged too
+    correct = [resolve_target(name) for name in CORRECT_TARGETS + (("fused-gpu",) if gpu else ())]
     results = run_sweep(cases, mutant_list + correct, tolerances, on_result=on_result, checks=checks)
     rows: dict[str, Detection] = {}
     for target in mutant_list + correct:
         name = target.name.removeprefix("mutant:")
-        doc = (MUTANTS[name].__doc__ or "").strip().splitlines()[0] if name in MUTANTS else "correct kernel"
+        doc = mutant_doc(name) if target.name.startswith("mutant:") else "correct kernel"
         rows[target.name] = Detection(target.name, doc)
     seen: dict[str, set[str]] = {name: set() for name in rows}
     for result in results:

@@ -20,10 +20,12 @@ direction starts each sequence at its own last step, never in the padding.
 from __future__ import annotations
 
 import math
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -707,3 +709,23 @@ class FusedTarget:
         if any(name in params for name in case.wants):
             grads.update(self.kernel.backward_weights(state))
         return Outputs(y=y, hy=hy, cy=cy, grads=grads)
+
+
+TF32_ENV = "GRADCHECK_RNN_TF32"
+
+
+@contextmanager
+def cuda_matmul_precision() -> Iterator[bool]:
+    """TF32 off for cuBLAS and cuDNN while a CUDA target runs (restored afterwards), unless
+    ``GRADCHECK_RNN_TF32=1``; yields whether TF32 is on.
+
+    TF32 rounds GEMM inputs to a 10-bit mantissa (~5e-4 relative): a float32 target with it on
+    needs float16-like tolerances, so a check of float32 kernels runs without it by default
+    (torch's own default leaves TF32 on for cuDNN convolutions and RNNs)."""
+    wanted = os.environ.get(TF32_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = wanted
+    try:
+        yield wanted
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

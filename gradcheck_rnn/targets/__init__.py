@@ -2,7 +2,8 @@
 
 A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an optional
 ``name`` and an optional ``supports(config) -> True | str`` (the string is why it is skipped).
-Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``fused-gpu``), ``mutant:<name>``,
+Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``torch-native-cuda``, ``fused-gpu``;
+one this machine cannot run resolves and is skipped with its reason), ``mutant:<name>``,
 an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:callable``.
 """
 
@@ -53,10 +54,18 @@ def _cuda_available() -> bool:
 
 
 def _builtin_factories() -> dict[str, Callable[[], Any]]:
+    """Every built-in target by name, whether or not this machine can run it: one that cannot
+    resolves all the same and is skipped with its ``supports()`` reason."""
     from ..kernels.fused_cpu import FusedCPUTarget
+    from ..kernels.fused_gpu import FusedGPUTarget
     from .torch_native import TorchNativeTarget
 
-    return {"fused-cpu": FusedCPUTarget, "torch-native": TorchNativeTarget}
+    return {"fused-cpu": FusedCPUTarget, "torch-native": TorchNativeTarget,
+            "torch-native-cuda": lambda: TorchNativeTarget("cuda"), "fused-gpu": FusedGPUTarget}
+
+
+CUDA_TARGETS = ("torch-native-cuda", "fused-gpu")
+"""Built-ins that a default sweep checks only where CUDA is present."""
 
 
 def builtin_names() -> list[str]:
@@ -64,13 +73,11 @@ def builtin_names() -> list[str]:
 
 
 def default_targets() -> list[Target]:
-    """Every built-in target this machine can run: what ``gradcheck-rnn sweep`` checks by default."""
-    targets = [as_target(factory(), name) for name, factory in _builtin_factories().items()]
-    if _cuda_available():
-        from .torch_native import TorchNativeTarget
-
-        targets.append(as_target(TorchNativeTarget("cuda")))
-    return targets
+    """Every built-in target this machine can run: what ``gradcheck-rnn sweep`` checks by default
+    (fused-cpu and torch-native; torch-native-cuda and fused-gpu where CUDA is present)."""
+    cuda = _cuda_available()
+    return [as_target(factory(), name) for name, factory in _builtin_factories().items()
+            if cuda or name not in CUDA_TARGETS]
 
 
 def _load_plugin(spec: str) -> Any:
@@ -106,14 +113,22 @@ def resolve_target(spec: str) -> Target:
 
 
 def describe_targets() -> list[tuple[str, bool, str]]:
-    """(name, available, note) for every target this installation knows."""
-    rows = [(name, True, "built in") for name in _builtin_factories()]
+    """(name, available, note) for every target this installation knows, mutants included."""
+    from ..kernels.fused_gpu import unavailable_reason
+
     cuda = _cuda_available()
-    rows.append(("fused-gpu", False, "not built yet (Triton GPU kernel is a later issue)"))
-    rows.append(("torch-native-cuda", cuda, "CUDA available" if cuda else "no CUDA device on this machine"))
+    gpu_reason = unavailable_reason()
+    gpu_note = gpu_reason or ("Triton on CUDA" if cuda else "Triton interpreter on CPU (TRITON_INTERPRET=1)")
+    rows = [("fused-cpu", True, "built in: the project's fused CPU kernel"),
+            ("torch-native", True, "built in: torch.nn on CPU"),
+            ("torch-native-cuda", cuda, "built in: torch.nn on cuDNN" if cuda else "no CUDA device on this machine"),
+            ("fused-gpu", gpu_reason is None, gpu_note)]
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
+    from .gpu_mutants import GPU_MUTANTS
     from .mutants import MUTANTS
 
     rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0]) for name, cls in MUTANTS.items())
+    rows.extend((f"mutant:{name}", gpu_reason is None, cls.__doc__.strip().splitlines()[0])
+                for name, cls in GPU_MUTANTS.items())
     return rows

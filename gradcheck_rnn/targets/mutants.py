@@ -4,6 +4,8 @@ A checker is worth the bugs it catches. Each mutant re-creates, in a few lines o
 of :class:`~gradcheck_rnn.kernels.fused_cpu.FusedCPUKernel`, a bug that shipped (its source is
 in the first line of its docstring) or one a careful reviewer could miss. ``gradcheck-rnn
 mutants`` sweeps every one of them and reports which case and which tensor or check caught it.
+The fused GPU kernel's mutants live in :mod:`~gradcheck_rnn.targets.gpu_mutants`; they run by
+name (``-m gpu-…``), since they need CUDA or the Triton interpreter.
 """
 
 from __future__ import annotations
@@ -230,10 +232,24 @@ MUTANTS: dict[str, type] = {
 }
 
 
+def mutant_doc(name: str) -> str:
+    """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
+    from .gpu_mutants import GPU_MUTANTS
+
+    cls = MUTANTS.get(name) or GPU_MUTANTS[name]
+    return (cls.__doc__ or "").strip().splitlines()[0]
+
+
 def mutant_target(name: str) -> Target:
-    """The target ``mutant:<name>``; UsageError names the known mutants."""
+    """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
+    :mod:`~gradcheck_rnn.targets.gpu_mutants`); UsageError names the known mutants."""
+    from ..kernels.fused_gpu import FusedGPUTarget
+    from .gpu_mutants import GPU_MUTANTS
+
+    if name in GPU_MUTANTS:
+        return Target(f"mutant:{name}", FusedGPUTarget(GPU_MUTANTS[name](), name=f"mutant:{name}"))
     if name not in MUTANTS:
-        raise UsageError(f"unknown mutant {name!r}; allowed: {', '.join(MUTANTS)}")
+        raise UsageError(f"unknown mutant {name!r}; allowed: {', '.join([*MUTANTS, *GPU_MUTANTS])}")
     cls = MUTANTS[name]
     impl = cls() if not issubclass(cls, FusedCPUKernel) else FusedCPUTarget(cls(), name=f"mutant:{name}")
     return Target(f"mutant:{name}", impl)

@@ -11,6 +11,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
+from ..kernels.common import cuda_matmul_precision
 from ..layout import directions, param_key
 
 _MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
@@ -31,6 +32,8 @@ class TorchNativeTarget:
         self.name = "torch-native" if device == "cpu" else f"torch-native-{device}"
 
     def supports(self, config: RNNConfig) -> bool | str:
+        if self.device != "cpu" and not torch.cuda.is_available():
+            return f"{self.name} needs a CUDA device; this machine has none"
         if self.device == "cpu" and config.dtype not in _CPU_DTYPES:
             return f"torch.nn RNNs on CPU are checked in {', '.join(_CPU_DTYPES)} only, not {config.dtype}"
         return True
@@ -41,6 +44,10 @@ class TorchNativeTarget:
                                      bidirectional=config.bidirectional, **kwargs)
 
     def run(self, case: Case) -> Outputs:
+        with cuda_matmul_precision():  # cuDNN RNNs use TF32 by default: off unless GRADCHECK_RNN_TF32=1
+            return self._run(case)
+
+    def _run(self, case: Case) -> Outputs:
         cfg = case.config
         dtype = getattr(torch, TORCH_DTYPE_NAMES[cfg.dtype])
 

@@ -1,0 +1,155 @@
+"""The project's own fused GPU RNN operator: the fused-cpu algorithm with Triton cells.
+
+Same operator contract and the same algorithm as :mod:`gradcheck_rnn.kernels.fused_cpu`
+(both are :class:`~gradcheck_rnn.kernels.common.FusedKernel`): sequences packed by length so
+padded steps cost nothing and the reverse direction starts at each sequence's own last step;
+per layer and direction one input-projection GEMM for all steps, then per step the recurrent
+GEMM and one pointwise pass; hand-written BPTT split into ``backward_data`` (per step one
+pointwise pass and one ``dG·W_hh`` GEMM) and ``backward_weights`` (``dGᵀ·X``, ``dGᵀ·H_prev`` and
+column sums over all steps at once, skipped when no weight needs a gradient). The GEMMs go
+through torch (cuBLAS on CUDA); the pointwise passes are Triton kernels in :mod:`.cells` —
+one launch per step, instead of fused-cpu's ~10 aten ops.
+
+Precision: buffers are in the data's dtype (float64, float32, float16, bfloat16 on CUDA);
+cuBLAS accumulates half-precision GEMMs in float32 and the Triton cells compute in float32
+(float64 for float64 data). TF32 is off while the ``fused-gpu`` target runs, unless
+``GRADCHECK_RNN_TF32=1`` (see :func:`~gradcheck_rnn.kernels.common.cuda_matmul_precision`).
+
+Where it runs: on CUDA; or, with ``TRITON_INTERPRET=1`` set before the first import of
+:mod:`.cells`, on CPU tensors through Triton's interpreter, which is how the tests check it on
+machines without a GPU. The interpreter is not the compiler (interpreted and compiled results
+have differed, triton-lang/triton#5895 and #11153), so ``benchmarks/gpu.sh`` sweeps on a GPU
+as well. Importing this module does not import triton; the first cell launch does.
+
+Mutants subclass :class:`FusedGPUKernel` and override one hook, as for fused-cpu
+(:mod:`gradcheck_rnn.targets.gpu_mutants`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor
+
+from ...case import Case, Outputs, RNNConfig
+from ..common import FusedKernel, FusedTarget, KernelFunction, Step, apply_kernel, cuda_matmul_precision
+
+CELLS_MODULE = f"{__name__}.cells"
+
+
+def _cells() -> Any:
+    """The Triton cells, imported on first use (importing triton takes about a second)."""
+    from . import cells
+
+    return cells
+
+
+def interpreting() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks for Triton's CPU interpreter now."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def unavailable_reason() -> str | None:
+    """Why the Triton kernel cannot run in this process, or None when it can."""
+    if importlib.util.find_spec("triton") is None:
+        return "fused-gpu needs triton: pip install 'gradcheck-rnn[gpu]'"
+    cuda = torch.cuda.is_available()
+    if not cuda and not interpreting():
+        return ("fused-gpu needs a CUDA device (this machine has none), or TRITON_INTERPRET=1 to run its "
+                "Triton kernels on CPU through the interpreter")
+    loaded = sys.modules.get(CELLS_MODULE)
+    if loaded is not None and not loaded.INTERPRETED and not cuda:
+        return ("fused-gpu's Triton kernels were compiled for a GPU when first imported (TRITON_INTERPRET was "
+                "unset then); set TRITON_INTERPRET=1 before the first run in this process")
+    return None
+
+
+class FusedGPUKernel(FusedKernel):
+    """The shared fused algorithm with its pointwise cells as Triton kernels (one launch per
+    step and direction); subclass and override one method to mutate."""
+
+    def relu_forward(self, step: Step) -> None:
+        """h = relu(pre)."""
+        _cells().activation_forward(step, relu=True)
+
+    def tanh_forward(self, step: Step) -> None:
+        """h = tanh(pre)."""
+        _cells().activation_forward(step, relu=False)
+
+    def lstm_forward(self, step: Step) -> None:
+        """i, f, o = σ; g = tanh; c = f·c_prev + i·g; h = o·tanh(c) (tanh(c) saved in aux)."""
+        _cells().lstm_forward(step)
+
+    def gru_forward(self, step: Step) -> None:
+        """r, z = σ(x-part + h-part); n = tanh(x-part + r·(W_hn h + b_hn)); h = n + z·(h_prev − n)."""
+        _cells().gru_forward(step)
+
+    def relu_backward(self, step: Step) -> None:
+        """dpre = dh · [h > 0]."""
+        _cells().activation_backward(step, relu=True)
+
+    def tanh_backward(self, step: Step) -> None:
+        """dpre = dh · (1 − h²)."""
+        _cells().activation_backward(step, relu=False)
+
+    def lstm_backward(self, step: Step) -> None:
+        """dc += dh·o·(1 − tanh²c); d[i, f, g, o] = [dc·g, dc·c_prev, dc·i, dh·tanh c] times each
+        activation's derivative; dc_prev = dc·f."""
+        _cells().lstm_backward(step)
+
+    def gru_backward(self, step: Step) -> None:
+        """dn = dh·(1−z)·(1−n²); dz = dh·(h_prev − n)·z(1−z); dr = dn·(W_hn h + b_hn)·r(1−r);
+        the h-part of n gets dn·r; h_prev gets dh·z directly. dgates = [n_x | r | z | n_h]."""
+        _cells().gru_backward(step)
+
+
+class FusedGPUFunction(KernelFunction):
+    """:class:`~gradcheck_rnn.kernels.common.KernelFunction` with :class:`FusedGPUKernel` as
+    the default: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
+    kernel=None) -> (y, hy, cy)``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
+                flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
+                kernel: FusedKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+        return KernelFunction.forward(ctx, x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
+                                      kernel if kernel is not None else FusedGPUKernel())
+
+
+def fused_rnn_gpu(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
+                  params: Mapping[str, Tensor], mode: str, num_layers: int, bidirectional: bool,
+                  kernel: FusedKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Differentiable fused RNN with Triton cells over a parameter dict (tensors on the GPU,
+    or on CPU under ``TRITON_INTERPRET=1``)."""
+    return apply_kernel(x, seq_lengths, h0, c0, params, mode, num_layers, bidirectional,
+                        kernel if kernel is not None else FusedGPUKernel())
+
+
+class FusedGPUTarget(FusedTarget):
+    """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
+    CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for."""
+
+    dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+    def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu") -> None:
+        super().__init__(kernel if kernel is not None else FusedGPUKernel(), name)
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        """True where the kernel can run this config; else the reason it is skipped."""
+        reason = unavailable_reason()
+        if reason is not None:
+            return reason.replace("fused-gpu", self.name, 1)
+        if interpreting() and config.dtype not in ("f64", "f32"):
+            return (f"{self.name} under TRITON_INTERPRET=1 is checked in f64 and f32 only: the interpreter's "
+                    f"{config.dtype} arithmetic is numpy's, not the GPU's")
+        return True
+
+    def run(self, case: Case) -> Outputs:
+        """The shared fused run on ``cuda`` (or ``cpu`` when interpreting), TF32 per the flag."""
+        self.device = "cpu" if interpreting() else "cuda"
+        with cuda_matmul_precision():
+            return super().run(case)
