@@ -1,0 +1,87 @@
+"""Hypothesis strategies for RNN cases: property tests whose failures shrink to small cases.
+
+    from hypothesis import given
+    from gradcheck_rnn.strategies import cases
+
+    @given(cases(modes=("gru",), max_layers=2, max_len=5, dtypes=("f32",)))
+    def test_my_gru(case):
+        assert check_case(case, my_gru).status == "pass"
+
+Every case is built from small integers and choices drawn one by one — mode, layers,
+direction, I, H, T, B, lengths, dtype, wants group, head variant, initial state, data seed — so
+hypothesis shrinks each toward its simplest value: the first mode and dtype given, 1 layer,
+unidirectional, I = H = T = B = 1, length 1, all gradients, default heads, with an initial
+state, seed 0. A failing property therefore ends on the smallest case that still fails, and
+hypothesis prints it; ``case.id`` names it for ``gradcheck-rnn repro`` and ``shrink``.
+
+hypothesis is an optional dependency: only this module imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("gradcheck_rnn.strategies needs hypothesis: pip install hypothesis") from exc
+
+from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
+from .errors import UsageError
+
+# Data seeds stay short in case ids, as in sweeps (generate.SEED_LIMIT).
+MAX_DATA_SEED = 2**31 - 1
+
+
+def _choices(name: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
+    values = (values,) if isinstance(values, str) else tuple(values)
+    bad = [v for v in values if v not in allowed]
+    if not values or bad:
+        raise UsageError(f"{name}={values!r} is not allowed; give one or more of {', '.join(allowed)}")
+    return values
+
+
+def _bound(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
+    return value
+
+
+def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, dtypes: Sequence[str] = ("f64", "f32"),
+          max_size: int = 4, max_batch: int = 3, bidirectional: bool = True,
+          wants: Sequence[str] = WANTS_GROUPS, heads: Sequence[str] = HEADS,
+          no_initial_state: bool = True) -> st.SearchStrategy[Case]:
+    """A strategy of :class:`Case` objects that shrinks toward small cases.
+
+    ``modes``, ``dtypes``, ``wants`` and ``heads`` are the choices drawn from (the first is the
+    one shrinking ends on); ``max_layers``, ``max_len`` (T), ``max_size`` (I and H) and
+    ``max_batch`` (B) bound the sizes; ``bidirectional`` and ``no_initial_state`` allow those
+    variants. Bad arguments raise UsageError when the strategy is made, not while drawing.
+    """
+    modes = _choices("modes", modes, MODES)
+    dtypes = _choices("dtypes", dtypes, DTYPES)
+    wants = _choices("wants", wants, WANTS_GROUPS)
+    heads = _choices("heads", heads, HEADS)
+    for name, value in (("max_layers", max_layers), ("max_len", max_len), ("max_size", max_size),
+                        ("max_batch", max_batch)):
+        _bound(name, value)
+
+    @st.composite
+    def draw_case(draw: st.DrawFn) -> Case:
+        mode = draw(st.sampled_from(modes))
+        layers = draw(st.integers(1, max_layers))
+        bidir = draw(st.booleans()) if bidirectional else False
+        input_size, hidden_size = draw(st.integers(1, max_size)), draw(st.integers(1, max_size))
+        T, B = draw(st.integers(1, max_len)), draw(st.integers(1, max_batch))
+        lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
+        config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)))
+        group, head = draw(st.sampled_from(wants)), draw(st.sampled_from(heads))
+        # booleans shrink to False, so "omit the initial state" shrinks toward the default (given).
+        omit_state = draw(st.booleans()) if no_initial_state else False
+        seed = draw(st.integers(0, MAX_DATA_SEED))
+        return make_case(config, lengths, seed, wants=group, heads=head, initial_state=not omit_state)
+
+    return draw_case()
+
+
+__all__ = ["cases"]

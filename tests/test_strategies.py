@@ -1,0 +1,63 @@
+"""The hypothesis strategy: drawn cases round-trip through their ids, and failures shrink small."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+
+from gradcheck_rnn import Case, UsageError
+from gradcheck_rnn.runner import check_case
+from gradcheck_rnn.strategies import cases
+from gradcheck_rnn.targets import resolve_target
+
+# No example database in the repository, and the same examples on every run.
+QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.too_slow])
+ARRAYS = ("x", "seq_lengths", "h0", "c0", "dy", "dhy", "dcy")
+
+
+@QUICK
+@given(cases(dtypes=("f64", "f32", "f16", "bf16"), max_layers=3, max_len=6))
+def test_from_id_rebuilds_every_drawn_case_bit_for_bit(case):
+    again = Case.from_id(case.id)
+    assert again.id == case.id and again.wants == case.wants and again.heads == case.heads
+    for name in ARRAYS:
+        a, b = getattr(case, name), getattr(again, name)
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert np.array_equal(a, b) and a.dtype == b.dtype, name
+    assert case.params.keys() == again.params.keys()
+    assert all(np.array_equal(case.params[k], again.params[k]) for k in case.params)
+
+
+def test_a_structural_property_shrinks_to_the_smallest_case():
+    # Fails on any bidirectional stack of two or more layers with a sequence of length >= 3:
+    # everything else shrinks to its simplest value.
+    found = find(cases(), lambda c: c.config.num_layers >= 2 and c.config.bidirectional and max(c.seq_lengths) >= 3,
+                 settings=settings(max_examples=200, database=None, derandomize=True, deadline=None))
+    assert found.id == "rnn_relu-L2-bi-I1-H1-T3-B1-len3-f64-s0"
+
+
+def test_a_failing_gradient_property_shrinks_to_a_small_case():
+    # The property of MXNet #21143: the input gradient x is right. Truncated BPTT breaks it only
+    # where a step has a future, so the smallest counterexample has two steps.
+    truncated = resolve_target("mutant:truncated-bptt")
+
+    def x_is_wrong(case):
+        return "x" in {t.name for t in check_case(case, truncated).failing}
+
+    found = find(cases(modes=("gru",), max_layers=2, max_len=4, max_size=3, dtypes=("f64",)), x_is_wrong,
+                 settings=settings(max_examples=60, database=None, derandomize=True, deadline=None))
+    cfg = found.config
+    assert (cfg.num_layers, cfg.bidirectional, cfg.batch_size, cfg.max_len) == (1, False, 1, 2)
+    assert list(found.seq_lengths) == [2] and (cfg.input_size, cfg.hidden_size) == (1, 1)
+    assert x_is_wrong(Case.from_id(found.id))  # its id reproduces it
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"modes": ("lstmx",)}, "modes"), ({"dtypes": ()}, "dtypes"), ({"max_len": 0}, "max_len"),
+    ({"wants": ("everything",)}, "wants"),
+])
+def test_bad_arguments_are_refused_when_the_strategy_is_made(kwargs, words):
+    with pytest.raises(UsageError, match=words):
+        cases(**kwargs)
+
