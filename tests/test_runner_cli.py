@@ -161,7 +161,7 @@ def test_default_targets_are_every_builtin_this_machine_runs():
     from gradcheck_rnn.targets import default_targets
 
     names = [t.name for t in default_targets()]
-    expected = ["fused-cpu", "torch-native"] + (["torch-native-cuda"] if torch.cuda.is_available() else [])
+    expected = ["fused-cpu", "torch-native"] + (["torch-native-cuda", "fused-gpu"] if torch.cuda.is_available() else [])
     assert names == expected
 
 
