@@ -115,7 +115,7 @@ def check_size_budget(config: RNNConfig) -> None:
         raise UsageError(f"{MAX_ELEMENTS_ENV}={raw!r} is not allowed; it must be an integer") from None
     elements = case_elements(config)
     if elements > budget:
-        raise UsageError(f"{config.prefix} needs {elements:.3g} elements of case data, over the budget of "
+        raise UsageError(f"{config.prefix} needs {elements:,} elements of case data, over the budget of "
                          f"{budget:,}; set {MAX_ELEMENTS_ENV} to raise it")
 
 
@@ -133,7 +133,7 @@ def validate_lengths(config: RNNConfig, seq_lengths: Sequence[int]) -> np.ndarra
 
 
 def wanted_gradients(config: RNNConfig, group: str, initial_state: bool = True) -> frozenset[str]:
-    """The gradient names a wants group requests (DESIGN.md, "Gradient requests")."""
+    """The gradient names a wants group requests (docs/contracts.md, "Gradient requests")."""
     if group not in WANTS_GROUPS:
         raise UsageError(f"unknown wants group {group!r}; allowed: {', '.join(WANTS_GROUPS)}")
     inputs = {"x"}

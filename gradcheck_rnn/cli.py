@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -20,9 +21,15 @@ from .case import DTYPES, HEADS, MODES, WANTS_GROUPS
 from .errors import UsageError
 from .metamorphic import ALL_CHECKS
 
-# Wide tables stay readable in CI logs, where there is no terminal to ask for a width.
-out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+def _width(stream: Any) -> int | None:
+    """The terminal's width (or $COLUMNS); 120 in CI logs, where there is no terminal to ask."""
+    return None if stream.isatty() or os.environ.get("COLUMNS") else 120
+
+
+out = Console(width=_width(sys.stdout))
+err = Console(stderr=True, width=_width(sys.stderr))
 
 
 def use_persistent_jax_cache() -> None:
@@ -31,8 +38,6 @@ def use_persistent_jax_cache() -> None:
     A new bucket costs ~1 s to compile and ~0.3 s to load from this cache; sweeps are
     compile-bound. Set GRADCHECK_RNN_JAX_CACHE to another folder, or to "" to turn it off.
     """
-    import os
-
     os.environ.setdefault("GRADCHECK_RNN_JAX_CACHE", str(Path.home() / ".cache" / "gradcheck-rnn" / "jax"))
 
 
@@ -42,8 +47,6 @@ def limit_torch_threads() -> None:
     Measured on a 2-core machine with the other core busy: a (20×40)·(40×7) float64 matmul took
     11–16 ms with two OpenMP threads spin-waiting on each other and 11 µs with one.
     """
-    import os
-
     import torch
 
     torch.set_num_threads(int(os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")))
@@ -59,7 +62,7 @@ def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return func(*args, **kwargs)
         except UsageError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             sys.exit(2)
 
     return wrapper
@@ -229,7 +232,7 @@ def _finish(code: int, reason: str, results, report_dir: str, meta: dict[str, An
         run_dir = write_reports(results, report_dir, meta, extra)
     except OSError as exc:
         err.print(f"[bold red]error:[/] the reports could not be written to {report_dir!r} "
-                  f"({exc.strerror or exc}); the verdict was: {reason}", highlight=False)
+                  f"({exc.strerror or exc}); the verdict was: {reason}", highlight=False, soft_wrap=True)
         sys.exit(code or 1)
     _publish_format(fmt, run_dir)
     style = "green" if code == 0 else ("yellow" if code == 5 else "red")

@@ -1,4 +1,4 @@
-"""Parameter names, shapes and flat-vector packing (DESIGN.md, "Parameters").
+"""Parameter names, shapes and flat-vector packing (docs/contracts.md, "Parameters").
 
 Parameters are a dict keyed ``l{layer}.{fwd|bwd}.{w_ih|w_hh|b_ih|b_hh}`` with shapes
 w_ih (G·H, I_l), w_hh (G·H, H), b_ih and b_hh (G·H,), I_0 = I and I_l = D·H for l > 0.

@@ -1,7 +1,7 @@
 """Reference-free checks: properties any correct RNN kernel has, whatever its numbers.
 
 They need no reference, so they also guard targets whose references disagree, and they catch
-stateful bugs a single comparison cannot see (DESIGN.md, "Reference-free checks"):
+stateful bugs a single comparison cannot see (docs/contracts.md, "Reference-free checks"):
 
 * ``padding``     — changing x and dy at padded steps changes nothing (MXNet #19323);
 * ``permutation`` — permuting the batch permutes the outputs and input gradients and leaves

@@ -91,3 +91,33 @@ class TruncatedBPTT:
 
 
 truncated_bptt = TruncatedBPTT()
+
+
+def returns_non_finite(case):
+    """One NaN in dx and +inf in y: the values a checker exists to catch must never crash it."""
+    outputs = TorchNativeTarget().run(case)
+    if "x" in outputs.grads:  # requested
+        outputs.grads["x"][0, 0, 0] = float("nan")
+    outputs.y = outputs.y.clone()
+    outputs.y[0, 0, 0] = float("inf")
+    return outputs
+
+
+class OnlyF16:
+    """A target that supports nothing a CPU sweep draws: every case is a skip."""
+
+    name = "only-f16"
+
+    def supports(self, config):
+        return True if config.dtype == "f16" else "only-f16 computes in float16 only"
+
+    def run(self, case):
+        return TorchNativeTarget().run(case)
+
+
+only_f16 = OnlyF16()
+
+
+def key_error(case):
+    """A plugin bug: the traceback must name this file and line."""
+    return {"a": 1}["nope"]

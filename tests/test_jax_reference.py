@@ -235,7 +235,7 @@ def test_persistent_cache_env(tmp_path):
 
 
 def test_zero_length_sequence():
-    """Profiles may allow length 0 (DESIGN "Case variants"): y = 0, hy = h0, dh0 = dhy, dx = 0."""
+    """Profiles may allow length 0 (docs/contracts.md, "Case variants"): y = 0, hy = h0, dh0 = dhy, dx = 0."""
     case = make_case(RNNConfig("lstm", 2, True, 3, 2, 5, 3), [2, 5, 1], seed=4)
     case.seq_lengths = np.array([2, 0, 1])  # the case model itself only builds lengths >= 1 today
     out = run_jax_reference(case)

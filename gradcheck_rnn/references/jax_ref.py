@@ -37,7 +37,7 @@ size at the sizes a sweep draws (measured, 2-layer bi LSTM: H bucket 8 ~2.7 ms, 
 one bucket per dimension, and powers of two above it bound the wasted work to < 2x per dimension
 (< 4x for the recurrent GEMM) while keeping the number of buckets logarithmic. T is the one
 dimension whose padding costs time linearly (sequential steps), which the 2x bound keeps small.
-Sequences of length 0 (DESIGN: allowed by some profiles) need nothing special: never updated,
+Sequences of length 0 (allowed by the zero-length case variant) need nothing special: never updated,
 y = 0 and hy = h0.
 
 Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``). That halves the

@@ -1,0 +1,49 @@
+"""A real wheel, installed in a fresh venv, sweeps from another folder: the profiles ship in the
+package, so nothing depends on running from the source tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_wheel_in_a_fresh_venv_sweeps_from_another_folder(tmp_path):
+    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist",
+                ROOT, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "dist").glob("gradcheck_rnn-*.whl")
+
+    venv = tmp_path / "venv"
+    assert run(sys.executable, "-m", "venv", venv, cwd=tmp_path).returncode == 0
+    python = venv / "bin" / "python"
+    installed = run(python, "-m", "pip", "install", "--no-deps", "--no-index", wheel, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr
+    # The heavy dependencies (torch, jax) come from this test's environment through a path
+    # entry; path entries come after the venv's own site-packages, so the wheel's copy of
+    # gradcheck_rnn is the one imported.
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                    cwd=tmp_path).stdout.strip())
+    (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = run(python, "-c", "import gradcheck_rnn; print(gradcheck_rnn.__file__)", cwd=elsewhere)
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
+
+    env = {**os.environ, "GRADCHECK_RNN_JAX_CACHE": "", "PYTHONPATH": ""}
+    swept = run(venv / "bin" / "gradcheck-rnn", "sweep", "-n", "2", "-t", "fused-cpu", "--report-dir", "out",
+                cwd=elsewhere, env=env)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    [results] = [p for p in (elsewhere / "out").glob("*/results.json") if p.parent.name != "latest"]
+    document = json.loads(results.read_text())
+    assert document["profile"] == "ci" and document["summary"]["pass"] > 0
