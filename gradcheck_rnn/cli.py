@@ -411,7 +411,8 @@ def _emit_test(case, targets: tuple[str, ...], checks: list[str], tolerances, pa
         raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; got {len(targets)}")
     source = emit_test(case, targets[0], checks, tolerances, _options_text(config, rtol, atol))
     written = write_test(path, source)
-    err.print(f"regression test written to {written} (run it: python -m pytest {written})", highlight=False)
+    err.print(f"regression test written to {written} (run it: python -m pytest {written})", highlight=False,
+              soft_wrap=True)
 
 
 @main.command()

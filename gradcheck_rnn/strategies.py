@@ -33,6 +33,21 @@ from .errors import UsageError
 MAX_DATA_SEED = 2**31 - 1
 
 
+def _show_case_id(case: Case, printer, cycle: bool) -> None:
+    printer.text(f"Case.from_id({case.id!r})")
+
+
+# hypothesis prints a falsifying Case field by field (every array) by default; its id says it all
+# and rebuilds it. Only the printing of hypothesis's reports changes, so a hypothesis without
+# this hook just prints the long form.
+try:
+    from hypothesis.vendor.pretty import for_type_by_name
+
+    for_type_by_name("gradcheck_rnn.case", "Case", _show_case_id)
+except (ImportError, AttributeError):  # pragma: no cover - depends on the hypothesis version
+    pass
+
+
 def _choices(name: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
     values = (values,) if isinstance(values, str) else tuple(values)
     bad = [v for v in values if v not in allowed]

@@ -87,3 +87,10 @@ def test_the_case_count_option_overrides_every_sweep(pytester):
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--gradcheck-rnn-cases 0 is not allowed*"])
 
+
+def test_the_readme_fixture_example_runs(pytester):
+    section = README.split("## From a failing seed to a regression test", 1)[1].split("\n## ", 1)[0]
+    example = next(block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+                   if "rnn_gradcheck" in block)
+    result = outcome(pytester, example)
+    result.assert_outcomes(passed=2, xfailed=1)

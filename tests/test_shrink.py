@@ -136,3 +136,10 @@ def test_emitted_tests_fail_for_the_mutant_and_pass_for_the_correct_kernel(tmp_p
     assert f"reproduce: gradcheck-rnn repro {minimal} --target {TRUNCATED}" in report
     assert "2 failed, 2 passed" in report
 
+
+def test_the_readme_walk_through_shrinks_to_the_case_it_shows():
+    section = README.split("## From a failing seed to a regression test", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"^\s*(gradcheck-rnn shrink .*)$", section, flags=re.M).group(1)
+    shown = re.search(r"minimal case: (\S+)", section).group(1)
+    code, output = invoke(*shlex.split(command)[1:])
+    assert code == 0 and f"minimal case: {shown} " in output, output

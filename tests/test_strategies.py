@@ -1,5 +1,8 @@
 """The hypothesis strategy: drawn cases round-trip through their ids, and failures shrink small."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
@@ -9,6 +12,7 @@ from gradcheck_rnn.runner import check_case
 from gradcheck_rnn.strategies import cases
 from gradcheck_rnn.targets import resolve_target
 
+README = (Path(__file__).parent.parent / "README.md").read_text()
 # No example database in the repository, and the same examples on every run.
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow])
@@ -61,3 +65,21 @@ def test_bad_arguments_are_refused_when_the_strategy_is_made(kwargs, words):
     with pytest.raises(UsageError, match=words):
         cases(**kwargs)
 
+
+def test_hypothesis_reports_a_falsifying_case_by_its_id():
+    from hypothesis.vendor.pretty import pretty
+
+    assert pretty(Case.from_id("gru-L1-uni-I1-H1-T2-B1-len2-f64-s0-wx")) == \
+        "Case.from_id('gru-L1-uni-I1-H1-T2-B1-len2-f64-s0-wx')"
+
+
+def test_the_readme_strategy_example_runs():
+    section = README.split("## From a failing seed to a regression test", 1)[1].split("\n## ", 1)[0]
+    example = next(block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+                   if "gradcheck_rnn.strategies" in block)
+    namespace: dict = {}
+    exec(example, namespace)
+    tests = [v for k, v in namespace.items() if k.startswith("test_") and callable(v)]
+    assert tests
+    for test in tests:
+        test()
