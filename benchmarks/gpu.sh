@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One command for a machine with one CUDA GPU (under 5 minutes): checks and times fused-gpu.
+#
+#   benchmarks/gpu.sh [REPORT_DIR]        # default REPORT_DIR: reports/gpu
+#
+# 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16);
+# 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm);
+# 3. times fused-gpu against cuDNN, forward + backward, on DeepBench-like shapes
+#    (benchmarks/gpu_kernel.py: ratios side by side, with the GPU name and the date).
+# Uses .venv/bin/python when present (else python3, or $PYTHON) with the project and its `gpu`
+# extra installed (pip install -e '.[gpu]'); installs nothing itself. TF32 stays off unless
+# GRADCHECK_RNN_TF32=1. Exit status: 0 when every step passed, 1 when a step failed, 3 without CUDA.
+set -u
+cd "$(dirname "$0")/.."
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+REPORTS=${1:-reports/gpu}
+
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    echo "benchmarks/gpu.sh needs a CUDA GPU, and torch ($PY) sees none on this machine; nothing was run." >&2
+    exit 3
+fi
+if ! "$PY" -c 'import triton' 2>/dev/null; then
+    echo "benchmarks/gpu.sh needs triton: pip install -e '.[gpu]' (with $PY); nothing was run." >&2
+    exit 3
+fi
+unset TRITON_INTERPRET  # compiled kernels on the GPU, never the interpreter here
+
+status=0
+step() {  # step NAME COMMAND...: run, time, remember a failure, go on
+    local name=$1 start=$SECONDS
+    shift
+    echo "== $name"
+    "$@" || status=1
+    echo "== $name: $((SECONDS - start)) s"
+}
+mutants=$("$PY" -c 'from gradcheck_rnn.targets.gpu_mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
+
+# shellcheck disable=SC2086  # $mutants is a list of options
+step "1/3 sweep: fused-gpu and torch-native-cuda, gpu profile" \
+    "$PY" -m gradcheck_rnn.cli sweep -c gpu -t fused-gpu -t torch-native-cuda --report-dir "$REPORTS"
+step "2/3 fused-gpu mutants on CUDA" \
+    "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
+step "3/3 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
+exit $status
