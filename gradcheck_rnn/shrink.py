@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .case import Case, make_case
@@ -219,7 +219,7 @@ DIMENSIONS: tuple[Callable[[Case], Iterator[Candidate]], ...] = (_layers, _direc
 
 
 class _Shrinker:
-    """Greedy search state: the current case, the verdict cache and the step budget."""
+    """Greedy search state: the failure kept, the verdict cache by case id and the step budget."""
 
     def __init__(self, target: Target, check: str, tolerances: Tolerances, failure: Failure,
                  max_steps: int, on_step: Callable[[Step], None] | None) -> None:
@@ -239,7 +239,8 @@ class _Shrinker:
         tensor = self.failure.matching_tensor(result)
         return math.nan if tensor is None else tensor.ratio
 
-    def shrink_dimension(self, case: Case, dimension, steps: list[Step]) -> Case:
+    def shrink_dimension(self, case: Case, dimension: Callable[[Case], Iterator[Candidate]],
+                         steps: list[Step]) -> Case:
         """Accept the first candidate of ``dimension`` that keeps the failure, repeatedly."""
         progress = True
         while progress and not self.exhausted:

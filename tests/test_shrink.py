@@ -68,6 +68,19 @@ def test_top_bias_bug_keeps_its_tensor_across_layer_renumbering():
     assert [t.name for t in result.minimal.result.failing] == ["l0.fwd.b_hh"]
 
 
+def test_a_target_that_raises_keeps_its_exception_type():
+    fused = resolve_target("fused-cpu")
+
+    def no_reverse(case):
+        if case.config.bidirectional:
+            raise NotImplementedError("no reverse direction")
+        return fused.run(case)
+
+    result = shrink(Case.from_id("gru-L2-bi-I3-H4-T5-B2-len5.3-f64-s1"), no_reverse)
+    assert (result.failure.status, result.failure.error_type) == ("error", "NotImplementedError")
+    assert result.minimal.case_id == "gru-L1-bi-I1-H1-T1-B1-len1-f64-s1-wx"  # fewer gradients asked, same error
+
+
 def test_a_reference_free_check_is_kept_and_the_json_names_the_path():
     code, output = invoke("shrink", "gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s2", "--target", TRUNCATED,
                           "--check", "future", "--json")
