@@ -248,8 +248,8 @@ def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = ()) ->
         return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
     judged = Counter(r.target for r in results if r.status == "pass")
     if not judged:
-        return EXIT_NOTHING_CHECKED, (f"nothing was checked: all {len(results)} results were skipped "
-                                      f"({top_skip_reasons(results)})")
+        every = "the only result was" if len(results) == 1 else f"all {len(results)} results were"
+        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(results)})"
     for name in dict.fromkeys(named_targets):
         if not judged[name]:
             return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
