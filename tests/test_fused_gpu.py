@@ -9,6 +9,7 @@ the CLI tests pin the interp profile sweep and the GPU mutants' detection.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from gradcheck_rnn.case import with_changes  # noqa: E402
 from gradcheck_rnn.cli import main  # noqa: E402
 from gradcheck_rnn.kernels.common import cuda_matmul_precision  # noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget  # noqa: E402
-from gradcheck_rnn.kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget, fused_rnn_gpu  # noqa: E402
+from gradcheck_rnn.kernels.fused_gpu import CELLS_MODULE, FusedGPUKernel, FusedGPUTarget, fused_rnn_gpu  # noqa: E402
 from gradcheck_rnn.targets import default_targets, describe_targets, resolve_target  # noqa: E402
 from gradcheck_rnn.targets.gpu_mutants import GPU_MUTANTS  # noqa: E402
 from test_fused_cpu import assert_matches, config, outputs, reference  # noqa: E402
@@ -167,6 +168,15 @@ def test_interpreter_runs_f32_and_f64_only_and_defaults_leave_fused_gpu_out():
     assert "fused-gpu" not in [t.name for t in default_targets()]
     rows = {name: (available, note) for name, available, note in describe_targets()}
     assert rows["fused-gpu"][0] is True and all(rows[f"mutant:{name}"][0] for name in GPU_MUTANTS)
+
+
+def test_kernels_imported_for_the_compiler_are_refused_under_the_interpreter(monkeypatch):
+    class CompiledCells:
+        INTERPRETED = False
+
+    monkeypatch.setitem(sys.modules, CELLS_MODULE, CompiledCells)
+    reason = FusedGPUTarget().supports(config("lstm", dtype="f32"))
+    assert isinstance(reason, str) and "cannot switch" in reason
 
 
 def test_tf32_is_off_while_checking_unless_the_flag_asks(monkeypatch):

@@ -62,9 +62,10 @@ def unavailable_reason() -> str | None:
         return ("fused-gpu needs a CUDA device (this machine has none), or TRITON_INTERPRET=1 to run its "
                 "Triton kernels on CPU through the interpreter")
     loaded = sys.modules.get(CELLS_MODULE)
-    if loaded is not None and not loaded.INTERPRETED and not cuda:
-        return ("fused-gpu's Triton kernels were compiled for a GPU when first imported (TRITON_INTERPRET was "
-                "unset then); set TRITON_INTERPRET=1 before the first run in this process")
+    if loaded is not None and loaded.INTERPRETED != interpreting():
+        # triton.jit chose interpreter or compiler at import; that choice holds for the process
+        return (f"fused-gpu's Triton kernels were imported {'with' if loaded.INTERPRETED else 'without'} "
+                f"TRITON_INTERPRET=1 and cannot switch now; set it as wanted before the first run in a new process")
     return None
 
 
