@@ -143,6 +143,28 @@ def with_draw_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+execution_options = [
+    click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
+                 help="Worker processes, each on one torch/BLAS thread (default: the number of cores; "
+                      "$GRADCHECK_RNN_WORKERS). 1 judges in this process."),
+    click.option("--shard", default=None, metavar="K/N",
+                 help="Judge only the K-th of N interleaved parts of the cases; join the N runs with "
+                      "gradcheck-rnn merge."),
+    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                 help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
+    click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
+    click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                 help="With worker processes: a target still running one check of one case after SECONDS "
+                      "is stopped, and that row is an error."),
+]
+
+
+def with_execution_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(execution_options):
+        func = option(func)
+    return func
+
+
 @main.command()
 @config_option
 @click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
@@ -154,11 +176,13 @@ def with_draw_options(func: Callable[..., Any]) -> Callable[..., Any]:
               help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
                    "<dir>/latest names the newest run.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
+@with_execution_options
 @format_option
 @usage_errors
 def sweep(config: str | None, cases: int | None, seed: int | None, targets: tuple[str, ...],
           modes: tuple[str, ...], layers: int | None, bidirectional: bool | None, dtypes: tuple[str, ...],
-          rtol: float | None, atol: float | None, report_dir: str, fail_fast: bool, fmt: str) -> None:
+          rtol: float | None, atol: float | None, report_dir: str, fail_fast: bool, workers: int | None,
+          shard: str | None, executor: str, scheduler: str | None, case_timeout: float | None, fmt: str) -> None:
     """Draw random cases from a profile and judge every target on each.
 
     Prints a summary per target (by mode and by wants group), then the failures (failing cases
@@ -172,30 +196,61 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
       gradcheck-rnn sweep -c nightly -n 200 -s 7 -t fused-cpu
       gradcheck-rnn sweep -t my_pkg.rnn:target --mode gru --layers 1 --unidirectional
       gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
+      gradcheck-rnn sweep -c nightly --workers 8 --case-timeout 60
+      gradcheck-rnn sweep -c nightly --shard 2/3            # then: gradcheck-rnn merge DIR1 DIR2 DIR3
+      gradcheck-rnn sweep -c nightly --executor dask --scheduler tcp://10.0.0.5:8786
     """
-    from .generate import draw_cases, load_profile
+    from .run import Execution, RunSpec, default_workers, execute, parse_shard
 
-    profile = load_profile(config).narrowed(modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes)
-    tolerances = profile.tolerance_table(rtol, atol)
-    resolved = _resolve_targets(targets)
+    spec = RunSpec.build(config, cases, seed, targets, rtol=rtol, atol=atol, modes=modes, layers=layers,
+                         bidirectional=bidirectional, dtypes=dtypes, shard=parse_shard(shard))
+    execution = Execution(workers=workers or default_workers(), executor=executor, scheduler=scheduler,
+                          case_timeout=case_timeout, fail_fast=fail_fast)
+    execution.validate()
     ensure_writable(report_dir)
-    seed = profile.seed if seed is None else seed
-    count = profile.cases if cases is None else cases
-    results = _run_with_progress(list(draw_cases(profile, seed, count)), resolved, tolerances, fail_fast,
-                                 profile.enabled_checks)
-    _set_repro_options(results, config, rtol, atol)
+    rows = len(spec.indices) * len(spec.targets) * len(spec.checks)
+    with _progress(rows) as advance:
+        results = execute(spec, execution, on_result=advance)
+    _report_run(results, spec, "sweep", report_dir, fmt, {"complete": len(results) == rows})
+
+
+def _report_run(results, spec, command: str, report_dir: str, fmt: str, extra_meta: dict[str, Any]) -> None:
+    """Tables, failure lines, reports and exit code of a judged run (sweep, merge)."""
     from . import render
     from .runner import verdict
 
+    for result in results:
+        result.repro_options = spec.repro_options
     for table in render.summary_tables(results):
         out.print(table)
     render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
                        + render.mistrusted_lines(results))
-    meta = {"command": "sweep", "profile": profile.name, "seed": seed, "cases": count,
-            "targets": [t.name for t in resolved], "rtol": rtol, "atol": atol,
-            "draw": {"modes": list(modes), "layers": layers, "bidirectional": bidirectional, "dtypes": list(dtypes)}}
-    code, reason = verdict(results, targets)
-    _finish(code, reason, results, report_dir, meta, fmt=fmt)
+    code, reason = verdict(results, spec.named_targets)
+    _finish(code, reason, results, report_dir, {**spec.meta(command), **extra_meta}, fmt=fmt)
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, metavar="DIR...")
+@click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
+              help="Folder that receives the merged <run>/results.json and reports; <dir>/latest names it.")
+@format_option
+@usage_errors
+def merge(run_dirs: tuple[str, ...], report_dir: str, fmt: str) -> None:
+    """Join the shards of one run (sweep --shard K/N) into the whole run: tables, reports, exit code.
+
+    The merged run equals the unsharded run (same rows, same exit code). Refused with exit 2: a
+    folder that is not a shard, shards of different runs (profile, seed, cases, targets, ...), a
+    shard missing or given twice.
+
+    \b
+    Examples:
+      gradcheck-rnn merge shard-1/latest shard-2/latest shard-3/latest --report-dir reports
+    """
+    from .run.merge import merge_shards
+
+    spec, results, folders = merge_shards(list(run_dirs))
+    ensure_writable(report_dir)
+    _report_run(results, spec, "merge", report_dir, fmt, {"complete": True, "shards": [str(f) for f in folders]})
 
 
 def _publish_format(fmt: str, run_dir: Path) -> None:
@@ -279,11 +334,13 @@ def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[
     for result in judge_case(case, targets, tolerances, checks):
         _set_repro_options([result], config, rtol, atol)
         results.append(result)
-        title, table = render.tensor_table(result)
+        title, table, tolerances = render.tensor_table(result)
         render.print_lines(out, [title])
         if result.tensors:
             out.print(table)
-        if result.message:
+            render.print_lines(out, [tolerances] if tolerances else [])
+        # A failed comparison is the table itself; other checks, errors and skips explain themselves.
+        if result.message and (result.status != "fail" or result.check != "reference"):
             render.print_lines(out, [f"[{render.STATUS_STYLE.get(result.status, '')}]{result.status}[/]: "
                                      f"{result.message}"])
         if result.traceback:

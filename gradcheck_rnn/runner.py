@@ -13,6 +13,7 @@ Order of judgement for one case × target:
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 import traceback
 from collections import Counter
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .case import Case, Outputs, as_mapping, gradient_names
-from .compare import TensorError, compare_tensor
+from .compare import TensorError, compare_tensor, from_json_number
 from .targets import Target, as_target
 from .tolerances import REFERENCE_AGREEMENT, Tolerances
 
@@ -81,6 +82,7 @@ class CaseResult:
     check: str = "reference"  # or the name of a reference-free check (metamorphic.CHECKS)
     repro_options: str = ""  # e.g. "--config nightly --rtol 0.01": what judged it, for the repro line
     traceback: str = ""  # for errors: the target's own frames (file:line), see describe_exception
+    case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
 
     @property
     def compared(self) -> list[str]:
@@ -111,8 +113,22 @@ class CaseResult:
             "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": round(self.seconds, 6),
             "compared": self.compared, "worst_ratio": None if worst is None else worst.to_json()["ratio"],
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
-            "tensors": [t.to_json() for t in self.tensors],
+            "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
         }
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> "CaseResult":
+        """Inverse of :meth:`to_json` (a results.json row back to a result, e.g. to merge shards)."""
+        check = row.get("check", "reference")
+        prefix = f"gradcheck-rnn repro {row['case_id']} --target {row['target']}" + \
+            ("" if check == "reference" else f" --check {check}")
+        repro = row.get("repro", "")
+        return cls(row["case_id"], row["target"], row["status"], row.get("mode", ""), row.get("dtype", ""),
+                   row.get("wants", ""), message=row.get("message", ""),
+                   seconds=from_json_number(row.get("seconds", 0.0)),
+                   tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
+                   repro_options=repro[len(prefix):].strip() if repro.startswith(prefix) else "",
+                   traceback=row.get("traceback", ""), case_index=row.get("case_index"))
 
 
 def new_result(case: Case, target: Target, status: str, **kwargs: Any) -> CaseResult:
@@ -193,29 +209,37 @@ def check_case(case: Case, target: Any, tolerances: Tolerances | None = None,
 
 
 def judge_case(case: Case, targets: list[Target], tolerances: Tolerances | None = None,
-               checks: Iterable[str] = ("reference",)) -> Iterator[CaseResult]:
-    """Every enabled check of every target on one case; references are computed once, when first needed."""
+               checks: Iterable[str] = ("reference",), start: int = 0) -> Iterator[CaseResult]:
+    """Every enabled check of every target on one case; references are computed once, when first needed.
+
+    Rows come target by target, check by check. ``start`` skips the first rows of that order: a
+    worker process resumes a case there after the row before crashed its predecessor.
+    """
     from .metamorphic import run_check
 
     references = None
-    for target in targets:
-        for check in checks:
-            if check != "reference":
-                yield run_check(check, case, target, tolerances)
-                continue
-            if references is None and target.supports(case.config) is True:
-                references = References(case)
-            yield check_case(case, target, tolerances, references)
+    pairs = [(target, check) for target in targets for check in checks]
+    for target, check in pairs[start:]:
+        if check != "reference":
+            yield run_check(check, case, target, tolerances)
+            continue
+        if references is None and target.supports(case.config) is True:
+            references = References(case)
+        yield check_case(case, target, tolerances, references)
 
 
 def run_sweep(cases: Iterable[Case], targets: list[Target], tolerances: Tolerances | None = None,
               fail_fast: bool = False, on_result: Callable[[CaseResult], None] | None = None,
-              checks: Iterable[str] = ("reference",)) -> list[CaseResult]:
-    """Judge every target on every case with the given checks (``reference`` and/or metamorphic.CHECKS)."""
+              checks: Iterable[str] = ("reference",), indices: Iterable[int] | None = None) -> list[CaseResult]:
+    """Judge every target on every case with the given checks (``reference`` and/or metamorphic.CHECKS).
+
+    ``indices`` are the cases' sweep indices (default 0, 1, 2, …), recorded on each row.
+    """
     results: list[CaseResult] = []
     checks = list(checks)
-    for case in cases:
+    for index, case in zip(itertools.count() if indices is None else indices, cases):
         for result in judge_case(case, targets, tolerances, checks):
+            result.case_index = index
             results.append(result)
             if on_result:
                 on_result(result)

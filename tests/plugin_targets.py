@@ -121,3 +121,44 @@ only_f16 = OnlyF16()
 def key_error(case):
     """A plugin bug: the traceback must name this file and line."""
     return {"a": 1}["nope"]
+
+
+# --- targets that take their process down (isolation with worker processes, tests/test_scale.py) --
+# Never judge these with --workers 1: they would end the test process itself.
+
+
+def segfaults(case):
+    """A native crash: the worker process dies by SIGSEGV in the middle of a case."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def exits(case):
+    """A library that calls os._exit: no exception, no traceback, the process is just gone."""
+    import os
+
+    os._exit(3)
+
+
+def hangs(case):
+    """A kernel that never returns (a deadlock, a spin on a flag no one sets)."""
+    import time
+
+    time.sleep(3600)
+
+
+def kills_its_dask_worker(case):
+    """Takes the Dask worker judging the case down with it (as the OOM killer would).
+
+    The case runs in a worker process whose parent is the Dask worker; anywhere else (a parent
+    not started by multiprocessing) it only raises, so it can never kill a test run.
+    """
+    import os
+    import signal
+
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as stream:
+        if b"spawn_main" not in stream.read():
+            raise RuntimeError("kills_its_dask_worker runs only under a Dask worker")
+    os.kill(os.getppid(), signal.SIGKILL)

@@ -1,0 +1,113 @@
+"""The Dask executor: the cases of a run judged on an existing Dask cluster.
+
+The cases go out in chunks of one JAX shape group each (so a chunk compiles at most one bucket),
+through ``client.submit``; Dask places, balances and retries them. On a Dask worker a chunk is
+judged by a one-process :class:`~gradcheck_rnn.run.pool.WorkerPool` that the Dask worker keeps
+between chunks (one per Dask worker thread), so a target that segfaults, exits or hangs costs
+one ``error`` row, exactly as with ``--workers N``, and the Dask worker itself survives. A Dask
+worker that is lost anyway (its machine, the OOM killer) is retried by Dask
+(``distributed.scheduler.allowed-failures``); a chunk that still fails becomes ``error`` rows for
+each of its cases, never dropped rows.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import threading
+from typing import Any, Callable
+
+from ..errors import UsageError
+from ..runner import CaseResult
+from .pool import Job, WorkerPool, group_jobs
+from .worker import WorkerSetup
+
+MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
+
+_local = threading.local()
+
+
+def _pool(setup: WorkerSetup) -> WorkerPool:
+    """This Dask worker thread's pool for ``setup`` (a new one when the setup changes)."""
+    pool: WorkerPool | None = getattr(_local, "pool", None)
+    if pool is None or pool.setup != setup:
+        if pool is not None:
+            pool.close()
+        pool = _local.pool = WorkerPool(setup, 1)
+        atexit.register(pool.close)
+    return pool
+
+
+def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]], case_timeout: float | None) -> list[CaseResult]:
+    """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)), in order."""
+    from ..case import Case
+
+    by_index = _pool(setup).judge([(index, Case.from_id(case_id)) for index, case_id in chunk], case_timeout)
+    return [row for index in sorted(by_index) for row in by_index[index]]
+
+
+def chunks(jobs: list[Job], slots: int) -> list[list[Job]]:
+    """Jobs cut into chunks of one shape group each, small enough to give every slot several."""
+    size = max(1, min(MAX_CHUNK, math.ceil(len(jobs) / max(1, 4 * slots))))
+    out = []
+    for group in group_jobs(jobs).values():
+        group = list(group)
+        out.extend(group[i:i + size] for i in range(0, len(group), size))
+    return out
+
+
+def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str) -> list[CaseResult]:
+    """``error`` rows for every row of a chunk whose task could not be judged."""
+    return [CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
+                       message=reason, check=check, case_index=index)
+            for index, case in chunk for target in setup.targets for check in setup.checks]
+
+
+def _client(scheduler: str) -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--executor dask needs dask.distributed; install it with: "
+                         "pip install 'gradcheck-rnn[dask]'") from None
+    try:
+        return Client(scheduler, timeout=10, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r} ({exc}); start one "
+                         f"(dask scheduler) or check --scheduler") from None
+
+
+def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_timeout: float | None = None,
+                  on_result: Callable[[CaseResult], None] | None = None,
+                  fail_fast: bool = False) -> list[CaseResult]:
+    """Judge ``jobs`` on the cluster at ``scheduler``; every row, in index order.
+
+    With ``fail_fast``, chunks not yet finished are cancelled after the first row that does not pass.
+    """
+    from distributed import KilledWorker, as_completed
+
+    client = _client(scheduler)
+    by_index: dict[int, list[CaseResult]] = {}
+    try:
+        parts = chunks(jobs, sum(client.nthreads().values()))
+        futures = {client.submit(judge_chunk, setup, [(index, case.id) for index, case in part], case_timeout,
+                                 pure=False): part for part in parts}
+        for future in as_completed(futures):
+            part = futures[future]
+            try:
+                rows = future.result()
+            except KilledWorker as exc:
+                rows = lost_rows(part, setup, f"the Dask worker judging it was lost, and retries too ({exc})")
+            except UsageError:
+                raise
+            failed = False
+            for row in rows:
+                by_index.setdefault(row.case_index, []).append(row)
+                if on_result:
+                    on_result(row)
+                failed = failed or row.status not in ("pass", "skip")
+            if fail_fast and failed:
+                client.cancel([f for f in futures if not f.done()])
+                break
+    finally:
+        client.close()
+    return [row for index in sorted(by_index) for row in by_index[index]]

@@ -1,0 +1,269 @@
+"""The local process pool: N worker processes, supervised so that one case cannot end the run.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: when one of its processes dies (a target
+that segfaults or calls ``os._exit``) the whole pool breaks and every pending future fails
+without saying which case killed it; it cannot stop one task that runs past a deadline; and it
+cannot send the cases of one JAX shape bucket to the process that already compiled it. The
+supervisor here is small instead: each worker (:mod:`.worker`, a fresh interpreter, never a fork
+of a process that holds torch's threads) gets one case at a time over its own socket and streams
+back one message per result row. So the supervisor always knows which row is in flight:
+
+- a worker that dies (signal or exit code) or runs past ``case_timeout`` for one row is killed
+  and replaced; that row becomes an ``error`` row with the reason ("killed by signal 11",
+  "timed out after 10 s"), and the rest of the case resumes on the new worker from the next row;
+- each worker keeps to one JAX shape bucket while it has cases, so it compiles each bucket once
+  (and loads the others from the shared persistent compile cache, GRADCHECK_RNN_JAX_CACHE);
+- each worker runs torch, OpenMP, MKL and OpenBLAS on one thread (GRADCHECK_RNN_TORCH_THREADS
+  overrides), so N workers use N cores and do not oversubscribe them.
+
+The same pool serves the Dask executor: each Dask worker judges its tasks through one of these,
+for the same isolation.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Callable, Hashable, Iterable
+
+from ..case import Case, RNNConfig
+from ..errors import UsageError
+from ..runner import CaseResult
+from .worker import WorkerSetup
+
+Job = tuple[int, Case]  # (sweep index, case)
+START_FAILURES = 3  # workers that die before their first case, in a row, before the run gives up
+# Not ``-m gradcheck_rnn.run.worker``: the package imports that module first, and runpy warns.
+WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
+_TICK = 0.5  # seconds between checks that the workers are alive (a grandchild may hold the socket open)
+
+
+def _bucket(n: int) -> int:
+    # Mirrors references.jax_ref.bucket (tests pin the two together); importing jax_ref here would
+    # cost the supervisor jax's ~2 s start-up for a number.
+    return max(8, 1 << (int(n) - 1).bit_length())
+
+
+def shape_group(config: RNNConfig) -> Hashable:
+    """The cases one compiled JAX function serves (references.jax_ref.bucket_key's grouping)."""
+    return (config.mode, config.num_layers, config.num_directions, _bucket(config.input_size),
+            _bucket(config.hidden_size), _bucket(config.max_len), _bucket(config.batch_size))
+
+
+def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
+    """Jobs by shape group, each group in index order; groups in order of their first case."""
+    groups: dict[Hashable, deque[Job]] = {}
+    for job in jobs:
+        groups.setdefault(shape_group(job[1].config), deque()).append(job)
+    return groups
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment of a worker: one thread for torch and every BLAS, this process's import path."""
+    threads = os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")
+    env = dict(os.environ, GRADCHECK_RNN_TORCH_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
+               OPENBLAS_NUM_THREADS=threads)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def death_reason(returncode: int | None) -> str:
+    """Why a worker stopped, in the words an ``error`` row gives: ``killed by signal 11 (SIGSEGV)``."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = f" ({signal.Signals(-returncode).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-returncode}{name}"
+    return f"exited with code {returncode}"
+
+
+@dataclass
+class _Worker:
+    """One worker process and what it is doing."""
+
+    process: subprocess.Popen
+    conn: Connection
+    ready: bool = False
+    job: Job | None = None
+    row: int = 0  # the row of ``job`` in flight
+    row_started: float = 0.0
+    deadline: float = float("inf")
+    group: Hashable = None
+
+    @property
+    def active(self) -> bool:
+        """Starting up or judging a case: a message is due."""
+        return self.job is not None or not self.ready
+
+
+class WorkerPool:
+    """N supervised worker processes that judge cases for one :class:`WorkerSetup`; reusable."""
+
+    def __init__(self, setup: WorkerSetup, size: int) -> None:
+        self.setup = setup
+        self.size = max(1, size)
+        self.pairs = [(target, check) for target in setup.targets for check in setup.checks]  # judge_case's order
+        self.workers: list[_Worker] = []
+        self.start_failures = 0
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ processes
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(theirs.fileno())],
+                                       pass_fds=(theirs.fileno(),), env=worker_environment(),
+                                       stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        worker = _Worker(process, Connection(ours.detach()))
+        worker.conn.send(self.setup)
+        self.workers.append(worker)
+
+    def _stop(self, worker: _Worker, grace: float) -> int:
+        """End a worker: wait up to ``grace`` seconds for it to exit, then kill it; its exit status."""
+        try:
+            code = worker.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            code = worker.process.wait()
+        worker.conn.close()
+        self.workers.remove(worker)
+        return code
+
+    def close(self) -> None:
+        """Stop every worker: idle ones are asked to exit, busy ones are killed."""
+        for worker in self.workers:
+            if worker.job is None:
+                try:
+                    worker.conn.send(None)
+                except OSError:
+                    pass
+        for worker in list(self.workers):
+            self._stop(worker, grace=0 if worker.job is not None else 5)
+
+    # ------------------------------------------------------------------ judging
+
+    def judge(self, jobs: Iterable[Job], case_timeout: float | None = None,
+              on_result: Callable[[CaseResult], None] | None = None,
+              fail_fast: bool = False) -> dict[int, list[CaseResult]]:
+        """Every row of every job, by sweep index; rows of a case in ``judge_case`` order.
+
+        ``case_timeout`` bounds each row (one target, one check, one case), JAX compilation
+        included. With ``fail_fast``, no case is started after the first row that does not pass;
+        cases in flight finish.
+        """
+        groups = group_jobs(jobs)
+        results: dict[int, list[CaseResult]] = {}
+        resume: dict[int, int] = {}  # index -> first row still to judge, for cases whose worker died
+        stopping = False
+
+        def record(row: CaseResult) -> None:
+            nonlocal stopping
+            results.setdefault(row.case_index, []).append(row)
+            if on_result:
+                on_result(row)
+            stopping = stopping or (fail_fast and row.status not in ("pass", "skip"))
+
+        def died(worker: _Worker, reason: str) -> None:
+            if not worker.ready:
+                self.start_failures += 1
+                if self.start_failures >= START_FAILURES:
+                    self.close()
+                    raise UsageError(f"worker processes die while starting ({reason}); "
+                                     f"run with --workers 1 to see why")
+            elif worker.job is not None:
+                record(self._error_row(worker, reason))
+                index, case = worker.job
+                if worker.row + 1 < len(self.pairs):  # the rest of the case goes back in line
+                    resume[index] = worker.row + 1
+                    groups.setdefault(shape_group(case.config), deque()).appendleft(worker.job)
+
+        while True:
+            queued = sum(len(g) for g in groups.values())
+            if not stopping:
+                while len(self.workers) < min(self.size, queued + sum(w.job is not None for w in self.workers)):
+                    self._start()
+                for worker in self.workers:
+                    if worker.ready and worker.job is None and (job := self._next_job(worker, groups)):
+                        self._assign(worker, job, resume.pop(job[0], 0), case_timeout)
+            active = [w for w in self.workers if w.active]
+            if not active:
+                break
+            timeout = min([_TICK] + [w.deadline - time.monotonic() for w in active])
+            for conn in wait([w.conn for w in active], timeout=max(0.0, timeout)):
+                worker = next(w for w in active if w.conn is conn)
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    died(worker, death_reason(self._stop(worker, grace=5)))
+                    continue
+                if message[0] == "fatal":
+                    self.close()
+                    raise UsageError(message[1])
+                if message[0] == "ready":
+                    worker.ready, self.start_failures = True, 0
+                    continue
+                record(message[2])
+                worker.row += 1
+                worker.row_started = time.monotonic()
+                worker.deadline = worker.row_started + (case_timeout or float("inf"))
+                if worker.row == len(self.pairs):
+                    worker.job = None
+            now = time.monotonic()
+            for worker in [w for w in active if w in self.workers]:
+                if worker.job is not None and now > worker.deadline:
+                    self._stop(worker, grace=0)
+                    died(worker, f"timed out after {case_timeout:g} s")
+                elif worker.process.poll() is not None:
+                    died(worker, death_reason(self._stop(worker, grace=5)))
+        return results
+
+    def _next_job(self, worker: _Worker, groups: dict[Hashable, deque[Job]]) -> Job | None:
+        """The next case of the worker's own shape group; else of the largest group no one works on."""
+        if not groups.get(worker.group):
+            held = {w.group for w in self.workers if w is not worker and w.job is not None}
+            candidates = [key for key, jobs in groups.items() if jobs]
+            if not candidates:
+                return None
+            worker.group = max(candidates, key=lambda key: (key not in held, len(groups[key])))
+        return groups[worker.group].popleft()
+
+    def _assign(self, worker: _Worker, job: Job, row: int, case_timeout: float | None) -> None:
+        worker.job, worker.row = job, row
+        worker.row_started = time.monotonic()
+        worker.deadline = worker.row_started + (case_timeout or float("inf"))
+        worker.conn.send((job[0], job[1].id, row))
+
+    def _error_row(self, worker: _Worker, reason: str) -> CaseResult:
+        """The ``error`` row for the row a lost worker was judging."""
+        index, case = worker.job
+        target, check = self.pairs[worker.row]
+        message = reason if reason.startswith("timed out") else f"the worker process judging it {reason}"
+        return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
+                          message=message, check=check, case_index=index,
+                          seconds=time.monotonic() - worker.row_started)
+
+
+def judge_in_pool(jobs: list[Job], setup: WorkerSetup, workers: int, case_timeout: float | None = None,
+                  on_result: Callable[[CaseResult], None] | None = None,
+                  fail_fast: bool = False) -> list[CaseResult]:
+    """Judge ``jobs`` in a fresh pool of ``workers`` processes; every row, in index order."""
+    with WorkerPool(setup, min(workers, len(jobs))) as pool:
+        by_index = pool.judge(jobs, case_timeout, on_result, fail_fast)
+    return [row for index in sorted(by_index) for row in by_index[index]]

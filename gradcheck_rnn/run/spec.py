@@ -1,0 +1,165 @@
+"""The run spec: one frozen object that says what a run is, built once by the CLI.
+
+A run is its profile (name and content hash), sweep seed, number of cases, targets, tolerance
+overrides, enabled checks, draw narrowing and shard. Case ``i`` of a run is
+``draw_case(profile, seed, i)`` whichever process, worker or machine judges it, so every executor
+(in-process, process pool, Dask) and ``gradcheck-rnn merge`` work from this object alone, and
+results.json records it under ``"spec"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ..case import Case
+from ..errors import UsageError
+
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"2/3"`` -> ``(2, 3)``: the second of three parts; None stays None (no sharding)."""
+    if text is None:
+        return None
+    match = _SHARD.match(text)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise UsageError(f"--shard {text!r} is not allowed; give K/N with 1 <= K <= N, e.g. --shard 2/3")
+    return int(match.group(1)), int(match.group(2))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run judges. Two runs with equal specs judge the same rows; shards differ only in ``shard``."""
+
+    profile: str  # the profile's name (file stem)
+    profile_sha256: str  # of the profile file's bytes: the same name with other content is another run
+    config: str | None  # the --config value as given (None: ci), for reloading and for repro lines
+    seed: int
+    cases: int  # cases of the whole run; a shard judges its part of range(cases)
+    targets: tuple[str, ...]  # resolved names, in judging order
+    named_targets: tuple[str, ...] = ()  # those named on the command line (exit 5 when one judged nothing)
+    checks: tuple[str, ...] = ("reference",)
+    rtol: float | None = None
+    atol: float | None = None
+    modes: tuple[str, ...] = ()  # draw narrowing (sweep --mode/--layers/--bidirectional/--dtype)
+    layers: int | None = None
+    bidirectional: bool | None = None
+    dtypes: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
+
+    @classmethod
+    def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
+              targets: tuple[str, ...] = (), checks: tuple[str, ...] | None = None, rtol: float | None = None,
+              atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
+              bidirectional: bool | None = None, dtypes: tuple[str, ...] = (),
+              shard: tuple[int, int] | None = None) -> "RunSpec":
+        """The spec of a sweep from command-line values; the profile fills what is left out.
+
+        Validates everything a run needs before it starts (profile, tolerances, target names),
+        raising UsageError with one sentence.
+        """
+        from ..generate import load_profile, resolve_profile_path
+        from ..targets import default_targets, resolve_target
+
+        profile = load_profile(config)
+        resolved = [resolve_target(n) for n in targets] if targets else default_targets()
+        spec = cls(profile=profile.name, profile_sha256=hashlib.sha256(resolve_profile_path(config).read_bytes()).hexdigest(),
+                   config=config, seed=profile.seed if seed is None else seed,
+                   cases=profile.cases if cases is None else cases, targets=tuple(t.name for t in resolved),
+                   named_targets=tuple(dict.fromkeys(targets)), checks=tuple(checks or profile.enabled_checks),
+                   rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
+                   dtypes=tuple(dtypes), shard=shard)
+        spec.tolerances()  # validate the overrides now, before anything runs
+        return spec
+
+    # ------------------------------------------------------------------ what the spec derives
+
+    def load_profile(self):
+        """The profile, narrowed as the command line asked; UsageError if its file changed since."""
+        from ..generate import load_profile, resolve_profile_path
+
+        digest = hashlib.sha256(resolve_profile_path(self.config).read_bytes()).hexdigest()
+        if digest != self.profile_sha256:
+            raise UsageError(f"profile {self.profile!r} has changed since this run was specified "
+                             f"(sha256 {digest[:12]} instead of {self.profile_sha256[:12]}); run it again")
+        return load_profile(self.config).narrowed(modes=self.modes, layers=self.layers,
+                                                  bidirectional=self.bidirectional, dtypes=self.dtypes)
+
+    def tolerances(self):
+        """The profile's tolerance table with the --rtol/--atol overrides."""
+        from ..generate import load_profile
+
+        return load_profile(self.config).tolerance_table(self.rtol, self.atol)
+
+    def resolve_targets(self):
+        """The targets, resolved by name (each process that judges resolves them itself)."""
+        from ..targets import resolve_target
+
+        return [resolve_target(name) for name in self.targets]
+
+    @property
+    def indices(self) -> range:
+        """The sweep indices this run judges: every case, or every n-th from k-1 for shard k/n.
+
+        Interleaving (not contiguous blocks) gives each shard the same mix of modes and sizes, so
+        shards of one CI matrix take about as long as each other.
+        """
+        k, n = self.shard or (1, 1)
+        return range(k - 1, self.cases, n)
+
+    def draw(self) -> Iterator[tuple[int, Case]]:
+        """``(index, case)`` for every case this run judges, in index order."""
+        from ..generate import draw_case
+
+        profile = self.load_profile()
+        for index in self.indices:
+            yield index, draw_case(profile, self.seed, index)
+
+    @property
+    def repro_options(self) -> str:
+        """What a repro command needs to judge like this run: ``--config nightly --rtol 0.01``."""
+        return " ".join(f"--{name} {value}" for name, value in
+                        (("config", self.config), ("rtol", self.rtol), ("atol", self.atol)) if value is not None)
+
+    def unsharded(self) -> "RunSpec":
+        """The spec of the whole run this shard is part of."""
+        return dataclasses.replace(self, shard=None)
+
+    # ------------------------------------------------------------------ results.json
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``"spec"`` object of results.json (the shard as ``"k/n"`` or null)."""
+        data = dataclasses.asdict(self)
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+        data["shard"] = None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}"
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "results.json") -> "RunSpec":
+        """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) != names:
+            raise UsageError(f"{where} holds no run spec of this version; it was not written by "
+                             f"gradcheck-rnn sweep, or by another version")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        values["shard"] = parse_shard(data["shard"])
+        return cls(**values)
+
+    def differences(self, other: "RunSpec") -> list[str]:
+        """The fields (shard aside) in which two specs differ, as ``seed (3 vs 4)``."""
+        return [f"{f.name} ({getattr(self, f.name)!r} vs {getattr(other, f.name)!r})"
+                for f in dataclasses.fields(self) if f.name != "shard" and getattr(self, f.name) != getattr(other, f.name)]
+
+    def meta(self, command: str) -> dict[str, Any]:
+        """The top-level keys of results.json that describe the run, ``"spec"`` among them."""
+        return {"command": command, "profile": self.profile, "seed": self.seed, "cases": self.cases,
+                "targets": list(self.targets), "rtol": self.rtol, "atol": self.atol,
+                "draw": {"modes": list(self.modes), "layers": self.layers, "bidirectional": self.bidirectional,
+                         "dtypes": list(self.dtypes)},
+                "spec": self.to_json()}

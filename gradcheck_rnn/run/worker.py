@@ -1,0 +1,83 @@
+"""One worker process of :mod:`gradcheck_rnn.run.pool`: judges the cases it is sent, one at a time.
+
+Started as ``python -c '...worker import main; main()' FD``, where FD is its end of a socket pair to the
+supervisor. Messages are pickles (``multiprocessing.connection``):
+
+- in: a :class:`WorkerSetup` first, then ``(index, case_id, start)`` per case, ``None`` to stop;
+- out: ``("ready", pid)`` or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
+  for each row of a case, in :func:`~gradcheck_rnn.runner.judge_case` order from row ``start``.
+
+A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every worker needs before its first case: the run spec's judging part."""
+
+    targets: tuple[str, ...]
+    tolerances: Any  # a gradcheck_rnn.tolerances.Tolerances
+    checks: tuple[str, ...]
+    sys_path: tuple[str, ...] = ()  # the submitting process's sys.path: plugin targets import from there too
+
+
+def _prepare(setup: WorkerSetup) -> list[Any]:
+    """Threads, import paths, targets and the JAX reference, so the first case's time is its own."""
+    for entry in reversed(setup.sys_path):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    from ..cli import limit_torch_threads
+    from ..targets import resolve_target
+
+    limit_torch_threads()
+    targets = [resolve_target(name) for name in setup.targets]
+    if "reference" in setup.checks:
+        from ..references import jax_ref  # noqa: F401  (jax's start-up, ~2 s, before the first deadline)
+    return targets
+
+
+def serve(conn: Connection) -> None:
+    """Judge cases sent over ``conn`` until told to stop or the supervisor goes away."""
+    from ..case import Case
+    from ..errors import UsageError
+    from ..runner import judge_case
+
+    setup: WorkerSetup = conn.recv()
+    try:
+        targets = _prepare(setup)
+    except UsageError as exc:
+        conn.send(("fatal", str(exc)))
+        return
+    except Exception as exc:  # a plugin that fails to import here fails the run, with its reason
+        conn.send(("fatal", f"a worker process could not set up the targets ({type(exc).__name__}: {exc})"))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:  # the supervisor is gone: nothing left to judge for
+            return
+        if job is None:
+            return
+        index, case_id, start = job
+        for row in judge_case(Case.from_id(case_id), targets, setup.tolerances, setup.checks, start):
+            row.case_index = index
+            conn.send(("row", index, row))
+
+
+def main() -> None:
+    """Entry point of a worker process; its one argument is the socket's file descriptor."""
+    conn = Connection(int(sys.argv[1]))
+    try:
+        serve(conn)
+    finally:
+        conn.close()
+

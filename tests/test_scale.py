@@ -1,0 +1,226 @@
+"""Runs at scale: the run spec, worker processes, shards and merge, the Dask executor, isolation.
+
+Worker processes and the Dask cluster cost seconds to start (torch and jax in each), so these
+tests judge few cases; what they pin is that every executor gives the rows of a serial run.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.errors import UsageError
+from gradcheck_rnn.generate import CONFIG_DIR, draw_cases, load_profile
+from gradcheck_rnn.run import Execution, RunSpec, execute, parse_shard
+from gradcheck_rnn.run.dask_executor import chunks
+from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
+
+TESTS = Path(__file__).parent
+REFERENCE_ONLY = "[checks]\n" + "\n".join(f"{name} = false" for name in
+                                          ("padding", "permutation", "future", "determinism", "linearity", "stateless"))
+
+
+@pytest.fixture(autouse=True)
+def plugins_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def document(report_dir: Path) -> dict:
+    return json.loads((report_dir / "latest" / "results.json").read_text())
+
+
+def comparable(rows) -> list[dict]:
+    """Result rows without what depends on the machine's speed."""
+    return [{k: v for k, v in (row if isinstance(row, dict) else row.to_json()).items() if k != "seconds"}
+            for row in rows]
+
+
+def reference_only_profile(tmp_path) -> str:
+    path = tmp_path / "reference-only.toml"
+    path.write_text((CONFIG_DIR / "ci.toml").read_text() + "\n" + REFERENCE_ONLY + "\n")
+    return str(path)
+
+
+# --- the run spec ------------------------------------------------------------------------------
+
+def test_spec_round_trips_through_results_json_and_draws_the_sweep_cases():
+    spec = RunSpec.build("ci", cases=7, seed=3, targets=("fused-cpu",), rtol=1e-3, modes=("gru",), shard=(2, 3))
+    assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    assert list(spec.indices) == [1, 4]
+    profile = load_profile("ci").narrowed(modes=("gru",))
+    whole = list(draw_cases(profile, 3, 7))
+    assert [(i, c.id) for i, c in spec.draw()] == [(1, whole[1].id), (4, whole[4].id)]
+    assert spec.repro_options == "--config ci --rtol 0.001"
+
+
+def test_a_profile_edited_after_the_spec_was_made_is_refused(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[sweep]\ncases = 2\n")
+    spec = RunSpec.build(str(path), targets=("fused-cpu",))
+    path.write_text("[sweep]\ncases = 3\n")
+    with pytest.raises(UsageError, match="has changed since"):
+        list(spec.draw())
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--shard", "4/3"], "--shard '4/3' is not allowed"),
+    (["--shard", "two"], "give K/N with 1 <= K <= N"),
+    (["--workers", "1", "--case-timeout", "5"], "--case-timeout needs worker processes"),
+    (["--executor", "dask"], "--executor dask needs --scheduler"),
+    (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler is only for --executor dask"),
+])
+def test_bad_execution_options_are_one_sentence_and_exit_2(tmp_path, args, words):
+    code, output = invoke("sweep", "-t", "fused-cpu", "-n", 1, *args, "--report-dir", tmp_path)
+    assert code == 2 and words in output and "Traceback" not in output, output
+    assert not (tmp_path / "latest").exists()
+
+
+# --- grouping by JAX shape bucket --------------------------------------------------------------
+
+def test_shape_groups_are_the_jax_reference_buckets():
+    from gradcheck_rnn.references.jax_ref import bucket_key
+
+    cases = list(draw_cases(load_profile("nightly"), 5, 60))
+    for a in cases:
+        for b in cases[:20]:
+            assert (shape_group(a.config) == shape_group(b.config)) == (bucket_key(a.config) == bucket_key(b.config))
+    jobs = list(enumerate(cases))
+    groups = group_jobs(jobs)
+    assert sorted(i for g in groups.values() for i, _ in g) == list(range(60))
+    parts = chunks(jobs, slots=2)
+    assert sorted(i for part in parts for i, _ in part) == list(range(60))
+    assert all(len({shape_group(c.config) for _, c in part}) == 1 for part in parts)
+
+
+def test_death_reasons_name_the_signal_or_the_exit_code():
+    assert death_reason(-11) == "killed by signal 11 (SIGSEGV)"
+    assert death_reason(3) == "exited with code 3"
+
+
+# --- worker processes --------------------------------------------------------------------------
+
+def test_worker_processes_give_the_serial_rows_in_case_order():
+    spec = RunSpec.build("ci", cases=5, seed=11, targets=("fused-cpu", "plugin_targets:zero_top_bhh"))
+    serial = execute(spec, Execution(workers=1))
+    seen = []
+    pooled = execute(spec, Execution(workers=2), on_result=seen.append)
+    assert len(seen) == len(pooled) == 5 * 2 * len(spec.checks)  # the progress bar saw every row as it came
+    assert comparable(pooled) == comparable(serial)
+    assert [r.case_index for r in pooled] == sorted(r.case_index for r in pooled)
+    assert {"pass", "fail"} <= {r.status for r in pooled}  # the plugin's bug is found in the workers too
+
+
+def test_a_crash_an_exit_and_a_hang_are_error_rows_and_the_run_goes_on(tmp_path):
+    targets = ["torch-native", "plugin_targets:segfaults", "plugin_targets:exits", "plugin_targets:hangs"]
+    code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 2, "-s", 4,
+                          *[a for t in targets for a in ("-t", t)], "--workers", 2, "--case-timeout", 8,
+                          "--report-dir", tmp_path / "reports")
+    assert code == 1, output
+    rows = document(tmp_path / "reports")["results"]
+    assert [(r["case_index"], r["target"]) for r in rows] == [(i, t) for i in (0, 1) for t in targets]
+    by_target = {t: [r for r in rows if r["target"] == t] for t in targets}
+    assert all(r["status"] == "pass" for r in by_target["torch-native"])
+    for target, words in (("plugin_targets:segfaults", "killed by signal 11"),
+                          ("plugin_targets:exits", "exited with code 3"),
+                          ("plugin_targets:hangs", "timed out after 8 s")):
+        assert all(r["status"] == "error" and words in r["message"] for r in by_target[target]), by_target[target]
+
+
+# --- shards and merge --------------------------------------------------------------------------
+
+def sweep_shards(tmp_path, n, *args):
+    dirs = []
+    for k in range(1, n + 1):
+        code, output = invoke("sweep", *args, "--shard", f"{k}/{n}", "--report-dir", tmp_path / f"shard-{k}")
+        assert code in (0, 1, 5), output
+        dirs.append(tmp_path / f"shard-{k}" / "latest")
+    return dirs
+
+
+def test_merged_shards_equal_the_unsharded_run(tmp_path):
+    args = ["-c", reference_only_profile(tmp_path), "-n", 7, "-s", 2, "-t", "fused-cpu", "-t",
+            "plugin_targets:zero_top_bhh"]
+    whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
+    shards = sweep_shards(tmp_path, 3, *args)
+    assert [len(document(d.parent)["results"]) for d in shards] == [3 * 2, 2 * 2, 2 * 2]
+    code, output = invoke("merge", *shards, "--report-dir", tmp_path / "merged")
+    whole, merged = document(tmp_path / "whole"), document(tmp_path / "merged")
+    assert code == whole_code == 1, output
+    assert comparable(merged["results"]) == comparable(whole["results"])
+    assert merged["summary"] == whole["summary"] and merged["by_mode"] == whole["by_mode"]
+    assert merged["spec"] == whole["spec"] and whole["spec"]["shard"] is None
+    assert "plugin_targets:zero_top_bhh" in output and "gradcheck-rnn repro" in output
+
+
+def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path):
+    shards = sweep_shards(tmp_path, 2, "-c", reference_only_profile(tmp_path), "-n", 3, "-t", "plugin_targets:only_f16")
+    code, output = invoke("merge", *shards, "--report-dir", tmp_path / "merged")
+    assert code == 5 and "judged on no case" in output, output
+
+
+def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
+    profile = reference_only_profile(tmp_path)
+    one, two, three = sweep_shards(tmp_path, 3, "-c", profile, "-n", 3, "-t", "fused-cpu")
+    code, output = invoke("sweep", "-c", profile, "-n", 3, "-s", 9, "-t", "fused-cpu", "--shard", "3/3",
+                          "--report-dir", tmp_path / "other-seed")
+    for dirs, words in (([one, two], "shard 3/3 is missing"),
+                        ([one, two, two, three], "shard 2/3 is given twice"),
+                        ([one, two, tmp_path / "other-seed" / "latest"], "it differs in seed (0 vs 9)")):
+        code, output = invoke("merge", *dirs, "--report-dir", tmp_path / "merged")
+        assert code == 2 and words in output and "Traceback" not in output, output
+    assert not (tmp_path / "merged").exists()
+
+
+def test_merge_refuses_a_whole_run(tmp_path):
+    invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "-t", "fused-cpu", "--report-dir", tmp_path / "whole")
+    code, output = invoke("merge", tmp_path / "whole" / "latest", "--report-dir", tmp_path / "merged")
+    assert code == 2 and "is a whole run, not a shard" in output, output
+
+
+# --- Dask --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    # No retries: a lost worker's chunk becomes error rows at once (the test of that is last).
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                      dashboard_address=None) as cluster:
+            yield cluster.scheduler_address
+
+
+def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, dask_cluster):
+    profile = reference_only_profile(tmp_path)
+    args = ["-c", profile, "-n", 4, "-s", 5, "-t", "fused-cpu", "-t", "plugin_targets:zero_top_bhh"]
+    serial_code, _ = invoke("sweep", *args, "--workers", 1, "--report-dir", tmp_path / "serial")
+    code, output = invoke("sweep", *args, "-t", "plugin_targets:segfaults", "--executor", "dask",
+                          "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+    assert code == serial_code == 1, output
+    rows = document(tmp_path / "dask")["results"]
+    crashed = [r for r in rows if r["target"] == "plugin_targets:segfaults"]
+    assert len(crashed) == 4 and all(r["status"] == "error" and "killed by signal 11" in r["message"] for r in crashed)
+    assert comparable([r for r in rows if r not in crashed]) == comparable(document(tmp_path / "serial")["results"])
+
+
+def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, dask_cluster):
+    code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 2, "-t", "plugin_targets:kills_its_dask_worker",
+                          "--executor", "dask", "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+    assert code == 1, output
+    rows = document(tmp_path / "dask")["results"]
+    assert len(rows) == 2 and all(r["status"] == "error" and "Dask worker" in r["message"] for r in rows), rows
+
+
+def test_an_unreachable_scheduler_is_one_sentence(tmp_path):
+    pytest.importorskip("distributed")
+    code, output = invoke("sweep", "-n", 1, "-t", "fused-cpu", "--executor", "dask", "--scheduler",
+                          "tcp://127.0.0.1:9", "--report-dir", tmp_path)
+    assert code == 2 and "cannot reach the Dask scheduler" in output and "Traceback" not in output, output
