@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -116,20 +117,38 @@ def _sort_ratio(result: CaseResult) -> float:
     return worst.ratio
 
 
-def tensor_table(result: CaseResult) -> tuple[Text, Table]:
-    """The full per-tensor table of one case × target, with its title line (the case id) apart."""
+# Short labels for a location's coordinates, so the table fits 80 columns: "l0 fwd h r2 c0".
+_LOCATION_LABELS = {"layer": "l", "dir": "", "gate": "", "row": "r", "col": "c", "t": "t", "b": "b", "unit": "u"}
+
+
+def compact_location(location: dict) -> str:
+    """A location as "t1 b0 u2" (time, batch, unit) or "l0 fwd h r2 c0" (layer, dir, gate, row, col)."""
+    return " ".join(f"{_LOCATION_LABELS.get(k, k + '=')}{v}" for k, v in location.items())
+
+
+def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
+    """The per-tensor table of one case × target, fitting 80 columns: its title line (the case
+    id, printed apart so it is never wrapped), the table (a = target, b = the reference it is
+    further from), and a line with the tolerances in force per tensor kind."""
+    from .tolerances import tensor_kind
+
     check = "" if result.check == "reference" else f" ({result.check} check)"
     title = Text.assemble((result.case_id, "bold"), f" on {result.target}{check}: ",
                           (result.status, STATUS_STYLE.get(result.status, "")))
-    table = Table()
-    for column in ("tensor", "status", "max abs", "max rel", "ratio", "rtol/atol", "location", "a", "b", "ref"):
-        table.add_column(column, overflow="fold", no_wrap=column not in ("location", "tensor", "rtol/atol", "ref"))
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in ("tensor", "status", "ratio", "max abs", "location", "a", "b"):
+        table.add_column(column, no_wrap=column != "location", min_width=10 if column == "location" else None,
+                         justify="left" if column in ("tensor", "status", "location") else "right")
+    tolerances: dict[str, str] = {}
     for t in result.tensors:
         style = STATUS_STYLE.get(t.status, "")
-        table.add_row(t.name, f"[{style}]{t.status}[/]", fmt(t.max_abs), fmt(t.max_rel), fmt(t.ratio),
-                      f"{t.rtol:g}/{t.atol:g}", t.location_text() or t.message, fmt(t.a), fmt(t.b),
-                      t.reference)
-    return title, table
+        location = compact_location(t.location) or t.message
+        table.add_row(t.name, Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), location, fmt(t.a), fmt(t.b))
+        if t.rtol == t.rtol:
+            tolerances.setdefault(tensor_kind(t.name), f"{t.rtol:g}/{t.atol:g}")
+    footer = (Text("rtol/atol: " + ", ".join(f"{kind} {tol}" for kind, tol in tolerances.items()), style="dim")
+              if tolerances else None)
+    return title, table, footer
 
 
 def per_step_table(tensor: TensorError) -> Table:
@@ -142,7 +161,7 @@ def per_step_table(tensor: TensorError) -> Table:
     finite = [v for v in steps if math.isfinite(v)]
     top = max(finite, default=0.0)
     for t, value in enumerate(steps):
-        width = 30 if not math.isfinite(value) else (0 if not top > 0 else int(round(30 * value / top)))
+        width = 30 if not math.isfinite(value) else (0 if not top > 0 else int(round(30 * (value / top))))
         table.add_row(str(t), f"{value:.3g}", "█" * width)
     return table
 
