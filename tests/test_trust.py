@@ -237,3 +237,16 @@ def test_non_finite_values_never_pass_the_comparison():
         actual = expected.copy()
         actual[1, 1, 1] = bad
         assert compare_tensor("y", actual, expected, Tolerance(1.0, 1.0), config).status == "fail"
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_per_tensor_table_of_repro_fits_the_terminal(monkeypatch, width):
+    case_id = "lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273"
+    code, output = invoke("repro", case_id, "-t", "mutant:truncated-bptt", width=width, monkeypatch=monkeypatch)
+    assert code == 1
+    lines = output.splitlines()
+    assert any(line.startswith(f"{case_id} on mutant:truncated-bptt: fail") for line in lines)
+    rows = [line for line in lines if line.startswith(("l0.fwd.w_ih", "x ", "h0 "))]
+    assert len(rows) == 3 and all(len(line) <= width for line in rows)
+    assert all(re.search(r"fail\s+\S+e\+0\d", line) for line in rows)  # status and ratio whole
+    assert "rtol/atol: output 0.0001/1e-05" in output
