@@ -22,6 +22,7 @@ from ..runner import CaseResult
 from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup
 
+CONNECT_TIMEOUT = 10  # seconds to reach the scheduler before saying it cannot be reached
 MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
 
 _local = threading.local()
@@ -70,7 +71,7 @@ def _client(scheduler: str) -> Any:
         raise UsageError("--executor dask needs dask.distributed; install it with: "
                          "pip install 'gradcheck-rnn[dask]'") from None
     try:
-        return Client(scheduler, timeout=10, set_as_default=False)
+        return Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise UsageError(f"cannot reach the Dask scheduler at {scheduler!r} ({exc}); start one "
                          f"(dask scheduler) or check --scheduler") from None
@@ -91,7 +92,7 @@ def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_time
         parts = chunks(jobs, sum(client.nthreads().values()))
         futures = {client.submit(judge_chunk, setup, [(index, case.id) for index, case in part], case_timeout,
                                  pure=False): part for part in parts}
-        for future in as_completed(futures):
+        for future in as_completed(futures, loop=client.loop):
             part = futures[future]
             try:
                 rows = future.result()
