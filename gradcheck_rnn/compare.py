@@ -33,6 +33,8 @@ from .tolerances import Tolerance
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are
 # max-pooled (a 64 × 64 map is 4096 numbers; typical case sizes stay far below and unpooled).
 MAP_MAX = 64
+# Parameter kinds whose rows are gate blocks of H rows each (i, f, g, o / r, z, n).
+GATED_KINDS = ("w_ih", "w_hh", "b_ih", "b_hh")
 # A comparison is mistrusted when zeros would pass it on at least this share of the elements.
 MISTRUST_SHARE = 0.99
 
@@ -154,6 +156,8 @@ def logical_location(name: str, index: tuple[int, ...], config: RNNConfig) -> di
         layer, d = divmod(index[0], config.num_directions)
         return {"layer": layer, "dir": directions(config)[d], "b": index[1], "unit": index[2]}
     layer_text, direction, kind = name.split(".")
+    if kind not in GATED_KINDS:  # w_hr (P, H), the LSTM projection, has no gate blocks
+        return {"layer": int(layer_text[1:]), "dir": direction, "row": index[0], "col": index[1]}
     gate, row = divmod(index[0], config.hidden_size)
     location = {"layer": int(layer_text[1:]), "dir": direction, "gate": GATE_NAMES[config.mode][gate], "row": row}
     if kind.startswith("w_"):
@@ -177,7 +181,8 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
     diff = np.abs(a - b)
     finite = np.isfinite(a)
     diff = np.where(finite, diff, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # A huge error over a tiny bound overflows to inf, which is the right ratio: no warning.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         bound = tol.atol + tol.rtol * np.abs(b)
         ratios = np.where(bound > 0, diff / bound, np.where(diff > 0, np.inf, 0.0))
         rel = np.where(np.abs(b) > 0, diff / np.abs(b), np.where(diff > 0, np.inf, 0.0))
@@ -211,11 +216,13 @@ def ratio_map(name: str, ratios: np.ndarray, config: RNNConfig) -> RatioMap | No
         cols = "b"
     else:
         gates, hidden = config.num_gates, config.hidden_size
-        if ratios.ndim not in (1, 2) or ratios.shape[0] != gates * hidden:
+        if name.rsplit(".", 1)[-1] not in GATED_KINDS or ratios.ndim not in (1, 2) \
+                or ratios.shape[0] != gates * hidden:
             return None
         grid, rows, cols = ratios.reshape(gates, hidden, -1).max(axis=2), "gate", "unit"
     pooled, pool = _pool_max(grid, MAP_MAX)
-    return RatioMap(rows, cols, pooled.astype(np.float32), pool)
+    with np.errstate(over="ignore"):  # ratios beyond float32 become inf: still "fails by far"
+        return RatioMap(rows, cols, pooled.astype(np.float32), pool)
 
 
 def _pool_max(grid: np.ndarray, limit: int) -> tuple[np.ndarray, tuple[int, int]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..compare import TensorError, from_json_number, json_safe
+from ..compare import from_json_number, json_safe
 from ..errors import UsageError
 from ..runner import STATUSES, CaseResult, exit_code
 
@@ -111,18 +111,7 @@ def load_document(run_dir: str | Path) -> dict[str, Any]:
 
 def results_from_document(document: dict[str, Any]) -> list[CaseResult]:
     """The rows of a results document as CaseResult objects (for the console tables)."""
-    results = []
-    for row in document["results"]:
-        check = row.get("check", "reference")
-        prefix = f"gradcheck-rnn repro {row['case_id']} --target {row['target']}" + \
-            ("" if check == "reference" else f" --check {check}")
-        repro = row.get("repro", "")
-        options = repro[len(prefix):].strip() if repro.startswith(prefix) else ""
-        results.append(CaseResult(
-            row["case_id"], row["target"], row["status"], row.get("mode", ""), row.get("dtype", ""),
-            row.get("wants", ""), message=row.get("message", ""), seconds=from_json_number(row.get("seconds", 0.0)),
-            tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check, repro_options=options))
-    return results
+    return [CaseResult.from_json(row) for row in document["results"]]
 
 
 def badness(row: dict[str, Any]) -> float:

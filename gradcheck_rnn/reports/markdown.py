@@ -29,7 +29,8 @@ def sparkline(values: list[Any]) -> str:
         elif v <= 0 or not top > 0:
             bars.append(SPARK[0])
         else:
-            bars.append(SPARK[max(1, min(8, 8 + round(math.log10(v / top) * 2)))])
+            # log10(v) − log10(top), not log10(v / top): a denormal over a huge top underflows to 0.
+            bars.append(SPARK[max(1, min(8, 8 + round((math.log10(v) - math.log10(top)) * 2)))])
     return "".join(bars)
 
 

@@ -1,0 +1,363 @@
+"""Report files people read: junit.xml for CI viewers, report.html with error pictures, GitHub
+annotations, re-rendering from results.json, <report dir>/latest, and every writer safe for
+NaN, ±Inf, -0.0, huge and denormal values."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from junitparser import Error, Failure, JUnitXml, Skipped
+from rich.console import Console
+
+from gradcheck_rnn import Case, Outputs, render
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.compare import compare_tensor
+from gradcheck_rnn.reports import WRITERS, github, latest_run, results_from_document, write_reports
+from gradcheck_rnn.reports import html as html_writer
+from gradcheck_rnn.reports.document import load_document, results_document
+from gradcheck_rnn.reports.markdown import sparkline
+from gradcheck_rnn.runner import References, check_case
+from gradcheck_rnn.targets import resolve_target
+from gradcheck_rnn.tolerances import Tolerances
+
+TESTS = Path(__file__).parent
+META = {"command": "sweep", "profile": "ci", "seed": 0, "cases": 1, "targets": [], "rtol": None, "atol": None}
+# A bidirectional LSTM with padding: every kind of tensor (y, hy, cy, x, h0, c0, gate-blocked
+# parameters) and padded steps to mark.
+CASE_ID = "lstm-L1-bi-I2-H2-T3-B2-len3.1-f32-s11"
+
+
+@pytest.fixture(autouse=True)
+def plugins_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+
+
+def invoke(*args, env=None):
+    result = CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory):
+    """A real failing sweep (truncated BPTT, 4 cases, every check) with GitHub output on."""
+    report_dir = tmp_path_factory.mktemp("reports")
+    summary = report_dir.parent / "step-summary.md"
+    runner = CliRunner()
+    sys.path.insert(0, str(TESTS))
+    result = runner.invoke(main, ["sweep", "-t", "mutant:truncated-bptt", "-n", "4", "--report-dir", str(report_dir)],
+                           env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+                           catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    return latest_run(report_dir), result.output, summary
+
+
+@pytest.fixture(scope="module")
+def references():
+    return References(Case.from_id(CASE_ID))
+
+
+# --- NaN, ±Inf, -0.0, huge and denormal values through every writer -------------------------------
+
+SPECIAL = [math.nan, math.inf, -math.inf, -0.0, 0.0, 5e-324, 2.2e-308, 1e308, -1e308, 1.0]
+
+
+@st.composite
+def target_outputs(draw, references):
+    """Either a passing target (the reference with zeros as -0.0, a denormal added and a relative
+    wobble below 1e-9: all within tolerance) or, per tensor, the reference, the reference with special values poked in,
+    arbitrary floats, or nothing."""
+    values = {}
+    passing = draw(st.sampled_from([True, False]))
+    for name in references.tensor_names():
+        expected = np.asarray(dict(references.outputs["loop"].grads, y=references.outputs["loop"].y,
+                                   hy=references.outputs["loop"].hy, cy=references.outputs["loop"].cy)[name])
+        if passing:
+            wobble = draw(st.floats(-1e-9, 1e-9, allow_subnormal=True))  # far inside every tolerance
+            values[name] = np.where(expected == 0, -0.0, expected * (1 + wobble) + 5e-324)
+            continue
+        kind = draw(st.sampled_from(["exact", "poked", "arbitrary", "missing"]))
+        if kind == "missing":
+            continue
+        if kind == "arbitrary":
+            values[name] = draw(arrays(np.float64, expected.shape, elements=st.floats(allow_subnormal=True)
+                                       | st.sampled_from(SPECIAL)))
+            continue
+        array = expected.copy()
+        if kind == "poked":
+            for _ in range(draw(st.integers(1, 3))):
+                index = draw(st.integers(0, array.size - 1))
+                array.reshape(-1)[index] = draw(st.sampled_from(SPECIAL))
+        values[name] = array
+    return values, passing
+
+
+def outputs_of(values):
+    return Outputs(values.get("y"), values.get("hy"), values.get("cy"),
+                   {k: v for k, v in values.items() if k not in ("y", "hy", "cy")})
+
+
+# No shrink phase: every example renders a picture (~0.5 s), so shrinking took minutes; the
+# failing example is printed whole anyway.
+@settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_special_values_flow_through_every_writer_and_table(references, data):
+    case = Case.from_id(CASE_ID)
+    values, passing = data.draw(target_outputs(references))
+    result = check_case(case, lambda _: outputs_of(values), Tolerances(), references)
+    nan_tensors = {k for k, v in values.items() if np.isnan(v).any()}
+    event(f"status {result.status}, NaN {bool(nan_tensors)}, passing {passing}")
+    assert not (nan_tensors and result.status == "pass")
+    assert result.status == "pass" or not passing, result.message
+    assert all(t.status != "pass" for t in result.tensors if t.name in nan_tensors)
+    document = results_document([result], META)
+    text = WRITERS["results.json"](document).decode()
+    json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict JSON token {token}"))
+    JUnitXml.fromstring(WRITERS["junit.xml"](document))
+    assert WRITERS["report.md"](document)
+    page = WRITERS["report.html"](document).decode()
+    assert page.count("<img") == (result.status != "pass")
+    github.annotations(document)
+    console = Console(file=io.StringIO(), width=80)
+    for rows in ([result], results_from_document(json.loads(text))):
+        for table in render.summary_tables(rows):
+            console.print(table)
+        render.print_lines(console, render.failure_lines(rows) + render.mistrusted_lines(rows))
+        console.print(*render.tensor_table(rows[0]))
+        if (timed := render.worst_time_tensor(rows[0])) is not None:
+            console.print(render.per_step_table(timed))
+
+
+def test_sparkline_survives_nan_inf_and_null():
+    assert sparkline([1.0, math.nan, None, math.inf, 0.0, 1e-3, -0.0, 5e-324]) == "█!!! ▂ ▁"
+    assert sparkline([]) == "" and sparkline([0.0, 0.0]) == "  "
+    assert sparkline([1e308, 5e-324]) == "█▁"  # the ratio underflows; the difference of logs does not
+
+
+# --- junit.xml ---------------------------------------------------------------------------------------
+
+def test_junit_counts_texts_skips_errors_and_disagreements(tmp_path, references):
+    case = Case.from_id(CASE_ID)
+    truncated = resolve_target("mutant:truncated-bptt")
+    disagreeing = References(case)
+    jax = disagreeing.outputs["jax"]
+    disagreeing.outputs["jax"] = Outputs(jax.y, jax.hy, jax.cy, dict(jax.grads, x=np.asarray(jax.grads["x"]) + 1e-3))
+    disagreeing.disagreement = compare_tensor("x", disagreeing.outputs["jax"].grads["x"],
+                                              disagreeing.outputs["loop"].grads["x"],
+                                              Tolerances().for_tensor("f64", "x"), case.config)
+    results = [check_case(case, truncated, references=references),
+               check_case(case, resolve_target("plugin_targets:raises"), references=references),
+               check_case(case, resolve_target("plugin_targets:only_f16"), references=references),
+               check_case(case, resolve_target("torch-native"), references=references),
+               check_case(case, resolve_target("torch-native"), references=disagreeing)]
+    assert [r.status for r in results] == ["fail", "error", "skip", "pass", "reference-disagreement"]
+    run = write_reports(results, tmp_path, META)
+    xml = JUnitXml.fromfile(str(run / "junit.xml"))
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (5, 1, 2, 1)
+    testcases = [(suite.name, testcase) for suite in xml for testcase in suite]
+    assert [(suite, t.classname) for suite, t in testcases] == [(r.target, r.target) for r in results[:3]] + \
+        [("torch-native", "torch-native")] * 2
+    assert all(t.name == f"{CASE_ID} [reference]" for _, t in testcases)
+    (_, truncated_case), (_, raised), (_, skipped_case), (_, passed), (_, disagreed) = testcases
+    [failure] = truncated_case.result
+    assert isinstance(failure, Failure) and failure.type == "fail"
+    for tensor in results[0].failing:
+        assert re.search(rf"^{re.escape(tensor.name)}: ratio \S+, max abs \S+, max rel \S+ at \(.*\): a=", failure.text,
+                         re.M), failure.text
+    assert failure.text.endswith(f"reproduce: gradcheck-rnn repro {CASE_ID} --target mutant:truncated-bptt")
+    [error] = raised.result
+    assert isinstance(error, Error) and error.type == "error" and "kernel exploded" in error.message
+    [skipped] = skipped_case.result
+    assert isinstance(skipped, Skipped) and skipped.message == "only-f16 computes in float16 only"
+    assert passed.result == []
+    [disagreement] = disagreed.result
+    assert isinstance(disagreement, Error) and disagreement.type == "reference-disagreement"
+    assert disagreement.text.startswith("x: ratio") and "reproduce: gradcheck-rnn repro" in disagreement.text
+
+
+# --- a real failing sweep: html, GitHub annotations, re-rendering, latest --------------------------
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_failing_sweep_writes_a_self_contained_html_report_with_pictures(failing_run):
+    run, _, _ = failing_run
+    document = load_document(run)
+    bad = [r for r in document["results"] if r["status"] not in ("pass", "skip")]
+    page = (run / "report.html").read_text()
+    assert "gradcheck-rnn sweep: <span class=\"fail\">failed</span>" in page
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)">', page)
+    # A row draws when it has a ratio map or per-step errors (a future-check row compares one step).
+    drawable = [r for r in bad[:html_writer.DETAIL_CAP]
+                if any(t.get("ratio_map") or t.get("per_step") for t in r["tensors"])]
+    assert len(images) == len(drawable) > 0
+    assert all(min(png_size(base64.b64decode(data))) > 100 for data in images)
+    # Nothing is fetched: every src/href is inline data or a link inside the page.
+    assert all(ref.startswith(("data:", "#")) for ref in re.findall(r'(?:src|href)="([^"]*)"', page))
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    for row in bad[:html_writer.TABLE_CAP]:
+        assert f"<code>{row['repro']}</code>" in page
+    assert "padding" in page and "worst ratio" in page  # the targets × checks summary
+
+
+def test_github_annotations_under_github_actions(failing_run):
+    run, output, summary = failing_run
+    document = load_document(run)
+    annotations = [line for line in output.splitlines() if line.startswith("::")]
+    bad = [r for r in document["results"] if r["status"] not in ("pass", "skip")]
+    assert len(annotations) == min(len(bad), github.ANNOTATION_CAP)
+    pattern = re.compile(r"::error title=gradcheck-rnn fail%3A mutant%3Atruncated-bptt \[(\w+)\]::"
+                         r"([a-z_]+-L\d[^:%]*): (.*)%0Areproduce: (gradcheck-rnn repro \S+ --target "
+                         r"mutant:truncated-bptt(?: --check \w+)?)$")
+    for line in annotations:
+        match = pattern.fullmatch(line)
+        assert match, line
+        check, case_id, _, repro = match.groups()
+        assert "\n" not in line and repro == next(r["repro"] for r in bad if r["case_id"] == case_id
+                                                   and r["check"] == check)
+    if len(bad) > github.ANNOTATION_CAP:
+        assert f"{len(bad) - github.ANNOTATION_CAP} more failing results are not annotated" in output
+    text = summary.read_text()
+    assert text.startswith("# gradcheck-rnn sweep report") and str(run) in text
+
+
+def test_annotation_line_format_and_escaping():
+    row = {"status": "error", "target": "pkg.mod:fn,v2", "check": "future", "case_id": "gru-L1-uni-I2-H3-T4-B1-len4-f32-s7",
+           "message": "100% wrong\r\nsecond line", "tensors": [],
+           "repro": "gradcheck-rnn repro gru-L1-uni-I2-H3-T4-B1-len4-f32-s7 --target pkg.mod:fn,v2 --check future"}
+    assert github.annotation(row) == (
+        "::error title=gradcheck-rnn error%3A pkg.mod%3Afn%2Cv2 [future]::gru-L1-uni-I2-H3-T4-B1-len4-f32-s7: "
+        "100%25 wrong%0D%0Asecond line%0Areproduce: gradcheck-rnn repro gru-L1-uni-I2-H3-T4-B1-len4-f32-s7 "
+        "--target pkg.mod:fn,v2 --check future")
+    assert not github.wanted("auto", {}) and github.wanted("auto", {"GITHUB_ACTIONS": "true"})
+    assert github.wanted("github", {}) and not github.wanted("console", {"GITHUB_ACTIONS": "true"})
+
+
+def test_report_command_re_renders_the_same_files_from_results_json(failing_run, tmp_path):
+    run, sweep_output, _ = failing_run
+    copy_ = tmp_path / "copy"
+    shutil.copytree(run, copy_)
+    before = {name: (copy_ / name).read_bytes() for name in WRITERS}
+    for name in ("junit.xml", "report.md", "report.html"):
+        (copy_ / name).unlink()
+    code, output = invoke("report", copy_, "--format", "console")
+    assert code == 0, output
+    assert {name: (copy_ / name).read_bytes() for name in WRITERS} == before
+    assert "::error" not in output
+    first_failure = next(line for line in sweep_output.splitlines() if line.startswith("fail "))
+    assert first_failure in output  # the console failure list is re-rendered too
+    code, output = invoke("report", tmp_path / "nowhere")
+    assert code == 2
+    code, output = invoke("report", tmp_path)
+    assert code == 2 and "results.json does not exist" in output
+
+
+def test_latest_names_the_newest_run_also_without_symlinks(tmp_path, monkeypatch, references):
+    result = check_case(Case.from_id(CASE_ID), resolve_target("torch-native"), references=references)
+    first = write_reports([result], tmp_path, META)
+    assert os.readlink(tmp_path / "latest") == first.name and latest_run(tmp_path) == first
+
+    def no_symlinks(*args, **kwargs):
+        raise OSError("symlinks are not supported here")
+
+    monkeypatch.setattr(os, "symlink", no_symlinks)
+    second = write_reports([result], tmp_path, META)
+    assert second != first and (tmp_path / "latest").read_text() == second.name + "\n"
+    assert latest_run(tmp_path) == second
+    code, output = invoke("report", tmp_path / "latest")
+    assert code == 0 and str(second) in output.replace("\n", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([first.name, second.name, "latest"])
+
+
+def test_html_stays_readable_with_0_and_500_failures(failing_run, monkeypatch):
+    monkeypatch.setattr(html_writer, "case_png", lambda *args: b"\x89PNG\r\n\x1a\n")  # the layout, not the pictures
+    document = load_document(failing_run[0])
+    passing = copy.deepcopy(document)
+    passing["results"] = [r for r in document["results"] if r["status"] == "pass"]
+    page = html_writer.render(passing).decode()
+    assert "No failures." in page and "<img" not in page
+    failing = [r for r in document["results"] if r["status"] == "fail"]
+    many = copy.deepcopy(document)
+    many["results"] = [dict(failing[i % len(failing)], case_id=f"{failing[i % len(failing)]['case_id']}-{i}")
+                       for i in range(500)]
+    page = html_writer.render(many).decode()
+    assert page.count("<img") == html_writer.DETAIL_CAP
+    assert page.count('<tr><td>') == html_writer.TABLE_CAP
+    assert f"… and {500 - html_writer.TABLE_CAP} more" in page and "Failures (500, worst first)" in page
+    ratios = [float(r) for r in re.findall(r"<td class=l>\w+</td><td>([0-9.e+-]+|inf)</td><td class=id><code>", page)]
+    assert ratios == sorted(ratios, reverse=True)
+
+
+def test_html_without_matplotlib_says_so(failing_run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    page = html_writer.render(load_document(failing_run[0])).decode()
+    assert "<img" not in page and "pip install 'gradcheck-rnn[html]'" in page
+
+
+def test_mistrusted_comparisons_are_counted_and_shown(tmp_path, references):
+    case = Case.from_id(CASE_ID)
+    result = check_case(case, resolve_target("torch-native"), Tolerances(rtol=2.0), references)
+    # rtol ≥ 1 accepts zeros everywhere: every comparison is trivial.
+    assert result.status == "pass" and all(t.mistrusted for t in result.tensors)
+    run = write_reports([result], tmp_path, META)
+    counts = load_document(run)["mistrusted"]
+    assert counts == {"tensors": len(result.tensors), "compared": len(result.tensors), "results": 1}
+    assert "**Mistrusted:**" in (run / "report.md").read_text()
+    assert "Mistrusted:" in (run / "report.html").read_text()
+    assert render.mistrusted_lines([result])[0].plain.startswith(f"note: {len(result.tensors)} of")
+    strict = check_case(case, resolve_target("torch-native"), Tolerances(), references)
+    assert not any(t.mistrusted for t in strict.tensors) and render.mistrusted_lines([strict]) == []
+
+
+# --- the page in a real browser --------------------------------------------------------------------
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars"]
+# Writes each image's decoded size into the DOM, which --dump-dom then prints.
+PROBE = """<script>window.addEventListener('load', () => { const out = document.createElement('pre');
+out.id = 'probe'; out.textContent = [...document.images].map(i => i.naturalWidth + 'x' + i.naturalHeight).join(' ');
+document.body.appendChild(out); });</script>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+def test_report_renders_its_pictures_in_headless_chromium(failing_run, tmp_path):
+    run = failing_run[0]
+    probe_page = tmp_path / "probe.html"
+    probe_page.write_text((run / "report.html").read_text().replace("</body>", PROBE + "</body>"))
+
+    def chromium(*args: str) -> str:
+        done = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    dom = chromium("--virtual-time-budget=5000", "--dump-dom", probe_page.as_uri())
+    sizes = re.search(r'<pre id="probe">([^<]*)</pre>', dom).group(1).split()
+    assert len(sizes) == (run / "report.html").read_text().count("<img") > 0
+    assert all(int(w) > 100 and int(h) > 100 for w, h in (s.split("x") for s in sizes)), sizes
+    shot = tmp_path / "shot.png"
+    chromium("--window-size=1200,1800", f"--screenshot={shot}", (run / "report.html").as_uri())
+    assert png_size(shot.read_bytes()) == (1200, 1800)
+    pixels = shot.read_bytes()
+    assert len(pixels) > 20_000  # a blank page compresses to a few kB
