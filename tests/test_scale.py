@@ -141,7 +141,7 @@ def sweep_shards(tmp_path, n, *args):
     for k in range(1, n + 1):
         code, output = invoke("sweep", *args, "--shard", f"{k}/{n}", "--report-dir", tmp_path / f"shard-{k}")
         assert code in (0, 1, 5), output
-        dirs.append(tmp_path / f"shard-{k}" / "latest")
+        dirs.append(tmp_path / f"shard-{k}")  # a report folder stands for its latest run
     return dirs
 
 
@@ -150,7 +150,7 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path):
             "plugin_targets:zero_top_bhh"]
     whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
     shards = sweep_shards(tmp_path, 3, *args)
-    assert [len(document(d.parent)["results"]) for d in shards] == [3 * 2, 2 * 2, 2 * 2]
+    assert [len(document(d)["results"]) for d in shards] == [3 * 2, 2 * 2, 2 * 2]
     code, output = invoke("merge", *shards, "--report-dir", tmp_path / "merged")
     whole, merged = document(tmp_path / "whole"), document(tmp_path / "merged")
     assert code == whole_code == 1, output
@@ -169,11 +169,14 @@ def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path):
 def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
     profile = reference_only_profile(tmp_path)
     one, two, three = sweep_shards(tmp_path, 3, "-c", profile, "-n", 3, "-t", "fused-cpu")
-    code, output = invoke("sweep", "-c", profile, "-n", 3, "-s", 9, "-t", "fused-cpu", "--shard", "3/3",
-                          "--report-dir", tmp_path / "other-seed")
+    invoke("sweep", "-c", profile, "-n", 3, "-s", 9, "-t", "fused-cpu", "--shard", "3/3",
+           "--report-dir", tmp_path / "other-seed")
+    invoke("sweep", "-c", profile, "-n", 3, "-t", "plugin_targets:raises", "-t", "fused-cpu", "--shard", "3/3",
+           "--fail-fast", "--report-dir", tmp_path / "cut-short")
     for dirs, words in (([one, two], "shard 3/3 is missing"),
                         ([one, two, two, three], "shard 2/3 is given twice"),
-                        ([one, two, tmp_path / "other-seed" / "latest"], "it differs in seed (0 vs 9)")):
+                        ([one, two, tmp_path / "other-seed" / "latest"], "it differs in seed (0 vs 9)"),
+                        ([tmp_path / "cut-short", one, two], "incomplete shard (stopped by --fail-fast)")):
         code, output = invoke("merge", *dirs, "--report-dir", tmp_path / "merged")
         assert code == 2 and words in output and "Traceback" not in output, output
     assert not (tmp_path / "merged").exists()
