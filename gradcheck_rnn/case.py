@@ -1,18 +1,25 @@
 """The case model: one fully described RNN problem, named by a case id that rebuilds it bit for bit.
 
     lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273[-w<group>][-g<heads>][-z]
+    lstm-L2-bi-I3-H5-P3-nobias-T7-B3-len7.4.0-f32-s9      (projection, no biases, a length 0)
+
+The API-surface tokens sit right after ``H<hidden>`` and are absent at their defaults, so every
+id written before they existed keeps its meaning: ``-P<proj>`` (LSTM projections, 1 <= P < H;
+h has P units) and ``-nobias`` (no bias vectors). Lengths are in 0..T: a sequence of length 0
+is never run (y = 0 there, hy = h0, dh0 = dhy); sweeps draw them only where the profile says so.
 
 A :class:`Case` holds an :class:`RNNConfig` and float64 numpy master data. All data is drawn
 from a numpy PCG64 generator seeded with the data seed, in this fixed order (changing it is a
-breaking change; tests pin known values):
+breaking change; tests pin known values). S is the state width: P with projections, else H.
 
-1. parameters, key by key in canonical order (layer, direction, w_ih, w_hh, b_ih, b_hh),
-   each uniform in [-1/sqrt(H), 1/sqrt(H)] like torch.nn's initialisation;
+1. parameters, key by key in canonical order (layer, direction, w_ih, w_hh, w_hr, b_ih, b_hh;
+   w_hr only with projections, the biases only with bias), each uniform in
+   [-1/sqrt(H), 1/sqrt(H)] like torch.nn's initialisation;
 2. x (T, B, I) standard normal — padded steps too, so padding leaks show;
-3. h0 (L·D, B, H) standard normal;
+3. h0 (L·D, B, S) standard normal;
 4. c0 (L·D, B, H) standard normal, LSTM only;
-5. dy (T, B, D·H) standard normal — non-zero at padded steps too;
-6. dhy (L·D, B, H) standard normal;
+5. dy (T, B, D·S) standard normal — non-zero at padded steps too;
+6. dhy (L·D, B, S) standard normal;
 7. dcy (L·D, B, H) standard normal, LSTM only.
 
 Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``) change nothing else.
@@ -53,6 +60,8 @@ class RNNConfig:
     max_len: int
     batch_size: int
     dtype: str = "f64"
+    proj_size: int = 0
+    bias: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -65,6 +74,16 @@ class RNNConfig:
                 raise UsageError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
         if not isinstance(self.bidirectional, (bool, np.bool_)):
             raise UsageError(f"bidirectional={self.bidirectional!r} is not allowed; it must be true or false")
+        if not isinstance(self.bias, (bool, np.bool_)):
+            raise UsageError(f"bias={self.bias!r} is not allowed; it must be true or false")
+        proj = self.proj_size
+        if isinstance(proj, bool) or not isinstance(proj, (int, np.integer)) or proj < 0:
+            raise UsageError(f"proj_size={proj!r} is not allowed; it must be an integer >= 0 (0 = no projection)")
+        if proj and self.mode != "lstm":
+            raise UsageError(f"proj_size={proj} is not allowed for {self.mode}; projections are LSTM only")
+        if proj and not proj < self.hidden_size:
+            raise UsageError(f"proj_size={proj} is not allowed with hidden_size={self.hidden_size}; "
+                             f"it must be in 1..H-1")
 
     @property
     def num_gates(self) -> int:
@@ -79,10 +98,16 @@ class RNNConfig:
         return self.mode == "lstm"
 
     @property
+    def state_size(self) -> int:
+        """S, the width of h (h0, hy, each direction's part of y): P with projections, else H."""
+        return self.proj_size or self.hidden_size
+
+    @property
     def prefix(self) -> str:
-        """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3``."""
+        """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3`` (``-P3``, ``-nobias`` after H)."""
+        surface = (f"-P{self.proj_size}" if self.proj_size else "") + ("" if self.bias else "-nobias")
         return (f"{self.mode}-L{self.num_layers}-{'bi' if self.bidirectional else 'uni'}"
-                f"-I{self.input_size}-H{self.hidden_size}-T{self.max_len}-B{self.batch_size}")
+                f"-I{self.input_size}-H{self.hidden_size}{surface}-T{self.max_len}-B{self.batch_size}")
 
 
 # Size budget: a case id is input from anywhere (a CI log, a bug report), so one naming a huge
@@ -97,11 +122,11 @@ MAX_ELEMENTS_ENV = "GRADCHECK_RNN_MAX_ELEMENTS"
 def case_elements(config: RNNConfig) -> int:
     """Elements across x, parameters, initial states and head gradients, computed without allocating."""
     G, H, D, L = config.num_gates, config.hidden_size, config.num_directions, config.num_layers
-    T, B, I = config.max_len, config.batch_size, config.input_size
-    per_direction = G * H * (H + 2)  # w_hh, b_ih, b_hh
-    params = D * (per_direction + G * H * I) + (L - 1) * D * (per_direction + G * H * D * H)
-    states = L * D * B * H * (4 if config.has_cell_state else 2)  # h0, dhy (and c0, dcy)
-    return params + T * B * I + T * B * D * H + states
+    T, B, I, S, P = config.max_len, config.batch_size, config.input_size, config.state_size, config.proj_size
+    per_direction = G * H * (S + 2 * int(config.bias)) + P * H  # w_hh, w_hr, b_ih, b_hh
+    params = D * (per_direction + G * H * I) + (L - 1) * D * (per_direction + G * H * D * S)
+    states = L * D * B * (2 * S + (2 * H if config.has_cell_state else 0))  # h0, dhy (and c0, dcy)
+    return params + T * B * I + T * B * D * S + states
 
 
 def check_size_budget(config: RNNConfig) -> None:
@@ -126,9 +151,9 @@ def validate_lengths(config: RNNConfig, seq_lengths: Sequence[int]) -> np.ndarra
         raise UsageError(f"{len(lengths)} sequence lengths given for batch_size={config.batch_size}; "
                          f"give exactly one length per sequence")
     for b, length in enumerate(lengths):
-        if not 1 <= length <= config.max_len:
+        if not 0 <= length <= config.max_len:
             raise UsageError(f"sequence length {length} (sequence {b}) is not allowed; "
-                             f"lengths must be in 1..T={config.max_len}")
+                             f"lengths must be in 0..T={config.max_len}")
     return np.asarray(lengths, dtype=np.int64)
 
 
@@ -235,6 +260,8 @@ _ID_PATTERNS: list[tuple[str, str, str]] = [
     ("bidirectional", r"(uni|bi)", "uni or bi"),
     ("input_size", r"I(\d+)", "I<input size>, e.g. I3"),
     ("hidden_size", r"H(\d+)", "H<hidden size>, e.g. H5"),
+    ("proj_size", r"P(\d+)", "P<projection size>, e.g. P3 (optional)"),
+    ("bias", r"(nobias)", "nobias (optional)"),
     ("max_len", r"T(\d+)", "T<max length>, e.g. T7"),
     ("batch_size", r"B(\d+)", "B<batch>, e.g. B3"),
     ("seq_lengths", r"len(\d+(?:\.\d+)*)", "len<l_0>.<l_1>..., e.g. len7.4.1"),
@@ -246,22 +273,30 @@ _VARIANT_PATTERNS: list[tuple[str, str]] = [
     ("heads", rf"g({'|'.join(HEADS[1:])})"),
     ("initial_state", r"(z)"),
 ]
-ID_FORMAT = "<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>-T<maxlen>-B<batch>-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]"
+# Optional id parts: absent at their default (proj_size 0, bias on).
+_OPTIONAL_PARTS = frozenset({"proj_size", "bias"})
+ID_FORMAT = "<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-nobias]-T<maxlen>-B<batch>-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]"
 
 
 def parse_case_id(case_id: str) -> dict[str, Any]:
     """Parse a case id into the keyword arguments of :func:`make_case`; UsageError names the bad part."""
     parts = case_id.strip().split("-")
-    if len(parts) < len(_ID_PATTERNS):
+    required = len(_ID_PATTERNS) - len(_OPTIONAL_PARTS)
+    if len(parts) < required:
         raise UsageError(f"case id {case_id!r} has {len(parts)} parts; expected {ID_FORMAT}")
     values: dict[str, Any] = {}
-    for part, (name, pattern, allowed) in zip(parts, _ID_PATTERNS):
+    position = 0
+    for name, pattern, allowed in _ID_PATTERNS:
+        part = parts[position] if position < len(parts) else ""
         match = re.fullmatch(pattern, part)
         if not match:
+            if name in _OPTIONAL_PARTS:
+                continue
             raise UsageError(f"case id {case_id!r}: part {part!r} should be {allowed}")
         values[name] = match.group(1)
+        position += 1
     variants: dict[str, str] = {}
-    remaining = parts[len(_ID_PATTERNS):]
+    remaining = parts[position:]
     order = iter(_VARIANT_PATTERNS)
     for part in remaining:
         for name, pattern in order:
@@ -272,6 +307,8 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
         else:
             raise UsageError(f"case id {case_id!r}: suffix {part!r} is not allowed; variant suffixes are "
                              f"-w{{{'|'.join(WANTS_GROUPS[1:])}}}, -g{{{'|'.join(HEADS[1:])}}}, -z, in that order")
+    if values.get("proj_size") is not None and int(values["proj_size"]) == 0:
+        raise UsageError(f"case id {case_id!r}: part 'P0' is not allowed; leave -P<proj> out for no projection")
     seed = int(values["seed"])
     if seed > MAX_SEED:
         raise UsageError(f"case id {case_id!r}: seed {seed} is too large; seeds are in 0..{MAX_SEED}")
@@ -293,7 +330,8 @@ def _config_from_id(values: dict[str, Any]) -> RNNConfig:
     return RNNConfig(
         mode=values["mode"], num_layers=int(values["num_layers"]), bidirectional=values["bidirectional"] == "bi",
         input_size=int(values["input_size"]), hidden_size=int(values["hidden_size"]),
-        max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"])
+        max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"],
+        proj_size=int(values.get("proj_size", 0)), bias="bias" not in values)
 
 
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
@@ -305,15 +343,16 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
         raise UsageError(f"seed {seed!r} is not allowed; seeds are integers in 0..{MAX_SEED}")
     rng = np.random.Generator(np.random.PCG64(int(seed)))
     T, B, H = config.max_len, config.batch_size, config.hidden_size
-    states = (config.num_layers * config.num_directions, B, H)
+    states = (config.num_layers * config.num_directions, B, config.state_size)
+    cells = (config.num_layers * config.num_directions, B, H)
     bound = 1.0 / np.sqrt(H)
     params = {k: rng.uniform(-bound, bound, size=shape) for k, shape in param_shapes(config).items()}
     x = rng.standard_normal((T, B, config.input_size))
     h0 = rng.standard_normal(states)
-    c0 = rng.standard_normal(states) if config.has_cell_state else None
-    dy = rng.standard_normal((T, B, config.num_directions * H))
+    c0 = rng.standard_normal(cells) if config.has_cell_state else None
+    dy = rng.standard_normal((T, B, config.num_directions * config.state_size))
     dhy = rng.standard_normal(states)
-    dcy = rng.standard_normal(states) if config.has_cell_state else None
+    dcy = rng.standard_normal(cells) if config.has_cell_state else None
 
     if heads == "y":
         dhy = np.zeros_like(dhy)
@@ -322,7 +361,8 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
         dy = np.zeros_like(dy)
     elif heads == "last":
         last_step = np.zeros((T, B, 1))
-        last_step[lengths - 1, np.arange(B)] = 1.0
+        ran = lengths > 0  # a sequence of length 0 has no last step: its dy is all zero
+        last_step[lengths[ran] - 1, np.arange(B)[ran]] = 1.0
         dy = dy * last_step
     if not initial_state:
         h0 = c0 = None

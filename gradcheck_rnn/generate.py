@@ -8,6 +8,13 @@ cases ``gradcheck-rnn repro <id>`` builds are the same objects bit for bit.
 Length vectors mix uniform random lengths with the shapes that broke real kernels, drawn on
 purpose: all lengths = T, all = 1, one full and the rest short, unsorted, strictly
 descending; B = 1 and T = 1 configs are drawn on purpose too.
+
+The API surface beyond the four modes — ``proj`` (the probability that an LSTM with H >= 2
+gets a projection, P uniform in 1..H-1), ``bias`` (the probability that biases are present) and
+``zero_length`` (the probability that some sequences get length 0: usually one, sometimes
+several or all) — is drawn from a second generator, ``SeedSequence([S, i, 1])``. So turning
+these switches on leaves every other draw of case i as it was: the same mode, shapes, lengths,
+variants and data seed, now with a projection, without biases or with empty sequences.
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ class Profile:
     wants: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
     heads: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
     initial_state: float = 1.0
+    proj: float = 0.0
+    bias: float = 1.0
+    zero_length: float = 0.0
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
 
@@ -151,6 +161,9 @@ def load_profile(config: str | Path | None = None) -> Profile:
         "bidirectional": _probability,
         "edge_shapes": _probability,
         "initial_state": _probability,
+        "proj": _probability,
+        "bias": _probability,
+        "zero_length": _probability,
     }
     for key, value in draw.items():
         if key not in converters:
@@ -222,7 +235,26 @@ def draw_case(profile: Profile, sweep_seed: int, index: int) -> Case:
     wants, heads = _choice(rng, profile.wants), _choice(rng, profile.heads)
     initial_state = bool(rng.random() < profile.initial_state)
     seed = int(rng.integers(SEED_LIMIT))
+    config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
     return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state)
+
+
+def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,
+                  lengths: list[int]) -> tuple[RNNConfig, list[int]]:
+    """Projection, bias and zero-length sequences of case ``index``, from their own generator so
+    that the rest of the case is drawn as if these switches were off."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 1])))
+    proj_size = 0
+    if rng.random() < profile.proj and config.mode == "lstm" and config.hidden_size >= 2:
+        proj_size = int(rng.integers(1, config.hidden_size))
+    bias = bool(rng.random() < profile.bias)
+    if rng.random() < profile.zero_length:
+        B = config.batch_size
+        count = 1 if rng.random() < 0.75 else int(rng.integers(1, B + 1))
+        lengths = list(lengths)
+        for b in rng.choice(B, size=count, replace=False):
+            lengths[int(b)] = 0
+    return dataclasses.replace(config, proj_size=proj_size, bias=bias), lengths
 
 
 def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:

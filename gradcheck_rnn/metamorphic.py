@@ -96,10 +96,11 @@ def check_permutation(case: Case, target: Target, tolerances: Tolerances) -> lis
 
 def _future_pair(case: Case) -> tuple[Case, Case, list[int]]:
     """The two cases the ``future`` check compares: the loss on y only, then every sequence that
-    is shorter than T and has a non-zero dy at the step after its end extended by one step."""
+    is shorter than T and has a non-zero dy at the step after its end extended by one step.
+    A sequence of length 0 has no step before the new one, so it is never a candidate."""
     cfg = case.config
     candidates = [b for b in range(cfg.batch_size)
-                  if case.seq_lengths[b] < cfg.max_len and case.dy[case.seq_lengths[b], b].any()]
+                  if 0 < case.seq_lengths[b] < cfg.max_len and case.dy[case.seq_lengths[b], b].any()]
     # The loss is on y only: a head gradient on hy would move from step t to t+1 and change
     # dx[t] even in a kernel that drops the future, hiding the bug this check looks for.
     base = with_changes(case, dhy=np.zeros_like(case.dhy), dcy=None if case.dcy is None else np.zeros_like(case.dcy))
@@ -149,7 +150,7 @@ def check_future(case: Case, target: Target, tolerances: Tolerances) -> list[Ten
         raise Skip("the input gradient is not requested")
     base, extended, candidates = _future_pair(case)
     if not candidates:
-        raise Skip("no sequence shorter than T with a non-zero dy at the step after its end")
+        raise Skip("no sequence of length 1..T-1 with a non-zero dy at the step after its end")
     ref_before, ref_after = _future_reference(case)
     tol = tolerances.for_tensor(cfg.dtype, "x")
     steps = case.seq_lengths[candidates] - 1
@@ -234,7 +235,7 @@ def run_check(name: str, case: Case, target: Target, tolerances: Tolerances | No
     """One reference-free check of one target on one case, as its own result row."""
     tolerances = tolerances or Tolerances()
     result = new_result(case, target, "pass", check=name)
-    reason = target.supports(case.config)
+    reason = target.supports_case(case)
     if reason is not True:
         result.status, result.message = "skip", str(reason)
         return result

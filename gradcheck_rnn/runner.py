@@ -2,7 +2,7 @@
 
 Order of judgement for one case × target:
 
-1. ``skip`` when the target's ``supports(config)`` returns a reason;
+1. ``skip`` when the target's ``supports(config)`` or ``supports_case(case)`` returns a reason;
 2. ``reference-disagreement`` when the ``loop`` and ``jax`` references disagree with each other
    (tight float64 tolerance) — never blamed on the target;
 3. ``error`` when the target raises or returns something that is not an :class:`Outputs`;
@@ -179,7 +179,7 @@ def check_case(case: Case, target: Any, tolerances: Tolerances | None = None,
     """Judge one target on one case (see the module docstring for the order of judgement)."""
     target = as_target(target)
     tolerances = tolerances or Tolerances()
-    reason = target.supports(case.config)
+    reason = target.supports_case(case)
     if reason is not True:
         return new_result(case, target, "skip", message=str(reason))
     references = references or References(case)
@@ -223,7 +223,7 @@ def judge_case(case: Case, targets: list[Target], tolerances: Tolerances | None 
         if check != "reference":
             yield run_check(check, case, target, tolerances)
             continue
-        if references is None and target.supports(case.config) is True:
+        if references is None and target.supports_case(case) is True:
             references = References(case)
         yield check_case(case, target, tolerances, references)
 

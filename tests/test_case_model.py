@@ -14,9 +14,11 @@ from gradcheck_rnn.layout import pack, param_shapes, unpack
 def case_specs(draw):
     T = draw(st.integers(1, 9))
     B = draw(st.integers(1, 5))
-    config = RNNConfig(draw(st.sampled_from(MODES)), draw(st.integers(1, 4)), draw(st.booleans()),
-                       draw(st.integers(1, 12)), draw(st.integers(1, 12)), T, B, draw(st.sampled_from(DTYPES)))
-    lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
+    mode, H = draw(st.sampled_from(MODES)), draw(st.integers(1, 12))
+    proj = draw(st.integers(0, H - 1)) if mode == "lstm" else 0
+    config = RNNConfig(mode, draw(st.integers(1, 4)), draw(st.booleans()), draw(st.integers(1, 12)), H, T, B,
+                       draw(st.sampled_from(DTYPES)), proj_size=proj, bias=draw(st.booleans()))
+    lengths = draw(st.lists(st.integers(0, T), min_size=B, max_size=B))
     return dict(config=config, seq_lengths=lengths, seed=draw(st.integers(0, 2**63 - 1)),
                 wants=draw(st.sampled_from(WANTS_GROUPS)), heads=draw(st.sampled_from(HEADS)),
                 initial_state=draw(st.booleans()))
@@ -43,6 +45,22 @@ def test_documented_example_ids():
     assert case.x.shape == (7, 3, 3) and case.h0.shape == (4, 3, 5) and case.dy.shape == (7, 3, 10)
     frozen = Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx")
     assert frozen.wants == {"x"} and frozen.wants_group == "x"
+    surface = Case.from_id("lstm-L2-bi-I3-H5-P3-nobias-T7-B3-len7.4.1-f32-s9")
+    assert surface.config == RNNConfig("lstm", 2, True, 3, 5, 7, 3, "f32", proj_size=3, bias=False)
+    assert surface.h0.shape == (4, 3, 3) and surface.c0.shape == (4, 3, 5) and surface.dy.shape == (7, 3, 6)
+    assert surface.params["l0.fwd.w_hh"].shape == (20, 3) and surface.params["l1.bwd.w_ih"].shape == (20, 6)
+    assert surface.params["l1.bwd.w_hr"].shape == (3, 5) and not any(".b_" in k for k in surface.params)
+    empty = Case.from_id("lstm-L1-uni-I2-H3-T4-B3-len4.0.2-f64-s1-glast")
+    assert list(empty.seq_lengths) == [4, 0, 2] and not empty.dy[:, 1].any()
+
+
+def test_new_fields_leave_old_ids_bit_identical():
+    """proj_size and bias have defaults that keep every id written before them: same data, same id."""
+    old = Case.from_id("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273")
+    explicit = make_case(RNNConfig("lstm", 2, True, 3, 5, 7, 3, "f32", proj_size=0, bias=True), [7, 4, 1], 918273)
+    assert explicit.id == old.id
+    assert all(np.array_equal(old.params[k], explicit.params[k]) for k in old.params)
+    np.testing.assert_allclose(old.params["l0.fwd.w_ih"][0], [0.17904815, -0.14519221, -0.29470003], atol=1e-8)
 
 
 def test_draw_order_is_pinned():
@@ -93,7 +111,11 @@ def test_wants_groups():
     ("lstm-L0-bi-I3-H5-T7-B3-len7.4.1-f32-s9", "num_layers=0"),
     ("lstm-L2-bi-I3-H0-T7-B3-len7.4.1-f32-s9", "hidden_size=0"),
     ("lstm-L2-bi-I3-H5-T7-B3-len8.4.1-f32-s9", "sequence length 8"),
-    ("lstm-L2-bi-I3-H5-T7-B3-len7.0.1-f32-s9", "sequence length 0"),
+    ("lstm-L2-bi-I3-H5-T7-B3-len7.-1.1-f32-s9", "len<l_0>"),
+    ("lstm-L2-bi-I3-H5-P0-T7-B3-len7.4.1-f32-s9", "'P0' is not allowed"),
+    ("lstm-L2-bi-I3-H5-P5-T7-B3-len7.4.1-f32-s9", "proj_size=5"),
+    ("gru-L2-bi-I3-H5-P2-T7-B3-len7.4.1-f32-s9", "LSTM only"),
+    ("lstm-L2-bi-I3-H5-nobias-P2-T7-B3-len7.4.1-f32-s9", "'P2'"),
     ("lstm-L2-bi-I3-H5-T7-B3-len7.4-f32-s9", "2 sequence lengths"),
     ("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f8-s9", "'f8'"),
     ("lstm-L2-up-I3-H5-T7-B3-len7.4.1-f32-s9", "uni or bi"),
@@ -116,6 +138,20 @@ def test_bad_configs_raise(kwargs, words):
                 batch_size=2, dtype="f64")
     with pytest.raises(UsageError, match=words):
         RNNConfig(**{**base, **kwargs})
+
+
+def test_pack_unpack_projection_and_no_bias():
+    config = RNNConfig("lstm", 2, True, 3, 5, 2, 1, proj_size=2)
+    case = make_case(config, [2], seed=5)
+    flat = pack(case.params, config)
+    # cudnn LSTMP order: per unit w_ih, w_hh, w_hr, then all biases
+    offset = case.params["l0.fwd.w_ih"].size + case.params["l0.fwd.w_hh"].size
+    assert flat[offset] == case.params["l0.fwd.w_hr"][0, 0]
+    assert all(np.array_equal(v, case.params[k]) for k, v in unpack(flat, config).items())
+    bare = RNNConfig("gru", 2, False, 3, 4, 2, 1, bias=False)
+    case = make_case(bare, [2], seed=5)
+    assert flat.size > pack(case.params, bare).size == sum(v.size for v in case.params.values())
+    assert list(unpack(pack(case.params, bare), bare)) == ["l0.fwd.w_ih", "l0.fwd.w_hh", "l1.fwd.w_ih", "l1.fwd.w_hh"]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -26,8 +26,10 @@ def torch_attr(key: str) -> str:
 
 def torch_module(config: RNNConfig, params: dict[str, np.ndarray]) -> torch.nn.Module:
     kwargs = {"nonlinearity": config.mode[4:]} if config.mode.startswith("rnn_") else {}
+    if config.proj_size:
+        kwargs["proj_size"] = config.proj_size
     module = TORCH_MODULES[config.mode](config.input_size, config.hidden_size, config.num_layers,
-                                        bidirectional=config.bidirectional, **kwargs).double()
+                                        bidirectional=config.bidirectional, bias=config.bias, **kwargs).double()
     with torch.no_grad():
         for key, value in params.items():
             getattr(module, torch_attr(key)).copy_(torch.from_numpy(value))
@@ -254,6 +256,67 @@ class TruncatedBPTT(FusedCPUKernel):
 
     def handoff(self, step, segments):
         pass
+
+
+SURFACE = [RNNConfig("lstm", 2, True, 3, 5, 7, 5, proj_size=3), RNNConfig("lstm", 3, False, 3, 4, 7, 5, proj_size=1),
+           RNNConfig("lstm", 2, True, 3, 5, 7, 5, proj_size=2, bias=False), RNNConfig("gru", 2, True, 3, 4, 7, 5, bias=False),
+           RNNConfig("rnn_relu", 2, False, 3, 4, 7, 5, bias=False), RNNConfig("rnn_tanh", 1, True, 3, 4, 7, 5, bias=False)]
+
+
+@pytest.mark.parametrize("cfg", SURFACE, ids=lambda c: c.prefix)
+def test_projection_and_no_bias_match_torch(cfg):
+    """torch.nn's proj_size and bias=False, one sequence at a time: every output and gradient."""
+    case = make_case(cfg, UNEVEN, seed=13)
+    got = outputs(FusedCPUTarget().run(case))
+    assert set(got) == {"y", "hy", "x", "h0", *(["cy", "c0"] if cfg.mode == "lstm" else []), *case.params}
+    assert_matches(got, reference(case))
+    # the autograd entry solves H from the flat vector of the same layout
+    leaves = {k: torch.tensor(v, requires_grad=True) for k, v in case.params.items()}
+    x = torch.tensor(case.x, requires_grad=True)
+    h0 = torch.tensor(case.h0, requires_grad=True)
+    c0 = None if case.c0 is None else torch.tensor(case.c0)
+    y, hy, cy = fused_rnn(x, UNEVEN, h0, c0, leaves, cfg.mode, cfg.num_layers, cfg.bidirectional)
+    loss = (y * torch.from_numpy(case.dy)).sum() + (hy * torch.from_numpy(case.dhy)).sum()
+    if cy is not None:
+        loss = loss + (cy * torch.from_numpy(case.dcy)).sum()
+    loss.backward()
+    assert_matches({"x": x.grad.numpy(), "h0": h0.grad.numpy(), **{k: v.grad.numpy() for k, v in leaves.items()}},
+                   got, names=["x", "h0", *case.params])
+
+
+@pytest.mark.parametrize("case_id", [
+    "lstm-L2-bi-I3-H5-P3-nobias-T7-B3-len7.4.0-f64-s9", "lstm-L2-uni-I3-H5-P2-T7-B3-len7.0.1-f32-s3-wparams",
+    "gru-L2-bi-I3-H5-nobias-T7-B3-len0.4.2-f64-s9", "rnn_relu-L2-uni-I3-H5-T7-B3-len0.0.0-f64-s9-glast",
+    "lstm-L1-bi-I3-H5-P4-nobias-T6-B3-len6.1.1-f64-s3-winputs-z",
+])
+def test_api_surface_passes_both_references(case_id):
+    """fused-cpu passes; torch-native passes, or declines a zero-length case with its reason."""
+    from gradcheck_rnn import Case
+    from gradcheck_rnn.runner import check_case
+    from gradcheck_rnn.targets import resolve_target
+
+    case = Case.from_id(case_id)
+    assert check_case(case, resolve_target("fused-cpu")).status == "pass"
+    native = check_case(case, resolve_target("torch-native"))
+    if (case.seq_lengths == 0).any():
+        assert native.status == "skip" and "length 0" in native.message
+    else:
+        assert native.status == "pass", native.message
+
+
+class ProjectionGradTransposed(FusedCPUKernel):
+    def projection_grad(self, unit, packing, out):
+        super().projection_grad(unit, packing, out)
+        out.copy_(out.t().reshape(out.shape) if out.shape[0] != out.shape[1] else out.t())
+
+
+def test_a_broken_projection_is_caught():
+    case = make_case(RNNConfig("lstm", 1, False, 3, 5, 7, 5, proj_size=2), UNEVEN, seed=1)
+    want = reference(case)
+    got = outputs(FusedCPUTarget(kernel=ProjectionGradTransposed()).run(case))
+    assert_matches(got, want, names=["y", "hy", "x", "l0.fwd.w_hh"])
+    with pytest.raises(AssertionError):
+        assert_matches(got, want, names=["l0.fwd.w_hr"])
 
 
 def test_a_broken_kernel_is_caught():

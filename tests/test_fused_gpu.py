@@ -53,6 +53,22 @@ def test_forward_and_every_gradient_match_torch_in_float64(mode, bi):
     assert_matches(outputs(FusedGPUTarget().run(case)), reference(case))
 
 
+@pytest.mark.parametrize("case_id", ["lstm-L2-bi-I3-H5-P3-T6-B4-len4.6.1.3-f64-s12",
+                                     "lstm-L1-uni-I2-H4-P1-nobias-T5-B3-len5.0.2-f64-s3",
+                                     "gru-L2-bi-I3-H4-nobias-T5-B3-len0.5.2-f32-s4"])
+def test_projection_no_bias_and_zero_length(case_id):
+    """The API surface rides on the shared algorithm: fused-gpu equals torch.nn (f64, non-zero lengths)
+    and fused-cpu (every case)."""
+    from gradcheck_rnn import Case
+
+    case = Case.from_id(case_id)
+    got = outputs(FusedGPUTarget().run(case))
+    tol = dict(rtol=1e-9, atol=1e-10) if case.config.dtype == "f64" else dict(rtol=1e-5, atol=1e-6)
+    assert_matches(got, outputs(FusedCPUTarget().run(case)), **tol)
+    if (case.seq_lengths > 0).all():
+        assert_matches(got, reference(case))
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_no_initial_state_path(mode):
     case = make_case(config(mode, layers=2, bi=True, T=4, B=3), [2, 4, 3], seed=5, initial_state=False)

@@ -44,10 +44,10 @@ def _sigmoid(v):
     return 1.0 / (1.0 + np.exp(-v))
 
 
-def _np_cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh):
-    gi = w_ih @ x + b_ih
-    gh = w_hh @ h + b_hh
-    H = h.shape[0]
+def _np_cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, w_hr=None):
+    gi = w_ih @ x + (0 if b_ih is None else b_ih)
+    gh = w_hh @ h + (0 if b_hh is None else b_hh)
+    H = w_hh.shape[0] // {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}[mode]
     if mode == "rnn_tanh":
         return np.tanh(gi + gh), None
     if mode == "rnn_relu":
@@ -56,7 +56,8 @@ def _np_cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh):
         a = gi + gh
         i, f, g, o = (a[k * H:(k + 1) * H] for k in range(4))
         c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        return _sigmoid(o) * np.tanh(c_new), c_new
+        h_new = _sigmoid(o) * np.tanh(c_new)
+        return (h_new if w_hr is None else w_hr @ h_new), c_new
     r = _sigmoid(gi[:H] + gh[:H])
     z = _sigmoid(gi[H:2 * H] + gh[H:2 * H])
     n = np.tanh(gi[2 * H:] + r * gh[2 * H:])
@@ -67,9 +68,10 @@ def numpy_forward(case):
     """One sequence at a time, cut to its length, no padding anywhere: y, hy, cy."""
     cfg = case.config
     T, B, H, D, L = cfg.max_len, cfg.batch_size, cfg.hidden_size, cfg.num_directions, cfg.num_layers
+    S = cfg.state_size
     lstm = cfg.mode == "lstm"
-    y = np.zeros((T, B, D * H))
-    hy = np.zeros((L * D, B, H))
+    y = np.zeros((T, B, D * S))
+    hy = np.zeros((L * D, B, S))
     cy = np.zeros((L * D, B, H)) if lstm else None
     for b in range(B):
         n = int(case.seq_lengths[b])
@@ -78,10 +80,10 @@ def numpy_forward(case):
             outs = []
             for d, direction in enumerate(directions(cfg)):
                 s = layer * D + d
-                h = np.zeros(H) if case.h0 is None else case.h0[s, b]
+                h = np.zeros(S) if case.h0 is None else case.h0[s, b]
                 c = (np.zeros(H) if case.c0 is None else case.c0[s, b]) if lstm else None
-                w = [case.params[param_key(layer, direction, k)] for k in ("w_ih", "w_hh", "b_ih", "b_hh")]
-                seq = np.zeros((n, H))
+                w = [case.params.get(param_key(layer, direction, k)) for k in ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")]
+                seq = np.zeros((n, S))
                 for t in (range(n) if direction == "fwd" else range(n - 1, -1, -1)):
                     h, c = _np_cell(cfg.mode, inp[t], h, c, *w)
                     seq[t] = h
@@ -135,7 +137,22 @@ FD_CONFIGS += [("lstm", 3, True), ("gru", 3, True), ("rnn_relu", 3, False)]
 @pytest.mark.parametrize("mode,layers,bi", FD_CONFIGS)
 def test_gradients_match_central_differences(mode, layers, bi):
     cfg = RNNConfig(mode, layers, bi, 2, 2, 3, 3)
-    case = make_case(cfg, [2, 3, 1], seed=100 + layers * 10 + bi)
+    _assert_central_differences(make_case(cfg, [2, 3, 1], seed=100 + layers * 10 + bi))
+
+
+@pytest.mark.parametrize("config, lengths", [
+    (RNNConfig("lstm", 2, True, 2, 3, 3, 3, proj_size=2), [2, 3, 1]),
+    (RNNConfig("lstm", 1, False, 2, 3, 3, 3, proj_size=1, bias=False), [2, 3, 1]),
+    (RNNConfig("gru", 2, True, 2, 2, 3, 3, bias=False), [2, 3, 1]),
+    (RNNConfig("rnn_tanh", 2, True, 2, 2, 3, 4), [2, 3, 1, 0]),
+    (RNNConfig("lstm", 2, True, 2, 3, 3, 4, proj_size=2), [2, 3, 1, 0]),
+], ids=["lstm-P2", "lstm-P1-nobias", "gru-nobias", "tanh-zero-length", "lstm-P2-zero-length"])
+def test_api_surface_gradients_match_central_differences(config, lengths):
+    _assert_central_differences(make_case(config, lengths, seed=17))
+
+
+def _assert_central_differences(case):
+    mode = case.config.mode
     out = run_jax_reference(case)
     names = ["x", "h0", *(["c0"] if mode == "lstm" else []), *case.params]
     assert set(out.grads) == set(names)
@@ -157,7 +174,8 @@ def test_gradients_match_central_differences(mode, layers, bi):
                   - loss(case, run_jax_reference(replaced(case, name, minus)))) / (2 * EPS)
             g = grad[idx]
             assert abs(g - fd) <= FD_ATOL + FD_RTOL * abs(g), f"{case.id} d/d{name}{idx}: vjp {g!r}, fd {fd!r}"
-    assert np.all(out.grads["x"][1:, 2] == 0.0) and np.all(out.grads["x"][2:, 0] == 0.0)
+    for b, length in enumerate(case.seq_lengths):  # padded steps (every step of a length-0 sequence)
+        assert np.all(out.grads["x"][length:, b] == 0.0)
 
 
 # --------------------------------------------------------------------------- bucketing and caching
@@ -178,7 +196,17 @@ def _assert_outputs_close(a, b, atol):
 def test_bucket_rule():
     assert [jax_ref.bucket(n) for n in (1, 5, 8, 9, 16, 17, 100)] == [8, 8, 8, 16, 16, 32, 128]
     key = jax_ref.bucket_key(RNNConfig("gru", 2, True, 3, 9, 17, 2))
-    assert tuple(key) == ("gru", 2, 2, 8, 16, 32, 8)
+    assert tuple(key) == ("gru", 2, 2, 8, 16, 32, 8, 0)
+    assert jax_ref.bucket_key(RNNConfig("lstm", 1, False, 3, 20, 4, 2, proj_size=9)).proj_size == 16
+
+
+def test_bucketed_equals_exact_shapes_with_projection_and_no_bias():
+    # H 11 -> 16 and P 9 -> 16 pad separately: w_hh is (4·16, 16), w_hr (16, 16), layer 1 sees [fwd | bwd] of P
+    cfg = RNNConfig("lstm", 2, True, 3, 11, 6, 3, proj_size=9, bias=False)
+    case = make_case(cfg, [4, 0, 6], seed=21)
+    _assert_outputs_close(jax_ref.run_padded(case, bucketed=True), jax_ref.run_padded(case, bucketed=False), 1e-12)
+    y, hy, cy = numpy_forward(case)
+    np.testing.assert_allclose(run_jax_reference(case).y, y, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -236,8 +264,7 @@ def test_persistent_cache_env(tmp_path):
 
 def test_zero_length_sequence():
     """Profiles may allow length 0 (docs/contracts.md, "Case variants"): y = 0, hy = h0, dh0 = dhy, dx = 0."""
-    case = make_case(RNNConfig("lstm", 2, True, 3, 2, 5, 3), [2, 5, 1], seed=4)
-    case.seq_lengths = np.array([2, 0, 1])  # the case model itself only builds lengths >= 1 today
+    case = make_case(RNNConfig("lstm", 2, True, 3, 2, 5, 3), [2, 0, 1], seed=4)
     out = run_jax_reference(case)
     y, hy, cy = numpy_forward(case)
     np.testing.assert_allclose(out.y, y, rtol=0, atol=1e-12)

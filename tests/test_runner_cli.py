@@ -115,7 +115,7 @@ def test_repro_prints_the_numbers_the_sweep_reported(tmp_path):
     (["sweep", "--target", "no-such-target"], "unknown target 'no-such-target'"),
     (["sweep", "--target", "no_such_module_xyz:run"], "cannot import module 'no_such_module_xyz'"),
     (["sweep", "--target", "plugin_targets:nope"], "has no attribute 'nope'"),
-    (["check", "--lengths", "3,0"], "sequence length 0"),
+    (["check", "--lengths", "3,-1"], "sequence length -1"),
     (["check", "--lengths", "3,x"], "comma-separated"),
     (["check", "--lengths", "3,5", "--max-len", "4"], "sequence length 5"),
 ])

@@ -15,6 +15,15 @@ holds the active prefix of ``bs_t`` sequences and padded steps cost nothing; sta
 gradients live in ``B + N + B``-row buffers (forward initial states, the N packed steps, reverse
 initial states), so the state feeding a step is one contiguous row range and the reverse
 direction starts each sequence at its own last step, never in the padding.
+
+The API surface beyond the four modes rides on the same algorithm. A config without bias runs
+with zero bias vectors (:meth:`FusedKernel.unit_biases`) and reports no bias gradient. An LSTM
+with projections (``proj_size`` P) keeps the cell's H-wide output ``o ⊙ tanh c`` per packed row
+in ``Unit.hraw``; the state buffers, y and the recurrent GEMM are P wide, h_t = W_hr·hraw_t
+(:meth:`FusedKernel.project`). In the backward the complete dL/dh_t (P wide, in the state
+buffer) becomes dL/dhraw_t = dL/dh_t·W_hr before the cell's pointwise pass
+(:meth:`FusedKernel.project_backward`), and dW_hr = Σ_t dL/dh_tᵀ·hraw_t is one GEMM over all
+steps (:meth:`FusedKernel.projection_grad`).
 """
 
 from __future__ import annotations
@@ -245,11 +254,14 @@ class Unit:
 
     Forward buffers (read-only once the forward is done, so backward can run again):
     ``gates`` (N, G·H) input projection, overwritten per step with the gate activations;
-    ``h`` / ``c`` (B + N + B, H) state buffers; ``aux`` per-step extras the backward needs
-    (LSTM tanh(c_t) (N, H); GRU W_hh·h + b_hh (N, 3H)). Backward buffers, filled by
+    ``h`` (B + N + B, S) / ``c`` (B + N + B, H) state buffers (S = P with projections, else H);
+    ``aux`` per-step extras the backward needs (LSTM tanh(c_t) (N, H); GRU W_hh·h + b_hh (N, 3H));
+    with projections ``hraw`` (N, H), the cell output before W_hr. Backward buffers, filled by
     ``backward_data`` and read by ``backward_weights``: ``dgates`` (N, grad_width·H) gate
-    pre-activation gradients, ``dh`` / ``dc`` (B + N + B, H) state gradients. ``steps`` are
-    the forward's steps in walk order; the backward reuses them in reverse.
+    pre-activation gradients, ``dh`` (B + N + B, S) / ``dc`` (B + N + B, H) state gradients,
+    ``dh_raw`` (N, H) the gradients of ``hraw``. ``steps`` are the forward's steps in walk
+    order; the backward reuses them in reverse. Without bias, ``b_ih``/``b_hh`` are zeros and
+    ``has_bias`` is False.
     """
 
     spec: ModeSpec
@@ -265,9 +277,13 @@ class Unit:
     h: Tensor
     c: Tensor | None
     aux: Tensor | None
+    w_hr: Tensor | None = None
+    hraw: Tensor | None = None
+    has_bias: bool = True
     dgates: Tensor | None = None
     dh: Tensor | None = None
     dc: Tensor | None = None
+    dh_raw: Tensor | None = None
     steps: list[Step] = field(default_factory=list)
 
     @property
@@ -276,7 +292,19 @@ class Unit:
 
     @property
     def hidden_size(self) -> int:
+        """H, the width of each gate block (and of c)."""
+        return self.w_hh.shape[0] // self.spec.gates
+
+    @property
+    def state_size(self) -> int:
+        """S, the width of h: P with projections, else H."""
         return self.w_hh.shape[1]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The parameter kinds this unit has (and reports gradients for)."""
+        weights = ("w_ih", "w_hh", "w_hr") if self.w_hr is not None else ("w_ih", "w_hh")
+        return weights + (("b_ih", "b_hh") if self.has_bias else ())
 
     @cached_property
     def w_hh_t(self) -> Tensor:
@@ -347,17 +375,17 @@ class FusedKernel:
         """Run all layers and directions; return (y, hy, cy, state for the backward)."""
         spec = MODE_SPECS[mode]
         T, B, I = x.shape
-        H = params[param_key(0, "fwd", "w_hh")].shape[1]
+        S = params[param_key(0, "fwd", "w_hh")].shape[1]  # the state width: P with projections, else H
         D = 2 if bidirectional else 1
         packing = self.make_packing(seq_lengths, T, x.device)
         layer_input = packing.pack(x)
         units: list[Unit] = []
         for layer in range(num_layers):
-            output = x.new_empty(packing.height, D * H)
+            output = x.new_empty(packing.height, D * S)
             for d in range(D):
                 states = [None if s is None else s[layer * D + d] for s in (h0, c0)]
                 unit = self.make_unit(spec, packing, layer, d, layer == num_layers - 1, params,
-                                      layer_input, output[:, d * H:(d + 1) * H], *states)
+                                      layer_input, output[:, d * S:(d + 1) * S], *states)
                 unit.steps = [self.step_forward(unit, rows) for rows in self.walk(unit, packing)]
                 units.append(unit)
             layer_input = output[B:B + packing.rows]
@@ -385,9 +413,11 @@ class FusedKernel:
                   c0: Tensor | None) -> Unit:
         """Load initial states and run the input projection of all steps as one GEMM."""
         name = DIRECTIONS[d]
-        w_ih, w_hh, b_ih, b_hh = (params[param_key(layer, name, k)] for k in ("w_ih", "w_hh", "b_ih", "b_hh"))
+        w_ih, w_hh = (params[param_key(layer, name, k)] for k in ("w_ih", "w_hh"))
+        w_hr = params.get(param_key(layer, name, "w_hr"))
+        b_ih, b_hh = self.unit_biases(params, layer, name, w_ih)
         reverse = d == 1
-        H = w_hh.shape[1]
+        H = w_hh.shape[0] // spec.gates
         init = packing.init_rows(reverse)
         bias = b_ih + b_hh if spec.fold_hidden_bias else b_ih
         gates = torch.addmm(bias, x, w_ih.t())
@@ -399,7 +429,18 @@ class FusedKernel:
             aux = x.new_empty(packing.rows, H)
         elif spec.cell == "gru":
             aux = x.new_empty(packing.rows, 3 * H)
-        return Unit(spec, layer, reverse, top, w_ih, w_hh, b_ih, b_hh, x, gates, h, c, aux)
+        hraw = None if w_hr is None else x.new_empty(packing.rows, H)
+        return Unit(spec, layer, reverse, top, w_ih, w_hh, b_ih, b_hh, x, gates, h, c, aux, w_hr, hraw,
+                    param_key(layer, name, "b_ih") in params)
+
+    def unit_biases(self, params: Mapping[str, Tensor], layer: int, direction: str,
+                    w_ih: Tensor) -> tuple[Tensor, Tensor]:
+        """(b_ih, b_hh) of a unit; zeros when the config has no bias (no b_* keys)."""
+        b_ih, b_hh = (params.get(param_key(layer, direction, k)) for k in ("b_ih", "b_hh"))
+        if b_ih is None or b_hh is None:
+            zeros = w_ih.new_zeros(w_ih.shape[0])
+            return zeros, zeros
+        return b_ih, b_hh
 
     @staticmethod
     def _load_initial(rows: Tensor, state: Tensor | None, packing: Packing) -> None:
@@ -411,12 +452,24 @@ class FusedKernel:
     def step_forward(self, unit: Unit, rows: StepRows) -> Step:
         """One step: the recurrent GEMM, then the cell's pointwise pass."""
         packed, state, prev = rows.packed, rows.state, rows.prev
+        # with projections the cell writes its H-wide output into hraw, and h_t = W_hr·hraw_t
+        h_cell = unit.h[state] if unit.w_hr is None else unit.hraw[packed]
         step = Step(unit, rows, unit.gates[packed], take(unit.h, prev),
-                    None if unit.c is None else take(unit.c, prev), unit.h[state],
+                    None if unit.c is None else take(unit.c, prev), h_cell,
                     None if unit.c is None else unit.c[state], None if unit.aux is None else unit.aux[packed])
         self.recurrent_projection(step)
         getattr(self, f"{unit.spec.cell}_forward")(step)
+        if unit.w_hr is not None:
+            self.project(step, unit.h[state])
         return step
+
+    def project(self, step: Step, out: Tensor) -> None:
+        """LSTM projection: h_t = hraw_t·W_hrᵀ, written into the state rows ``out`` (bs, P)."""
+        torch.mm(step.h, step.unit.w_hr.t(), out=out)
+
+    def project_backward(self, step: Step, dh: Tensor, out: Tensor) -> None:
+        """dL/dhraw_t = dL/dh_t·W_hr: the P-wide state gradient back to the cell's H-wide output."""
+        torch.mm(dh, step.unit.w_hr, out=out)
 
     def recurrent_projection(self, step: Step) -> None:
         """The only per-step GEMM: h_prev·W_hhᵀ added to the gates (b_hh already folded
@@ -445,24 +498,25 @@ class FusedKernel:
         """
         packing, D = state.packing, state.num_directions
         B, N = packing.batch, packing.rows
-        H = state.units[0].hidden_size
+        H, S = state.units[0].hidden_size, state.units[0].state_size
         spec = MODE_SPECS[state.mode]
         new = state.units[0].gates.new_empty
-        d_out = new(packing.height, D * H)
+        d_out = new(packing.height, D * S)
         self._zero_init_rows(d_out, packing)
         if dy is None:
             d_out[B:B + N].zero_()
         else:
             d_out[B:B + N] = packing.pack(dy.to(state.dtype))
         scratch = new(B, 2 * H)
-        dh0 = new(state.num_layers * D, B, H)
+        dh0 = new(state.num_layers * D, B, S)
         dc0 = new(state.num_layers * D, B, H) if spec.has_cell_state else None
         dx = None
         for layer in reversed(range(state.num_layers)):
             units = state.units[layer * D:(layer + 1) * D]
             for d, unit in enumerate(units):
                 final = packing.final_rows(unit.reverse)
-                unit.dh = d_out[:, d * H:(d + 1) * H]
+                unit.dh = d_out[:, d * S:(d + 1) * S]
+                unit.dh_raw = None if unit.w_hr is None else new(N, H)
                 if dhy is not None:
                     unit.dh.index_add_(0, final, dhy[layer * D + d].to(state.dtype))
                 if spec.has_cell_state:
@@ -494,6 +548,10 @@ class FusedKernel:
         """One BPTT step: the cell's pointwise backward, then the hand-off to the previous state."""
         unit, rows = step.unit, step.rows
         step.dgates, step.dh = unit.dgates[rows.packed], unit.dh[rows.state]
+        if unit.w_hr is not None:  # the cell sees dL/dhraw_t, H wide
+            dh_raw = unit.dh_raw[rows.packed]
+            self.project_backward(step, step.dh, dh_raw)
+            step.dh = dh_raw
         step.dc = None if unit.dc is None else unit.dc[rows.state]
         step.scratch, step.dh_direct, step.dc_prev = scratch[:rows.size], None, None
         getattr(self, f"{unit.spec.cell}_backward")(step)
@@ -587,12 +645,25 @@ class FusedKernel:
         grads: dict[str, Tensor] = {}
         for unit in state.units:
             unit_grads = {}
-            for kind in ("w_ih", "w_hh", "b_ih", "b_hh"):
-                key = f"{unit.name}.{kind}"
+            for kind in ("w_ih", "w_hh", "w_hr", "b_ih", "b_hh"):
                 like = getattr(unit, kind)
+                if like is None:
+                    continue
+                key = f"{unit.name}.{kind}"
+                if kind not in unit.kinds:  # bias=False: computed into scratch, not reported
+                    unit_grads[kind] = torch.empty_like(like)
+                    continue
                 grads[key] = unit_grads[kind] = out[key] if out is not None else torch.empty_like(like)
             self.weight_grads(unit, state.packing, unit_grads)
+            if unit.w_hr is not None:
+                self.projection_grad(unit, state.packing, unit_grads["w_hr"])
         return grads
+
+    def projection_grad(self, unit: Unit, packing: Packing, out: Tensor) -> None:
+        """dW_hr = Σ_t dL/dh_tᵀ·hraw_t over all steps at once (the state rows of the packed steps
+        hold the complete dL/dh_t once the backward is done)."""
+        dh = unit.dh[packing.batch:packing.batch + packing.rows]
+        torch.mm(dh.t(), unit.hraw, out=out)
 
     def weight_grads(self, unit: Unit, packing: Packing, grads: Mapping[str, Tensor]) -> None:
         """dW_ih = dG_xᵀ·X, dW_hh = dG_hᵀ·H_prev over all steps at once; db = column sums."""
@@ -618,21 +689,29 @@ def _lengths_list(seq_lengths: Any) -> list[int]:
     return [int(v) for v in np.asarray(seq_lengths).reshape(-1)]
 
 
-def _config_for(x: Tensor, flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool) -> RNNConfig:
+def _config_for(x: Tensor, flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
+                proj_size: int = 0, bias: bool = True) -> RNNConfig:
     """The config of a flat cudnn-style parameter vector; H is solved from its length."""
-    G, D, I, n = GATES[mode], 2 if bidirectional else 1, x.shape[2], flat_params.numel()
-    # n = D·G·(H·I + H² + 2H + (L−1)·(D·H² + H² + 2H)) = a·H² + b·H
-    a, b = D * G * (1 + (num_layers - 1) * (D + 1)), D * G * (I + 2 * num_layers)
-    H = round((-b + math.sqrt(b * b + 4 * a * n)) / (2 * a))
+    G, D, I, n, P, L = GATES[mode], 2 if bidirectional else 1, x.shape[2], flat_params.numel(), proj_size, num_layers
+    biases = 2 * G * int(bias)
+    if P:
+        # n = D·(G·H·I + G·H·P + P·H + 2G·H + (L−1)·(G·H·D·P + G·H·P + P·H + 2G·H)) = b·H
+        a, b = 0, D * (G * I + G * P + P + biases + (L - 1) * (G * D * P + G * P + P + biases))
+        H = n // b
+    else:
+        # n = D·G·(H·I + H² + 2H + (L−1)·(D·H² + H² + 2H)) = a·H² + b·H
+        a, b = D * G * (1 + (L - 1) * (D + 1)), D * (G * I + biases * L)
+        H = round((-b + math.sqrt(b * b + 4 * a * n)) / (2 * a))
     if H < 1 or a * H * H + b * H != n:
         raise ValueError(f"flat parameter vector of {n} values does not fit {mode} with {num_layers} layers, "
                          f"{'bi' if bidirectional else 'uni'}directional, input size {I}")
-    return RNNConfig(mode, num_layers, bidirectional, I, H, x.shape[0], x.shape[1])
+    return RNNConfig(mode, num_layers, bidirectional, I, H, x.shape[0], x.shape[1], proj_size=P, bias=bias)
 
 
 class KernelFunction(torch.autograd.Function):
     """Autograd entry over any :class:`FusedKernel`: ``apply(x, seq_lengths, h0, c0,
-    flat_params, mode, num_layers, bidirectional, kernel) -> (y, hy, cy)``; cy is None unless LSTM.
+    flat_params, mode, num_layers, bidirectional, kernel[, proj_size, bias]) -> (y, hy, cy)``;
+    cy is None unless LSTM.
 
     ``flat_params`` is the cudnn-style flat vector (:func:`gradcheck_rnn.layout.pack`).
     The backward is the kernel's hand-written BPTT; it computes only what
@@ -644,8 +723,8 @@ class KernelFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
                 flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
-                kernel: FusedKernel) -> tuple[Tensor, Tensor, Tensor | None]:
-        config = _config_for(x, flat_params, mode, num_layers, bidirectional)
+                kernel: FusedKernel, proj_size: int = 0, bias: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
+        config = _config_for(x, flat_params, mode, num_layers, bidirectional, proj_size, bias)
         params = unpack(flat_params, config)
         y, hy, cy, state = kernel.forward(x, _lengths_list(seq_lengths), h0, c0, params, mode,
                                           num_layers, bidirectional)
@@ -663,8 +742,9 @@ class KernelFunction(torch.autograd.Function):
         if need_params:
             d_params = torch.empty_like(flat_params)
             ctx.kernel.backward_weights(ctx.state, unpack(d_params, ctx.config))
+        # one None for each non-tensor input: mode, layers, directions, kernel (and proj_size, bias)
         return (dx, None, dh0 if need_h0 else None, dc0 if need_c0 else None, d_params,
-                None, None, None, None)
+                *[None] * (len(ctx.needs_input_grad) - 5))
 
 
 def apply_kernel(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
@@ -672,10 +752,12 @@ def apply_kernel(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | No
                  kernel: FusedKernel) -> tuple[Tensor, Tensor, Tensor | None]:
     """Differentiable fused RNN over a parameter dict (keys ``l{layer}.{fwd|bwd}.{kind}``)."""
     T, B, I = x.shape
-    H = params[param_key(0, "fwd", "w_hh")].shape[1]
-    config = RNNConfig(mode, num_layers, bidirectional, I, H, T, B)
+    w_hh, w_hr = params[param_key(0, "fwd", "w_hh")], params.get(param_key(0, "fwd", "w_hr"))
+    H = w_hh.shape[0] // GATES[mode]
+    P, bias = (0 if w_hr is None else w_hr.shape[0]), param_key(0, "fwd", "b_ih") in params
+    config = RNNConfig(mode, num_layers, bidirectional, I, H, T, B, proj_size=P, bias=bias)
     return KernelFunction.apply(x, seq_lengths, h0, c0, pack(params, config), mode, num_layers,
-                                bidirectional, kernel)
+                                bidirectional, kernel, P, bias)
 
 
 class FusedTarget:

@@ -176,14 +176,15 @@ class FusedCPUKernel(FusedKernel):
 class FusedRNNFunction(KernelFunction):
     """:class:`~gradcheck_rnn.kernels.common.KernelFunction` with :class:`FusedCPUKernel` as
     the default: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
-    kernel=None) -> (y, hy, cy)``."""
+    kernel=None, proj_size=0, bias=True) -> (y, hy, cy)``."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
                 flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
-                kernel: FusedKernel | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+                kernel: FusedKernel | None = None, proj_size: int = 0,
+                bias: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
         return KernelFunction.forward(ctx, x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
-                                      kernel if kernel is not None else FusedCPUKernel())
+                                      kernel if kernel is not None else FusedCPUKernel(), proj_size, bias)
 
 
 def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None, params: Mapping[str, Tensor],

@@ -40,6 +40,11 @@ dimension whose padding costs time linearly (sequential steps), which the 2x bou
 Sequences of length 0 (allowed by the zero-length case variant) need nothing special: never updated,
 y = 0 and hy = h0.
 
+Projections (LSTM ``proj_size`` P) and ``bias=False`` ride on the same padding: the state width
+S = P gets its own bucket (the hidden width H keeps its own, so ``w_hh`` is (G·Hp, Pp), ``w_hr``
+(Pp, Hp), zero outside the real block, and the extra projected units stay 0 too), and a config
+without bias runs with zero biases whose gradients are simply not reported.
+
 Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``). That halves the
 compile of a new bucket and costs ~1-2 ms more per cached call, so it pays until a bucket serves
 several hundred cases, which a sweep of random shapes never reaches.
@@ -109,13 +114,15 @@ class BucketKey(NamedTuple):
     hidden_size: int
     max_len: int
     batch_size: int
+    proj_size: int = 0  # 0: no projection
 
 
 def bucket_key(config: RNNConfig, bucketed: bool = True) -> BucketKey:
     """The compile-cache key of a config (its exact sizes when ``bucketed`` is False)."""
     pad = bucket if bucketed else int
     return BucketKey(config.mode, config.num_layers, config.num_directions, pad(config.input_size),
-                     pad(config.hidden_size), pad(config.max_len), pad(config.batch_size))
+                     pad(config.hidden_size), pad(config.max_len), pad(config.batch_size),
+                     pad(config.proj_size) if config.proj_size else 0)
 
 
 # --------------------------------------------------------------------------- the jax model
@@ -143,9 +150,10 @@ def _forward(mode: str, num_layers: int, num_dirs: int, lengths: jax.Array, x: j
              h0: jax.Array, c0: jax.Array | None, params: list[dict[str, jax.Array]]):
     """Padded forward pass.
 
-    x (T, B, I); lengths (B,) int; h0, c0 (L·D, B, H); params[layer][kind] stacked over
-    directions: w_ih (D, G·H, I_l), w_hh (D, G·H, H), b_ih and b_hh (D, G·H).
-    Returns y (T, B, D·H), hy (L·D, B, H), cy (L·D, B, H) or None.
+    x (T, B, I); lengths (B,) int; h0 (L·D, B, S), c0 (L·D, B, H); params[layer][kind] stacked
+    over directions: w_ih (D, G·H, I_l), w_hh (D, G·H, S), b_ih and b_hh (D, G·H), and w_hr
+    (D, P, H) with projections (S = P), whose presence switches them on.
+    Returns y (T, B, D·S), hy (L·D, B, S), cy (L·D, B, H) or None.
     """
     D = num_dirs
     steps = jnp.arange(x.shape[0])
@@ -157,15 +165,17 @@ def _forward(mode: str, num_layers: int, num_dirs: int, lengths: jax.Array, x: j
         p = params[layer]
         xs = jnp.stack([layer_input, layer_input[::-1]], axis=1)[:, :D]  # (T, D, B, I_l)
         gi_all = jnp.einsum("tdbi,dgi->tdbg", xs, p["w_ih"]) + p["b_ih"][None, :, None, :]
-        w_hh, b_hh = p["w_hh"], p["b_hh"][:, None, :]
+        w_hh, b_hh, w_hr = p["w_hh"], p["b_hh"][:, None, :], p.get("w_hr")
         states = slice(layer * D, (layer + 1) * D)
         carry0 = (h0[states], None if c0 is None else c0[states])
 
-        def step(carry, inputs, w_hh=w_hh, b_hh=b_hh):
+        def step(carry, inputs, w_hh=w_hh, b_hh=b_hh, w_hr=w_hr):
             h, c = carry
             gi, m = inputs
             gh = jnp.einsum("dbh,dgh->dbg", h, w_hh) + b_hh
             h_new, c_new = _cell(mode, gi, gh, h, c)
+            if w_hr is not None:
+                h_new = jnp.einsum("dbh,dph->dbp", h_new, w_hr)
             h_next = jnp.where(m, h_new, h)
             c_next = None if c is None else jnp.where(m, c_new, c)
             return (h_next, c_next), jnp.where(m, h_new, 0.0)
@@ -240,11 +250,16 @@ def _unpad_bias(b: np.ndarray, G: int, H: int, Hp: int) -> np.ndarray:
     return b.reshape(G, Hp)[:, :H].reshape(G * H)
 
 
+def _state_width(key: BucketKey) -> int:
+    """The padded state width: the projection's bucket, else the hidden one."""
+    return key.proj_size or key.hidden_size
+
+
 def _input_blocks(config: RNNConfig, key: BucketKey, layer: int) -> tuple[int, int, int]:
     """Column layout of w_ih: (blocks, real width, padded width) — [fwd | bwd] blocks for layer > 0."""
     if layer == 0:
         return 1, config.input_size, key.input_size
-    return config.num_directions, config.hidden_size, key.hidden_size
+    return config.num_directions, config.state_size, _state_width(key)
 
 
 def _pad_array(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -258,10 +273,11 @@ def run_padded(case: Case, bucketed: bool = True) -> Outputs:
     cfg = case.config
     key = bucket_key(cfg, bucketed)
     G, H, Hp = GATES[cfg.mode], cfg.hidden_size, key.hidden_size
+    S, Sp, P = cfg.state_size, _state_width(key), cfg.proj_size
     T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
     Tp, Bp = key.max_len, key.batch_size
     lstm = cfg.has_cell_state
-    states = (L * D, Bp, Hp)
+    states, cells = (L * D, Bp, Sp), (L * D, Bp, Hp)
 
     lengths = np.zeros(Bp, dtype=np.int32)
     lengths[:B] = np.asarray(case.seq_lengths, dtype=np.int32)
@@ -269,54 +285,65 @@ def run_padded(case: Case, bucketed: bool = True) -> Outputs:
     h0 = np.zeros(states) if case.h0 is None else _pad_array(np.asarray(case.h0, dtype=np.float64), states)
     c0 = None
     if lstm:
-        c0 = np.zeros(states) if case.c0 is None else _pad_array(np.asarray(case.c0, dtype=np.float64), states)
-    dy = np.zeros((Tp, Bp, D, Hp))
-    dy[:T, :B, :, :H] = np.asarray(case.dy, dtype=np.float64).reshape(T, B, D, H)
-    dy = dy.reshape(Tp, Bp, D * Hp)
+        c0 = np.zeros(cells) if case.c0 is None else _pad_array(np.asarray(case.c0, dtype=np.float64), cells)
+    dy = np.zeros((Tp, Bp, D, Sp))
+    dy[:T, :B, :, :S] = np.asarray(case.dy, dtype=np.float64).reshape(T, B, D, S)
+    dy = dy.reshape(Tp, Bp, D * Sp)
     dhy = _pad_array(np.asarray(case.dhy, dtype=np.float64), states)
-    dcy = _pad_array(np.asarray(case.dcy, dtype=np.float64), states) if lstm else None
+    dcy = _pad_array(np.asarray(case.dcy, dtype=np.float64), cells) if lstm else None
 
     dirs = directions(cfg)
+    no_bias = np.zeros(G * H)  # bias=False runs with zero biases; their gradients are not reported
     params = []
     for layer in range(L):
         blocks, cols, cols_p = _input_blocks(cfg, key, layer)
-        get = lambda kind, d: np.asarray(case.params[param_key(layer, d, kind)], dtype=np.float64)  # noqa: E731
-        params.append({
+
+        def get(kind: str, d: str, layer: int = layer) -> np.ndarray:
+            value = case.params.get(param_key(layer, d, kind))
+            return no_bias if value is None else np.asarray(value, dtype=np.float64)
+
+        unit = {
             "w_ih": np.stack([_pad_weight(get("w_ih", d), G, H, Hp, blocks, cols, cols_p) for d in dirs]),
-            "w_hh": np.stack([_pad_weight(get("w_hh", d), G, H, Hp, 1, H, Hp) for d in dirs]),
+            "w_hh": np.stack([_pad_weight(get("w_hh", d), G, H, Hp, 1, S, Sp) for d in dirs]),
             "b_ih": np.stack([_pad_bias(get("b_ih", d), G, H, Hp) for d in dirs]),
             "b_hh": np.stack([_pad_bias(get("b_hh", d), G, H, Hp) for d in dirs]),
-        })
+        }
+        if P:
+            unit["w_hr"] = np.stack([_pad_array(get("w_hr", d), (Sp, Hp)) for d in dirs])
+        params.append(unit)
 
     args = (lengths, x, h0, c0, params, dy, dhy, dcy)
     fn = _compiled(key, args)
     y, hy, cy, gx, gh0, gc0, gparams = jax.device_get(fn(*args))
 
-    def back(a: np.ndarray) -> np.ndarray:  # (L·D, Bp, Hp) -> (L·D, B, H)
-        return np.array(a[:, :B, :H], dtype=np.float64)
+    def back(a: np.ndarray, width: int) -> np.ndarray:  # (L·D, Bp, padded) -> (L·D, B, width)
+        return np.array(a[:, :B, :width], dtype=np.float64)
 
     grads: dict[str, np.ndarray] = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
     if case.h0 is not None:
-        grads["h0"] = back(gh0)
+        grads["h0"] = back(gh0, S)
         if lstm:
-            grads["c0"] = back(gc0)
+            grads["c0"] = back(gc0, H)
     for layer in range(L):
         blocks, cols, cols_p = _input_blocks(cfg, key, layer)
         g = gparams[layer]
         for i, d in enumerate(dirs):
             grads[param_key(layer, d, "w_ih")] = _unpad_weight(np.asarray(g["w_ih"][i]), G, H, Hp, blocks, cols, cols_p)
-            grads[param_key(layer, d, "w_hh")] = _unpad_weight(np.asarray(g["w_hh"][i]), G, H, Hp, 1, H, Hp)
-            grads[param_key(layer, d, "b_ih")] = _unpad_bias(np.asarray(g["b_ih"][i]), G, H, Hp)
-            grads[param_key(layer, d, "b_hh")] = _unpad_bias(np.asarray(g["b_hh"][i]), G, H, Hp)
+            grads[param_key(layer, d, "w_hh")] = _unpad_weight(np.asarray(g["w_hh"][i]), G, H, Hp, 1, S, Sp)
+            if P:
+                grads[param_key(layer, d, "w_hr")] = np.asarray(g["w_hr"][i])[:P, :H]
+            if cfg.bias:
+                grads[param_key(layer, d, "b_ih")] = _unpad_bias(np.asarray(g["b_ih"][i]), G, H, Hp)
+                grads[param_key(layer, d, "b_hh")] = _unpad_bias(np.asarray(g["b_hh"][i]), G, H, Hp)
     grads = {k: np.array(v, dtype=np.float64) for k, v in grads.items()}
-    y_out = np.array(np.asarray(y).reshape(Tp, Bp, D, Hp)[:T, :B, :, :H].reshape(T, B, D * H), dtype=np.float64)
-    return Outputs(y=y_out, hy=back(hy), cy=back(cy) if lstm else None, grads=grads)
+    y_out = np.array(np.asarray(y).reshape(Tp, Bp, D, Sp)[:T, :B, :, :S].reshape(T, B, D * S), dtype=np.float64)
+    return Outputs(y=y_out, hy=back(hy, S), cy=back(cy, H) if lstm else None, grads=grads)
 
 
 def run_jax_reference(case: Case) -> Outputs:
     """Outputs and every gradient of ``case`` in float64, the whole padded batch at once.
 
-    y (T, B, D·H) is 0 at padded steps; hy (L·D, B, H); cy for LSTM, else None; grads holds
+    y (T, B, D·S) is 0 at padded steps; hy (L·D, B, S); cy for LSTM, else None; grads holds
     ``x`` (0 at padded steps), ``h0`` and ``c0`` (LSTM) when the case passes initial states, and
     every parameter key. All gradients are computed; the caller selects the requested ones.
     """

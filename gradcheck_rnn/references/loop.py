@@ -4,6 +4,13 @@ Each sequence is cut to its own length and run alone through the cell equations 
 below, layer by layer and direction by direction; gradients come from torch autograd in
 float64 and are summed over samples by one backward pass of the summed scalar. Nothing is
 ever padded, so this reference cannot share a padding or masking bug with a fused kernel.
+
+A sequence of length 0 runs no step at all: its outputs are the initial states untouched
+(hy = h0, cy = c0), so autograd gives dh0 = dhy, dc0 = dcy and nothing else. Without bias the
+cell equations simply have no bias terms; with projections h = W_hr·(o ⊙ tanh c).
+
+:func:`loop_loss` is the forward alone (no autograd graph): the ``fd`` check
+(:mod:`gradcheck_rnn.fd`) differences it.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ Tensor = torch.Tensor
 
 
 def _cell(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_ih: Tensor, w_hh: Tensor,
-          b_ih: Tensor, b_hh: Tensor) -> tuple[Tensor, Tensor | None]:
-    """One step of one sequence: x (I,), h (H,) -> (h', c')."""
-    gi = w_ih @ x + b_ih
-    gh = w_hh @ h + b_hh
+          b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """One step of one sequence: x (I,), h (S,) -> (h', c'); biases None without bias, w_hr
+    None without projection."""
+    gi = w_ih @ x if b_ih is None else w_ih @ x + b_ih
+    gh = w_hh @ h if b_hh is None else w_hh @ h + b_hh
     if mode == "rnn_tanh":
         return torch.tanh(gi + gh), None
     if mode == "rnn_relu":
@@ -29,7 +37,8 @@ def _cell(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_ih: Tensor, w_hh:
     if mode == "lstm":
         i, f, g, o = (gi + gh).chunk(4)
         c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c_new), c_new
+        h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        return (h_new if w_hr is None else w_hr @ h_new), c_new
     # gru, linear-before-reset: r multiplies (W_hn h + b_hn)
     ir, iz, in_ = gi.chunk(3)
     hr, hz, hn = gh.chunk(3)
@@ -41,26 +50,28 @@ def _cell(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_ih: Tensor, w_hh:
 
 def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: Tensor | None,
                   c0: Tensor | None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-    """Run sequence b, cut to its length: returns y (len, D·H) and final h, c per layer·direction."""
+    """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction."""
     cfg = case.config
     length = int(case.seq_lengths[b])
     layer_input = x[:length, b]
     finals_h: list[Tensor] = []
     finals_c: list[Tensor] = []
-    zeros = torch.zeros(cfg.hidden_size, dtype=torch.float64)
+    zeros_h = torch.zeros(cfg.state_size, dtype=torch.float64)
+    zeros_c = torch.zeros(cfg.hidden_size, dtype=torch.float64)
     for layer in range(cfg.num_layers):
         outputs = []
         for d, direction in enumerate(directions(cfg)):
             state = layer * cfg.num_directions + d
-            h = zeros if h0 is None else h0[state, b]
-            c = (zeros if c0 is None else c0[state, b]) if cfg.mode == "lstm" else None
-            w = [params[param_key(layer, direction, k)] for k in ("w_ih", "w_hh", "b_ih", "b_hh")]
+            h = zeros_h if h0 is None else h0[state, b]
+            c = (zeros_c if c0 is None else c0[state, b]) if cfg.mode == "lstm" else None
+            w = [params.get(param_key(layer, direction, k)) for k in ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")]
             steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
             hs: list[Tensor | None] = [None] * length
             for t in steps:
                 h, c = _cell(cfg.mode, layer_input[t], h, c, *w)
                 hs[t] = h
-            outputs.append(torch.stack(hs))
+            # length 0: no step ran, the final state is the initial one
+            outputs.append(torch.stack(hs) if length else zeros_h.new_zeros(0, cfg.state_size))
             finals_h.append(h)
             if c is not None:
                 finals_c.append(c)
@@ -68,49 +79,63 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
     return layer_input, finals_h, finals_c
 
 
+def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None,
+                params: dict[str, Tensor]) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
+    """Every sequence run alone: (y per sequence (len_b, D·S), hy, cy, the scalar loss
+    sum(y·dy) + sum(hy·dhy) + sum(cy·dcy))."""
+    y_rows, hy_cols, cy_cols = [], [], []
+    for b in range(case.config.batch_size):
+        y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0)
+        y_rows.append(y_b)
+        hy_cols.append(torch.stack(h_b))
+        if c_b:
+            cy_cols.append(torch.stack(c_b))
+    loss = torch.zeros((), dtype=torch.float64)
+    for b, y_b in enumerate(y_rows):
+        loss = loss + (y_b * torch.from_numpy(case.dy[: y_b.shape[0], b])).sum()
+    hy_all = torch.stack(hy_cols, dim=1)
+    loss = loss + (hy_all * torch.from_numpy(case.dhy)).sum()
+    cy_all = torch.stack(cy_cols, dim=1) if cy_cols else None
+    if cy_all is not None:
+        loss = loss + (cy_all * torch.from_numpy(case.dcy)).sum()
+    return y_rows, hy_all, cy_all, loss
+
+
+def _tensor(a: np.ndarray | None, requires_grad: bool = False) -> Tensor | None:
+    return None if a is None else torch.tensor(a, dtype=torch.float64, requires_grad=requires_grad)
+
+
+def loop_loss(case: Case) -> float:
+    """The scalar the gradients are of, sum(y·dy) + sum(hy·dhy) + sum(cy·dcy), in float64
+    without any autograd graph (the ``fd`` check evaluates it at perturbed inputs)."""
+    with torch.no_grad():
+        params = {k: _tensor(v) for k, v in case.params.items()}
+        return float(_loss_terms(case, _tensor(case.x), _tensor(case.h0), _tensor(case.c0), params)[3])
+
+
 def run_loop_reference(case: Case) -> Outputs:
     """Outputs and every gradient of ``case`` in float64, computed one sample at a time."""
     cfg = case.config
-
-    def leaf(a: np.ndarray | None) -> Tensor | None:
-        return None if a is None else torch.tensor(a, dtype=torch.float64, requires_grad=True)
-
-    x, h0, c0 = leaf(case.x), leaf(case.h0), leaf(case.c0)
-    params = {k: leaf(v) for k, v in case.params.items()}
-    T, B, H = cfg.max_len, cfg.batch_size, cfg.hidden_size
-    y = torch.zeros(T, B, cfg.num_directions * H, dtype=torch.float64)
-    hy = torch.zeros(cfg.num_layers * cfg.num_directions, B, H, dtype=torch.float64)
-    cy = torch.zeros_like(hy) if cfg.mode == "lstm" else None
+    x, h0, c0 = (_tensor(a, True) for a in (case.x, case.h0, case.c0))
+    params = {k: _tensor(v, True) for k, v in case.params.items()}
+    T, B, H, S = cfg.max_len, cfg.batch_size, cfg.hidden_size, cfg.state_size
+    y = torch.zeros(T, B, cfg.num_directions * S, dtype=torch.float64)
     with torch.enable_grad():
-        y_rows, hy_cols, cy_cols = [], [], []
-        for b in range(B):
-            y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0)
-            y_rows.append(y_b)
-            hy_cols.append(torch.stack(h_b))
-            if cy is not None:
-                cy_cols.append(torch.stack(c_b))
-        loss = torch.zeros((), dtype=torch.float64)
-        for b in range(B):
-            loss = loss + (y_rows[b] * torch.from_numpy(case.dy[: y_rows[b].shape[0], b])).sum()
-        hy_all = torch.stack(hy_cols, dim=1)
-        loss = loss + (hy_all * torch.from_numpy(case.dhy)).sum()
-        if cy is not None:
-            cy_all = torch.stack(cy_cols, dim=1)
-            loss = loss + (cy_all * torch.from_numpy(case.dcy)).sum()
+        y_rows, hy_all, cy_all, loss = _loss_terms(case, x, h0, c0, params)
         leaves = {"x": x, **params}
         if h0 is not None:
             leaves["h0"] = h0
             if c0 is not None:
                 leaves["c0"] = c0
-        grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+        # every sequence empty and no initial state: the loss depends on nothing at all
+        grads = (torch.autograd.grad(loss, list(leaves.values()), allow_unused=True) if loss.requires_grad
+                 else [None] * len(leaves))
     with torch.no_grad():
-        for b in range(B):
-            y[: y_rows[b].shape[0], b] = y_rows[b]
-        hy.copy_(hy_all)
-        if cy is not None:
-            cy.copy_(cy_all)
+        for b, y_b in enumerate(y_rows):
+            y[: y_b.shape[0], b] = y_b
     grad_arrays = {
         name: (np.zeros(leaf_.shape) if g is None else g.numpy())
         for (name, leaf_), g in zip(leaves.items(), grads)
     }
-    return Outputs(y=y.numpy(), hy=hy.numpy(), cy=None if cy is None else cy.numpy(), grads=grad_arrays)
+    return Outputs(y=y.numpy(), hy=hy_all.detach().numpy(),
+                   cy=None if cy_all is None else cy_all.detach().numpy(), grads=grad_arrays)

@@ -1,7 +1,10 @@
 """Targets: what is being checked, and the registry that turns a name into one.
 
 A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an optional
-``name`` and an optional ``supports(config) -> True | str`` (the string is why it is skipped).
+``name``, an optional ``supports(config) -> True | str`` (the string is why it is skipped) and
+an optional ``supports_case(case) -> True | str`` for what only the case shows (torch-native
+declines zero-length sequences there). The runner and every check ask
+:meth:`Target.supports_case`, which asks both.
 Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``torch-native-cuda``, ``fused-gpu``;
 one this machine cannot run resolves and is skipped with its reason), ``mutant:<name>``,
 an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:callable``.
@@ -30,6 +33,14 @@ class Target:
     def supports(self, config: RNNConfig) -> bool | str:
         check = getattr(self.impl, "supports", None)
         return True if check is None else check(config)
+
+    def supports_case(self, case: Case) -> bool | str:
+        """``supports(case.config)``, then the target's own optional ``supports_case(case)``."""
+        reason = self.supports(case.config)
+        if reason is not True:
+            return reason
+        check = getattr(self.impl, "supports_case", None)
+        return True if check is None else check(case)
 
     def run(self, case: Case) -> Outputs:
         run = getattr(self.impl, "run", None) or self.impl

@@ -2,7 +2,14 @@
 
 On CPU this runs aten's (oneDNN where enabled) RNN; on CUDA, cuDNN. Gradients are requested
 exactly as in ``case.wants`` through ``requires_grad``, so torch's own frozen-weight and
-frozen-input paths are the ones exercised.
+frozen-input paths are the ones exercised. ``proj_size`` and ``bias=False`` map to torch.nn's
+own arguments (``weight_hr_l*`` is ``w_hr``).
+
+Zero-length sequences: ``pack_padded_sequence`` refuses a length of 0 ("Length of all samples
+has to be greater than 0"), and a user of torch.nn cannot pass one either, so this target
+declines such a case through :meth:`TorchNativeTarget.supports_case` (a skip with that reason)
+rather than splitting the batch: rows filled in by our own code would be checking this file,
+not torch.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
 from ..kernels.common import cuda_matmul_precision
-from ..layout import directions, param_key
+from ..layout import directions, param_key, unit_kinds
 
 _MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
 _CPU_DTYPES = ("f64", "f32")
@@ -38,10 +45,18 @@ class TorchNativeTarget:
             return f"torch.nn RNNs on CPU are checked in {', '.join(_CPU_DTYPES)} only, not {config.dtype}"
         return True
 
+    def supports_case(self, case: Case) -> bool | str:
+        """False for zero-length sequences, which torch.nn's packed sequences cannot hold."""
+        if (case.seq_lengths == 0).any():
+            return "torch.nn cannot pack a sequence of length 0 (pack_padded_sequence refuses it)"
+        return True
+
     def build_module(self, config: RNNConfig) -> torch.nn.Module:
-        kwargs = {"nonlinearity": config.mode[4:]} if config.mode.startswith("rnn_") else {}
+        kwargs: dict = {"nonlinearity": config.mode[4:]} if config.mode.startswith("rnn_") else {}
+        if config.proj_size:
+            kwargs["proj_size"] = config.proj_size
         return _MODULES[config.mode](config.input_size, config.hidden_size, num_layers=config.num_layers,
-                                     bidirectional=config.bidirectional, **kwargs)
+                                     bidirectional=config.bidirectional, bias=config.bias, **kwargs)
 
     def run(self, case: Case) -> Outputs:
         with cuda_matmul_precision():  # cuDNN RNNs use TF32 by default: off unless GRADCHECK_RNN_TF32=1
@@ -59,7 +74,7 @@ class TorchNativeTarget:
         with torch.no_grad():
             for layer in range(cfg.num_layers):
                 for direction in directions(cfg):
-                    for kind in ("w_ih", "w_hh", "b_ih", "b_hh"):
+                    for kind in unit_kinds(cfg):
                         key = param_key(layer, direction, kind)
                         param = getattr(module, _torch_name(layer, direction, kind))
                         param.copy_(torch.from_numpy(case.params[key]))
@@ -81,8 +96,7 @@ class TorchNativeTarget:
             loss = loss + (cy * tensor(case.dcy)).sum()
         leaves = {"x": x, "h0": h0, "c0": c0}
         leaves.update({param_key(l, d, k): getattr(module, _torch_name(l, d, k))
-                       for l in range(cfg.num_layers) for d in directions(cfg)
-                       for k in ("w_ih", "w_hh", "b_ih", "b_hh")})
+                       for l in range(cfg.num_layers) for d in directions(cfg) for k in unit_kinds(cfg)})
         requested = [(name, leaf) for name, leaf in leaves.items() if name in case.wants]
         grads = torch.autograd.grad(loss, [leaf for _, leaf in requested])
         return Outputs(y=y.detach(), hy=hy.detach(), cy=None if cy is None else cy.detach(),
