@@ -1,5 +1,6 @@
 """The comparison engine: ratio, location in logical coordinates, NaN/Inf never pass."""
 
+import json
 import math
 
 import numpy as np
@@ -70,3 +71,56 @@ def test_tolerance_tables_and_overrides():
     assert tols.for_tensor("f32", "l0.fwd.w_hh").rtol == 0.5
     assert tols.for_tensor("f32", "x") == Tolerances().for_tensor("f32", "x")
     assert Tolerances(rtol=0.25).for_tensor("f64", "y").rtol == 0.25
+
+
+def test_ratio_maps_hold_the_maxima_per_step_and_sequence_and_per_gate_block():
+    b = np.ones((7, 3, 10))
+    a = b.copy()
+    a[5, 2, 8] += 0.032
+    y = compare_tensor("y", a, b, TOL, CONFIG).ratio_map
+    assert (y.rows, y.cols, y.pool, y.ratio.shape) == ("t", "b", (1, 1), (7, 3))
+    assert y.ratio[5, 2] == pytest.approx(0.032 / (1e-6 + 1e-2), rel=1e-6) and y.ratio[4, 2] == 0
+    hy = compare_tensor("hy", np.zeros((4, 3, 5)), np.zeros((4, 3, 5)), TOL, CONFIG).ratio_map
+    assert (hy.rows, hy.cols, hy.ratio.shape) == ("state", "b", (4, 3))
+    w = np.zeros((20, 10))
+    w[13, 4] = 1.0  # gate g (13 // 5 = 2), unit 3
+    gates = compare_tensor("l1.bwd.w_ih", w, np.zeros((20, 10)), TOL, CONFIG).ratio_map
+    assert (gates.rows, gates.cols, gates.ratio.shape) == ("gate", "unit", (4, 5))
+    assert np.argwhere(gates.ratio > 1).tolist() == [[2, 3]]
+
+
+def test_ratio_maps_are_pooled_small_and_round_trip_through_json():
+    from gradcheck_rnn.compare import MAP_MAX, RatioMap
+
+    long = RNNConfig("gru", 1, False, 2, 3, 200, 70, "f32")
+    b = np.zeros((200, 70, 3))
+    a = b.copy()
+    a[199, 69, 0] = np.nan
+    a[0, 0, 0] = 1.0
+    error = compare_tensor("x", a, b, TOL, long)
+    ratio_map = error.ratio_map
+    assert ratio_map.pool == (4, 2) and max(ratio_map.ratio.shape) <= MAP_MAX and ratio_map.ratio.shape == (50, 35)
+    assert np.isposinf(ratio_map.ratio[-1, -1]) and ratio_map.ratio[0, 0] == pytest.approx(1 / 1e-6, rel=1e-3)
+    back = RatioMap.from_json(json.loads(json.dumps(ratio_map.to_json(), allow_nan=False)))
+    # Stored to 3 significant digits: they only colour pixels.
+    assert back.pool == ratio_map.pool and np.allclose(back.ratio, ratio_map.ratio, rtol=5e-3, equal_nan=True)
+
+
+def test_projection_weight_has_no_gate_blocks():
+    projected = RNNConfig("lstm", 1, False, 3, 5, 4, 2, "f32", proj_size=3)
+    w = np.zeros((3, 5))
+    w[2, 4] = 1.0
+    error = compare_tensor("l0.fwd.w_hr", w, np.zeros((3, 5)), TOL, projected)
+    assert error.location == {"layer": 0, "dir": "fwd", "row": 2, "col": 4} and error.ratio_map is None
+
+
+def test_comparisons_that_zeros_would_pass_are_mistrusted():
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((7, 3, 10))
+    assert not compare_tensor("y", b, b, TOL, CONFIG).mistrusted
+    assert compare_tensor("y", b, b, Tolerance(1.0, 0.0), CONFIG).mistrusted  # rtol 1 accepts zeros anywhere
+    tiny = np.full(b.shape, 1e-8)  # below atol, but for one element in 210: zeros pass 99.5 %
+    tiny[3, 1, 4] = 2.0
+    assert compare_tensor("y", tiny, tiny, TOL, CONFIG).mistrusted
+    sparse = np.where(np.arange(b.size).reshape(b.shape) % 10 == 0, b, 0.0)  # padding-like zeros, 10 % real
+    assert not compare_tensor("y", sparse, sparse, TOL, CONFIG).mistrusted
