@@ -9,9 +9,9 @@ Besides the worst element, each comparison keeps two things the reports need:
 
 * a small *ratio map* (:class:`RatioMap`): the ratio's maxima per (time step, sequence) for y
   and x, per (layer·direction, sequence) for hy, cy, h0, c0, and per (gate block, unit) for
-  parameter gradients, max-pooled to at most ``MAP_MAX`` × ``MAP_MAX`` so that results.json
-  stays small (a 1000-case nightly run with 2 targets stores ~40 tensors × ≤ 200 numbers a
-  case); the HTML report draws its heatmaps from these maps alone;
+  parameter gradients, max-pooled to at most ``MAP_MAX`` × ``MAP_MAX`` (typical cases stay far
+  below: a few dozen numbers a tensor, kept in float32) and stored in results.json for the rows
+  that did not pass; the HTML report draws its heatmaps from these maps alone;
 * the *mistrusted* flag, after oneDNN benchdnn's guard of the same name: a comparison is
   mistrusted when a target returning all zeros would pass it on at least ``MISTRUST_SHARE`` of
   the elements (the reference is almost all zeros, or the tolerance dwarfs it), so a run whose

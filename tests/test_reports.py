@@ -31,7 +31,7 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.compare import compare_tensor
 from gradcheck_rnn.reports import WRITERS, github, latest_run, results_from_document, write_reports
 from gradcheck_rnn.reports import html as html_writer
-from gradcheck_rnn.reports.document import load_document, results_document
+from gradcheck_rnn.reports.document import failures, load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
 from gradcheck_rnn.runner import References, check_case
 from gradcheck_rnn.targets import resolve_target
@@ -207,7 +207,7 @@ def test_failing_sweep_writes_a_self_contained_html_report_with_pictures(failing
     assert "gradcheck-rnn sweep: <span class=\"fail\">failed</span>" in page
     images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)">', page)
     # A row draws when it has a ratio map or per-step errors (a future-check row compares one step).
-    drawable = [r for r in bad[:html_writer.DETAIL_CAP]
+    drawable = [r for r in failures(document)[:html_writer.DETAIL_CAP]
                 if any(t.get("ratio_map") or t.get("per_step") for t in r["tensors"])]
     assert len(images) == len(drawable) > 0
     assert all(min(png_size(base64.b64decode(data))) > 100 for data in images)
@@ -217,6 +217,10 @@ def test_failing_sweep_writes_a_self_contained_html_report_with_pictures(failing
     for row in bad[:html_writer.TABLE_CAP]:
         assert f"<code>{row['repro']}</code>" in page
     assert "padding" in page and "worst ratio" in page  # the targets × checks summary
+    xml = JUnitXml.fromfile(str(run / "junit.xml"))
+    counts = document["summary"]
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (
+        counts["total"], counts["fail"], counts["error"] + counts["reference-disagreement"], counts["skip"])
 
 
 def test_github_annotations_under_github_actions(failing_run):
@@ -361,3 +365,14 @@ def test_report_renders_its_pictures_in_headless_chromium(failing_run, tmp_path)
     assert png_size(shot.read_bytes()) == (1200, 1800)
     pixels = shot.read_bytes()
     assert len(pixels) > 20_000  # a blank page compresses to a few kB
+
+
+def test_html_verdict_of_a_mutants_run_is_detection(failing_run, monkeypatch):
+    monkeypatch.setattr(html_writer, "case_png", lambda *args: None)
+    document = dict(load_document(failing_run[0]), command="mutants",
+                    mutants=[{"target": "mutant:truncated-bptt", "cases": 4, "flagged": 3}],
+                    false_alarms=[{"target": "fused-cpu", "cases": 4, "flagged": 0}])
+    assert "every mutant caught, no false alarm" in html_writer.render(document).decode()
+    document["mutants"][0]["flagged"] = 0
+    page = html_writer.render(document).decode()
+    assert "a mutant survived" in page and "<h2>Mutants</h2>" in page

@@ -64,6 +64,11 @@ def _header(document: dict[str, Any]) -> list[str]:
     counts = document.get("summary", {})
     code = counts.get("exit_code")
     word, css = VERDICTS.get(code, (f"exit code {code}", "fail"))
+    if document.get("mutants") is not None:  # a mutants run succeeds when its rows fail as they should
+        caught = all(m.get("flagged", 0) > 0 for m in document["mutants"])
+        quiet = all(f.get("flagged", 0) == 0 for f in document.get("false_alarms", []))
+        word, css = ("every mutant caught, no false alarm", "pass") if caught and quiet else \
+            ("a mutant survived or a false alarm occurred", "fail")
     meta = [f"{k} {_e(document[k])}" for k in ("profile", "seed", "cases", "rtol", "atol", "checks")
             if document.get(k) is not None]
     meta += [f"created {_e(document.get('created', ''))}", f"gradcheck-rnn {_e(document.get('version', ''))}"]
