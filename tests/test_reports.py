@@ -254,6 +254,10 @@ def test_annotation_line_format_and_escaping():
         "--target pkg.mod:fn,v2 --check future")
     assert not github.wanted("auto", {}) and github.wanted("auto", {"GITHUB_ACTIONS": "true"})
     assert github.wanted("github", {}) and not github.wanted("console", {"GITHUB_ACTIONS": "true"})
+    lines = []
+    github.publish({"results": [dict(row, status="fail")], "summary": {}}, None, lines.append,
+                   {"GITHUB_STEP_SUMMARY": "/nonexistent-folder/summary.md"})
+    assert lines[0].startswith("::error title=gradcheck-rnn fail%3A") and lines[1].startswith("::warning ")
 
 
 def test_report_command_re_renders_the_same_files_from_results_json(failing_run, tmp_path):
