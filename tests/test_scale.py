@@ -5,6 +5,7 @@ tests judge few cases; what they pin is that every executor gives the rows of a 
 """
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,18 @@ from click.testing import CliRunner
 
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.generate import CONFIG_DIR, draw_cases, load_profile
+from gradcheck_rnn.generate import draw_cases, load_profile
+from gradcheck_rnn.metamorphic import ALL_CHECKS
 from gradcheck_rnn.run import Execution, RunSpec, execute, parse_shard
-from gradcheck_rnn.run.dask_executor import chunks
-from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
+from gradcheck_rnn.run.dask_executor import _pool, chunks
+from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group, worker_environment
+from gradcheck_rnn.run.worker import WorkerSetup
+from gradcheck_rnn.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
-REFERENCE_ONLY = "[checks]\n" + "\n".join(f"{name} = false" for name in
-                                          ("padding", "permutation", "future", "determinism", "linearity", "stateless"))
+# A profile of the default draw that runs the reference comparison only: one row per case × target.
+REFERENCE_ONLY = "[checks]\n" + "".join(f"{name} = {'true' if name == 'reference' else 'false'}\n"
+                                       for name in ALL_CHECKS)
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +49,7 @@ def comparable(rows) -> list[dict]:
 
 def reference_only_profile(tmp_path) -> str:
     path = tmp_path / "reference-only.toml"
-    path.write_text((CONFIG_DIR / "ci.toml").read_text() + "\n" + REFERENCE_ONLY + "\n")
+    path.write_text(REFERENCE_ONLY)
     return str(path)
 
 
@@ -97,6 +102,23 @@ def test_shape_groups_are_the_jax_reference_buckets():
     parts = chunks(jobs, slots=2)
     assert sorted(i for part in parts for i, _ in part) == list(range(60))
     assert all(len({shape_group(c.config) for _, c in part}) == 1 for part in parts)
+
+
+def test_workers_run_one_thread_each_and_share_the_jax_cache(monkeypatch):
+    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", "/shared/jax-cache")
+    monkeypatch.delenv("GRADCHECK_RNN_TORCH_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    env = worker_environment()
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
+    assert env["GRADCHECK_RNN_JAX_CACHE"] == "/shared/jax-cache"
+
+
+def test_a_dask_worker_keeps_its_worker_process_between_chunks():
+    setup = WorkerSetup(("fused-cpu",), Tolerances(), ("reference",))
+    first = _pool(pickle.loads(pickle.dumps(setup)))  # every task brings its own copy of the setup
+    assert _pool(pickle.loads(pickle.dumps(setup))) is first
+    other = _pool(WorkerSetup(("torch-native",), Tolerances(), ("reference",)))
+    assert other is not first and other.setup.targets == ("torch-native",)
 
 
 def test_death_reasons_name_the_signal_or_the_exit_code():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import math
+import pickle
 import threading
 from typing import Any, Callable
 
@@ -26,17 +27,24 @@ CONNECT_TIMEOUT = 10  # seconds to reach the scheduler before saying it cannot b
 MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
 
 _local = threading.local()
+_POOLS: list[WorkerPool] = []  # every thread's pool, so that the Dask worker's exit stops their processes
+atexit.register(lambda: [pool.close() for pool in _POOLS])
 
 
 def _pool(setup: WorkerSetup) -> WorkerPool:
-    """This Dask worker thread's pool for ``setup`` (a new one when the setup changes)."""
-    pool: WorkerPool | None = getattr(_local, "pool", None)
-    if pool is None or pool.setup != setup:
-        if pool is not None:
-            pool.close()
-        pool = _local.pool = WorkerPool(setup, 1)
-        atexit.register(pool.close)
-    return pool
+    """This Dask worker thread's pool for ``setup`` (a new one when the setup changes).
+
+    Setups are compared by their pickles: each task brings its own unpickled copy, and the
+    tolerance table compares by identity.
+    """
+    key = pickle.dumps(setup)
+    if getattr(_local, "key", None) != key:
+        if getattr(_local, "pool", None) is not None:
+            _local.pool.close()
+            _POOLS.remove(_local.pool)
+        _local.pool, _local.key = WorkerPool(setup, 1), key
+        _POOLS.append(_local.pool)
+    return _local.pool
 
 
 def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]], case_timeout: float | None) -> list[CaseResult]:

@@ -55,7 +55,8 @@ def _bucket(n: int) -> int:
 def shape_group(config: RNNConfig) -> Hashable:
     """The cases one compiled JAX function serves (references.jax_ref.bucket_key's grouping)."""
     return (config.mode, config.num_layers, config.num_directions, _bucket(config.input_size),
-            _bucket(config.hidden_size), _bucket(config.max_len), _bucket(config.batch_size))
+            _bucket(config.hidden_size), _bucket(config.max_len), _bucket(config.batch_size),
+            _bucket(config.proj_size) if config.proj_size else 0)
 
 
 def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
