@@ -14,6 +14,10 @@ stateful bugs a single comparison cannot see (docs/contracts.md, "Reference-free
 * ``stateless``   — run A, run B (same shapes, other weights), run A again: A is bit-identical
   (ONNX Runtime #3797 stale buffers, MXNet #16037 stale weights).
 
+One more check shares their signature though it is not reference-free: ``fd``
+(:mod:`gradcheck_rnn.fd`), the finite-difference witness of the references (and of float64
+targets), whose disagreement with a reference is its own status, ``reference-disagreement``.
+
 Every transformed case is derived deterministically from the case (its seed), so a check
 reproduces from the case id alone.
 """
@@ -28,6 +32,7 @@ import numpy as np
 
 from .case import Case, as_mapping, make_case, round_to_dtype, with_changes
 from .compare import TensorError, compare_tensor, to_float64
+from .fd import ReferenceDisagreement, check_fd
 from .runner import CaseResult, describe_exception, new_result
 from .targets import Target
 from .tolerances import Tolerances
@@ -225,6 +230,7 @@ def check_stateless(case: Case, target: Target, tolerances: Tolerances) -> list[
 CHECK_FUNCTIONS: dict[str, Callable[[Case, Target, Tolerances], list[TensorError]]] = {
     "padding": check_padding, "permutation": check_permutation, "future": check_future,
     "determinism": check_determinism, "linearity": check_linearity, "stateless": check_stateless,
+    "fd": check_fd,
 }
 CHECKS = tuple(CHECK_FUNCTIONS)
 # Everything a sweep can run per case × target: the reference comparison, then these checks.
@@ -244,6 +250,9 @@ def run_check(name: str, case: Case, target: Target, tolerances: Tolerances | No
         result.tensors = CHECK_FUNCTIONS[name](case, target, tolerances)
     except Skip as skip:
         result.status, result.message = "skip", str(skip)
+    except ReferenceDisagreement as disagreement:  # the witness caught a reference: never the target's fault
+        result.status, result.tensors = "reference-disagreement", disagreement.rows
+        result.message = "; ".join(row.message for row in disagreement.rows[:3])
     except Exception as exc:  # a target that raises is an "error" row; the sweep goes on
         result.status = "error"
         result.message, result.traceback = describe_exception(exc)

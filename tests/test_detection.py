@@ -36,6 +36,26 @@ def test_each_metamorphic_check_catches_its_mutant_alone(check, mutant, case_id)
         assert run_check(check, case, resolve_target(name)).status == "pass", name
 
 
+# (mutant of a new API-surface path, the tensor that must catch it, a case id on that path)
+SURFACE_CATCHES = [
+    ("projection-grad-transposed", "l0.fwd.w_hr", "lstm-L2-uni-I1-H3-P2-T2-B1-len2-f32-s1495654098"),
+    ("bias-assumed-present", "y", "gru-L1-bi-I2-H3-nobias-T4-B2-len4.3-f64-s2"),
+    ("zero-length-runs-one-step", "y", "rnn_tanh-L1-bi-I2-H3-T4-B2-len0.3-f64-s2"),
+    ("zero-length-dh0-dropped", "h0", "lstm-L2-uni-I2-H3-P1-T4-B2-len0.3-f64-s2-winputs"),
+]
+
+
+@pytest.mark.parametrize("mutant, tensor, case_id", SURFACE_CATCHES)
+def test_each_api_surface_mutant_is_caught_on_its_path_only(mutant, tensor, case_id):
+    case = Case.from_id(case_id)
+    caught = check_case(case, resolve_target(f"mutant:{mutant}"))
+    assert caught.status == "fail" and tensor in [t.name for t in caught.failing], caught.message
+    assert check_case(case, resolve_target("fused-cpu")).status == "pass"
+    # off its path (no projection, biases present, no empty sequence) the mutant is the correct kernel
+    plain = Case.from_id("lstm-L2-bi-I2-H3-T4-B2-len4.3-f64-s2")
+    assert check_case(plain, resolve_target(f"mutant:{mutant}")).status == "pass"
+
+
 def test_future_check_skips_without_future_steps_or_input_gradient():
     full = Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.4-f64-s1")
     assert run_check("future", full, resolve_target("fused-cpu")).status == "skip"

@@ -194,6 +194,53 @@ class StaleDh0Buffer(FusedCPUKernel):
         return buffer.clone(), dc0
 
 
+class ProjectionGradTransposed(FusedCPUKernel):
+    """LSTM projections: dW_hr written in the transposed layout (oneDNN LSTMP's ldio/ldoi mix-up, oneDNN PR #2571).
+
+    The gradient is computed as hrawᵀ·dh, (H, P), and stored into the (P, H) buffer as it lies in
+    memory: every value is there, in the wrong places.
+    """
+
+    def projection_grad(self, unit: Unit, packing: Packing, out: Tensor) -> None:
+        dh = unit.dh[packing.batch:packing.batch + packing.rows]
+        out.copy_(torch.mm(unit.hraw.t(), dh).reshape(out.shape))
+
+
+class BiasAssumedPresent(FusedCPUKernel):
+    """bias=False still adds biases, read where a layout with biases keeps them (cuDNN CUDNN_RNN_NO_BIAS path).
+
+    Without b_* keys the kernel takes G·H values from the unit's flat weights, as a kernel that
+    assumes every flat vector ends in biases would read past the weights.
+    """
+
+    def unit_biases(self, params, layer: int, direction: str, w_ih: Tensor) -> tuple[Tensor, Tensor]:
+        b_ih, b_hh = super().unit_biases(params, layer, direction, w_ih)
+        if f"l{layer}.{direction}.b_ih" in params:
+            return b_ih, b_hh
+        flat = w_ih.reshape(-1)
+        return flat[:w_ih.shape[0]], flat[-w_ih.shape[0]:]
+
+
+class ZeroLengthRunsOneStep(FusedCPUKernel):
+    """Zero-length sequences run one step (lengths clamped to >= 1): y, hy and dh0 leak a phantom step (JAX #17966).
+
+    The clamp is the usual workaround for kernels that cannot take a length of 0 (ONNX Runtime
+    #1660); it turns "no step" into "one step on the padding".
+    """
+
+    def make_packing(self, seq_lengths: Sequence[int], max_len: int, device: torch.device) -> Packing:
+        return Packing([max(int(v), 1) for v in seq_lengths], max_len, device)
+
+
+class ZeroLengthDh0Dropped(FusedCPUKernel):
+    """Zero-length sequences get dh0 = dc0 = 0 instead of dhy, dcy: hy = h0 is not differentiated."""
+
+    def initial_state_grads(self, unit: Unit, packing: Packing):
+        dh0, dc0 = super().initial_state_grads(unit, packing)
+        empty = torch.tensor([length == 0 for length in packing.lengths], device=dh0.device)[:, None]
+        return dh0.masked_fill(empty, 0), None if dc0 is None else dc0.masked_fill(empty, 0)
+
+
 class BpttSkippedWhenFrozen:
     """Truncated BPTT exactly when no weight gradient is requested (MXNet 1.9.1 native CPU RNN, req=null)."""
 
@@ -229,6 +276,10 @@ MUTANTS: dict[str, type] = {
     "nondeterministic-weight-grad": NondeterministicWeightGrad,
     "gradient-clipped-in-kernel": GradientClippedInKernel,
     "stale-dh0-buffer": StaleDh0Buffer,
+    "projection-grad-transposed": ProjectionGradTransposed,
+    "bias-assumed-present": BiasAssumedPresent,
+    "zero-length-runs-one-step": ZeroLengthRunsOneStep,
+    "zero-length-dh0-dropped": ZeroLengthDh0Dropped,
 }
 
 

@@ -1,0 +1,264 @@
+"""The ``fd`` check: a finite-difference witness that uses no autodiff at all.
+
+Both references differentiate by autodiff (torch autograd, ``jax.vjp``), and autodiff has shipped
+wrong reverse-mode gradients (jax #753, #5900). This check differences the float64 ``loop``
+forward (:func:`~gradcheck_rnn.references.loop.loop_loss`, the scalar
+L = sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)) along ``DIRECTIONS`` random unit directions u over the
+requested inputs and parameters, and compares the central difference
+
+    fd(u) = (L(θ + εu) − L(θ − εu)) / 2ε
+
+with the directional derivative uᵀ∇L that each reference's gradients give, and — for float64
+targets — that the target's gradients give. A reference that disagrees with the witness makes
+the row ``reference-disagreement`` (never a target failure); a float64 target that disagrees
+fails; targets computing in lower precision are skipped after the references have been
+witnessed (their own error is far above what a difference quotient resolves).
+
+Error measure: e(u) = |fd(u) − uᵀg| / (‖g‖ + 1), with ‖g‖ the 2-norm of the loop reference's
+requested gradient (u is a unit vector, so |uᵀg| ≤ ‖g‖; the +1 keeps cases whose loss hardly
+depends on anything — all sequences empty, every state omitted — from dividing by ~0).
+A direction fails when e(u) > ``TOLERANCE``.
+
+Step size and tolerance, measured
+---------------------------------
+``python -m gradcheck_rnn.fd 300`` prints the distribution of e(u) for the correct loop reference
+over the first 300 cases of the ci and of the soak profile (sweep seed 0, every case made float64
+with every gradient requested, 3 directions each: 1800 directions per step size; ~45 s on this
+2-core machine, 2026-12-03):
+
+=========  ==========  ==========  ==========
+ε          median e    99th pct    max e
+=========  ==========  ==========  ==========
+1e-3       4.6e-10     6.1e-08     9.8e-03
+1e-4       4.5e-12     3.1e-10     9.5e-10
+1e-5       2.4e-12     1.6e-11     3.0e-11
+1e-6       2.5e-11     1.5e-10     6.8e-10
+1e-7       2.3e-10     1.6e-09     2.9e-09
+=========  ==========  ==========  ==========
+
+Truncation error (∝ ε²) dominates above 1e-5 and rounding error (∝ 1/ε) below it, so
+``STEP = 1e-5`` sits at the floor. (The 9.8e-3 at ε = 1e-3 is most likely a step across a relu kink.)
+``TOLERANCE = 1e-8`` is ~330 times the worst e seen at 1e-5, while a broken reference errs by
+far more: one tensor's gradient scaled by 1.001 gives e from 4e-7 to 1e-4 on the cases of
+tests/test_fd.py, 40 to 10⁴ times the tolerance. A relu kink (a pre-activation within ε of 0) can still make a difference
+quotient wrong for a correct gradient, so a suspicious direction (e > tolerance / 10) is
+re-differenced with ε/10: when the two quotients disagree with each other by more than the
+tolerance, L is not smooth there and that direction is not judged.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .case import Case, as_mapping, with_changes
+from .compare import TensorError, to_float64
+from .targets import Target
+from .tolerances import Tolerances
+
+DIRECTIONS = 3
+STEP = 1e-5
+TOLERANCE = 1e-8
+
+_INPUTS = ("x", "h0", "c0")
+
+
+@dataclass
+class Witness:
+    """The finite-difference witness of one case: directions, quotients and the gradient scale.
+
+    ``fd[k]`` is None where the loss is not smooth along direction k (the quotients at ε and ε/10
+    disagree): that direction is judged by nobody."""
+
+    directions: list[dict[str, np.ndarray]]
+    fd: list[float | None]
+    scale: float
+
+
+def _rng(case: Case) -> np.random.Generator:
+    """A private generator per case (salt 4: the metamorphic checks use 1-3)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, 4])))
+
+
+def requested_arrays(case: Case) -> dict[str, np.ndarray]:
+    """The master values of every requested gradient's input, by gradient name."""
+    arrays = {}
+    for name in sorted(case.wants):
+        arrays[name] = getattr(case, name) if name in _INPUTS else case.params[name]
+    return arrays
+
+
+def random_directions(case: Case, count: int = DIRECTIONS) -> list[dict[str, np.ndarray]]:
+    """``count`` standard-normal directions over the requested inputs, each scaled to unit 2-norm."""
+    rng = _rng(case)
+    arrays = requested_arrays(case)
+    out = []
+    for _ in range(count):
+        u = {name: rng.standard_normal(a.shape) for name, a in arrays.items()}
+        norm = np.sqrt(sum(float(np.sum(v * v)) for v in u.values()))
+        out.append({name: v / norm for name, v in u.items()})
+    return out
+
+
+def shifted(case: Case, u: dict[str, np.ndarray], step: float) -> Case:
+    """``case`` with every requested input moved by ``step·u`` (float64: no rounding to the dtype)."""
+    changes = {name: getattr(case, name) + step * v for name, v in u.items() if name in _INPUTS}
+    params = {k: (v + step * u[k] if k in u else v) for k, v in case.params.items()}
+    return with_changes(case, params=params, **changes)
+
+
+def central_difference(case: Case, u: dict[str, np.ndarray], step: float = STEP) -> float:
+    """(L(θ + εu) − L(θ − εu)) / 2ε of the float64 loop forward."""
+    from .references.loop import loop_loss
+
+    return (loop_loss(shifted(case, u, step)) - loop_loss(shifted(case, u, -step))) / (2 * step)
+
+
+def directional(grads: dict[str, object], u: dict[str, np.ndarray]) -> float:
+    """uᵀg over the names of u; a missing gradient gives NaN (never a pass)."""
+    total = 0.0
+    for name, v in u.items():
+        g = grads.get(name)
+        if g is None:
+            return float("nan")
+        total += float(np.sum(to_float64(g) * v))
+    return total
+
+
+def error(value: float, witness: Witness, k: int) -> float:
+    """e(u_k) of the module docstring; NaN or Inf in ``value`` give inf."""
+    fd = witness.fd[k]
+    assert fd is not None
+    e = abs(value - fd) / (witness.scale + 1.0)
+    return e if np.isfinite(e) else float("inf")
+
+
+def build_witness(case: Case, loop_grads: dict[str, object]) -> Witness:
+    """Difference the loop forward along each direction; a direction whose quotients at ε and ε/10
+    disagree (a relu kink within reach) is left unjudged."""
+    directions = random_directions(case)
+    scale = float(np.sqrt(sum(float(np.sum(to_float64(loop_grads[n]) ** 2)) for n in case.wants)))
+    witness = Witness(directions, [], scale)
+    for u in directions:
+        witness.fd.append(central_difference(case, u))
+    for k, u in enumerate(directions):
+        if error(directional(loop_grads, u), witness, k) > TOLERANCE / 10:
+            # suspicious: is the loss smooth here? re-difference with a tenth of the step
+            finer = central_difference(case, u, STEP / 10)
+            if abs(finer - witness.fd[k]) / (scale + 1.0) > TOLERANCE:
+                witness.fd[k] = None
+    return witness
+
+
+_WITNESSES: dict[str, tuple[Witness, dict[str, float]]] = {}
+
+
+def _fingerprint(case: Case) -> str:
+    digest = hashlib.sha1(case.id.encode())
+    for array in (case.x, case.h0, case.c0, case.dy, case.dhy, case.dcy, *case.params.values()):
+        digest.update(b"-" if array is None else np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def reference_errors(case: Case) -> tuple[Witness, list[TensorError]]:
+    """The witness of a case and one row per reference × direction (computed once per case and
+    shared by every target judged on it; a few recent cases are kept)."""
+    from .runner import run_reference
+
+    key = _fingerprint(case)
+    if key not in _WITNESSES:
+        outputs = {name: run_reference(name, case).grads for name in ("loop", "jax")}
+        witness = build_witness(case, outputs["loop"])
+        values = {f"{name}.u{k}": directional(grads, u) for name, grads in outputs.items()
+                  for k, u in enumerate(witness.directions)}
+        if len(_WITNESSES) >= 8:
+            _WITNESSES.pop(next(iter(_WITNESSES)))
+        _WITNESSES[key] = (witness, values)
+    witness, values = _WITNESSES[key]
+    rows = []
+    for label, value in values.items():
+        k = int(label.rsplit(".u", 1)[1])
+        if witness.fd[k] is not None:
+            rows.append(_row(label, value, witness, k))
+    return witness, rows
+
+
+def _row(label: str, value: float, witness: Witness, k: int) -> TensorError:
+    """One judged direction as a tensor row: a = uᵀg, b = the finite difference."""
+    fd = witness.fd[k]
+    e = error(value, witness, k)
+    row = TensorError(f"fd:{label}", "pass" if e <= TOLERANCE else "fail", abs(value - fd),
+                      abs(value - fd) / abs(fd) if fd else float("inf"), e / TOLERANCE, {"direction": k},
+                      value, fd, rtol=TOLERANCE, atol=TOLERANCE, reference="fd")
+    if row.status == "fail":
+        row.message = (f"{label}: uᵀ∇L = {value:.9g} but the central difference of the float64 loop forward "
+                       f"is {fd:.9g} (error {e:.3g} of the gradient norm {witness.scale:.3g}, tolerance "
+                       f"{TOLERANCE:g})")
+    return row
+
+
+class ReferenceDisagreement(Exception):
+    """A reference disagrees with the finite-difference witness: the row is
+    ``reference-disagreement``, never a target failure."""
+
+    def __init__(self, rows: list[TensorError]) -> None:
+        super().__init__(rows[0].message)
+        self.rows = rows
+
+
+def check_fd(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
+    """The references, then (float64 targets) the target, against the finite-difference witness."""
+    from .metamorphic import Skip
+
+    if not case.wants:
+        raise Skip("no gradient is requested")
+    witness, rows = reference_errors(case)
+    bad = [row for row in rows if not row.passed]
+    if bad:
+        raise ReferenceDisagreement(bad)
+    if all(fd is None for fd in witness.fd):
+        raise Skip("the loss is not smooth along any of the directions (a relu kink within the step)")
+    if case.config.dtype != "f64":
+        raise Skip(f"the fd witness judges float64 targets only; the references agree with it on this "
+                   f"{case.config.dtype} case")
+    # a private copy, as for the reference comparison: a target may write into its inputs
+    grads = dict(as_mapping(target.run(copy.deepcopy(case))))
+    return [_row(f"target.u{k}", directional(grads, u), witness, k)
+            for k, u in enumerate(witness.directions) if witness.fd[k] is not None]
+
+
+def _measure(cases_per_profile: int = 100) -> None:  # pragma: no cover - prints the docstring's table
+    import dataclasses
+    import sys
+
+    from .case import make_case
+    from .generate import draw_case, load_profile
+    from .references.loop import run_loop_reference
+
+    if len(sys.argv) > 1:
+        cases_per_profile = int(sys.argv[1])
+    steps = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
+    errors: dict[float, list[float]] = {s: [] for s in steps}
+    for name in ("ci", "soak"):
+        profile = load_profile(name)
+        for i in range(cases_per_profile):
+            drawn = draw_case(profile, 0, i)  # made float64, every gradient requested
+            case = make_case(dataclasses.replace(drawn.config, dtype="f64"), drawn.seq_lengths, drawn.seed,
+                             heads=drawn.heads, initial_state=drawn.initial_state)
+            grads = run_loop_reference(case).grads
+            scale = float(np.sqrt(sum(float(np.sum(grads[n] ** 2)) for n in case.wants)))
+            for u in random_directions(case):
+                g = directional(grads, u)
+                for step in steps:
+                    errors[step].append(abs(central_difference(case, u, step) - g) / (scale + 1.0))
+    for step in steps:
+        e = np.array(errors[step])
+        print(f"step {step:.0e}: {e.size} directions, median {np.median(e):.2g}, "
+              f"99th pct {np.percentile(e, 99):.2g}, max {e.max():.2g}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _measure()

@@ -1,0 +1,95 @@
+"""The fd check: the finite-difference witness passes correct references (and float64 kernels)
+on many random cases and catches a deliberately wrong reference or a wrong float64 kernel."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gradcheck_rnn import Case, Outputs, make_case
+from gradcheck_rnn import fd, runner
+from gradcheck_rnn.generate import draw_cases, load_profile
+from gradcheck_rnn.metamorphic import run_check
+from gradcheck_rnn.targets import resolve_target
+
+
+def witnessed_cases(count: int, seed: int):
+    """Cases of the ci profile (every variant, projections, no-bias, zero lengths), made float64
+    with every gradient requested so that every gradient is witnessed."""
+    for case in draw_cases(load_profile("ci"), sweep_seed=seed, count=count):
+        yield make_case(dataclasses.replace(case.config, dtype="f64"), case.seq_lengths, case.seed,
+                        heads=case.heads, initial_state=case.initial_state)
+
+
+def assert_references_pass(cases) -> None:
+    judged = 0
+    for case in cases:
+        _, rows = fd.reference_errors(case)
+        assert all(row.passed for row in rows), [(case.id, row.message) for row in rows if not row.passed]
+        judged += len(rows)
+    assert judged > 0
+
+
+def test_correct_references_pass_the_witness_on_random_cases():
+    assert_references_pass(witnessed_cases(30, seed=14))
+
+
+@pytest.mark.slow
+def test_correct_references_pass_the_witness_on_hundreds_of_cases():
+    assert_references_pass(witnessed_cases(400, seed=1414))
+
+
+def _scaled(name: str, key: str, factor: float):
+    """run_reference with one reference's gradient of ``key`` scaled by ``factor``."""
+    real = runner.run_reference
+
+    def broken(reference, case):
+        out = real(reference, case)
+        if reference != name:
+            return out
+        return Outputs(out.y, out.hy, out.cy, {**out.grads, key: out.grads[key] * factor})
+
+    return broken
+
+
+@pytest.mark.parametrize("reference", ["loop", "jax"])
+@pytest.mark.parametrize("case_id, key", [
+    ("lstm-L2-bi-I3-H5-P3-T6-B3-len6.4.0-f64-s21", "l1.fwd.w_hr"),
+    ("gru-L1-uni-I3-H4-nobias-T5-B2-len5.3-f32-s3", "l0.fwd.w_hh"),
+    ("rnn_tanh-L2-uni-I2-H3-T4-B2-len4.2-f64-s5-winputs", "x"),
+])
+def test_a_wrong_reference_is_caught_as_reference_disagreement(monkeypatch, reference, case_id, key):
+    case = Case.from_id(case_id)
+    target = resolve_target("fused-cpu")
+    assert run_check("fd", case, target).status in ("pass", "skip")
+    fd._WITNESSES.clear()
+    monkeypatch.setattr(runner, "run_reference", _scaled(reference, key, 1.001))  # 0.1 % off
+    result = run_check("fd", case, target)
+    assert result.status == "reference-disagreement", result
+    assert all(row.name.startswith(f"fd:{reference}.u") for row in result.tensors if not row.passed)
+    assert f"{reference}.u" in result.message and "central difference" in result.message
+    fd._WITNESSES.clear()
+
+
+def test_float64_kernels_are_judged_and_a_wrong_one_fails():
+    case = Case.from_id("rnn_tanh-L2-uni-I3-H4-T6-B2-len3.6-f64-s9")
+    for name in ("fused-cpu", "torch-native"):
+        result = run_check("fd", case, resolve_target(name))
+        assert result.status == "pass" and len(result.tensors) == fd.DIRECTIONS, result
+    caught = run_check("fd", case, resolve_target("mutant:truncated-bptt"))
+    assert caught.status == "fail" and "target.u" in caught.message
+
+
+def test_lower_precision_targets_are_skipped_after_the_references_are_witnessed():
+    result = run_check("fd", Case.from_id("lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s2"), resolve_target("fused-cpu"))
+    assert result.status == "skip" and "float64 targets only" in result.message
+
+
+def test_directions_are_unit_vectors_over_the_requested_gradients_only():
+    case = Case.from_id("lstm-L1-bi-I2-H3-P2-T4-B2-len4.0-f64-s2-wparams")
+    directions = fd.random_directions(case)
+    assert len(directions) == fd.DIRECTIONS
+    for u in directions:
+        assert set(u) == set(case.params)
+        assert np.isclose(sum(float(np.sum(v * v)) for v in u.values()), 1.0)
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(directions, fd.random_directions(case)) for k in a)
