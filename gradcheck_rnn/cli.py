@@ -197,8 +197,8 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
       gradcheck-rnn sweep -t my_pkg.rnn:target --mode gru --layers 1 --unidirectional
       gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
       gradcheck-rnn sweep -c nightly --workers 8 --case-timeout 60
-      gradcheck-rnn sweep -c nightly --shard 2/3            # then: gradcheck-rnn merge DIR1 DIR2 DIR3
-      gradcheck-rnn sweep -c nightly --executor dask --scheduler tcp://10.0.0.5:8786
+      gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
+      gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
     """
     from .run import Execution, RunSpec, default_workers, execute, parse_shard
 
@@ -238,13 +238,14 @@ def _report_run(results, spec, command: str, report_dir: str, fmt: str, extra_me
 def merge(run_dirs: tuple[str, ...], report_dir: str, fmt: str) -> None:
     """Join the shards of one run (sweep --shard K/N) into the whole run: tables, reports, exit code.
 
-    The merged run equals the unsharded run (same rows, same exit code). Refused with exit 2: a
-    folder that is not a shard, shards of different runs (profile, seed, cases, targets, ...), a
-    shard missing or given twice.
+    The merged run equals the unsharded run (same rows, same exit code). DIR is a shard's run
+    folder or its report folder (its latest run). Refused with exit 2: a folder that is not a
+    shard, shards of different runs (profile, seed, cases, targets, ...), a shard missing or given
+    twice, a shard stopped by --fail-fast.
 
     \b
     Examples:
-      gradcheck-rnn merge shard-1/latest shard-2/latest shard-3/latest --report-dir reports
+      gradcheck-rnn merge shard-1 shard-2 shard-3 --report-dir reports
     """
     from .run.merge import merge_shards
 
