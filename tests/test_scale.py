@@ -15,7 +15,7 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_cases, load_profile
 from gradcheck_rnn.metamorphic import ALL_CHECKS
-from gradcheck_rnn.run import Execution, RunSpec, execute, parse_shard
+from gradcheck_rnn.run import Execution, RunSpec, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunks
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group, worker_environment
 from gradcheck_rnn.run.worker import WorkerSetup
