@@ -37,7 +37,10 @@ def test_torch_native_sweep_passes_and_writes_reports(tmp_path):
     summary = document["summary"]
     assert summary["exit_code"] == 0 and summary["fail"] == summary["error"] == 0
     reference_rows = [r for r in document["results"] if r["check"] == "reference"]
-    assert len(reference_rows) == 12 and all(r["status"] == "pass" for r in reference_rows)
+    # torch.nn cannot pack a zero-length sequence: those cases (ci draws some) are skips with that reason
+    assert len(reference_rows) == 12 and all(r["status"] == "pass" or "length 0" in r["message"]
+                                             for r in reference_rows)
+    assert sum(r["status"] == "pass" for r in reference_rows) >= 9
     assert {r["check"] for r in document["results"]} == {"reference", "padding", "permutation", "future",
                                                          "determinism", "linearity", "stateless"}
     entry = reference_rows[0]

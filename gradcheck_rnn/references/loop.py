@@ -25,7 +25,7 @@ Tensor = torch.Tensor
 
 
 def _cell(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_ih: Tensor, w_hh: Tensor,
-          b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor | None) -> tuple[Tensor, Tensor | None]:
+          b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """One step of one sequence: x (I,), h (S,) -> (h', c'); biases None without bias, w_hr
     None without projection."""
     gi = w_ih @ x if b_ih is None else w_ih @ x + b_ih
