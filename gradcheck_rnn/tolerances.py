@@ -37,8 +37,18 @@ DEFAULTS: dict[str, dict[str, Tolerance]] = {
     # rows): weight gradients get twice the room, every kind keeps a margin of >= 16.
     "f32": {"output": Tolerance(1e-4, 1e-5), "input_grad": Tolerance(1e-4, 1e-5),
             "weight_grad": Tolerance(2e-4, 2e-5)},
-    "f16": {k: Tolerance(1e-2, 1e-2) for k in KINDS},
-    "bf16": {k: Tolerance(5e-2, 5e-2) for k in KINDS},
+    # float16 / bfloat16: half buffers, float32 accumulation (fused-cpu; torch-native for f16).
+    # `gradcheck-rnn calibrate -c half -t fused-cpu` (seeds 0 and 1) and `-t torch-native` (seed 0),
+    # 300 cases each, 2026-12-03, worst ratio under the previous 1e-2/1e-2 (f16) and 5e-2/5e-2
+    # (bf16), i.e. worst error ≈ ratio × (atol + rtol·|b|):
+    #   f16  output 0.111, input_grad 0.131, weight_grad 0.387 (torch-native 0.111, 0.131, 0.343)
+    #   bf16 output 0.132, input_grad 0.358, weight_grad 1.79 (fused-cpu; the tail is relu units
+    #        whose sign flips with rounding, rnn_relu-L3-uni-I8-H4-nobias-T10-B3-len4.1.10-bf16-s119802846-glast)
+    # Margins kept: f16 9 / 15 / 13; bf16 7.6 / 5.6 / 3.4 — bf16's 8-bit mantissa leaves little room.
+    "f16": {"output": Tolerance(1e-2, 1e-2), "input_grad": Tolerance(2e-2, 2e-2),
+            "weight_grad": Tolerance(5e-2, 5e-2)},
+    "bf16": {"output": Tolerance(5e-2, 5e-2), "input_grad": Tolerance(1e-1, 1e-1),
+             "weight_grad": Tolerance(3e-1, 3e-1)},
 }
 
 # The two float64 references must agree far tighter than any target tolerance.

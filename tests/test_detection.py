@@ -56,6 +56,18 @@ def test_each_api_surface_mutant_is_caught_on_its_path_only(mutant, tensor, case
     assert check_case(plain, resolve_target(f"mutant:{mutant}")).status == "pass"
 
 
+def test_half_accumulation_is_a_measured_blind_spot():
+    """The half tolerances cannot see a half-precision accumulation on small cases: it changes
+    the weight gradients, yet passes (README, "Tolerances")."""
+    from gradcheck_rnn.compare import to_float64
+
+    case = Case.from_id("rnn_tanh-L1-uni-I3-H4-T8-B4-len8.6.5.8-bf16-s3")
+    blind = resolve_target("mutant:half-accumulated-in-half")
+    correct = resolve_target("fused-cpu")
+    assert check_case(case, blind).status == "pass" and check_case(case, correct).status == "pass"
+    assert not (to_float64(blind.run(case).grads["l0.fwd.w_hh"]) == to_float64(correct.run(case).grads["l0.fwd.w_hh"])).all()
+
+
 def test_future_check_skips_without_future_steps_or_input_gradient():
     full = Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.4-f64-s1")
     assert run_check("future", full, resolve_target("fused-cpu")).status == "skip"

@@ -339,13 +339,29 @@ def test_packing_layout():
     assert Packing([4, 4], max_len=4).identity
 
 
-def test_target_supports_only_float32_and_float64():
+def test_target_supports_every_dtype():
     target = FusedCPUTarget()
     assert target.name == "fused-cpu"
-    assert target.supports(config("lstm", dtype="f32")) is True
-    assert target.supports(config("lstm")) is True
-    for dtype in ("f16", "bf16"):
-        assert isinstance(target.supports(config("lstm", dtype=dtype)), str)
+    for dtype in ("f64", "f32", "f16", "bf16"):
+        assert target.supports(config("lstm", dtype=dtype)) is True
+
+
+@pytest.mark.parametrize("dtype, bound", [("f16", 5e-3), ("bf16", 5e-2)])
+@pytest.mark.parametrize("mode", MODES)
+def test_half_precision_is_close_to_float64_and_computed_in_half(mode, dtype, bound):
+    """f16/bf16 buffers with float32 accumulation: close to the float64 reference, and not the
+    float64 result in disguise (the outputs come back in the half dtype)."""
+    case = make_case(config(mode, dtype=dtype), UNEVEN, seed=4)
+    out = FusedCPUTarget().run(case)
+    assert out.y.dtype == {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    from gradcheck_rnn.case import as_mapping
+    from gradcheck_rnn.compare import to_float64
+
+    got, want = {k: to_float64(v) for k, v in as_mapping(out).items()}, reference(case)
+    for name in ("y", "hy", "x"):
+        scale = 1.0 + np.abs(want[name])
+        assert np.max(np.abs(got[name] - want[name]) / scale) < bound, name
+        assert np.max(np.abs(got[name] - want[name])) > 0, name
 
 
 def test_parameter_keys_cover_every_layer_and_direction():

@@ -84,8 +84,9 @@ def test_a_named_target_skipped_everywhere_beside_a_passing_one_still_exits_5(tm
     assert code == 5 and "plugin_targets:only_f16 was judged on no case" in output, output
 
 
-def test_every_default_target_skipped_exits_5(tmp_path):
-    code, output = invoke("sweep", "--dtype", "f16", "-n", 2, "--report-dir", tmp_path)
+def test_every_result_skipped_exits_5(tmp_path):
+    # torch-native declines bfloat16 (its CPU bf16 RNN is beyond the calibrated tolerance)
+    code, output = invoke("sweep", "-t", "torch-native", "--dtype", "bf16", "-n", 2, "--report-dir", tmp_path)
     assert code == 5 and "nothing was checked" in output, output
 
 

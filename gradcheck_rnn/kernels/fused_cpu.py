@@ -55,6 +55,15 @@ compiler at run time (TorchScript's CPU fuser needs LLVM, which the torch wheels
 inductor and C++ extensions compile on first use) or a new dependency (numba, whose
 transcendentals do not vectorise without SVML).
 
+Half precision
+--------------
+For f16 and bf16 cases every buffer (gates, states, their gradients) is in that dtype, and
+torch's CPU kernels supply the float32 accumulation: its GEMMs (``addmm``/``mm``) on half inputs
+accumulate in float32 and round once, its reductions (``sum``) accumulate in float32, and its
+pointwise ops compute each element in float32 and round the result. So the rounding is per
+stored value, never per term of a sum. Their tolerances are calibrated in
+:mod:`gradcheck_rnn.tolerances`.
+
 First-call cost: none beyond importing torch — no compilation, no warm-up state. Importing
 this module takes ~40 ms after torch; a tiny case (2-layer bidirectional LSTM, T=7, B=3)
 runs forward + backward in ~12 ms the first time and ~8 ms after, a T=64, B=32, H=256 LSTM
@@ -202,8 +211,10 @@ class FusedCPUTarget(FusedTarget):
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu") -> None:
         super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu")
 
+    dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
     def supports(self, config: RNNConfig) -> bool | str:
-        """float32 and float64 only: CPU half-precision RNNs are not what this kernel is for."""
+        """Every case dtype: f64, f32, and f16/bf16 (half buffers, float32 accumulation)."""
         if config.dtype not in self.dtypes:
-            return f"{self.name} computes in float32 and float64 only, not {config.dtype}"
+            return f"{self.name} computes in {', '.join(self.dtypes)} only, not {config.dtype}"
         return True

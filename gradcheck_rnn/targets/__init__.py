@@ -137,9 +137,10 @@ def describe_targets() -> list[tuple[str, bool, str]]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
     from .gpu_mutants import GPU_MUTANTS
-    from .mutants import MUTANTS
+    from .mutants import BLIND_SPOTS, MUTANTS
 
-    rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0]) for name, cls in MUTANTS.items())
+    rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0])
+                for name, cls in {**MUTANTS, **BLIND_SPOTS}.items())
     rows.extend((f"mutant:{name}", gpu_reason is None, cls.__doc__.strip().splitlines()[0])
                 for name, cls in GPU_MUTANTS.items())
     return rows
