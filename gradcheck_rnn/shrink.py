@@ -196,10 +196,13 @@ def _time(case: Case) -> Iterator[Candidate]:
 
 
 def _sizes(case: Case) -> Iterator[Candidate]:
-    for name, label in (("input_size", "I"), ("hidden_size", "H")):
+    for name, label in (("input_size", "I"), ("hidden_size", "H"), ("proj_size", "P")):
         value = getattr(case.config, name)
         for n in _smaller(value):
-            yield f"{label} {value}→{n}", lambda name=name, n=n: _rebuild(case, **{name: n})
+            changes = {name: n}
+            if name == "hidden_size" and case.config.proj_size >= n:  # a projection must stay below H
+                changes["proj_size"] = n - 1
+            yield f"{label} {value}→{n}", lambda changes=changes: _rebuild(case, **changes)
 
 
 def _variants(case: Case) -> Iterator[Candidate]:
@@ -209,6 +212,8 @@ def _variants(case: Case) -> Iterator[Candidate]:
         yield "heads all", lambda: _rebuild(case, heads="all")
     if not case.initial_state:
         yield "initial state", lambda: _rebuild(case, initial_state=True)
+    if case.config.proj_size:
+        yield "no projection", lambda: _rebuild(case, proj_size=0)
     for dtype in _WIDER_DTYPES.get(case.config.dtype, ()):
         yield f"{case.config.dtype}→{dtype}", lambda dtype=dtype: _rebuild(case, dtype=dtype)
 

@@ -68,6 +68,15 @@ def test_top_bias_bug_keeps_its_tensor_across_layer_renumbering():
     assert [t.name for t in result.minimal.result.failing] == ["l0.fwd.b_hh"]
 
 
+def test_a_projection_bug_shrinks_h_and_p_together_and_keeps_its_projection():
+    # H shrinks past P by taking P down with it; the transposed-layout bug needs P >= 2 and H > P
+    result = shrink(Case.from_id("lstm-L2-bi-I3-H5-P3-T6-B3-len6.4.2-f64-s21"),
+                    resolve_target("mutant:projection-grad-transposed"))
+    assert result.minimal.case_id == "lstm-L1-uni-I1-H3-P2-T1-B1-len1-f64-s21-wparams"
+    correct = shrink(Case.from_id("lstm-L1-uni-I2-H3-P2-T3-B1-len3-f64-s1"), resolve_target("mutant:dc0-missing"))
+    assert "-P" not in correct.minimal.case_id  # a bug off the projection path drops it
+
+
 def test_a_target_that_raises_keeps_its_exception_type():
     fused = resolve_target("fused-cpu")
 
