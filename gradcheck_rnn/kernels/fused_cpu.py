@@ -83,7 +83,9 @@ subclass overrides to inject one bug: the packing (``make_packing``), the walk o
 (``relu_forward``/``tanh_forward``/``lstm_forward``/``gru_forward`` and their ``*_backward``),
 the BPTT hand-off (``handoff``), the final-state gather (``final_state``), the initial-state
 gradients (``initial_state_grads``), the layer input gradient (``input_grad``) and the weight
-GEMMs (``weight_grads``).
+GEMMs (``weight_grads``); for the API surface, the biases of a unit (``unit_biases``: zeros
+without bias) and the LSTM projection forward, backward and weight gradient (``project``,
+``project_backward``, ``projection_grad``).
 """
 
 from __future__ import annotations
