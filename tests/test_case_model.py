@@ -168,3 +168,33 @@ def test_pack_unpack_cudnn_layout(mode, bidirectional):
     assert flat[0] == case.params["l0.fwd.w_ih"][0, 0]
     with pytest.raises(UsageError, match="shape"):
         unpack(flat[:-1], case.config)
+
+
+@pytest.mark.parametrize("case_id", ["lstm-L3-bi-I3-H5-P3-nobias-T7-B3-len7.4.0-f32-s9",
+                                     "gru-L2-uni-I4-H6-nobias-T5-B2-len5.1-f64-s1",
+                                     "lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273-z"])
+def test_size_budget_counts_what_is_drawn(case_id):
+    from gradcheck_rnn.case import case_elements
+
+    case = Case.from_id(case_id)
+    full = make_case(case.config, case.seq_lengths, case.seed)  # states drawn even where -z drops them
+    arrays = [full.x, full.h0, full.c0, full.dy, full.dhy, full.dcy, *full.params.values()]
+    assert case_elements(case.config) == sum(a.size for a in arrays if a is not None)
+
+
+def test_profile_switches_leave_the_rest_of_each_case_as_drawn():
+    """proj, bias and zero_length come from a generator of their own: with them on, case i keeps its
+    mode, sizes, variants and data seed."""
+    import dataclasses
+
+    from gradcheck_rnn.generate import draw_cases, load_profile
+
+    profile = load_profile("ci")
+    off = dataclasses.replace(profile, proj=0.0, bias=1.0, zero_length=0.0)
+    changed = 0
+    for a, b in zip(draw_cases(profile, 3, 60), draw_cases(off, 3, 60)):
+        assert dataclasses.replace(a.config, proj_size=0, bias=True) == b.config
+        assert a.seed == b.seed and a.heads == b.heads and a.wants_group == b.wants_group
+        assert all(x in (0, y) for x, y in zip(a.seq_lengths, b.seq_lengths))
+        changed += a.id != b.id
+    assert changed > 10  # the switches really draw
