@@ -99,7 +99,7 @@ format_option = click.option(
     help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
          "summary to $GITHUB_STEP_SUMMARY; auto: github when GITHUB_ACTIONS=true.")
 config_option = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-                             help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly, soak, interp, gpu). Default: ci.")
+                             help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly, soak, half, interp, gpu). Default: ci.")
 
 
 def with_tolerances(func: Callable[..., Any]) -> Callable[..., Any]:
