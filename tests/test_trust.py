@@ -192,6 +192,14 @@ def test_plugin_errors_name_the_plugin_file_and_line():
     assert code == 1 and "plugin_targets.py" in output and 'return {"a": 1}["nope"]' in output
 
 
+def test_report_md_shows_the_plugin_traceback(tmp_path):
+    code, _ = invoke("sweep", "-t", "plugin_targets:key_error", "-n", 1, "--report-dir", tmp_path)
+    assert code == 1
+    markdown = (run_dirs(tmp_path)[0] / "report.md").read_text()
+    assert "Traceback of the target" in markdown and 'return {"a": 1}["nope"]' in markdown
+    assert re.search(r"plugin_targets\.py\", line \d+, in key_error", markdown)
+
+
 # --- output people copy from -------------------------------------------------------------------
 
 @pytest.mark.parametrize("width", [80, 100, 120])

@@ -64,6 +64,8 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
         lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", "", f"    {row['repro']}", ""]
         if row.get("message"):
             lines += [_cell(row["message"]), ""]
+        if row.get("traceback"):  # a target that raised: its own frames, file:line
+            lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]
         for tensor in failing_tensors(row):
             lines.append(f"- {_cell(tensor_line(tensor))}")
             steps = tensor.get("per_step")
