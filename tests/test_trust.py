@@ -198,6 +198,8 @@ def test_report_md_shows_the_plugin_traceback(tmp_path):
     markdown = (run_dirs(tmp_path)[0] / "report.md").read_text()
     assert "Traceback of the target" in markdown and 'return {"a": 1}["nope"]' in markdown
     assert re.search(r"plugin_targets\.py\", line \d+, in key_error", markdown)
+    junit = (run_dirs(tmp_path)[0] / "junit.xml").read_text()
+    assert "Traceback of the target" in junit and "in key_error" in junit
 
 
 # --- output people copy from -------------------------------------------------------------------

@@ -39,10 +39,13 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def failure_text(row: dict[str, Any]) -> str:
-    """The body of a failure or error: message (errors), per-tensor lines, the repro command."""
+    """The body of a failure or error: message (errors), per-tensor lines, the target's traceback
+    (errors), the repro command."""
     lines = [tensor_line(t) for t in failing_tensors(row)]
     if not lines and row.get("message"):
         lines = [row["message"]]
+    if row.get("traceback"):  # a target that raised: its own frames, file:line
+        lines += ["Traceback of the target (most recent call last):", row["traceback"]]
     return "\n".join(lines + [f"reproduce: {row['repro']}"])
 
 
