@@ -65,13 +65,18 @@ def _bound(name: str, value: int) -> int:
 def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, dtypes: Sequence[str] = ("f64", "f32"),
           max_size: int = 4, max_batch: int = 3, bidirectional: bool = True,
           wants: Sequence[str] = WANTS_GROUPS, heads: Sequence[str] = HEADS,
-          no_initial_state: bool = True) -> st.SearchStrategy[Case]:
+          no_initial_state: bool = True, projections: bool = False, no_bias: bool = False,
+          zero_lengths: bool = False) -> st.SearchStrategy[Case]:
     """A strategy of :class:`Case` objects that shrinks toward small cases.
 
     ``modes``, ``dtypes``, ``wants`` and ``heads`` are the choices drawn from (the first is the
     one shrinking ends on); ``max_layers``, ``max_len`` (T), ``max_size`` (I and H) and
     ``max_batch`` (B) bound the sizes; ``bidirectional`` and ``no_initial_state`` allow those
-    variants. Bad arguments raise UsageError when the strategy is made, not while drawing.
+    variants, and ``projections`` (LSTM ``-P<proj>``), ``no_bias`` (``-nobias``) and
+    ``zero_lengths`` (sequences of length 0) the API surface beyond the four modes — off by
+    default, so that existing property tests draw what they drew; each is a boolean per case (per
+    sequence for lengths) that shrinks to the plain path. Bad arguments raise UsageError when the
+    strategy is made, not while drawing.
     """
     modes = _choices("modes", modes, MODES)
     dtypes = _choices("dtypes", dtypes, DTYPES)
@@ -89,7 +94,14 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
         input_size, hidden_size = draw(st.integers(1, max_size)), draw(st.integers(1, max_size))
         T, B = draw(st.integers(1, max_len)), draw(st.integers(1, max_batch))
         lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
-        config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)))
+        if zero_lengths:  # False (keep the length) is what shrinking returns to
+            lengths = [0 if draw(st.booleans()) else n for n in lengths]
+        proj = 0
+        if projections and mode == "lstm" and hidden_size >= 2 and draw(st.booleans()):
+            proj = draw(st.integers(1, hidden_size - 1))
+        bias = not (no_bias and draw(st.booleans()))
+        config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)),
+                           proj_size=proj, bias=bias)
         group, head = draw(st.sampled_from(wants)), draw(st.sampled_from(heads))
         # booleans shrink to False, so "omit the initial state" shrinks toward the default (given).
         omit_state = draw(st.booleans()) if no_initial_state else False

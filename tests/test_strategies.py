@@ -83,3 +83,15 @@ def test_the_readme_strategy_example_runs():
     assert tests
     for test in tests:
         test()
+
+
+def test_the_api_surface_is_drawn_on_request_and_shrinks_to_its_smallest_form():
+    surface = cases(modes=("lstm",), max_size=4, projections=True, no_bias=True, zero_lengths=True)
+    found = find(surface, lambda c: c.config.proj_size > 0 and not c.config.bias and 0 in c.seq_lengths,
+                 settings=settings(database=None, max_examples=2000, deadline=None, derandomize=True,
+                                   suppress_health_check=list(HealthCheck)))
+    assert found.id == "lstm-L1-uni-I1-H2-P1-nobias-T1-B1-len0-f64-s0"
+    assert Case.from_id(found.id).id == found.id
+    assert check_case(found, resolve_target("fused-cpu")).status == "pass"
+    plain = find(cases(), lambda c: True, settings=settings(database=None, derandomize=True, deadline=None))
+    assert plain.config.bias and plain.config.proj_size == 0 and 0 not in plain.seq_lengths
