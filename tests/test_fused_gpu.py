@@ -203,3 +203,18 @@ def test_tf32_is_off_while_checking_unless_the_flag_asks(monkeypatch):
     with cuda_matmul_precision() as on:
         assert on is True and torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_gpu_script_refuses_in_one_sentence_without_cuda():
+    """benchmarks/gpu.sh is the GPU session's one command; here, with no CUDA, it must run nothing."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the script would run for real")
+    script = Path(__file__).parent.parent / "benchmarks" / "gpu.sh"
+    done = subprocess.run(["bash", str(script)], env={**os.environ, "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3
+    assert "needs a CUDA GPU" in done.stderr and "nothing was run" in done.stderr and not done.stdout
