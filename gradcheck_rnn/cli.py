@@ -542,36 +542,36 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 @click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
               help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
                    "<dir>/latest names the newest run.")
+@execution_options[0]
 @usage_errors
 def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tuple[str, ...],
-            checks: tuple[str, ...], rtol: float | None, atol: float | None, report_dir: str) -> None:
+            checks: tuple[str, ...], rtol: float | None, atol: float | None, report_dir: str,
+            workers: int | None) -> None:
     """Measure detection power: every mutant (a fused kernel with one historical bug) and the
     correct kernels on the same cases.
 
     Prints, per mutant, the cases run, the cases that caught it, the first catching case id and
     the check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any
-    mutant survives or any false alarm occurs.
+    mutant survives or any false alarm occurs. Cases are judged in --workers processes, as in
+    sweep.
     """
     from rich.table import Table
 
-    from .detection import detect, detection_verdict, mutant_targets
-    from .generate import draw_cases, load_profile
+    from .detection import detection_targets, detection_verdict, summarise
+    from .run import Execution, RunSpec, default_workers, execute
 
-    profile = load_profile(config)
-    tolerances = profile.tolerance_table(rtol, atol)
+    mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before anything runs
+    spec = RunSpec.build(config, cases, seed, tuple(mutant_names + correct_names), checks=checks or None,
+                         rtol=rtol, atol=atol)
     ensure_writable(report_dir)
-    mutant_targets(mutants)  # unknown names are a usage error before anything runs
-    seed = profile.seed if seed is None else seed
-    count = profile.cases if cases is None else cases
-    case_list = list(draw_cases(profile, seed, count))
-    enabled = list(checks) or profile.enabled_checks
-    with _progress(len(case_list) * ((len(mutants) or _mutant_count()) + 2) * len(enabled)) as advance:
-        mutant_rows, correct_rows, results = detect(case_list, tolerances, enabled, mutants or None,
-                                                    on_result=advance)
+    with _progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
+        results = execute(spec, Execution(workers=workers or default_workers()), on_result=advance)
+    mutant_rows, correct_rows = summarise(results, mutant_names, correct_names)
+    profile, seed, count, enabled = spec.profile, spec.seed, spec.cases, list(spec.checks)
     _set_repro_options(results, config, rtol, atol)
     caught = sum(bool(r.flagged_cases) for r in mutant_rows)
     table = Table(title=f"Mutants: {caught}/{len(mutant_rows)} caught on {count} cases "
-                        f"(profile {profile.name}, seed {seed})", title_justify="left")
+                        f"(profile {profile}, seed {seed})", title_justify="left")
     for column in ("target", "cases", "flagged", "first caught by"):
         table.add_column(column, no_wrap=column != "first caught by", overflow="fold")
     for row in mutant_rows + correct_rows:
@@ -585,8 +585,7 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
 
     render.print_lines(out, ["First flagging case of each target (repro command):"] +
                        [f"  {row.first.repro}" for row in mutant_rows + correct_rows if row.first])
-    meta = {"command": "mutants", "profile": profile.name, "seed": seed, "cases": count, "checks": enabled,
-            "targets": [r.target for r in mutant_rows + correct_rows]}
+    meta = {**spec.meta("mutants"), "checks": enabled}
     extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
     code, reason = detection_verdict(mutant_rows, correct_rows)
     _finish(code, reason, results, report_dir, meta, extra)
@@ -630,12 +629,6 @@ def calibrate(target: str, config: str | None, cases: int | None, seed: int | No
         out.print(f"[red]{len(failed)} results did not pass: is {resolved.name} really correct?[/] "
                   f"First: {failed[0].repro}")
     sys.exit(1 if failed else 0)
-
-
-def _mutant_count() -> int:
-    from .targets.mutants import MUTANTS
-
-    return len(MUTANTS)
 
 
 @main.command()

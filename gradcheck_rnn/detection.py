@@ -48,19 +48,21 @@ def mutant_targets(names: Iterable[str] | None = None) -> list[Target]:
     return [resolve_target(f"mutant:{name}") for name in (names or MUTANTS)]
 
 
-def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
-           mutants: Iterable[str] | None = None,
-           on_result: Callable[[CaseResult], None] | None = None) -> tuple[list[Detection], list[Detection], list[CaseResult]]:
-    """Run the mutants and the correct kernels on ``cases``: (mutant rows, correct rows, all results)."""
-    mutant_list = mutant_targets(mutants)
-    gpu = any(target.name.startswith("mutant:gpu-") for target in mutant_list)  # GPU mutants: fused-gpu is judged too
-    correct = [resolve_target(name) for name in CORRECT_TARGETS + (("fused-gpu",) if gpu else ())]
-    results = run_sweep(cases, mutant_list + correct, tolerances, on_result=on_result, checks=checks)
+def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
+    """The names judged by a detection run: the mutants (every one by default; unknown names are a
+    UsageError) and the correct kernels judged beside them on the same cases."""
+    mutant_names = [target.name for target in mutant_targets(mutants)]
+    gpu = any(name.startswith("mutant:gpu-") for name in mutant_names)  # GPU mutants: fused-gpu is judged too
+    return mutant_names, list(CORRECT_TARGETS + (("fused-gpu",) if gpu else ()))
+
+
+def summarise(results: list[CaseResult], mutant_names: list[str],
+              correct_names: list[str]) -> tuple[list[Detection], list[Detection]]:
+    """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows)."""
     rows: dict[str, Detection] = {}
-    for target in mutant_list + correct:
-        name = target.name.removeprefix("mutant:")
-        doc = mutant_doc(name) if target.name.startswith("mutant:") else "correct kernel"
-        rows[target.name] = Detection(target.name, doc)
+    for name in mutant_names + correct_names:
+        short = name.removeprefix("mutant:")
+        rows[name] = Detection(name, mutant_doc(short) if name.startswith("mutant:") else "correct kernel")
     seen: dict[str, set[str]] = {name: set() for name in rows}
     for result in results:
         row = rows[result.target]
@@ -70,8 +72,19 @@ def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
         if result.status not in ("pass", "skip") and result.case_id not in row.flagged_cases:
             row.flagged_cases.append(result.case_id)
             row.first = row.first or result
-    detections = list(rows.values())
-    return detections[:len(mutant_list)], detections[len(mutant_list):], results
+    return [rows[n] for n in mutant_names], [rows[n] for n in correct_names]
+
+
+def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
+           mutants: Iterable[str] | None = None,
+           on_result: Callable[[CaseResult], None] | None = None) -> tuple[list[Detection], list[Detection], list[CaseResult]]:
+    """Run the mutants and the correct kernels on ``cases`` in this process: (mutant rows, correct
+    rows, all results). ``gradcheck-rnn mutants`` judges the same rows through a run spec instead,
+    so that it can use worker processes."""
+    mutant_names, correct_names = detection_targets(mutants)
+    targets = [resolve_target(name) for name in mutant_names + correct_names]
+    results = run_sweep(cases, targets, tolerances, on_result=on_result, checks=checks)
+    return (*summarise(results, mutant_names, correct_names), results)
 
 
 def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection]) -> tuple[int, str]:

@@ -122,3 +122,20 @@ def test_reference_comparison_alone_misses_bit_level_nondeterminism(tmp_path):
     assert code == 1 and "1 mutants survived: mutant:nondeterministic-weight-grad" in output
     code, output = invoke(*args, "--check", "reference", "--check", "determinism")
     assert code == 0, output
+
+
+def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path):
+    """`mutants --workers 2` goes through the run spec and the process pool, row for row as serial."""
+    args = ("mutants", "--mutant", "truncated-bptt", "--mutant", "top-b_hh-zero", "--cases", 3,
+            "--check", "reference", "--check", "future")
+    documents = []
+    for workers in (1, 2):
+        code, output = invoke(*args, "--workers", workers, "--report-dir", tmp_path / str(workers))
+        assert code == 0 and "every mutant caught (2), no false alarm" in output, output
+        [run] = [p for p in (tmp_path / str(workers)).iterdir() if p.name != "latest" and not p.name.startswith(".")]
+        documents.append(json.loads((run / "results.json").read_text()))
+    serial, pooled = ([(r["case_id"], r["target"], r["check"], r["status"], r["worst_ratio"]) for r in d["results"]]
+                      for d in documents)
+    assert serial == pooled and len(serial) == 3 * 4 * 2
+    assert documents[1]["spec"]["targets"] == ["mutant:truncated-bptt", "mutant:top-b_hh-zero", "fused-cpu",
+                                                "torch-native"]
