@@ -20,6 +20,7 @@ from rich.console import Console
 from .case import DTYPES, HEADS, MODES, WANTS_GROUPS
 from .errors import UsageError
 from .metamorphic import ALL_CHECKS
+from .runner import repro_options
 
 
 
@@ -296,14 +297,6 @@ def _finish(code: int, reason: str, results, report_dir: str, meta: dict[str, An
     sys.exit(code)
 
 
-def _set_repro_options(results, config: str | None, rtol: float | None, atol: float | None) -> None:
-    """Make each result's repro line judge with the same profile tolerances and overrides."""
-    options = " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
-                       if value is not None)
-    for result in results:
-        result.repro_options = options
-
-
 @contextlib.contextmanager
 def _progress(total: int):
     """A rich progress bar on stderr; yields the per-result callback that advances it."""
@@ -333,7 +326,7 @@ def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[
 
     results = []
     for result in judge_case(case, targets, tolerances, checks):
-        _set_repro_options([result], config, rtol, atol)
+        result.repro_options = repro_options(config, rtol, atol)
         results.append(result)
         title, table, tolerances = render.tensor_table(result)
         render.print_lines(out, [title])
@@ -455,19 +448,13 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
                                  config=config, rtol=rtol, atol=atol, named_targets=targets))
 
 
-def _options_text(config: str | None, rtol: float | None, atol: float | None) -> str:
-    """The repro options that make a later command judge with the same profile and overrides."""
-    return " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
-                    if value is not None)
-
-
 def _emit_test(case, targets: tuple[str, ...], checks: list[str], tolerances, path: str, config: str | None,
                rtol: float | None, atol: float | None) -> None:
     from .regression import emit_test, write_test
 
     if len(targets) != 1:
         raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; got {len(targets)}")
-    source = emit_test(case, targets[0], checks, tolerances, _options_text(config, rtol, atol))
+    source = emit_test(case, targets[0], checks, tolerances, repro_options(config, rtol, atol))
     written = write_test(path, source)
     err.print(f"regression test written to {written} (run it: python -m pytest {written})", highlight=False,
               soft_wrap=True)
@@ -510,7 +497,7 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
     resolved = resolve_target(target)
     try:
         result = shrink_case(case, resolved, check, tolerances, any_tensor=any_tensor, max_steps=max_steps,
-                             repro_options=_options_text(config, rtol, atol))
+                             repro_options=repro_options(config, rtol, atol))
     except DidNotReproduce as exc:
         err.print(f"[bold red]{exc}[/]", highlight=False)
         sys.exit(1)
@@ -568,7 +555,8 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
         results = execute(spec, Execution(workers=workers or default_workers()), on_result=advance)
     mutant_rows, correct_rows = summarise(results, mutant_names, correct_names)
     profile, seed, count, enabled = spec.profile, spec.seed, spec.cases, list(spec.checks)
-    _set_repro_options(results, config, rtol, atol)
+    for result in results:
+        result.repro_options = spec.repro_options
     caught = sum(bool(r.flagged_cases) for r in mutant_rows)
     table = Table(title=f"Mutants: {caught}/{len(mutant_rows)} caught on {count} cases "
                         f"(profile {profile}, seed {seed})", title_justify="left")

@@ -123,8 +123,9 @@ def _valid_checks(checks: Iterable[str]) -> list[str]:
 
 def _repro_options(config: str | os.PathLike[str], rtol: float | None, atol: float | None) -> str:
     """The options a repro command needs to judge as this test did (the ci profile is the default)."""
-    named = (("config", None if str(config) == "ci" else Path(config)), ("rtol", rtol), ("atol", atol))
-    return " ".join(f"--{name} {value}" for name, value in named if value is not None)
+    from .runner import repro_options
+
+    return repro_options(None if str(config) == "ci" else str(Path(config)), rtol, atol)
 
 
 def _judge(results: list, repro_options: str, what: str) -> None:

@@ -131,6 +131,13 @@ class CaseResult:
                    traceback=row.get("traceback", ""), case_index=row.get("case_index"))
 
 
+def repro_options(config: str | None, rtol: float | None, atol: float | None) -> str:
+    """The options a repro command needs to judge as the run did: ``--config nightly --rtol 0.01``
+    (the profile whose tolerances applied and the command-line overrides; none at the defaults)."""
+    return " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+                    if value is not None)
+
+
 def new_result(case: Case, target: Target, status: str, **kwargs: Any) -> CaseResult:
     """A result row for ``case`` × ``target``, filled with the case's mode, dtype and wants group."""
     return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group, **kwargs)

@@ -122,8 +122,9 @@ class RunSpec:
     @property
     def repro_options(self) -> str:
         """What a repro command needs to judge like this run: ``--config nightly --rtol 0.01``."""
-        return " ".join(f"--{name} {value}" for name, value in
-                        (("config", self.config), ("rtol", self.rtol), ("atol", self.atol)) if value is not None)
+        from ..runner import repro_options
+
+        return repro_options(self.config, self.rtol, self.atol)
 
     def unsharded(self) -> "RunSpec":
         """The spec of the whole run this shard is part of."""
