@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -357,7 +358,7 @@ class ForwardState:
     has_c0: bool
     dtype: torch.dtype
 
-class FusedKernel:
+class FusedKernel(ABC):
     """Fused RNN forward and hand-written BPTT, split like cuDNN into :meth:`backward_data`
     and :meth:`backward_weights`; a subclass supplies the eight pointwise cell passes
     (``{relu,tanh,lstm,gru}_{forward,backward}``), and a mutant overrides one hook.
@@ -583,39 +584,39 @@ class FusedKernel:
     # Backward: read ``step.dh``/``dc``, write ``step.dgates`` and set ``step.dh_direct`` /
     # ``step.dc_prev`` where the cell passes gradient to the previous state directly.
 
+    @abstractmethod
     def relu_forward(self, step: Step) -> None:
         """h = relu(pre)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tanh_forward(self, step: Step) -> None:
         """h = tanh(pre)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lstm_forward(self, step: Step) -> None:
         """i, f, o = σ; g = tanh; c = f·c_prev + i·g; h = o·tanh(c) (tanh(c) saved in aux)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def gru_forward(self, step: Step) -> None:
         """r, z = σ(x-part + h-part); n = tanh(x-part + r·(W_hn h + b_hn)); h = n + z·(h_prev − n)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def relu_backward(self, step: Step) -> None:
         """dpre = dh · [h > 0]."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tanh_backward(self, step: Step) -> None:
         """dpre = dh · (1 − h²)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lstm_backward(self, step: Step) -> None:
         """dc += dh·o·(1 − tanh²c); d[i, f, g, o] = [dc·g, dc·c_prev, dc·i, dh·tanh c] times each
         activation's derivative; dc_prev = dc·f."""
-        raise NotImplementedError
 
+    @abstractmethod
     def gru_backward(self, step: Step) -> None:
         """dn = dh·(1−z)·(1−n²); dz = dh·(h_prev − n)·z(1−z); dr = dn·(W_hn h + b_hn)·r(1−r);
         the h-part of n gets dn·r; h_prev gets dh·z directly. dgates = [n_x | r | z | n_h]."""
-        raise NotImplementedError
 
     def initial_state_grads(self, unit: Unit, packing: Packing) -> tuple[Tensor, Tensor | None]:
         """(dh0, dc0) of a unit in batch order: what the hand-off left in the initial-state rows."""
@@ -716,8 +717,8 @@ class KernelFunction(torch.autograd.Function):
     ``flat_params`` is the cudnn-style flat vector (:func:`gradcheck_rnn.layout.pack`).
     The backward is the kernel's hand-written BPTT; it computes only what
     ``ctx.needs_input_grad`` asks for (no weight GEMMs when ``flat_params`` needs no gradient,
-    no layer-0 dx GEMM when x needs none). Each kernel module subclasses this with its own
-    default kernel.
+    no layer-0 dx GEMM when x needs none). Each kernel module makes its own with
+    :func:`kernel_function`, where ``kernel`` is optional.
     """
 
     @staticmethod
@@ -745,6 +746,27 @@ class KernelFunction(torch.autograd.Function):
         # one None for each non-tensor input: mode, layers, directions, kernel (and proj_size, bias)
         return (dx, None, dh0 if need_h0 else None, dc0 if need_c0 else None, d_params,
                 *[None] * (len(ctx.needs_input_grad) - 5))
+
+
+def kernel_function(default_kernel: type[FusedKernel], name: str) -> type[KernelFunction]:
+    """A :class:`KernelFunction` whose ``kernel`` argument is optional and defaults to a new
+    ``default_kernel()``: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers,
+    bidirectional, kernel=None, proj_size=0, bias=True) -> (y, hy, cy)``."""
+
+    class DefaultKernelFunction(KernelFunction):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
+                    flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
+                    kernel: FusedKernel | None = None, proj_size: int = 0,
+                    bias: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
+            return KernelFunction.forward(ctx, x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
+                                          kernel if kernel is not None else default_kernel(), proj_size, bias)
+
+    DefaultKernelFunction.__name__ = DefaultKernelFunction.__qualname__ = name
+    DefaultKernelFunction.__module__ = default_kernel.__module__
+    DefaultKernelFunction.__doc__ = (f":class:`KernelFunction` with :class:`{default_kernel.__name__}` as the default "
+                                     f"kernel.\n\n" + (kernel_function.__doc__ or ""))
+    return DefaultKernelFunction
 
 
 def apply_kernel(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,

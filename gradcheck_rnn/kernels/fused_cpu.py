@@ -96,7 +96,7 @@ import torch
 from torch import Tensor
 
 from ..case import RNNConfig
-from .common import FusedKernel, FusedTarget, KernelFunction, Step, apply_kernel, blocks
+from .common import FusedKernel, FusedTarget, Step, apply_kernel, blocks, kernel_function
 
 # The activations' derivatives from their outputs, each one fused aten op (autograd's own):
 _tanh_backward = torch.ops.aten.tanh_backward.grad_input  # grad·(1 − y²)
@@ -184,18 +184,8 @@ class FusedCPUKernel(FusedKernel):
         step.dh_direct = direct
 
 
-class FusedRNNFunction(KernelFunction):
-    """:class:`~gradcheck_rnn.kernels.common.KernelFunction` with :class:`FusedCPUKernel` as
-    the default: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
-    kernel=None, proj_size=0, bias=True) -> (y, hy, cy)``."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
-                flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
-                kernel: FusedKernel | None = None, proj_size: int = 0,
-                bias: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
-        return KernelFunction.forward(ctx, x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
-                                      kernel if kernel is not None else FusedCPUKernel(), proj_size, bias)
+# The autograd entry over flat cudnn-style parameters, with FusedCPUKernel as the default kernel.
+FusedRNNFunction = kernel_function(FusedCPUKernel, "FusedRNNFunction")
 
 
 def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None, params: Mapping[str, Tensor],

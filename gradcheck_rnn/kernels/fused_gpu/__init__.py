@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from ...case import Case, Outputs, RNNConfig
-from ..common import FusedKernel, FusedTarget, KernelFunction, Step, apply_kernel, cuda_matmul_precision
+from ..common import FusedKernel, FusedTarget, Step, apply_kernel, cuda_matmul_precision, kernel_function
 
 CELLS_MODULE = f"{__name__}.cells"
 
@@ -108,18 +108,8 @@ class FusedGPUKernel(FusedKernel):
         _cells().gru_backward(step)
 
 
-class FusedGPUFunction(KernelFunction):
-    """:class:`~gradcheck_rnn.kernels.common.KernelFunction` with :class:`FusedGPUKernel` as
-    the default: ``apply(x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
-    kernel=None, proj_size=0, bias=True) -> (y, hy, cy)``."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
-                flat_params: Tensor, mode: str, num_layers: int, bidirectional: bool,
-                kernel: FusedKernel | None = None, proj_size: int = 0,
-                bias: bool = True) -> tuple[Tensor, Tensor, Tensor | None]:
-        return KernelFunction.forward(ctx, x, seq_lengths, h0, c0, flat_params, mode, num_layers, bidirectional,
-                                      kernel if kernel is not None else FusedGPUKernel(), proj_size, bias)
+# The autograd entry over flat cudnn-style parameters, with FusedGPUKernel as the default kernel.
+FusedGPUFunction = kernel_function(FusedGPUKernel, "FusedGPUFunction")
 
 
 def fused_rnn_gpu(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
