@@ -105,12 +105,12 @@ def test_shape_groups_are_the_jax_reference_buckets():
 
 
 def test_workers_run_one_thread_each_and_share_the_jax_cache(monkeypatch):
-    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", "/shared/jax-cache")
+    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", "/srv/jax-cache")
     monkeypatch.delenv("GRADCHECK_RNN_TORCH_THREADS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
     env = worker_environment()
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
-    assert env["GRADCHECK_RNN_JAX_CACHE"] == "/shared/jax-cache"
+    assert env["GRADCHECK_RNN_JAX_CACHE"] == "/srv/jax-cache"
 
 
 def test_a_dask_worker_keeps_its_worker_process_between_chunks():
