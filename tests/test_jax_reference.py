@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from gradcheck_rnn import RNNConfig, make_case
+from gradcheck_rnn import Case, RNNConfig, make_case
 from gradcheck_rnn.case import with_changes
 from gradcheck_rnn.layout import directions, param_key
 
@@ -196,26 +197,67 @@ def _assert_outputs_close(a, b, atol):
 def test_bucket_rule():
     assert [jax_ref.bucket(n) for n in (1, 5, 8, 9, 16, 17, 100)] == [8, 8, 8, 16, 16, 32, 128]
     key = jax_ref.bucket_key(RNNConfig("gru", 2, True, 3, 9, 17, 2))
-    assert tuple(key) == ("gru", 2, 2, 8, 16, 32, 8, 0)
-    assert jax_ref.bucket_key(RNNConfig("lstm", 1, False, 3, 20, 4, 2, proj_size=9)).proj_size == 16
+    assert tuple(key) == (4, 16, 32, 32, 8)  # layers, hidden (and state) width, input width, steps, rows
+    assert jax_ref.bucket_key(RNNConfig("lstm", 1, False, 40, 20, 4, 2, proj_size=9)) == (4, 32, 64, 8, 8)
+    assert jax_ref.bucket_key(RNNConfig("rnn_relu", 5, False, 3, 2, 4, 2)).num_layers == 8
+    # mode, directions, projection and bias are data: the ci profile's extremes share one program
+    corners = [RNNConfig(m, layers, bi, i, h, t, b, proj_size=p, bias=bias)
+               for m in MODES for layers in (1, 3) for bi in (False, True) for i, h, t, b in ((1, 1, 1, 1), (5, 5, 8, 4))
+               for p in ((0, 4) if m == "lstm" and h == 5 else (0,)) for bias in (True, False)]
+    assert len({jax_ref.bucket_key(c) for c in corners}) == 1
+
+
+def _random_cases(count: int, seed: int):
+    """A seeded table over everything bucketing folds into one program: every mode, heads variant
+    and request group, 1-3 layers, uni and bi, projections, no bias, no initial state, lengths 0..T."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        mode = MODES[i % 4]
+        H = int(rng.integers(1, 6))
+        P = int(rng.integers(1, H)) if mode == "lstm" and H >= 2 and i % 8 == 2 else 0
+        cfg = RNNConfig(mode, int(rng.integers(1, 4)), bool(i % 3), int(rng.integers(1, 6)), H,
+                        int(rng.integers(1, 9)), int(rng.integers(1, 5)), proj_size=P, bias=i % 5 != 0)
+        lengths = [int(n) for n in rng.integers(0, cfg.max_len + 1, cfg.batch_size)]
+        yield make_case(cfg, lengths, seed=i, heads=("all", "y", "states", "last")[i // 4 % 4],
+                        initial_state=i % 7 != 3)
+
+
+def _assert_float64_equal(a, b, case_id: str, tol: float = 1e-12):
+    """Every output and gradient within tol relative to the tensor's scale (float64 rounding only)."""
+    for name in ("y", "hy", "cy"):
+        if getattr(b, name) is None:
+            assert getattr(a, name) is None, name
+    pairs = [(n, getattr(a, n), getattr(b, n)) for n in ("y", "hy", "cy") if getattr(b, n) is not None]
+    assert set(a.grads) == set(b.grads), (case_id, set(a.grads) ^ set(b.grads))
+    pairs += [(k, a.grads[k], np.asarray(b.grads[k])) for k in b.grads]
+    for name, got, want in pairs:
+        assert got.shape == want.shape, (case_id, name)
+        scale = 1.0 + np.abs(want).max(initial=0.0)
+        assert np.abs(got - want).max(initial=0.0) <= tol * scale, f"{case_id} {name}"
+
+
+def test_bucketed_reference_equals_the_unpadded_loop_reference():
+    """The one padded ci program against the never-padded loop reference (torch, float64), on a
+    seeded table of 48 cases: padding units, steps, rows, layers, the reverse direction of a
+    unidirectional config and the identity projection change nothing beyond float64 rounding."""
+    from gradcheck_rnn.references.loop import run_loop_reference
+
+    keys = set()
+    for case in _random_cases(48, seed=2026):
+        keys.add(jax_ref.bucket_key(case.config))
+        _assert_float64_equal(run_jax_reference(case), run_loop_reference(case), case.id)
+    assert len(keys) == 1  # all of it one program
 
 
 def test_bucketed_equals_exact_shapes_with_projection_and_no_bias():
-    # H 11 -> 16 and P 9 -> 16 pad separately: w_hh is (4·16, 16), w_hr (16, 16), layer 1 sees [fwd | bwd] of P
+    # H 11 -> 16 (P 9 pads to the same width), I 3 -> W 32, T 6 -> 8, B 3 -> 8, L 2 -> 4, against
+    # the program compiled for the exact sizes (two directions, no padded layer, unit, step or row)
     cfg = RNNConfig("lstm", 2, True, 3, 11, 6, 3, proj_size=9, bias=False)
     case = make_case(cfg, [4, 0, 6], seed=21)
+    assert jax_ref.bucket_key(cfg) != jax_ref.bucket_key(cfg, bucketed=False)
     _assert_outputs_close(jax_ref.run_padded(case, bucketed=True), jax_ref.run_padded(case, bucketed=False), 1e-12)
     y, hy, cy = numpy_forward(case)
     np.testing.assert_allclose(run_jax_reference(case).y, y, rtol=0, atol=1e-12)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_bucketed_equals_exact_shapes(mode):
-    # every dimension is padded (I 3->8, H 5->8, T 6->8, B 3->8), layer > 0 sees [fwd | bwd]
-    cfg = RNNConfig(mode, 2, True, 3, 5, 6, 3)
-    case = make_case(cfg, [4, 6, 1], seed=21)
-    assert jax_ref.bucket_key(cfg) != jax_ref.bucket_key(cfg, bucketed=False)
-    _assert_outputs_close(jax_ref.run_padded(case, bucketed=True), jax_ref.run_padded(case, bucketed=False), 1e-12)
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
@@ -235,31 +277,70 @@ def test_no_initial_state_equals_zero_states(mode):
     assert np.abs(run_jax_reference(full).hy - b.hy).max() > 1e-3
 
 
-def test_same_bucket_does_not_recompile():
-    cfg = RNNConfig("rnn_tanh", 1, False, 9, 3, 3, 2)  # bucket I16-H8-T8-B8, used nowhere else here
-    before = jax_ref.compile_count()
+def test_one_program_per_bucket():
+    cfg = RNNConfig("rnn_tanh", 1, False, 3, 3, 3, 2)
     first = run_jax_reference(make_case(cfg, [3, 2], seed=1))
-    assert jax_ref.compile_count() == before + 1
+    before = jax_ref.compile_count() + jax_ref.load_count()
     assert jax_ref.bucket_key(cfg) in jax_ref.cached_buckets()
     again = run_jax_reference(make_case(cfg, [3, 2], seed=1))
     np.testing.assert_array_equal(first.y, again.y)
-    other = RNNConfig("rnn_tanh", 1, False, 12, 7, 8, 5)  # other shapes, same bucket
-    out = run_jax_reference(make_case(other, [8, 1, 5, 2, 7], seed=2))
-    assert out.y.shape == (8, 5, 7) and out.grads["x"].shape == (8, 5, 12)
-    assert jax_ref.compile_count() == before + 1
-    run_jax_reference(make_case(RNNConfig("rnn_tanh", 1, False, 17, 3, 3, 2), [3, 2], seed=1))
-    assert jax_ref.compile_count() == before + 2  # a new bucket does compile
+    # other mode, layers, directions, projection, bias and shapes: the same program
+    for other, lengths in [(RNNConfig("lstm", 3, True, 5, 5, 8, 4, proj_size=3, bias=False), [8, 1, 0, 7]),
+                           (RNNConfig("gru", 2, False, 1, 1, 1, 1), [1])]:
+        out = run_jax_reference(make_case(other, lengths, seed=2))
+        assert out.y.shape == (other.max_len, other.batch_size, other.num_directions * other.state_size)
+        assert out.grads["x"].shape == (other.max_len, other.batch_size, other.input_size)
+    assert jax_ref.compile_count() + jax_ref.load_count() == before
+    run_jax_reference(make_case(RNNConfig("rnn_tanh", 1, False, 33, 3, 3, 2), [3, 2], seed=1))
+    assert jax_ref.compile_count() + jax_ref.load_count() == before + 1  # a new bucket (W 64) does compile
 
 
-def test_persistent_cache_env(tmp_path):
-    code = ("import jax, gradcheck_rnn.references.jax_ref as m; "
-            "print(jax.config.jax_compilation_cache_dir, jax.config.jax_enable_x64)")
+_CHILD = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from gradcheck_rnn import Case
+import gradcheck_rnn.references.jax_ref as m
+out = m.run_jax_reference(Case.from_id(sys.argv[1]))
+print(json.dumps({"cache_dir": jax.config.jax_compilation_cache_dir, "x64": bool(jax.config.jax_enable_x64),
+                  "user_dtype": str(jnp.zeros(1).dtype), "compiled": m.compile_count(), "loaded": m.load_count(),
+                  "y": out.y.tolist(), "dx": out.grads["x"].tolist()}))
+"""
+
+
+def test_scoped_x64_and_warm_process_loads_the_program(tmp_path, monkeypatch):
+    """The reference computes in float64 without switching the process to x64 (a JAX user target
+    keeps float32 defaults), and a new process with the cache folder loads the serialized program
+    instead of tracing, lowering and compiling it again — with bit-identical numbers."""
+    import jax
+    import jax.numpy as jnp
+
+    case_id = "gru-L2-bi-I3-H4-T5-B2-len5.2-f32-s3"
+    x64_before = bool(jax.config.jax_enable_x64)
+    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
+    monkeypatch.setattr(jax_ref, "_COMPILED", {})  # compile here, and write the artifact
+    path = jax_ref._artifact_path(jax_ref.bucket_key(Case.from_id(case_id).config))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a program")  # an unreadable artifact is compiled again and replaced
+    compiled = jax_ref.compile_count()
+    here = run_jax_reference(Case.from_id(case_id))
+    assert jax_ref.compile_count() == compiled + 1 and path.stat().st_size > 1000
+    assert bool(jax.config.jax_enable_x64) == x64_before
+    if not x64_before:
+        assert jnp.zeros(1).dtype == np.float32
+
     env = {**os.environ, "GRADCHECK_RNN_JAX_CACHE": str(tmp_path), "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_ENABLE_X64", None)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", _CHILD, case_id], env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(tmp_path), "True"]
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    assert child["cache_dir"] == str(tmp_path)
+    assert (child["x64"], child["user_dtype"]) == (False, "float32")
+    assert (child["compiled"], child["loaded"]) == (0, 1)
+    np.testing.assert_array_equal(np.array(child["y"]), here.y)
+    np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
 
 
 def test_zero_length_sequence():

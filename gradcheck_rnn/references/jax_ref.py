@@ -1,82 +1,83 @@
 """The ``jax`` reference: the whole padded batch in float64, ``lax.scan`` with length masks.
 
-Only this module imports jax; callers import it lazily. Importing it turns on ``jax_enable_x64``
-for the process.
+Only this module imports jax; callers import it lazily. It computes under JAX's *scoped* x64
+switch (``with jax.enable_x64():``) and never changes the process's ``jax_enable_x64``: a
+JAX-based target (flax, Keras) judged in the same process sees the user's own setting — float32
+by default — as in the user's program (docs/contracts.md, "Public API").
 
 How it computes
 ---------------
-All sequences run together over the padded batch. Each layer is one ``lax.scan`` over time
-that carries both directions at once: the reverse direction's inputs are flipped in time
-beforehand, so scan step ``s`` is time ``s`` for ``fwd`` and time ``T-1-s`` for ``bwd``.
-Sequence b is updated only where ``t < len_b``; elsewhere its state is held and its output is
-0. So the forward direction's final carry is the state after step ``len_b - 1``, and the
-reverse direction starts from h0 at its own last step ``len_b - 1`` (it is held through the
-padded steps ``T-1 … len_b``) and ends after step 0. The input projections of all steps are one
-einsum outside the scan. Gradients come from ``jax.vjp`` with the head gradients
-``(dy, dhy, dcy)`` as cotangents, which is the gradient of
-``sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)``. Forward and backward are one jitted function.
+All sequences run together over the padded batch, both directions at once. Each layer is one
+``lax.scan`` over time: the reverse direction's inputs are flipped in time beforehand, so scan
+step ``s`` is time ``s`` for ``fwd`` and time ``T-1-s`` for ``bwd``. Sequence b is updated only
+where ``t < len_b``; elsewhere its state is held and its output is 0. So the forward direction's
+final carry is the state after step ``len_b - 1``, and the reverse direction starts from h0 at
+its own last step ``len_b - 1`` (held through the padded steps ``T-1 … len_b``) and ends after
+step 0. Layers are a ``lax.scan`` over stacked weights. Gradients come from ``jax.vjp`` with the
+head gradients ``(dy, dhy, dcy)`` as cotangents, the gradient of
+``sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)``. Forward and backward are one compiled program.
 
-Shape buckets (the sweep is compile-bound)
-------------------------------------------
-One compiled function serves every case whose config has the same mode, layers and
-directions and the same *bucket* of input size, hidden size, length and batch:
-``bucket(n) = max(8, next power of two >= n)`` for each of I, H, T and B. Padding is exact:
+Few programs: one per shape bucket, everything else is data
+-----------------------------------------------------------
+A sweep of random shapes is compile-bound (a new program costs ~1 s of trace + lower + compile
+on these 2-core machines, a cached call a few ms), so one program serves as many configs as
+exact padding allows. The key (:mod:`.buckets`) is only (layers, hidden width, input width,
+steps, rows), each padded to a power of two; the whole ci profile is one program (it was 26
+per-mode-and-shape programs for 200 ci cases before). What varies inside a bucket is data:
 
-- extra input/hidden units have zero weights, biases, x and initial states, and stay 0 in every
-  mode (relu 0 = tanh 0 = 0; LSTM c = σ(0)·0 + σ(0)·tanh(0) = 0, h = σ(0)·tanh(0) = 0; GRU
-  n = tanh(0 + σ(0)·0) = 0, h = 0.5·0 + 0.5·0 = 0), and no weight joins them to the real units;
-  gate blocks are placed at rows ``g·Hp … g·Hp+H``, and the layer > 0 input columns, which are
-  the ``[fwd | bwd]`` concatenation, at ``[0:H]`` and ``[Hp:Hp+H]``;
-- extra time steps lie past every sequence's length, so they are masked;
-- extra batch rows get length 0 (state held, output 0) and zero head gradients;
-- results are sliced back.
-Why 8 and powers of two: compile time hardly depends on these sizes (it depends on mode, layers
-and directions: ~1 s per new bucket here), while a cached call grows only slowly with the padded
-size at the sizes a sweep draws (measured, 2-layer bi LSTM: H bucket 8 ~2.7 ms, 16 ~4 ms, 64
-~14 ms; H 4 vs 8 makes no measurable difference). So a minimum of 8 folds all the tiny shapes into
-one bucket per dimension, and powers of two above it bound the wasted work to < 2x per dimension
-(< 4x for the recurrent GEMM) while keeping the number of buckets logarithmic. T is the one
-dimension whose padding costs time linearly (sequential steps), which the 2x bound keeps small.
-Sequences of length 0 (allowed by the zero-length case variant) need nothing special: never updated,
-y = 0 and hy = h0.
+- mode: the cell is ``lax.switch`` on a mode index, so all four modes are one program; gate
+  blocks are placed at rows ``g·Hp … g·Hp+H`` of a 4-block layout (RNN modes use block 0, GRU
+  blocks 0-2, the others stay zero);
+- hidden/input units: extra units have zero weights, biases, x and initial states, and stay 0
+  in every mode (relu 0 = tanh 0 = 0; LSTM c = σ(0)·0 + σ(0)·tanh(0) = 0, h = σ(0)·tanh(0) = 0;
+  GRU n = tanh(0 + σ(0)·0) = 0, h = 0.5·0 + 0.5·0 = 0), and no weight joins them to the real
+  units. Every layer's input is one width W: x at columns ``[0:I]``, the ``[fwd | bwd]``
+  concatenation of layer > 0 at ``[0:S]`` and ``[Hp:Hp+S]``;
+- projections: every mode multiplies the cell output by ``w_hr``: the case's (P, H) block for an
+  LSTM with ``proj_size``, else the identity, which is exact (x·1 + Σ 0·y = x); the state width
+  S = P pads to the same Hp as H (P < H);
+- no bias: zero biases whose gradients are not reported;
+- directions: a unidirectional config runs with a reverse direction of zero weights, zero
+  states and zero head gradients, whose outputs stay 0 (the same argument as padded units) and
+  whose input columns in the next layer have zero weights;
+- layers: layers past ``num_layers`` are skipped by ``lax.cond`` (their input passes through),
+  so padded layers cost no sequential steps; y is the last real layer's output;
+- time steps past every sequence's length are masked; extra batch rows get length 0 (state
+  held, output 0) and zero head gradients; sequences of length 0 need nothing else.
+Results are sliced back. None of this changes a number beyond float64 rounding: the
+bucketed program agrees with the exact-shape one and with the loop reference to ~1e-15
+(tests/test_jax_reference.py).
 
-Projections (LSTM ``proj_size`` P) and ``bias=False`` ride on the same padding: the state width
-S = P gets its own bucket (the hidden width H keeps its own, so ``w_hh`` is (G·Hp, Pp), ``w_hr``
-(Pp, Hp), zero outside the real block, and the extra projected units stay 0 too), and a config
-without bias runs with zero biases whose gradients are simply not reported.
+Measured (``python -m gradcheck_rnn.references.jax_ref``, 2-core machine, 2026-12-03, other
+jobs running): see :func:`_measure` for what is timed; numbers in benchmarks/RESULTS.md.
 
-Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``). That halves the
-compile of a new bucket and costs ~1-2 ms more per cached call, so it pays until a bucket serves
-several hundred cases, which a sweep of random shapes never reaches.
+Warm runs load, they do not trace
+---------------------------------
+JAX's persistent compilation cache saves the XLA compile, but jax still traces and lowers the
+function to compute the cache key (~0.25-0.4 s per program here). So each compiled program is
+also written, with :mod:`jax.experimental.serialize_executable`, beside the compilation cache
+(``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/``), named by the bucket and a fingerprint of
+jax, jaxlib, the backend, the compile options and this file's source. A new process (a warm
+run, a worker) deserializes it and calls it: no trace, no lowering, no compile. An artifact that
+fails to load (another jaxlib, a truncated file) is ignored and the program compiled again.
+:func:`compile_count` and :func:`load_count` count both paths for tests and benchmarks.
 
-Measured on this 2-core machine (``python -m gradcheck_rnn.references.jax_ref`` prints them;
-2-layer bidirectional LSTM, lstm-L2-bi-I3-H5-T7-B3 -> bucket I8-H8-T8-B8, and H12 -> H16;
-three runs each; "first call" = trace + lower + compile + run, after jax's start-up):
-
-=====================================  ============  ======================
-                                       first call    cached call (per case)
-=====================================  ============  ======================
--O0 (default here)                     0.9-1.3 s     2.5-4.5 ms
-XLA default (-O2)                      1.7-2.2 s     1.7-2.4 ms
--O0, persistent cache warm (2nd run)   0.3 s         2.4-4.3 ms
-=====================================  ============  ======================
-
-The cached call includes padding the data in numpy, the transfers, forward + vjp and slicing
-back (~1 ms of it is fetching the ~20 result arrays). Trace + lower alone is ~0.25 s of each
-first call, the part the persistent cache cannot save.
-
-Persistent compilation cache: set ``GRADCHECK_RNN_JAX_CACHE`` to a directory and compiled
-buckets are kept there across processes (JAX's ``jax_compilation_cache_dir``, with the minimum
-compile time to be cached lowered to 0 so these sub-second compiles are kept).
+Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``): it halves the
+compile of a new program (1.4-1.7 s against 3.0-5.3 s for the ci program) for ~0.35 ms more per
+call (1.4 against 1.05 ms), which pays until a process makes ~5,000 calls of one program.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+import hashlib
 import os
+import pickle
+import tempfile
 import threading
 from functools import partial
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -85,259 +86,311 @@ from jax import lax
 
 from ..case import Case, Outputs, RNNConfig
 from ..layout import GATES, directions, param_key
+from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
-jax.config.update("jax_enable_x64", True)
+__all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
+           "compile_count", "load_count", "cached_buckets", "x64"]
 
 _CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
 if os.environ.get(_CACHE_ENV):
     jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_ENV])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-MIN_BUCKET = 8
-# LLVM -O0 for the CPU backend: halves compile time (~1.8 s -> ~0.9 s for a 2-layer bi LSTM)
-# for ~1-2 ms more per cached call; a sweep makes far fewer than ~500 calls per bucket.
+ARTIFACT_DIR = "gradcheck-rnn-programs"
+MAX_GATES = 4
+# LLVM -O0 for the CPU backend. Measured on the ci program (2-core machine, load ~2): compile
+# 1.4-1.7 s at -O0 vs 3.0-5.3 s at XLA's default, for 1.4 vs 1.05 ms per case; the ~0.35 ms
+# saved per call repays the longer compile only after ~5,000-10,000 calls in one process.
 COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0}
+MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")  # the order of the lax.switch branches
+_MODE_INDEX = {mode: i for i, mode in enumerate(MODES)}
 
 
-def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
-    """The padded size of a dimension of size ``n``: the next power of two, at least ``minimum``."""
-    return max(minimum, 1 << (int(n) - 1).bit_length())
+def x64() -> contextlib.AbstractContextManager:
+    """JAX's scoped float64 switch: ``jax.enable_x64(True)`` (jax >= 0.8), else the experimental one.
 
+    Thread-local and restored on exit, so the process's ``jax_enable_x64`` is never touched.
+    """
+    scoped = getattr(jax, "enable_x64", None)
+    if scoped is not None:  # a config State, callable as a context manager
+        return scoped(True)
+    from jax.experimental import enable_x64  # jax < 0.8
 
-class BucketKey(NamedTuple):
-    """What one compiled function is specialised on."""
-
-    mode: str
-    num_layers: int
-    num_directions: int
-    input_size: int
-    hidden_size: int
-    max_len: int
-    batch_size: int
-    proj_size: int = 0  # 0: no projection
-
-
-def bucket_key(config: RNNConfig, bucketed: bool = True) -> BucketKey:
-    """The compile-cache key of a config (its exact sizes when ``bucketed`` is False)."""
-    pad = bucket if bucketed else int
-    return BucketKey(config.mode, config.num_layers, config.num_directions, pad(config.input_size),
-                     pad(config.hidden_size), pad(config.max_len), pad(config.batch_size),
-                     pad(config.proj_size) if config.proj_size else 0)
+    return enable_x64()
 
 
 # --------------------------------------------------------------------------- the jax model
 
 
-def _cell(mode: str, gi: jax.Array, gh: jax.Array, h: jax.Array, c: jax.Array | None):
-    """One step for all directions and rows at once: gate pre-activations (..., G·H) -> (h', c')."""
-    if mode == "rnn_tanh":
-        return jnp.tanh(gi + gh), None
-    if mode == "rnn_relu":
-        return jax.nn.relu(gi + gh), None  # relu'(0) = 0, as torch
-    if mode == "lstm":
-        i, f, g, o = jnp.split(gi + gh, 4, axis=-1)
+def _cells(gi: jax.Array, gh: jax.Array, h: jax.Array, c: jax.Array) -> list[Callable[[], tuple]]:
+    """The four cells on gate pre-activations in the 4-block layout (..., 4·Hp), in MODES order."""
+
+    def relu():
+        return jax.nn.relu(jnp.split(gi + gh, MAX_GATES, axis=-1)[0]), c  # relu'(0) = 0, as torch
+
+    def tanh():
+        return jnp.tanh(jnp.split(gi + gh, MAX_GATES, axis=-1)[0]), c
+
+    def lstm():
+        i, f, g, o = jnp.split(gi + gh, MAX_GATES, axis=-1)
         c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         return jax.nn.sigmoid(o) * jnp.tanh(c_new), c_new
-    ir, iz, in_ = jnp.split(gi, 3, axis=-1)
-    hr, hz, hn = jnp.split(gh, 3, axis=-1)
-    r = jax.nn.sigmoid(ir + hr)
-    z = jax.nn.sigmoid(iz + hz)
-    n = jnp.tanh(in_ + r * hn)
-    return (1.0 - z) * n + z * h, None
+
+    def gru():
+        ir, iz, in_, _ = jnp.split(gi, MAX_GATES, axis=-1)
+        hr, hz, hn, _ = jnp.split(gh, MAX_GATES, axis=-1)
+        r = jax.nn.sigmoid(ir + hr)
+        z = jax.nn.sigmoid(iz + hz)
+        n = jnp.tanh(in_ + r * hn)
+        return (1.0 - z) * n + z * h, c
+
+    by_name = {"rnn_relu": relu, "rnn_tanh": tanh, "lstm": lstm, "gru": gru}
+    return [by_name[m] for m in MODES]
 
 
-def _forward(mode: str, num_layers: int, num_dirs: int, lengths: jax.Array, x: jax.Array,
-             h0: jax.Array, c0: jax.Array | None, params: list[dict[str, jax.Array]]):
-    """Padded forward pass.
+def _layer(mode: jax.Array, masks: jax.Array, inp: jax.Array, p: dict[str, jax.Array],
+           h0: jax.Array, c0: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One real layer, both directions: inp (T, B, W) -> out (T, B, W), h_last, c_last (2, B, Hp)."""
+    xs = jnp.stack([inp, inp[::-1]], axis=1)                                 # (T, 2, B, W)
+    gi_all = jnp.einsum("tdbi,dgi->tdbg", xs, p["w_ih"]) + p["b_ih"][None, :, None, :]
+    w_hh, b_hh, w_hr = p["w_hh"], p["b_hh"][:, None, :], p["w_hr"]
 
-    x (T, B, I); lengths (B,) int; h0 (L·D, B, S), c0 (L·D, B, H); params[layer][kind] stacked
-    over directions: w_ih (D, G·H, I_l), w_hh (D, G·H, S), b_ih and b_hh (D, G·H), and w_hr
-    (D, P, H) with projections (S = P), whose presence switches them on.
-    Returns y (T, B, D·S), hy (L·D, B, S), cy (L·D, B, H) or None.
+    def step(carry, inputs):
+        h, c = carry
+        gi, m = inputs
+        gh = jnp.einsum("dbs,dgs->dbg", h, w_hh) + b_hh
+        h_cell, c_new = lax.switch(mode, _cells(gi, gh, h, c))
+        h_new = jnp.einsum("dbh,dph->dbp", h_cell, w_hr)  # the projection, or the identity
+        return (jnp.where(m, h_new, h), jnp.where(m, c_new, c)), jnp.where(m, h_new, 0.0)
+
+    (h_last, c_last), ys = lax.scan(step, (h0, c0), (gi_all, masks))     # ys (T, 2, B, Hp)
+    out = jnp.concatenate([ys[:, 0], ys[::-1, 1]], axis=-1)              # (T, B, 2·Hp)
+    pad = inp.shape[-1] - out.shape[-1]
+    if pad:
+        out = jnp.pad(out, ((0, 0), (0, 0), (0, pad)))
+    return out, h_last, c_last
+
+
+def _forward(mode: jax.Array, num_layers: jax.Array, lengths: jax.Array, x: jax.Array,
+             h0: jax.Array, c0: jax.Array, params: dict[str, jax.Array]):
+    """Padded forward pass of the bucket's program.
+
+    mode () int (index into MODES); num_layers () int; lengths (B,) int; x (T, B, W);
+    h0, c0 (Lp, 2, B, Hp); params stacked over layers and directions: w_ih (Lp, 2, 4·Hp, W),
+    w_hh (Lp, 2, 4·Hp, Hp), w_hr (Lp, 2, Hp, Hp), b_ih and b_hh (Lp, 2, 4·Hp).
+    Returns y (T, B, W) (the last real layer's [fwd | bwd]), hy and cy (Lp, 2, B, Hp).
     """
-    D = num_dirs
     steps = jnp.arange(x.shape[0])
-    valid = steps[:, None] < lengths[None, :]                      # (T, B)
-    masks = jnp.stack([valid, valid[::-1]], axis=1)[:, :D, :, None]  # (T, D, B, 1), scan-step order
-    layer_input = x
-    hy, cy = [], []
-    for layer in range(num_layers):
-        p = params[layer]
-        xs = jnp.stack([layer_input, layer_input[::-1]], axis=1)[:, :D]  # (T, D, B, I_l)
-        gi_all = jnp.einsum("tdbi,dgi->tdbg", xs, p["w_ih"]) + p["b_ih"][None, :, None, :]
-        w_hh, b_hh, w_hr = p["w_hh"], p["b_hh"][:, None, :], p.get("w_hr")
-        states = slice(layer * D, (layer + 1) * D)
-        carry0 = (h0[states], None if c0 is None else c0[states])
+    valid = steps[:, None] < lengths[None, :]                               # (T, B)
+    masks = jnp.stack([valid, valid[::-1]], axis=1)[..., None]              # (T, 2, B, 1), scan-step order
 
-        def step(carry, inputs, w_hh=w_hh, b_hh=b_hh, w_hr=w_hr):
-            h, c = carry
-            gi, m = inputs
-            gh = jnp.einsum("dbh,dgh->dbg", h, w_hh) + b_hh
-            h_new, c_new = _cell(mode, gi, gh, h, c)
-            if w_hr is not None:
-                h_new = jnp.einsum("dbh,dph->dbp", h_new, w_hr)
-            h_next = jnp.where(m, h_new, h)
-            c_next = None if c is None else jnp.where(m, c_new, c)
-            return (h_next, c_next), jnp.where(m, h_new, 0.0)
+    def layer(inp, per_layer):
+        index, p, h0_l, c0_l = per_layer
+        out, h_last, c_last = lax.cond(index < num_layers, partial(_layer, mode, masks),
+                                       lambda inp, p, h, c: (inp, h, c), inp, p, h0_l, c0_l)
+        return out, (h_last, c_last)
 
-        (h_last, c_last), ys = lax.scan(step, carry0, (gi_all, masks))  # ys (T, D, B, H)
-        outs = [ys[:, 0]] + ([ys[::-1, 1]] if D == 2 else [])
-        layer_input = jnp.concatenate(outs, axis=-1)
-        hy.append(h_last)
-        if c_last is not None:
-            cy.append(c_last)
-    return layer_input, jnp.concatenate(hy, 0), (jnp.concatenate(cy, 0) if cy else None)
+    indices = jnp.arange(h0.shape[0])
+    y, (hy, cy) = lax.scan(layer, x, (indices, params, h0, c0))
+    return y, hy, cy
 
 
-def _forward_backward(mode: str, num_layers: int, num_dirs: int, lengths, x, h0, c0, params,
-                      dy, dhy, dcy):
+def _forward_backward(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy):
     """Outputs and the vjp of all inputs with cotangents (dy, dhy, dcy)."""
-    fwd = partial(_forward, mode, num_layers, num_dirs, lengths)
+    fwd = partial(_forward, mode, num_layers, lengths)
     (y, hy, cy), vjp = jax.vjp(fwd, x, h0, c0, params)
     gx, gh0, gc0, gparams = vjp((dy, dhy, dcy))
     return y, hy, cy, gx, gh0, gc0, gparams
 
 
+# --------------------------------------------------------------------------- compiled programs
+
 _LOCK = threading.Lock()
 _COMPILED: dict[BucketKey, Any] = {}
-_COMPILE_COUNT = 0
+_COUNTS = {"compiled": 0, "loaded": 0}
 
 
 def compile_count() -> int:
-    """How many functions this process has compiled (one per new bucket key)."""
-    return _COMPILE_COUNT
+    """Programs this process traced, lowered and compiled (an XLA cache hit still counts)."""
+    return _COUNTS["compiled"]
+
+
+def load_count() -> int:
+    """Programs this process deserialized from an artifact of an earlier process (no trace)."""
+    return _COUNTS["loaded"]
 
 
 def cached_buckets() -> list[BucketKey]:
-    """The bucket keys compiled so far."""
+    """The bucket keys ready in this process."""
     with _LOCK:
         return list(_COMPILED)
 
 
-def _compiled(key: BucketKey, args: tuple) -> Any:
-    global _COMPILE_COUNT
+def _fingerprint() -> str:
+    """What a serialized executable depends on: jax, jaxlib, backend, options and this model."""
+    import jaxlib
+
+    device = jax.devices()[0]
+    source = Path(__file__).read_bytes() + Path(__file__).with_name("buckets.py").read_bytes()
+    parts = [jax.__version__, jaxlib.__version__, device.platform, device.client.platform_version,
+             device.device_kind, repr(sorted(COMPILER_OPTIONS.items())),
+             hashlib.sha256(source).hexdigest()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _artifact_path(key: BucketKey) -> Path | None:
+    root = os.environ.get(_CACHE_ENV)
+    if not root:
+        return None
+    name = "-".join(f"{f[0]}{v}" for f, v in zip(("L", "H", "W", "T", "B"), key))
+    return Path(root) / ARTIFACT_DIR / f"{name}-{_fingerprint()}.bin"
+
+
+def _load(path: Path | None) -> Any:
+    if path is None or not path.is_file():
+        return None
+    from jax.experimental.serialize_executable import deserialize_and_load
+
+    try:
+        payload, in_tree, out_tree = pickle.loads(path.read_bytes())
+        return deserialize_and_load(payload, in_tree, out_tree)
+    except Exception:  # another jaxlib, a truncated file: compile instead
+        return None
+
+
+def _store(path: Path | None, compiled: Any) -> None:
+    """Write the executable atomically (workers may race to write the same bucket)."""
+    if path is None:
+        return
+    from jax.experimental.serialize_executable import serialize
+
+    tmp = None
+    try:
+        blob = pickle.dumps(serialize(compiled))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from the other users of a shared cache
+        os.replace(tmp, path)
+    except Exception:  # a read-only cache folder or a backend that cannot serialize: memory only
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _program(key: BucketKey, args: tuple) -> Any:
     with _LOCK:
         fn = _COMPILED.get(key)
         if fn is None:
-            jitted = jax.jit(partial(_forward_backward, key.mode, key.num_layers, key.num_directions))
-            fn = jitted.lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
+            path = _artifact_path(key)
+            fn = _load(path)
+            if fn is not None:
+                _COUNTS["loaded"] += 1
+            else:
+                fn = jax.jit(_forward_backward).lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
+                _COUNTS["compiled"] += 1
+                _store(path, fn)
             _COMPILED[key] = fn
-            _COMPILE_COUNT += 1
     return fn
 
 
 # --------------------------------------------------------------------------- padding
 
 
-def _pad_weight(w: np.ndarray, G: int, H: int, Hp: int, blocks: int, cols: int, cols_p: int) -> np.ndarray:
-    """(G·H, blocks·cols) -> (G·Hp, blocks·cols_p): gate rows at g·Hp, column block k at k·cols_p."""
-    out = np.zeros((G, Hp, blocks, cols_p))
-    out[:, :H, :, :cols] = w.reshape(G, H, blocks, cols)
-    return out.reshape(G * Hp, blocks * cols_p)
+def _place_rows(w: np.ndarray, G: int, H: int, Hp: int) -> np.ndarray:
+    """(G·H, ...) -> (4·Hp, ...): gate g's rows at g·Hp."""
+    out = np.zeros((MAX_GATES, Hp) + w.shape[1:])
+    out[:G, :H] = w.reshape((G, H) + w.shape[1:])
+    return out.reshape((MAX_GATES * Hp,) + w.shape[1:])
 
 
-def _unpad_weight(w: np.ndarray, G: int, H: int, Hp: int, blocks: int, cols: int, cols_p: int) -> np.ndarray:
-    return w.reshape(G, Hp, blocks, cols_p)[:, :H, :, :cols].reshape(G * H, blocks * cols)
+def _take_rows(w: np.ndarray, G: int, H: int, Hp: int) -> np.ndarray:
+    return w.reshape((MAX_GATES, Hp) + w.shape[1:])[:G, :H].reshape((G * H,) + w.shape[1:])
 
 
-def _pad_bias(b: np.ndarray, G: int, H: int, Hp: int) -> np.ndarray:
-    out = np.zeros((G, Hp))
-    out[:, :H] = b.reshape(G, H)
-    return out.reshape(G * Hp)
-
-
-def _unpad_bias(b: np.ndarray, G: int, H: int, Hp: int) -> np.ndarray:
-    return b.reshape(G, Hp)[:, :H].reshape(G * H)
-
-
-def _state_width(key: BucketKey) -> int:
-    """The padded state width: the projection's bucket, else the hidden one."""
-    return key.proj_size or key.hidden_size
-
-
-def _input_blocks(config: RNNConfig, key: BucketKey, layer: int) -> tuple[int, int, int]:
-    """Column layout of w_ih: (blocks, real width, padded width) — [fwd | bwd] blocks for layer > 0."""
+def _input_columns(config: RNNConfig, key: BucketKey, layer: int) -> list[tuple[int, int, int]]:
+    """Where w_ih's columns go: (source start, target start, width) — [fwd | bwd] for layer > 0."""
     if layer == 0:
-        return 1, config.input_size, key.input_size
-    return config.num_directions, config.state_size, _state_width(key)
-
-
-def _pad_array(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    out = np.zeros(shape)
-    out[tuple(slice(0, n) for n in a.shape)] = a
-    return out
+        return [(0, 0, config.input_size)]
+    S = config.state_size
+    return [(k * S, k * key.hidden_size, S) for k in range(config.num_directions)]
 
 
 def run_padded(case: Case, bucketed: bool = True) -> Outputs:
     """Like :func:`run_jax_reference`; ``bucketed=False`` compiles for the exact shapes (tests)."""
     cfg = case.config
     key = bucket_key(cfg, bucketed)
-    G, H, Hp = GATES[cfg.mode], cfg.hidden_size, key.hidden_size
-    S, Sp, P = cfg.state_size, _state_width(key), cfg.proj_size
-    T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
-    Tp, Bp = key.max_len, key.batch_size
+    G, H, S, P = GATES[cfg.mode], cfg.hidden_size, cfg.state_size, cfg.proj_size
+    T, B, D, L, I = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers, cfg.input_size
+    Lp, Hp, W, Tp, Bp = key
     lstm = cfg.has_cell_state
-    states, cells = (L * D, Bp, Sp), (L * D, Bp, Hp)
 
     lengths = np.zeros(Bp, dtype=np.int32)
     lengths[:B] = np.asarray(case.seq_lengths, dtype=np.int32)
-    x = _pad_array(np.asarray(case.x, dtype=np.float64), (Tp, Bp, key.input_size))
-    h0 = np.zeros(states) if case.h0 is None else _pad_array(np.asarray(case.h0, dtype=np.float64), states)
-    c0 = None
+    x = np.zeros((Tp, Bp, W))
+    x[:T, :B, :I] = case.x
+    h0, c0, dhy, dcy = (np.zeros((Lp, 2, Bp, Hp)) for _ in range(4))
+    h0[:L, :D, :B, :S] = 0.0 if case.h0 is None else np.asarray(case.h0).reshape(L, D, B, S)
+    dhy[:L, :D, :B, :S] = np.asarray(case.dhy).reshape(L, D, B, S)
     if lstm:
-        c0 = np.zeros(cells) if case.c0 is None else _pad_array(np.asarray(case.c0, dtype=np.float64), cells)
-    dy = np.zeros((Tp, Bp, D, Sp))
-    dy[:T, :B, :, :S] = np.asarray(case.dy, dtype=np.float64).reshape(T, B, D, S)
-    dy = dy.reshape(Tp, Bp, D * Sp)
-    dhy = _pad_array(np.asarray(case.dhy, dtype=np.float64), states)
-    dcy = _pad_array(np.asarray(case.dcy, dtype=np.float64), cells) if lstm else None
+        c0[:L, :D, :B, :H] = 0.0 if case.c0 is None else np.asarray(case.c0).reshape(L, D, B, H)
+        dcy[:L, :D, :B, :H] = np.asarray(case.dcy).reshape(L, D, B, H)
+    # dy lands where the last real layer's output is: [fwd | bwd] at columns 0 and Hp.
+    dy = np.zeros((Tp, Bp, W))
+    dy_real = np.asarray(case.dy).reshape(T, B, D, S)
+    for d in range(D):
+        dy[:T, :B, d * Hp:d * Hp + S] = dy_real[:, :, d]
 
-    dirs = directions(cfg)
-    no_bias = np.zeros(G * H)  # bias=False runs with zero biases; their gradients are not reported
-    params = []
+    w_ih = np.zeros((Lp, 2, MAX_GATES * Hp, W))
+    w_hh = np.zeros((Lp, 2, MAX_GATES * Hp, Hp))
+    w_hr = np.zeros((Lp, 2, Hp, Hp))
+    b_ih = np.zeros((Lp, 2, MAX_GATES * Hp))
+    b_hh = np.zeros((Lp, 2, MAX_GATES * Hp))
+    if not P:
+        w_hr[:, :] = np.eye(Hp)  # the identity "projection" of every other config: exact
     for layer in range(L):
-        blocks, cols, cols_p = _input_blocks(cfg, key, layer)
-
-        def get(kind: str, d: str, layer: int = layer) -> np.ndarray:
-            value = case.params.get(param_key(layer, d, kind))
-            return no_bias if value is None else np.asarray(value, dtype=np.float64)
-
-        unit = {
-            "w_ih": np.stack([_pad_weight(get("w_ih", d), G, H, Hp, blocks, cols, cols_p) for d in dirs]),
-            "w_hh": np.stack([_pad_weight(get("w_hh", d), G, H, Hp, 1, S, Sp) for d in dirs]),
-            "b_ih": np.stack([_pad_bias(get("b_ih", d), G, H, Hp) for d in dirs]),
-            "b_hh": np.stack([_pad_bias(get("b_hh", d), G, H, Hp) for d in dirs]),
-        }
-        if P:
-            unit["w_hr"] = np.stack([_pad_array(get("w_hr", d), (Sp, Hp)) for d in dirs])
-        params.append(unit)
-
-    args = (lengths, x, h0, c0, params, dy, dhy, dcy)
-    fn = _compiled(key, args)
-    y, hy, cy, gx, gh0, gc0, gparams = jax.device_get(fn(*args))
-
-    def back(a: np.ndarray, width: int) -> np.ndarray:  # (L·D, Bp, padded) -> (L·D, B, width)
-        return np.array(a[:, :B, :width], dtype=np.float64)
-
-    grads: dict[str, np.ndarray] = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
-    if case.h0 is not None:
-        grads["h0"] = back(gh0, S)
-        if lstm:
-            grads["c0"] = back(gc0, H)
-    for layer in range(L):
-        blocks, cols, cols_p = _input_blocks(cfg, key, layer)
-        g = gparams[layer]
-        for i, d in enumerate(dirs):
-            grads[param_key(layer, d, "w_ih")] = _unpad_weight(np.asarray(g["w_ih"][i]), G, H, Hp, blocks, cols, cols_p)
-            grads[param_key(layer, d, "w_hh")] = _unpad_weight(np.asarray(g["w_hh"][i]), G, H, Hp, 1, S, Sp)
+        for d, name in enumerate(directions(cfg)):
+            get = case.params.get
+            w = _place_rows(np.asarray(get(param_key(layer, name, "w_ih"))), G, H, Hp)
+            for src, dst, width in _input_columns(cfg, key, layer):
+                w_ih[layer, d, :, dst:dst + width] = w[:, src:src + width]
+            w_hh[layer, d, :, :S] = _place_rows(np.asarray(get(param_key(layer, name, "w_hh"))), G, H, Hp)
             if P:
-                grads[param_key(layer, d, "w_hr")] = np.asarray(g["w_hr"][i])[:P, :H]
+                w_hr[layer, d, :P, :H] = get(param_key(layer, name, "w_hr"))
+            if cfg.bias:  # without bias: zero biases, whose gradients are not reported
+                b_ih[layer, d] = _place_rows(np.asarray(get(param_key(layer, name, "b_ih"))), G, H, Hp)
+                b_hh[layer, d] = _place_rows(np.asarray(get(param_key(layer, name, "b_hh"))), G, H, Hp)
+    params = {"w_ih": w_ih, "w_hh": w_hh, "w_hr": w_hr, "b_ih": b_ih, "b_hh": b_hh}
+
+    args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(L), lengths, x, h0, c0, params, dy, dhy, dcy)
+    with x64():
+        fn = _program(key, args)
+        y, hy, cy, gx, gh0, gc0, gparams = jax.device_get(fn(*args))
+
+    def states(a: np.ndarray, width: int) -> np.ndarray:  # (Lp, 2, Bp, Hp) -> (L·D, B, width)
+        return np.ascontiguousarray(a[:L, :D, :B, :width], dtype=np.float64).reshape(L * D, B, width)
+
+    grads: dict[str, np.ndarray] = {"x": np.array(gx[:T, :B, :I], dtype=np.float64)}
+    if case.h0 is not None:
+        grads["h0"] = states(gh0, S)
+        if lstm:
+            grads["c0"] = states(gc0, H)
+    for layer in range(L):
+        for d, name in enumerate(directions(cfg)):
+            g_ih = np.concatenate([gparams["w_ih"][layer, d, :, dst:dst + width]
+                                   for _, dst, width in _input_columns(cfg, key, layer)], axis=1)
+            grads[param_key(layer, name, "w_ih")] = _take_rows(g_ih, G, H, Hp)
+            grads[param_key(layer, name, "w_hh")] = _take_rows(gparams["w_hh"][layer, d, :, :S], G, H, Hp)
+            if P:
+                grads[param_key(layer, name, "w_hr")] = gparams["w_hr"][layer, d, :P, :H]
             if cfg.bias:
-                grads[param_key(layer, d, "b_ih")] = _unpad_bias(np.asarray(g["b_ih"][i]), G, H, Hp)
-                grads[param_key(layer, d, "b_hh")] = _unpad_bias(np.asarray(g["b_hh"][i]), G, H, Hp)
+                grads[param_key(layer, name, "b_ih")] = _take_rows(gparams["b_ih"][layer, d], G, H, Hp)
+                grads[param_key(layer, name, "b_hh")] = _take_rows(gparams["b_hh"][layer, d], G, H, Hp)
     grads = {k: np.array(v, dtype=np.float64) for k, v in grads.items()}
-    y_out = np.array(np.asarray(y).reshape(Tp, Bp, D, Sp)[:T, :B, :, :S].reshape(T, B, D * S), dtype=np.float64)
-    return Outputs(y=y_out, hy=back(hy, S), cy=back(cy, H) if lstm else None, grads=grads)
+    y_out = np.concatenate([y[:T, :B, d * Hp:d * Hp + S] for d in range(D)], axis=-1)
+    return Outputs(y=np.array(y_out, dtype=np.float64), hy=states(hy, S), cy=states(cy, H) if lstm else None,
+                   grads=grads)
 
 
 def run_jax_reference(case: Case) -> Outputs:
@@ -350,28 +403,23 @@ def run_jax_reference(case: Case) -> Outputs:
     return run_padded(case, bucketed=True)
 
 
-def _measure() -> None:  # pragma: no cover - prints the numbers quoted in the module docstring
+def _measure() -> None:  # pragma: no cover - prints the numbers quoted in benchmarks/RESULTS.md
     import time
 
-    from ..case import make_case
+    from ..generate import draw_cases, load_profile
 
-    jax.block_until_ready(jnp.ones(3) + 1)  # backend start-up is not a compile
-    for cfg, lengths in [(RNNConfig("lstm", 2, True, 3, 5, 7, 3), [7, 4, 1]),
-                         (RNNConfig("lstm", 2, True, 3, 12, 7, 3), [7, 4, 1])]:
-        case = make_case(cfg, lengths, seed=1)
-        t0 = time.perf_counter()
+    with x64():
+        jax.block_until_ready(jnp.ones(3) + 1)  # backend start-up is not a compile
+    cases = list(draw_cases(load_profile("ci"), 0, 200))
+    t0 = time.perf_counter()
+    run_jax_reference(cases[0])
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for case in cases:
         run_jax_reference(case)
-        first = time.perf_counter() - t0
-        other = make_case(dataclasses.replace(cfg, input_size=cfg.input_size + 1, max_len=8, batch_size=2),
-                          [8, 3], seed=2)  # same bucket, other shapes
-        n = 200
-        t0 = time.perf_counter()
-        for i in range(n):
-            run_jax_reference(case if i % 2 else other)
-        cached = (time.perf_counter() - t0) / n
-        print(f"{cfg.prefix} -> bucket I{bucket(cfg.input_size)}-H{bucket(cfg.hidden_size)}-T{bucket(cfg.max_len)}"
-              f"-B{bucket(cfg.batch_size)}: first call {first:.3f} s, cached call {cached * 1e3:.2f} ms, "
-              f"compiles so far {compile_count()}")
+    per_case = (time.perf_counter() - t0) / len(cases)
+    print(f"ci profile, 200 cases: first call {first:.3f} s (compiled {compile_count()}, loaded "
+          f"{load_count()}), then {per_case * 1e3:.2f} ms per case; buckets {cached_buckets()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

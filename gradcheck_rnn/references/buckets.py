@@ -1,0 +1,62 @@
+"""The JAX reference's shape buckets, without importing jax.
+
+One compiled program of :mod:`.jax_ref` serves every case whose config falls in the same
+bucket. The bucket is a handful of padded sizes only — mode, direction count, projection and
+bias are runtime data of the program, not part of the key (how that stays exact is in
+:mod:`.jax_ref`'s docstring):
+
+- ``num_layers``: layers pad to ``max(4, next power of two)``; a padded layer is skipped at run
+  time (``lax.cond``), so padding layers costs no sequential steps;
+- ``hidden_size``: the padded width of both the hidden units (H) and the state (S = P or H),
+  ``max(8, next power of two of H)``;
+- ``input_width``: the padded width of every layer's input, ``max(bucket(I), 2·hidden_size)``,
+  so layer 0 (x) and deeper layers ([fwd | bwd]) share one stacked weight shape;
+- ``max_len``, ``batch_size``: ``max(8, next power of two)``.
+
+So the whole ci profile (I, H <= 5, T <= 8, B <= 4, L <= 3, every mode, uni and bi, P, no-bias)
+is one bucket and one compiled program; the nightly profile (H <= 16, T <= 24) six.
+
+This module is what the worker pool may import to group cases by bucket (a worker that keeps
+to one bucket compiles or loads it once) without paying jax's ~2 s start-up in the supervisor.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ..case import RNNConfig
+
+MIN_BUCKET = 8
+MIN_LAYERS = 4
+
+
+def bucket(n: int, minimum: int = MIN_BUCKET) -> int:
+    """The padded size of a dimension of size ``n``: the next power of two, at least ``minimum``."""
+    return max(minimum, 1 << (int(n) - 1).bit_length())
+
+
+class BucketKey(NamedTuple):
+    """What one compiled program is specialised on (every other config field is runtime data)."""
+
+    num_layers: int
+    hidden_size: int   # padded H and S (S = P with projections)
+    input_width: int   # padded width of every layer's input: max(I bucket, 2 * hidden_size)
+    max_len: int
+    batch_size: int
+
+
+def bucket_key(config: "RNNConfig", bucketed: bool = True) -> BucketKey:
+    """The program key of a config; ``bucketed=False`` gives the smallest exact key (tests).
+
+    Without bucketing the program still has two directions, a projection matrix and every
+    mode's cell (those are runtime data), but no padded layer, unit, step or row beyond them.
+    """
+    if bucketed:
+        hidden = bucket(config.hidden_size)
+        return BucketKey(bucket(config.num_layers, MIN_LAYERS), hidden,
+                         max(bucket(config.input_size), 2 * hidden), bucket(config.max_len),
+                         bucket(config.batch_size))
+    hidden = config.hidden_size
+    return BucketKey(config.num_layers, hidden, max(config.input_size, 2 * hidden), config.max_len,
+                     config.batch_size)
