@@ -6,7 +6,8 @@ an optional ``supports_case(case) -> True | str`` for what only the case shows (
 declines zero-length sequences there). The runner and every check ask
 :meth:`Target.supports_case`, which asks both.
 Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``torch-native-cuda``, ``fused-gpu``;
-one this machine cannot run resolves and is skipped with its reason), ``mutant:<name>``,
+one this machine cannot run resolves and is skipped with its reason), ``NAME@PYTHON`` (run in
+another interpreter), ``mxnet``/``mxnet-native`` (see :mod:`.foreign`), ``mutant:<name>``,
 an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:callable``.
 """
 
@@ -110,6 +111,12 @@ def resolve_target(spec: str) -> Target:
     factories = _builtin_factories()
     if spec in factories:
         return as_target(factories[spec](), spec)
+    from .foreign import FOREIGN_BUILTINS, foreign_target, local_builtin
+
+    if "@" in spec:  # TARGET@PYTHON: run in another interpreter (docs/foreign-targets.md)
+        return as_target(foreign_target(spec), spec)
+    if spec in FOREIGN_BUILTINS:
+        return as_target(local_builtin(spec), spec)
     if spec.startswith("mutant:"):
         from .mutants import mutant_target
 
@@ -119,7 +126,8 @@ def resolve_target(spec: str) -> Target:
         return as_target(plugins[spec].load(), spec)
     if ":" in spec and spec.partition(":")[0] and spec.partition(":")[2]:
         return as_target(_load_plugin(spec), spec)
-    known = ", ".join([*factories, "mutant:<name>", *plugins, "package.module:callable"])
+    known = ", ".join([*factories, *FOREIGN_BUILTINS, "mutant:<name>", *plugins, "package.module:callable",
+                       "NAME@PYTHON"])
     raise UsageError(f"unknown target {spec!r}; allowed: {known}")
 
 
@@ -134,6 +142,9 @@ def describe_targets() -> list[tuple[str, bool, str]]:
             ("torch-native", True, "built in: torch.nn on CPU"),
             ("torch-native-cuda", cuda, "built in: torch.nn on cuDNN" if cuda else "no CUDA device on this machine"),
             ("fused-gpu", gpu_reason is None, gpu_note)]
+    from .foreign import foreign_rows
+
+    rows.extend(foreign_rows())
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
     from .gpu_mutants import GPU_MUTANTS

@@ -1,0 +1,331 @@
+"""Targets that run in another Python interpreter: ``<target>@PYTHON``, and the foreign built-ins.
+
+A framework pinned to another numpy, CUDA or Python (MXNet 1.9.1 needs numpy < 1.24) cannot be
+imported next to torch and JAX. ``mxnet-native@/opt/mx191`` runs the target in that interpreter
+through ``client.py`` (numpy only there) over the versioned pipe protocol that ``client.py``
+documents (docs/foreign-targets.md). One long-lived client per :class:`ForeignTarget` object, so
+one per worker process; it is started on first use and restarted after it dies.
+
+Failure modes, each an exception that the runner turns into that case's ``error`` result (the
+run goes on): the client was killed or crashed, it broke the protocol, the target failed to
+import there, or it ran past ``GRADCHECK_RNN_CASE_TIMEOUT`` seconds (killed, TimeoutError). A
+missing interpreter is a :class:`UsageError` when the spec is resolved (exit 2, nothing run).
+With ``--workers`` the pool's ``--case-timeout`` kills the worker; the client has set
+PR_SET_PDEATHSIG, so it dies with it (and EOF on its stdin ends it anywhere).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...case import Case, Outputs, RNNConfig
+from ...errors import UsageError
+from . import client as protocol
+
+CLIENT = Path(__file__).with_name("client.py")
+TIMEOUT_ENV = "GRADCHECK_RNN_CASE_TIMEOUT"
+_HERE = Path(__file__).parent
+
+# Built-in targets that live in a file loadable with only numpy and their framework.
+# name -> (file, factory, factory kwargs, extra environment for the client).
+FOREIGN_BUILTINS: dict[str, tuple[str, str, dict[str, Any], dict[str, str]]] = {
+    "mxnet": ("mxnet_target.py", "make_target", {"native": False}, {}),
+    "mxnet-native": ("mxnet_target.py", "make_target", {"native": True}, {}),
+}
+
+
+class ForeignTargetError(RuntimeError):
+    """The foreign interpreter could not answer: it died, broke the protocol or failed to load the target."""
+
+
+def interpreter_path(text: str) -> Path:
+    """``PYTHON`` of a spec as an executable: a python binary, or a venv folder's ``bin/python``."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        path = path / "bin" / "python"
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise UsageError(f"foreign interpreter {text!r} is not a python executable or a venv folder "
+                         f"with bin/python; give --target NAME@/path/to/python")
+    return path.absolute()
+
+
+def _timeout() -> float | None:
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else None
+    except ValueError:
+        raise UsageError(f"{TIMEOUT_ENV}={raw!r} is not allowed; it must be a number of seconds") from None
+    return value if value and value > 0 else None
+
+
+def config_fields(config: RNNConfig) -> dict[str, Any]:
+    return {name: (bool(v) if isinstance(v, (bool, np.bool_)) else v if isinstance(v, str) else int(v))
+            for name in protocol.CONFIG_FIELDS for v in [getattr(config, name)]}
+
+
+def case_message(case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The case as a protocol header and arrays."""
+    header = {"config": config_fields(case.config), "wants": sorted(case.wants), "wants_group": case.wants_group,
+              "heads": case.heads, "initial_state": case.initial_state, "seed": int(case.seed), "id": case.id}
+    arrays: dict[str, Any] = {name: getattr(case, name) for name in protocol.CASE_ARRAYS}
+    arrays.update({f"param:{k}": v for k, v in case.params.items()})
+    return header, arrays
+
+
+class ForeignTarget:
+    """A target run by ``client.py`` in another interpreter; see the module docstring."""
+
+    def __init__(self, name: str, python: Path, target: dict[str, Any], env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.python = python
+        self.target = target
+        self.env = env or {}
+        self._proc: subprocess.Popen | None = None
+        self._stderr: Any = None
+        self._loaded: dict[str, Any] = {}
+        self._load_error: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        env = dict(os.environ, **self.env, **{protocol.HOST_PID_ENV: str(os.getpid())})
+        threads = os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")
+        env.setdefault("OMP_NUM_THREADS", threads)  # tiny cases on a shared machine: no OpenMP spin
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen([str(self.python), "-u", str(CLIENT)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        header, _ = self._request({"type": "load", "protocol": protocol.PROTOCOL, "target": self.target},
+                                  during="loading the target")
+        if header["type"] == "error":
+            self._load_error = (f"{self.name} could not load its target in {self.python}: {header['error']}"
+                                + (f" (at {header['where']})" if header.get("where") else ""))
+            self.close()
+            raise ForeignTargetError(self._load_error)
+        if header["type"] != "loaded" or header.get("protocol") != protocol.PROTOCOL:
+            self._fail(f"answered {header['type']!r} for protocol {header.get('protocol')!r} to a "
+                       f"protocol {protocol.PROTOCOL} load request")
+        self._loaded = header
+
+    def _ensure(self) -> None:
+        if self._load_error is not None:  # the same import error every case: do not restart for it
+            raise ForeignTargetError(self._load_error)
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+
+    def close(self) -> None:
+        """Stop the client (EOF, then kill if it lingers)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the pipes may already be gone
+            pass
+
+    def __getstate__(self) -> dict[str, Any]:  # a copy in another process starts its own client
+        return {**self.__dict__, "_proc": None, "_stderr": None}
+
+    # -- one request -------------------------------------------------------------------------
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = [line for line in self._stderr.read()[-4000:].decode("utf-8", "replace").splitlines() if line.strip()]
+        return lines[-1].strip() if lines else ""
+
+    def _fail(self, what: str, error: type[Exception] = ForeignTargetError) -> None:
+        """Kill the client and raise ``what`` with the client's last stderr line."""
+        tail = self._stderr_tail()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self.close()
+        raise error(f"{self.name}: the client in {self.python} {what}" + (f"; its last stderr line: {tail}" if tail else ""))
+
+    def _read(self, size: int, deadline: float | None, during: str) -> bytes:
+        proc = self._proc
+        fd = proc.stdout.fileno()
+        chunks, left = [], size
+        while left:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                self._fail(f"ran past {_timeout():g} s ({TIMEOUT_ENV}) while {during}; it was killed", TimeoutError)
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                continue
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                code = proc.wait()
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                self._fail(f"{how} while {during}")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _request(self, header: dict[str, Any], arrays: dict[str, Any] | None = None,
+                 during: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+        timeout = _timeout()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self._proc.stdin.write(protocol.frame(header, arrays))
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._read(1, deadline, during)  # reports how it died
+            self._fail(f"closed its input while {during}")
+        try:
+            head_len, payload_len = protocol.split_prefix(self._read(protocol.PREFIX_SIZE, deadline, during))
+            body = self._read(head_len + payload_len, deadline, during)
+            return protocol.parse_body(body[:head_len], body[head_len:])
+        except protocol.ProtocolError as exc:
+            self._fail(f"broke protocol {protocol.PROTOCOL} while {during} ({exc})")
+            raise  # not reached
+
+    def _ask(self, header: dict[str, Any], arrays: dict[str, Any] | None, during: str) -> tuple[dict, dict]:
+        self._ensure()
+        reply, payload = self._request(header, arrays, during)
+        if reply["type"] == "error":
+            where = f" (at {reply['where']})" if reply.get("where") else ""
+            raise ForeignTargetError(f"{reply['error']}{where} [in {self.python}]")
+        return reply, payload
+
+    # -- the target protocol -----------------------------------------------------------------
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        """The foreign target's own ``supports(config)``; True when the client cannot start, so that
+        ``run`` reports why as the case's error instead of a skip."""
+        try:
+            self._ensure()
+            if not self._loaded.get("supports"):
+                return True
+            reply, _ = self._ask({"type": "supports", "config": config_fields(config)}, None, "asking supports()")
+        except (ForeignTargetError, TimeoutError):
+            return True
+        return reply["value"]
+
+    def supports_case(self, case: Case) -> bool | str:
+        try:
+            self._ensure()
+            if not self._loaded.get("supports_case"):
+                return True
+            header, arrays = case_message(case)
+            reply, _ = self._ask({"type": "supports_case", "case": header}, arrays, f"asking supports_case({case.id})")
+        except (ForeignTargetError, TimeoutError):
+            return True
+        return reply["value"]
+
+    def run(self, case: Case) -> Outputs:
+        header, arrays = case_message(case)
+        _, out = self._ask({"type": "run", "case": header}, arrays, f"running {case.id}")
+        grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
+        return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
+
+
+def foreign_target(spec: str) -> ForeignTarget:
+    """``TARGET@PYTHON`` as a :class:`ForeignTarget` named by the whole spec; UsageError for a
+    missing interpreter or an empty target."""
+    name, _, python_text = spec.partition("@")
+    if not name or not python_text:
+        raise UsageError(f"target {spec!r} is not allowed; a foreign target is NAME@PYTHON, "
+                         f"e.g. mxnet-native@/opt/mx191")
+    python = interpreter_path(python_text)
+    if name in FOREIGN_BUILTINS:
+        file, factory, kwargs, env = FOREIGN_BUILTINS[name]
+        return ForeignTarget(spec, python, {"kind": "file", "path": str(_HERE / file), "factory": factory,
+                                            "kwargs": kwargs}, env)
+    if ":" in name and not name.startswith("mutant:"):
+        return ForeignTarget(spec, python, {"kind": "import", "spec": name})
+    return ForeignTarget(spec, python, {"kind": "builtin", "name": name})
+
+
+class InProcess:
+    """A foreign built-in run in this process (its framework imports here): same file, same
+    answers, its dict of outputs turned into :class:`Outputs`."""
+
+    def __init__(self, impl: Any) -> None:
+        self.impl = impl
+        self.name = impl.name
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        return self.impl.supports(config)
+
+    def supports_case(self, case: Case) -> bool | str:
+        return self.impl.supports_case(case)
+
+    def run(self, case: Case) -> Outputs:
+        out = protocol.outputs_arrays(self.impl.run(case))
+        grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
+        return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
+
+
+class Unavailable:
+    """A built-in whose framework does not import here: resolves, and is skipped with the reason."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+
+    def supports(self, config: RNNConfig) -> str:
+        return self.reason
+
+    def run(self, case: Case) -> Outputs:
+        raise ForeignTargetError(self.reason)
+
+
+_FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet"}
+
+
+def _import_error(module: str) -> str | None:
+    """None when ``module`` imports in this process, else why not (one line)."""
+    try:
+        __import__(module)
+    except Exception as exc:  # not installed, or built against another numpy: both mean "not here"
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def local_builtin(name: str) -> Any:
+    """``mxnet``, ``mxnet-native``: in this process when the framework imports, else a target
+    that is skipped with a reason naming the ``NAME@PYTHON`` form."""
+    framework = _FRAMEWORK[name]
+    if _import_error(framework) is not None:
+        return Unavailable(name, f"{framework} is not importable here; use {name}@/path/to/venv")
+    import importlib.util
+
+    file, factory, kwargs, _ = FOREIGN_BUILTINS[name]
+    spec = importlib.util.spec_from_file_location(f"gradcheck_rnn.targets.foreign.{Path(file).stem}", _HERE / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return InProcess(getattr(module, factory)(**kwargs))
+
+
+def foreign_rows() -> list[tuple[str, bool, str]]:
+    """(name, available here, note) for ``gradcheck-rnn targets``."""
+    notes = {"mxnet": "MXNet's RNN operator on CPU (oneDNN where MXNet uses it)",
+             "mxnet-native": "MXNet's own CPU RNN kernel (MXNET_USE_MKLDNN_RNN=0)"}
+    rows = []
+    for name, note in notes.items():
+        available = _import_error(_FRAMEWORK[name]) is None
+        rows.append((name, available, note if available else f"{note}; not importable here, use {name}@PYTHON"))
+    rows.append(("NAME@PYTHON", True, "any target run in another Python interpreter (docs/foreign-targets.md)"))
+    return rows

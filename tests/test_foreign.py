@@ -1,0 +1,222 @@
+"""Targets in another interpreter (``NAME@PYTHON``) and the MXNet 1.9.1 built-ins, for real.
+
+The out-of-process path runs ``tests/foreign_targets.py`` through the client in this venv's own
+python (numpy only is used there); the MXNet tests run MXNet 1.9.1 in the venv that
+tests/foreign_env.py makes, and are skipped with the reason when pip cannot provide it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from foreign_env import foreign_path, mxnet_python  # noqa: F401  (fixtures)
+from gradcheck_rnn import Case
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.layout import pack
+from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.targets import resolve_target
+from gradcheck_rnn.targets.foreign import mxnet_target
+
+PY = sys.executable
+TANH = "rnn_tanh-L1-uni-I3-H4-T6-B3-len6.2.4-f64-s{seed}"
+
+# A profile for short sweeps: the reference comparison only, small shapes.
+REFERENCE_ONLY = """
+[sweep]
+cases = 6
+seed = 0
+[draw]
+input_size = [1, 3]
+hidden_size = [1, 4]
+max_len = [1, 5]
+batch_size = [1, 3]
+{draw}
+[checks]
+fd = false
+padding = false
+permutation = false
+future = false
+determinism = false
+linearity = false
+stateless = false
+"""
+
+
+def invoke(*args: object) -> tuple[int, str]:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def profile(tmp_path: Path, draw: str = "", cases: int = 6) -> Path:
+    path = tmp_path / "profile.toml"
+    path.write_text(REFERENCE_ONLY.format(draw=draw).replace("cases = 6", f"cases = {cases}"))
+    return path
+
+
+def results(report_dir: Path) -> list[dict]:
+    [run] = [p for p in report_dir.iterdir() if not p.is_symlink() and (p / "results.json").is_file()]
+    return json.loads((run / "results.json").read_text())["results"]
+
+
+# --- the out-of-process path --------------------------------------------------------------
+
+
+def test_a_numpy_target_in_another_interpreter_passes_and_a_planted_slip_fails(foreign_path):
+    target = resolve_target(f"foreign_targets:numpy_tanh@{PY}")
+    assert target.name == f"foreign_targets:numpy_tanh@{PY}"
+    for case_id in (TANH.format(seed=3), TANH.format(seed=4) + "-wparams", "rnn_tanh-L1-uni-I2-H3-T4-B2-len4.0-f32-s5-z"):
+        result = judge_one(Case.from_id(case_id), target)
+        assert result.status == "pass", (case_id, result.message)
+    # supports() is answered by the foreign target itself
+    skipped = judge_one(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.1-f64-s5"), target)
+    assert skipped.status == "skip" and "one-layer unidirectional rnn_tanh" in skipped.message
+    slipped = judge_one(Case.from_id(TANH.format(seed=3)), resolve_target(f"foreign_targets:Slipped@{PY}"))
+    assert slipped.status == "fail" and "l0.fwd.w_hh" in slipped.message
+
+
+def test_a_killed_interpreter_is_an_error_and_the_next_case_restarts_it(foreign_path):
+    target = resolve_target(f"foreign_targets:Killer@{PY}")
+    assert judge_one(Case.from_id(TANH.format(seed=2)), target).status == "pass"
+    first_pid = target.impl._proc.pid
+    killed = judge_one(Case.from_id(TANH.format(seed=1)), target)
+    assert killed.status == "error"
+    assert "was killed by signal 9 while running " + TANH.format(seed=1) in killed.message
+    again = judge_one(Case.from_id(TANH.format(seed=2)), target)
+    assert again.status == "pass" and target.impl._proc.pid != first_pid
+
+
+def test_a_raising_foreign_target_is_an_error_naming_its_line_and_the_client_stays_up(foreign_path):
+    target = resolve_target(f"foreign_targets:Raiser@{PY}")
+    assert judge_one(Case.from_id(TANH.format(seed=2)), target).status == "pass"
+    pid = target.impl._proc.pid
+    error = judge_one(Case.from_id(TANH.format(seed=1)), target)
+    assert error.status == "error"
+    assert "ValueError: planted failure in the foreign target (at foreign_targets.py:" in error.message
+    assert judge_one(Case.from_id(TANH.format(seed=2)), target).status == "pass" and target.impl._proc.pid == pid
+
+
+def test_a_foreign_import_error_is_an_error_with_its_message(foreign_path):
+    target = resolve_target(f"foreign_broken:run@{PY}")
+    for seed in (2, 3):  # reported for every case, without restarting the client each time
+        result = judge_one(Case.from_id(TANH.format(seed=seed)), target)
+        assert result.status == "error"
+        assert "could not load its target" in result.message
+        assert "No module named 'a_framework_missing_from_this_interpreter'" in result.message
+
+
+def test_a_hang_past_the_case_timeout_is_killed_and_reported(foreign_path, monkeypatch):
+    monkeypatch.setenv("GRADCHECK_RNN_CASE_TIMEOUT", "1.5")
+    target = resolve_target(f"foreign_targets:Sleeper@{PY}")
+    assert judge_one(Case.from_id(TANH.format(seed=2)), target).status == "pass"
+    hung = judge_one(Case.from_id(TANH.format(seed=1)), target)
+    assert hung.status == "error" and hung.message.startswith("TimeoutError: ")
+    assert "ran past 1.5 s (GRADCHECK_RNN_CASE_TIMEOUT)" in hung.message
+    assert judge_one(Case.from_id(TANH.format(seed=2)), target).status == "pass"
+
+
+def test_a_target_that_prints_does_not_break_the_protocol(foreign_path):
+    result = judge_one(Case.from_id(TANH.format(seed=3)), resolve_target(f"foreign_targets:Noisy@{PY}"))
+    assert result.status == "pass", result.message
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("foreign_targets:numpy_tanh@/no/such/python", "'/no/such/python' is not a python executable or a venv folder"),
+    ("mxnet@", "is not allowed; a foreign target is NAME@PYTHON"),
+])
+def test_a_missing_interpreter_exits_2_with_one_sentence(tmp_path, spec, words):
+    code, output = invoke("sweep", "--target", spec, "-n", 1, "--report-dir", tmp_path)
+    assert code == 2 and words in output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name != ".gitkeep"]
+
+
+def test_sweep_with_workers_and_repro_carry_the_interpreter(foreign_path, tmp_path):
+    spec = f"foreign_targets:Slipped@{PY}"
+    draw = 'modes = { rnn_tanh = 1 }\nlayers = [1, 1]\nbidirectional = 0.0\nwants = { all = 1 }'
+    code, output = invoke("sweep", "--config", profile(tmp_path, draw, cases=4), "--target", spec,
+                          "--workers", 2, "--report-dir", tmp_path / "reports")
+    assert code == 1, output
+    rows = results(tmp_path / "reports")
+    assert len(rows) == 4 and all(r["target"] == spec for r in rows)
+    failing = [r for r in rows if r["status"] == "fail"]
+    assert failing and all(r["status"] in ("fail", "pass") for r in rows)  # pass: H = 1, w_hh.T == w_hh
+    repro_line = f"gradcheck-rnn repro {failing[0]['case_id']} --target {spec}"
+    assert repro_line in output
+    code, output = invoke("repro", failing[0]["case_id"], "--target", spec)
+    assert code == 1 and "l0.fwd.w_hh" in output
+
+
+# --- MXNet 1.9.1 ---------------------------------------------------------------------------
+
+
+def test_mxnet_layout_is_the_projects_mxnet_packing():
+    for case_id in ("gru-L2-bi-I3-H4-T2-B1-len2-f32-s1", "lstm-L3-uni-I2-H3-T2-B1-len2-f64-s2"):
+        case = Case.from_id(case_id)
+        flat = mxnet_target.pack_mxnet(case.params, case.config)
+        assert np.array_equal(flat, pack(case.params, case.config, "mxnet"))
+        assert all(np.array_equal(v, case.params[k]) for k, v in mxnet_target.unpack_mxnet(flat, case.config).items())
+
+
+def test_mxnet_unimportable_here_is_skipped_with_the_way_out():
+    result = judge_one(Case.from_id(TANH.format(seed=3)), resolve_target("mxnet-native"))
+    assert result.status == "skip"
+    assert result.message == "mxnet is not importable here; use mxnet-native@/path/to/venv"
+
+
+def test_mxnet_native_truncates_bptt_exactly_when_the_weights_are_frozen(mxnet_python):
+    """MXNet 1.9.1's native CPU backward: dx is truncated BPTT when the weights request no gradient;
+    the same case with every gradient requested, and the default (oneDNN) path, are right."""
+    native, default = resolve_target(f"mxnet-native@{mxnet_python}"), resolve_target(f"mxnet@{mxnet_python}")
+    frozen = Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx")
+    result = judge_one(frozen, native)
+    assert result.status == "fail" and [t.name for t in result.tensors if not t.passed] == ["x"]
+    assert judge_one(frozen, default).status == "pass"
+    assert judge_one(Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7"), native).status == "pass"
+
+
+def test_mxnet_default_path_ignores_sequence_length(mxnet_python):
+    """MXNet 1.9.1's oneDNN RNN takes use_sequence_length=True and runs every sequence to T."""
+    case = Case.from_id("lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s3")
+    result = judge_one(case, resolve_target(f"mxnet@{mxnet_python}"))
+    failing = {t.name for t in result.tensors if not t.passed}
+    assert result.status == "fail" and {"y", "hy", "cy"} <= failing
+
+
+def test_mxnet_declines_only_what_mxnet_refuses_with_that_error(mxnet_python):
+    import subprocess
+
+    native = resolve_target(f"mxnet-native@{mxnet_python}")
+    assert native.supports_case(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s3")) == mxnet_target.SEQUENCE_LENGTH_REFUSED
+    assert native.supports_case(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f16-s3")).startswith("MXNet 1.9.1 refuses float16")
+    # The quoted errors are MXNet's own: the calls the targets decline, made directly.
+    script = """
+import mxnet as mx, os, sys
+def call(dtype="float32", seq=False, proj=0):
+    kw = dict(use_sequence_length=True) if seq else {}
+    H = 3; n = 4 * H * (2 + (proj or H)) + 8 * H + proj * H
+    args = [mx.nd.ones((2, 1, 2), dtype=dtype), mx.nd.ones((n,), dtype=dtype), mx.nd.ones((1, 1, proj or H), dtype=dtype),
+            mx.nd.ones((1, 1, H), dtype=dtype)] + ([mx.nd.array([1], dtype="int32")] if seq else [])
+    for a in args: a.attach_grad()
+    try:
+        with mx.autograd.record():
+            out = mx.nd.RNN(*args, state_size=H, num_layers=1, mode="lstm", state_outputs=True,
+                            projection_size=proj or None, **kw)
+        out[0].backward(); mx.nd.waitall(); print("accepted")
+    except mx.base.MXNetError as e:
+        print([l for l in str(e).splitlines() if "MXNetError" in l][-1])
+os.environ["MXNET_USE_MKLDNN_RNN"] = "0"; call(seq=True); call(dtype="float16"); call(proj=2)
+os.environ["MXNET_USE_MKLDNN_RNN"] = "1"; call(seq=True)
+"""
+    lines = subprocess.run([str(mxnet_python), "-c", script], capture_output=True, text=True,
+                           env={"MXNET_SUBGRAPH_VERBOSE": "0"}).stdout.splitlines()
+    assert len(lines) == 4, lines
+    assert "RNN use_sequence_length option is only available for cuDNN version >= 7.2" in lines[0]
+    assert "FP16 gemm on cpu not implemented!" in lines[1]
+    assert "No training support for LSTM with projection on CPU currently." in lines[2]
+    assert lines[3] == "accepted"  # the oneDNN path takes it: not declined, and judged (it ignores it)
