@@ -4,12 +4,19 @@ per-tensor table of one case and the per-time-step error picture of a repro.
 Everything fits an 80-column terminal and a case id is never wrapped or cut: tables hold only
 short columns (target names are table titles), and lines that carry a case id or a repro
 command are printed as single unwrapped lines (``print_lines``), so a terminal narrower than
-the line soft-wraps it and copying still gives the whole id.
+the line soft-wraps it and copying still gives the whole id. Other long lines (messages, the
+values of a failing tensor) are packed into lines of at most ``WIDTH`` columns at word
+boundaries, never inside a word.
+
+Text that comes from a target (messages, tracebacks, names) is printed literally, never parsed
+as rich markup: a message such as ``ValueError("shape [/b] mismatch")`` must not crash the run.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
+from functools import lru_cache
 from typing import Iterable
 
 from rich import box
@@ -18,13 +25,18 @@ from rich.table import Table
 from rich.text import Text
 
 from .compare import TensorError
-from .report import breakdown, sparkline
-from .reports.document import mistrust, mistrust_note
+from .reports.document import breakdown
+from .reports.markdown import sparkline
+from .reports.document import (CHECK_VALUES, case_lengths, location_mark, mistrust, mistrust_note,
+                               significant_pair, skip_reasons, stopped_early_text, tensor_badness, values_parts)
 from .runner import CaseResult, top_skip_reasons
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
                 "reference-disagreement": "bold yellow", "missing": "bold red"}
 STATUS_LABEL = {"reference-disagreement": "disagree"}
+WIDTH = 80  # the narrowest terminal every line is made for
+INDENT = " " * 9  # under the status column of a failure line
+TENSORS_SHOWN = 3  # failing tensors detailed per failure line; the rest are named with their ratios
 
 
 def fmt(value: float | None) -> str:
@@ -39,72 +51,153 @@ def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
         console.print(line, soft_wrap=True, highlight=False)
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 case``, ``2 cases``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def error_text(message: str) -> Text:
+    """``error: <message>`` in the project's one-line style, the message taken literally (a
+    profile message such as "give [min, max] integers" must not lose its brackets to markup)."""
+    return Text.assemble(("error:", "bold red"), " ", str(message))
+
+
+def wrapped(text: str, indent: str = INDENT, width: int = WIDTH) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken at spaces only: a case id, a path
+    or a repro command in it stays whole (a word longer than the line gets a line of its own)."""
+    lines = []
+    for paragraph in str(text).splitlines() or [""]:
+        lines += textwrap.wrap(paragraph, width=width, initial_indent=indent, subsequent_indent=indent,
+                               break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    return lines
+
+
+def packed(parts: list[str], indent: str = INDENT, width: int = WIDTH) -> list[str]:
+    """Parts (each kept whole, e.g. "rdiff 20.4") joined by spaces into lines of at most
+    ``width`` columns where they fit."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+        else:
+            lines.append(indent + part)
+    return lines
+
+
 def summary_tables(results: list[CaseResult]) -> list[Table]:
-    """One table per target: its cases by mode, then by wants group, with verdicts and worst ratio."""
+    """One table per target: its cases by mode, then by wants group, with verdicts and the worst
+    ratio over every check that judged the target (pass ⇔ ≤ 1)."""
     tables = []
     targets = list(dict.fromkeys(r.target for r in results))
     for target in targets:
         mine = [r for r in results if r.target == target]
         cases = len({r.case_id for r in mine})
-        table = Table(title=f"{target}: {cases} cases", title_justify="left")
-        for column in ("group", "cases", "pass", "fail", "error", "skip", "disagree", "worst ratio"):
+        table = Table(title=Text(f"{target}: {plural(cases, 'case')}"), title_justify="left",
+                      caption="worst ratio: over every check; pass ⇔ ≤ 1", caption_justify="left")
+        rows = [(label.format(row[key]), row) for key, label in (("mode", "{}"), ("wants", "wants={}"))
+                for row in breakdown(mine, key)]
+        nondeterministic = any(row.get("nondeterministic") for _, row in rows)
+        columns = ["group", "cases", "pass", "fail", "error", "skip", "disagree"]
+        columns += ["nondet"] * nondeterministic + ["worst ratio"]
+        for column in columns:
             table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
-        for key, label in (("mode", "{}"), ("wants", "wants={}")):
-            for row in breakdown(mine, key):
-                ratio = row["worst_ratio"]
-                ratio_text = fmt(ratio) if ratio is None or ratio <= 1 else f"[red]{fmt(ratio)}[/]"
-                table.add_row(label.format(row[key]), str(row["cases"]), str(row["pass"]),
-                              f"[red]{row['fail']}[/]" if row["fail"] else "0",
-                              f"[magenta]{row['error']}[/]" if row["error"] else "0", str(row["skip"]),
-                              str(row["reference-disagreement"]), ratio_text)
-            table.add_section()
+        for i, (label, row) in enumerate(rows):
+            if i and rows[i - 1][0].startswith("wants=") != label.startswith("wants="):
+                table.add_section()
+            ratio = row["worst_ratio"]
+            cells = [Text(label), str(row["cases"]), str(row["pass"]),
+                     Text(str(row["fail"]), style="red" if row["fail"] else ""),
+                     Text(str(row["error"]), style="magenta" if row["error"] else ""), str(row["skip"]),
+                     str(row.get("reference-disagreement", 0))]
+            if nondeterministic:
+                cells.append(str(row.get("nondeterministic", 0)))
+            cells.append(Text(fmt(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
+            table.add_row(*cells)
         tables.append(table)
     return tables
 
 
-def skipped_target_lines(results: list[CaseResult]) -> list[Text]:
-    """A warning per target that was judged on no case, with its most frequent skip reasons."""
+def skipped_target_lines(results: list[CaseResult], top: int = 3) -> list[Text]:
+    """A warning per target that was judged on no case, then, for every target that skipped
+    anything, how many results it skipped and its ``top`` reasons with their counts: a green run
+    that skipped most of its rows must say so on the console."""
     lines = []
-    for target in dict.fromkeys(r.target for r in results):
-        mine = [r for r in results if r.target == target]
-        if all(r.status == "skip" for r in mine):
+    entries = skip_reasons(results, top)
+    for entry in entries:
+        if entry["skipped"] == entry["total"]:
             lines.append(Text.assemble(("warning: ", "bold yellow"),
-                                       f"{target} was judged on no case — skipped {len(mine)}×: "
-                                       f"{top_skip_reasons(mine, target)}"))
+                                       f"{entry['target']} was judged on no case — skipped {entry['total']}×: "
+                                       f"{top_skip_reasons(results, entry['target'])}"))
+    if entries:
+        lines.append(Text("Skips, top reasons per target:", style="bold"))
+    for entry in entries:
+        lines.append(Text(f"  {entry['target']}: {entry['skipped']} of {plural(entry['total'], 'result')} skipped"))
+        for reason, count in entry["reasons"]:
+            lines += [Text(line) for line in wrapped(f"{count:>5}× {reason}", indent="    ")]
+        if entry["other"]:
+            lines.append(Text(f"    {entry['other']:>5}× other reasons", style="dim"))
     return lines
+
+
+def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Text]:
+    """The note a run stopped by --fail-fast prints before its verdict: how far it got."""
+    return [Text.assemble(("note: ", "bold yellow"), stopped_early_text(cases_judged, cases_planned))]
 
 
 def mistrusted_lines(results: list[CaseResult]) -> list[Text]:
     """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
     note = mistrust_note(mistrust(results))
-    return [] if note is None else [Text.assemble(("note: ", "bold yellow"), note)]
+    if note is None:
+        return []
+    first, *rest = wrapped(f"note: {note}", indent="")
+    return [Text.assemble(("note:", "bold yellow"), first[len("note:"):]), *(Text(line) for line in rest)]
 
 
-def _tensor_line(t: TensorError) -> str:
-    where = t.location_text()
-    where = f" at {where}" if where else ""
-    return (f"{t.name}: ratio {fmt(t.ratio)}, max abs {fmt(t.max_abs)}{where}, a={fmt(t.a)}, b={fmt(t.b)}"
-            if t.status != "missing" else f"{t.name}: missing")
+@lru_cache(maxsize=256)
+def _lengths(case_id: str) -> tuple[int, ...] | None:
+    lengths = case_lengths(case_id)[0]
+    return None if lengths is None else tuple(lengths)
+
+
+def tensor_lines(tensor: TensorError, check: str, case_id: str, indent: str = INDENT) -> list[str]:
+    """One failing tensor in at most 80 columns: its ratio and where (a padded step or an empty
+    sequence is marked), then a and b with enough digits, what they are, and diff and rdiff there.
+    Shape, missing and non-finite failures say so in words (the message)."""
+    data = tensor.to_json()
+    if tensor.status == "missing" or (tensor.ratio != tensor.ratio and tensor.message):
+        return wrapped(tensor.message or f"{tensor.name}: {tensor.status}", indent)
+    lengths = _lengths(case_id)
+    mark = location_mark(tensor.location, None if lengths is None else list(lengths))
+    where = compact_location(tensor.location)
+    head = f"{tensor.name}: ratio {fmt(tensor.ratio)}" + (f" at {where}" if where else "") + (f" ({mark})" if mark else "")
+    lines = wrapped(head, indent)
+    lines += packed(values_parts(data, check), indent + "  ")
+    if "non-finite" in tensor.message:
+        lines += wrapped(tensor.message, indent + "  ")
+    return lines
 
 
 def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
     """Every result that did not pass, failing ones first: status and case id on one line, then
-    target and check, the failing tensors (or the error), and the repro command."""
+    target and check, the failing tensors worst first (or the error), and the repro command."""
     bad = [r for r in results if r.status not in ("pass", "skip")]
     if not bad:
         return []
     bad.sort(key=lambda r: (r.status != "fail", -_sort_ratio(r), r.case_id, r.check != "reference"))
-    lines = [Text(f"Failures: {len(bad)} case × target × check, failing first; each ends with its repro command",
-                  style="bold")]
+    lines = [Text(f"Failures: {len(bad)}, worst first; each ends with its repro command", style="bold")]
     for r in bad[:limit]:
         style = STATUS_STYLE.get(r.status, "")
         lines.append(Text.assemble((f"{STATUS_LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
-        lines.append(Text(f"         {r.target} · {r.check} check"))
-        details = [_tensor_line(t) for t in r.failing[:3]] or [r.message]
-        if len(r.failing) > 3:
-            details.append(f"… and {len(r.failing) - 3} more tensors")
-        lines.extend(Text(f"         {d}") for d in details)
-        lines.append(Text(f"         {r.repro}", style="cyan"))
+        lines.append(Text(f"{INDENT}{r.target} · {r.check} check"))
+        failing = sorted(r.failing, key=lambda t: -tensor_badness(t.to_json()))
+        details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, r.check, r.case_id)]
+        if not failing:
+            details = wrapped(r.message or r.status)
+        if len(failing) > TENSORS_SHOWN:
+            rest = ", ".join(f"{t.name} {fmt(tensor_badness(t.to_json()))}" for t in failing[TENSORS_SHOWN:])
+            details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
+        lines.extend(Text(d) for d in details)
+        lines.append(Text(f"{INDENT}{r.repro}", style="cyan"))
     if len(bad) > limit:
         lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
     return lines
@@ -129,7 +222,8 @@ def compact_location(location: dict) -> str:
 def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
     """The per-tensor table of one case × target, fitting 80 columns: its title line (the case
     id, printed apart so it is never wrapped), the table (a = target, b = the reference it is
-    further from), and a line with the tolerances in force per tensor kind."""
+    further from, with enough digits to differ; a padded step or empty sequence is marked
+    after the location), and a line with the tolerances in force per tensor kind."""
     from .tolerances import tensor_kind
 
     check = "" if result.check == "reference" else f" ({result.check} check)"
@@ -140,24 +234,33 @@ def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
         table.add_column(column, no_wrap=column != "location", min_width=10 if column == "location" else None,
                          justify="left" if column in ("tensor", "status", "location") else "right")
     tolerances: dict[str, str] = {}
+    lengths = _lengths(result.case_id)
     for t in result.tensors:
         style = STATUS_STYLE.get(t.status, "")
-        location = compact_location(t.location) or t.message
-        table.add_row(t.name, Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), location, fmt(t.a), fmt(t.b))
+        mark = location_mark(t.location, None if lengths is None else list(lengths))
+        location = (compact_location(t.location) + (f" ({mark})" if mark else "")) or t.message
+        a, b = significant_pair(t.a, t.b) if t.ratio == t.ratio and t.ratio > 1 else (fmt(t.a), fmt(t.b))
+        table.add_row(Text(t.name), Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), Text(location),
+                      "-" if t.a != t.a else a, "-" if t.b != t.b else b)
         if t.rtol == t.rtol:
             tolerances.setdefault(tensor_kind(t.name), f"{t.rtol:g}/{t.atol:g}")
-    footer = (Text("rtol/atol: " + ", ".join(f"{kind} {tol}" for kind, tol in tolerances.items()), style="dim")
-              if tolerances else None)
+    notes = []
+    if result.check != "reference":
+        what, a_is, b_is = CHECK_VALUES.get(result.check, ("", "a", "b"))
+        notes.append(f"{what + ': ' if what else ''}a = {a_is}, b = {b_is}")
+    if tolerances:
+        notes.append("rtol/atol: " + ", ".join(f"{kind} {tol}" for kind, tol in tolerances.items()))
+    footer = Text("\n".join(line for note in notes for line in wrapped(note, indent="")), style="dim") if notes else None
     return title, table, footer
 
 
 def per_step_table(tensor: TensorError) -> Table:
     """Max |a − b| per time step of one tensor: truncated BPTT shows as errors growing toward t=0."""
     steps = tensor.per_step or []
-    table = Table(title=f"{tensor.name}: max |a − b| per time step   {sparkline(steps)}")
+    table = Table(title=Text(f"{tensor.name}: max |a − b| per time step   {sparkline(steps)}"), title_justify="left")
     table.add_column("t", justify="right")
     table.add_column("max abs error", justify="right")
-    table.add_column("", justify="left")
+    table.add_column("", justify="left", min_width=30, no_wrap=True)
     finite = [v for v in steps if math.isfinite(v)]
     top = max(finite, default=0.0)
     for t, value in enumerate(steps):

@@ -215,7 +215,7 @@ def test_failing_sweep_writes_a_self_contained_html_report_with_pictures(failing
     assert all(ref.startswith(("data:", "#")) for ref in re.findall(r'(?:src|href)="([^"]*)"', page))
     assert "http://" not in page and "https://" not in page and "<script" not in page
     for row in bad[:html_writer.TABLE_CAP]:
-        assert f"<code>{row['repro']}</code>" in page
+        assert f"<code class=id>{row['repro']}</code>" in page
     assert "padding" in page and "worst ratio" in page  # the targets × checks summary
     xml = JUnitXml.fromfile(str(run / "junit.xml"))
     counts = document["summary"]
@@ -311,7 +311,7 @@ def test_html_stays_readable_with_0_and_500_failures(failing_run, monkeypatch):
     assert page.count("<img") == html_writer.DETAIL_CAP
     assert page.count('<tr><td>') == html_writer.TABLE_CAP
     assert f"… and {500 - html_writer.TABLE_CAP} more" in page and "Failures (500, worst first)" in page
-    ratios = [float(r) for r in re.findall(r"<td class=l>\w+</td><td>([0-9.e+-]+|inf)</td><td class=id><code>", page)]
+    ratios = [float(r) for r in re.findall(r"<td class=l>\w+</td><td>([0-9.e+-]+|inf)</td><td class=id><code class=id>", page)]
     assert ratios == sorted(ratios, reverse=True)
 
 
@@ -373,10 +373,15 @@ def test_report_renders_its_pictures_in_headless_chromium(failing_run, tmp_path)
 
 def test_html_verdict_of_a_mutants_run_is_detection(failing_run, monkeypatch):
     monkeypatch.setattr(html_writer, "case_png", lambda *args: None)
+    # The header shows the verdict the mutants command stored; it is never recomputed from rows.
     document = dict(load_document(failing_run[0]), command="mutants",
                     mutants=[{"target": "mutant:truncated-bptt", "cases": 4, "flagged": 3}],
-                    false_alarms=[{"target": "fused-cpu", "cases": 4, "flagged": 0}])
-    assert "every mutant caught, no false alarm" in html_writer.render(document).decode()
-    document["mutants"][0]["flagged"] = 0
+                    false_alarms=[{"target": "fused-cpu", "cases": 4, "flagged": 0}],
+                    verdict={"exit_code": 0, "reason": "every mutant caught on 4 cases"})
     page = html_writer.render(document).decode()
-    assert "a mutant survived" in page and "<h2>Mutants</h2>" in page
+    assert "every mutant caught, no false alarm" in page and "every mutant caught on 4 cases" in page
+    document["mutants"][0]["flagged"] = 0
+    document["verdict"] = {"exit_code": 1, "reason": "1 mutant survived: mutant:truncated-bptt"}
+    page = html_writer.render(document).decode()
+    assert '<span class="fail">failed</span>' in page and "1 mutant survived: mutant:truncated-bptt" in page
+    assert "<h2>Mutants</h2>" in page

@@ -13,7 +13,9 @@ import math
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
+
+import numpy as np
 
 from .. import __version__
 from ..compare import from_json_number, json_safe
@@ -23,6 +25,8 @@ from ..runner import STATUSES, CaseResult, exit_code
 SCHEMA = 1
 # Most serious first: how a case × target × check row sorts among the failures.
 SEVERITY = ("fail", "reference-disagreement", "error")
+# Statuses of rows that judged the target (their ratios count toward "worst ratio").
+JUDGED = ("pass", "fail", "nondeterministic")
 
 
 def summary(results: list[CaseResult]) -> dict[str, int]:
@@ -42,14 +46,17 @@ def case_status(rows: list[CaseResult]) -> str:
 
 def breakdown(results: list[CaseResult], key: str) -> list[dict[str, Any]]:
     """Per target × ``key`` (``mode`` or ``wants``): distinct cases, their verdicts over every
-    check, and the worst reference-comparison ratio of the group."""
+    check, and the worst ratio of the group over every check that judged the target (pass or
+    fail rows): a row that failed ``future`` at ratio 538 must not hide behind a reference ratio
+    of 0.0004. Disagreement rows are left out, their ratios measure the references."""
     groups: dict[tuple[str, str], dict[str, list[CaseResult]]] = {}
     for r in results:
         groups.setdefault((r.target, getattr(r, key)), {}).setdefault(r.case_id, []).append(r)
     rows = []
     for (target, value), cases in groups.items():
-        ratios = [w.ratio for rows_ in cases.values() for r in rows_ if r.check == "reference"
-                  and (w := r.worst) is not None and w.ratio == w.ratio]
+        # A fail without a ratio (shape, missing tensor) is as bad as it gets: inf.
+        ratios = [w.ratio if w.ratio == w.ratio else math.inf for rows_ in cases.values() for r in rows_
+                  if r.status in JUDGED and (w := r.worst) is not None and (w.ratio == w.ratio or r.status == "fail")]
         counts = Counter(case_status(rows_) for rows_ in cases.values())
         rows.append({"target": target, key: value, "cases": len(cases),
                      **{s: counts.get(s, 0) for s in STATUSES}, "worst_ratio": max(ratios, default=None)})
@@ -137,24 +144,149 @@ def location_text(location: dict[str, Any] | None) -> str:
     return "(" + ",".join(f"{k}={v}" for k, v in location.items()) + ")" if location else ""
 
 
-def tensor_line(tensor: dict[str, Any]) -> str:
-    """One line per non-passing tensor: ratio, errors, where, a and b, and which reference."""
+def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:
+    """Sequence lengths and number of directions from a case id (None, None when it does not parse)."""
+    from ..case import parse_case_id
+    from ..errors import UsageError
+
+    try:
+        values = parse_case_id(case_id)
+    except (UsageError, ValueError, KeyError):
+        return None, None
+    return list(values["seq_lengths"]), values["config"].num_directions
+
+
+def location_mark(location: dict[str, Any] | None, lengths: list[int] | None) -> str:
+    """"padded step" or "empty sequence" when the worst element lies where the sequence has no
+    data (a kernel that leaks padding fails exactly there), else ""."""
+    if not location or not lengths or not isinstance(location.get("b"), int) or not 0 <= location["b"] < len(lengths):
+        return ""
+    length = lengths[location["b"]]
+    if length == 0:
+        return "empty sequence"
+    if isinstance(location.get("t"), int) and location["t"] >= length:
+        return "padded step"
+    return ""
+
+
+# Per check: what is compared, what a is and what b is (a is always the value under test).
+CHECK_VALUES: dict[str, tuple[str, str, str]] = {
+    "reference": ("", "target", "reference"),
+    "future": ("change of dx", "target", "reference"),
+    "padding": ("", "padded steps changed", "unchanged"),
+    "linearity": ("", "grad(dy1+dy2)", "grad(dy1)+grad(dy2)"),
+    "permutation": ("", "permuted batch", "original, permuted"),
+    "determinism": ("", "run 2", "run 1"),
+    "stateless": ("", "after another case", "run 1"),
+    "fd": ("directional derivative", "uᵀ∇L", "finite difference"),
+}
+
+
+def significant_pair(a: float, b: float) -> tuple[str, str]:
+    """a and b with just enough significant digits that they differ on paper (plus one more),
+    at least 3 and at most 17: ``-0.000809`` twice at ratio 11.5 says nothing."""
+    if not (math.isfinite(a) and math.isfinite(b)) or a == b:
+        return format(a, ".3g"), format(b, ".3g")
+    for digits in range(3, 18):
+        if format(a, f".{digits}g") != format(b, f".{digits}g"):
+            digits = min(17, digits + 1)
+            return format(a, f".{digits}g"), format(b, f".{digits}g")
+    return format(a, ".17g"), format(b, ".17g")
+
+
+def diff_rdiff(a: float, b: float) -> tuple[float, float]:
+    """|a − b| and |a − b| / |b| at one element, as oneDNN benchdnn prints them (NaN/Inf stay)."""
+    with np.errstate(all="ignore"):
+        diff = abs(np.float64(a) - np.float64(b))
+        rdiff = diff / abs(np.float64(b)) if b != 0 else (0.0 if diff == 0 else math.inf)
+    return float(diff), float(rdiff)
+
+
+def values_parts(tensor: dict[str, Any], check: str = "reference") -> list[str]:
+    """The values at the worst element, saying what they are: ``change of dx: a=-0.0076 (target),``
+    ``b=0.126 (reference),``, ``diff 0.134,``, ``rdiff 1.06`` (pieces a narrow console packs)."""
+    what, a_is, b_is = CHECK_VALUES.get(check, ("", "a", "b"))
+    if check == "reference" and tensor.get("reference"):
+        b_is = tensor["reference"]  # which float64 reference: loop, jax, "jax vs loop"
+    a, b = from_json_number(tensor.get("a")), from_json_number(tensor.get("b"))
+    a_text, b_text = significant_pair(a, b)
+    diff, rdiff = diff_rdiff(a, b)
+    return [f"{what + ': ' if what else ''}a={a_text} ({a_is}),", f"b={b_text} ({b_is}),",
+            f"diff {diff:.3g},", f"rdiff {rdiff:.3g}"]
+
+
+def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[int] | None = None) -> str:
+    """One line per non-passing tensor: ratio, errors, where (marked when it is a padded step or an
+    empty sequence), a and b with enough digits and what they are, diff and rdiff there, the
+    tolerances. Shape, missing and non-finite failures say so in words."""
     name = tensor["name"]
-    if tensor["status"] == "missing" or (tensor.get("ratio") is None and tensor.get("message")):
+    if tensor["status"] == "missing" or (from_json_number(tensor.get("ratio")) != from_json_number(tensor.get("ratio"))
+                                         and tensor.get("message")):
         return tensor.get("message") or f"{name}: {tensor['status']}"
+    where = location_text(tensor.get("location"))
+    mark = location_mark(tensor.get("location"), lengths)
+    where = f" at {where}{', ' + mark if mark else ''}" if where else ""
     line = (f"{name}: ratio {fmt(tensor.get('ratio'))}, max abs {fmt(tensor.get('max_abs'))}, "
-            f"max rel {fmt(tensor.get('max_rel'))} at {location_text(tensor.get('location'))}: "
-            f"a={fmt(tensor.get('a'), '.9g')}, b={fmt(tensor.get('b'), '.9g')} "
-            f"(rtol={fmt(tensor.get('rtol'), 'g')}, atol={fmt(tensor.get('atol'), 'g')}"
-            + (f", vs {tensor['reference']})" if tensor.get("reference") else ")"))
+            f"max rel {fmt(tensor.get('max_rel'))}{where}: " + " ".join(values_parts(tensor, check))
+            + f" (rtol={fmt(tensor.get('rtol'), 'g')}, atol={fmt(tensor.get('atol'), 'g')})")
     if "non-finite" in tensor.get("message", ""):
         line += f"; {tensor['message'].split(': ', 1)[-1]}"
     return line
 
 
+def tensor_badness(tensor: dict[str, Any]) -> float:
+    """How bad one tensor is, for worst-first order: missing, shape and NaN count as infinite."""
+    ratio = from_json_number(tensor.get("ratio"))
+    return math.inf if tensor["status"] == "missing" or ratio != ratio else ratio
+
+
 def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tensors of a row that did not pass."""
-    return [t for t in row.get("tensors", []) if t["status"] != "pass"]
+    """The tensors of a row that did not pass, worst first (the worst must not hide in "… more")."""
+    return sorted((t for t in row.get("tensors", []) if t["status"] != "pass"), key=lambda t: -tensor_badness(t))
+
+
+def skip_reasons(rows: Iterable[Any], top: int = 3) -> list[dict[str, Any]]:
+    """Per target that skipped anything: rows skipped, rows in all, and the ``top`` most frequent
+    reasons with their counts. ``rows`` are results.json rows or CaseResult objects."""
+    totals: Counter[str] = Counter()
+    reasons: dict[str, Counter[str]] = {}
+    for row in rows:
+        get = row.get if isinstance(row, dict) else lambda key, r=row: getattr(r, key)
+        target = get("target")
+        totals[target] += 1
+        if get("status") == "skip":
+            reasons.setdefault(target, Counter())[get("message") or "no reason given"] += 1
+    return [{"target": target, "skipped": sum(counter.values()), "total": totals[target],
+             "reasons": counter.most_common(top), "other": sum(counter.values()) - sum(n for _, n in counter.most_common(top))}
+            for target, counter in reasons.items()]
+
+
+def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:
+    """The run's exit code and one-line reason as the engine stored them in results.json; every
+    writer shows this and never recomputes it. A file without one (older versions) reads as
+    exit code 1, "unknown verdict": never as a pass."""
+    verdict = document.get("verdict")
+    if isinstance(verdict, dict) and isinstance(verdict.get("exit_code"), int):
+        return verdict["exit_code"], str(verdict.get("reason") or "")
+    return 1, "unknown verdict"
+
+
+def progress_note(document: dict[str, Any]) -> str | None:
+    """"stopped early: 2 of 20 cases judged (--fail-fast)" for a run that did not complete, else None."""
+    if document.get("complete") is not False:
+        return None
+    judged = document.get("cases_judged")
+    if not isinstance(judged, int):
+        judged = len({r["case_id"] for r in document.get("results", [])})
+    planned = document.get("cases")
+    return stopped_early_text(judged, planned if isinstance(planned, int) else None)
+
+
+def stopped_early_text(judged: int, planned: int | None) -> str:
+    """The one sentence every output gives for a run that stopped before its last case."""
+    of = f" of {planned}" if planned is not None else ""
+    noun = "case" if judged == 1 and planned is None else "cases"
+    return f"the run stopped early (--fail-fast): {judged}{of} {noun} judged"
 
 
 def mistrust_note(counts: dict[str, int] | None) -> str | None:

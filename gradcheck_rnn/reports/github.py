@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import markdown
-from .document import failing_tensors, failures, tensor_line
+from .document import case_lengths, failing_tensors, failures, tensor_line
 
 ANNOTATION_CAP = 10
 SUMMARY_FAILURES = 20  # failures detailed in the step summary (GitHub caps it at 1 MiB)
@@ -35,7 +35,9 @@ def escape_property(text: str) -> str:
 def annotation(row: dict[str, Any]) -> str:
     """The ``::error`` line of one failing row."""
     title = f"gradcheck-rnn {row['status']}: {row['target']} [{row.get('check', 'reference')}]"
-    details = [tensor_line(t) for t in failing_tensors(row)[:3]] or [row.get("message") or row["status"]]
+    lengths = case_lengths(row["case_id"])[0]
+    details = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)[:3]] \
+        or [row.get("message") or row["status"]]
     message = f"{row['case_id']}: " + "\n".join(details) + f"\nreproduce: {row['repro']}"
     return f"::error title={escape_property(title)}::{escape_data(message)}"
 

@@ -16,7 +16,8 @@ from collections import Counter
 from typing import Any
 
 from ..compare import from_json_number
-from .document import by_check, failing_tensors, failures, fmt, mistrust_note, tensor_line
+from .document import (by_check, case_lengths, failing_tensors, failures, fmt, mistrust_note, progress_note,
+                       skip_reasons, stored_verdict, tensor_line)
 from .pictures import available, case_png
 
 DETAIL_CAP = 6  # failing rows drawn: each picture costs 0.4–0.8 s of matplotlib on one core
@@ -30,7 +31,8 @@ h1{font-size:22px;margin:16px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-b
 h3{font-size:15px;margin:20px 0 6px}code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
 pre{background:#f6f8fa;padding:6px 8px;overflow-x:auto;margin:4px 0}
 table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #d0d7de;padding:2px 7px;text-align:right;vertical-align:top}
-th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;word-break:break-all}
+th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;white-space:nowrap}
+code.id{white-space:nowrap}h3{overflow-x:auto;white-space:nowrap}
 .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
 .bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
@@ -48,37 +50,47 @@ def _status(status: str) -> str:
     return f'<span class="{_e(status)}">{_e(status)}</span>'
 
 
-def _lengths(case_id: str) -> tuple[list[int] | None, int | None]:
-    """Sequence lengths and number of directions from a case id (None when it does not parse)."""
-    from ..case import parse_case_id
-    from ..errors import UsageError
-
-    try:
-        values = parse_case_id(case_id)
-    except UsageError:
-        return None, None
-    return values["seq_lengths"], values["config"].num_directions
-
-
 def _header(document: dict[str, Any]) -> list[str]:
-    counts = document.get("summary", {})
-    code = counts.get("exit_code")
+    """The stored verdict (never recomputed), its reason, what ran, the counts, an early stop and
+    the mistrusted note."""
+    code, reason = stored_verdict(document)
     word, css = VERDICTS.get(code, (f"exit code {code}", "fail"))
-    if document.get("mutants") is not None:  # a mutants run succeeds when its rows fail as they should
-        caught = all(m.get("flagged", 0) > 0 for m in document["mutants"])
-        quiet = all(f.get("flagged", 0) == 0 for f in document.get("false_alarms", []))
-        word, css = ("every mutant caught, no false alarm", "pass") if caught and quiet else \
-            ("a mutant survived or a false alarm occurred", "fail")
-    meta = [f"{k} {_e(document[k])}" for k in ("profile", "seed", "cases", "rtol", "atol", "checks")
-            if document.get(k) is not None]
+    if document.get("command") == "mutants" and code == 0:  # its rows fail as they should
+        word = "every mutant caught, no false alarm"
+    stopped = progress_note(document)
+    meta = []
+    for key in ("profile", "seed", "cases", "rtol", "atol", "checks"):
+        if document.get(key) is None:
+            continue
+        value = document[key]
+        if key == "cases" and stopped is not None and isinstance(document.get("cases_judged"), int):
+            value = f"{document['cases_judged']} of {value} judged"
+        meta.append(f"{key} {_e(value)}")
     meta += [f"created {_e(document.get('created', ''))}", f"gradcheck-rnn {_e(document.get('version', ''))}"]
+    counts = {k: v for k, v in document.get("summary", {}).items() if k != "exit_code"}
     parts = [f'<h1>gradcheck-rnn {_e(document.get("command", ""))}: <span class="{css}">{_e(word)}</span></h1>',
+             f'<p class="verdict">{_e(reason)} (exit code {_e(code)})</p>',
              f'<p class="meta">{" · ".join(meta)}</p>',
-             '<p class="chips">' + "".join(f"<span>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in counts.items()
-                                           if k != "exit_code") + "</p>"]
+             '<p class="chips">' + "".join(f"<span>{_e(k)}: <b>{_e(v)}</b></span>" for k, v in counts.items()) + "</p>"]
+    if stopped is not None:
+        parts.append(f'<p class="note"><b>Stopped early:</b> {_e(stopped)}.</p>')
     if (note := mistrust_note(document.get("mistrusted"))) is not None:
         parts.append(f'<p class="note"><b>Mistrusted:</b> {_e(note)}.</p>')
     return parts
+
+
+def _skips(document: dict[str, Any]) -> list[str]:
+    """Top skip reasons per target with counts: a green run that skipped most rows says so."""
+    entries = skip_reasons(document.get("results", []))
+    if not entries:
+        return []
+    parts = ["<h3>Top skip reasons</h3><ul>"]
+    for entry in entries:
+        reasons = "; ".join(f"{_e(reason)} ×{n}" for reason, n in entry["reasons"])
+        other = f"; other reasons ×{entry['other']}" if entry["other"] else ""
+        parts.append(f"<li><code>{_e(entry['target'])}</code>: {entry['skipped']} of {entry['total']} results "
+                     f"skipped — {reasons}{other}</li>")
+    return parts + ["</ul>"]
 
 
 def _summary(document: dict[str, Any]) -> list[str]:
@@ -90,7 +102,8 @@ def _summary(document: dict[str, Any]) -> list[str]:
         if row["worst_ratio"] is not None:
             worst[row["target"]] = max(worst.get(row["target"], 0.0), from_json_number(row["worst_ratio"]))
     parts = ["<h2>Summary</h2>", "<p>Rows judged per target and check; a red cell counts the rows that did not "
-             "pass (fail, error or reference disagreement). Worst ratio: reference comparison, pass ⇔ ≤ 1.</p>",
+             "pass (fail, error or reference disagreement). Worst ratio: over every check that judged the "
+             "target, pass ⇔ ≤ 1.</p>",
              "<table><tr><th class=l>target</th><th>cases</th>"
              + "".join(f"<th>{_e(c)}</th>" for c in checks) + "<th>worst ratio</th></tr>"]
     for row in rows:
@@ -111,6 +124,7 @@ def _summary(document: dict[str, Any]) -> list[str]:
         parts.append(f'<tr><td class=l>{_e(row["target"])}</td><td>{cases[row["target"]]}</td>{"".join(cells)}'
                      f'<td{ratio_css}>{"" if ratio is None else fmt(ratio)}</td></tr>')
     parts.append("</table>")
+    parts += _skips(document)
     for key in ("mode", "wants"):
         parts += _breakdown(document.get(f"by_{key}", []), key)
     if document.get("mutants"):
@@ -164,7 +178,7 @@ def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
         parts.append(f"<tr><td>{i}</td><td class=l>{_status(row['status'])}</td><td class=id>{case_id}</td>"
                      f"<td class=l>{_e(row['target'])}</td><td class=l>{_e(row.get('check', ''))}</td>"
                      f"<td class=l>{_e(row.get('worst_tensor') or '–')}</td><td>{fmt(row.get('worst_ratio'))}</td>"
-                     f"<td class=id><code>{_e(row['repro'])}</code></td></tr>")
+                     f"<td class=id><code class=id>{_e(row['repro'])}</code></td></tr>")
     parts.append("</table></div>")
     if len(bad) > TABLE_CAP:
         parts.append(f"<p>… and {len(bad) - TABLE_CAP} more: see results.json or junit.xml.</p>")
@@ -183,14 +197,15 @@ def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
         check = row.get("check", "reference")
         parts.append(f'<h3 id="case-{i}">{i}. {_status(row["status"])} <code>{_e(row["case_id"])}</code> on '
                      f"<code>{_e(row['target'])}</code> ({_e(check)} check)</h3>")
-        lines = [tensor_line(t) for t in failing_tensors(row)]
+        lengths, num_directions = case_lengths(row["case_id"])
+        lines = [tensor_line(t, check, lengths) for t in failing_tensors(row)]
         if row.get("message") and not lines:  # a fail's message only repeats its tensor lines
             parts.append(f"<p>{_e(row['message'])}</p>")
         if lines:
             parts.append("<ul>" + "".join(f"<li><code>{_e(line)}</code></li>" for line in lines) + "</ul>")
         parts.append(f"<pre>{_e(row['repro'])}</pre>")
         if pictures:
-            png = case_png(row, *_lengths(row["case_id"]))
+            png = case_png(row, lengths, num_directions)
             if png is not None:
                 data = base64.b64encode(png).decode("ascii")
                 parts.append(f'<img alt="error pictures of {_e(row["case_id"])} on {_e(row["target"])}" '
@@ -205,9 +220,11 @@ def render(document: dict[str, Any]) -> bytes:
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")
     body = _header(document) + _summary(document) + _failure_table(bad) + _details(bad, available())
-    body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference; '
-                "pass ⇔ ratio ≤ 1. Pictures: white = the tolerance, red = fails, grey = NaN, × = non-finite "
-                "target value, hatched = padded steps.</p>")
+    body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference '
+                "(the reference-free checks say what a and b are); pass ⇔ ratio ≤ 1. Pictures, colour = log10 of "
+                "the ratio: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance (ratio 1, "
+                "0 on the colour bar, marked by a black line), where blue turns red: red fails, darker is worse; "
+                "grey = NaN expected value, × = non-finite target value, hatched = padded steps.</p>")
     page = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body>", *body, "</body></html>"]

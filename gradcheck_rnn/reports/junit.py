@@ -14,7 +14,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from ..compare import from_json_number
-from .document import failing_tensors, tensor_line
+from .document import case_lengths, failing_tensors, tensor_line
 
 # XML 1.0 cannot carry most control characters: a target's exception text may contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -39,9 +39,10 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def failure_text(row: dict[str, Any]) -> str:
-    """The body of a failure or error: message (errors), per-tensor lines, the target's traceback
-    (errors), the repro command."""
-    lines = [tensor_line(t) for t in failing_tensors(row)]
+    """The body of a failure or error: message (errors), per-tensor lines (worst first), the
+    target's traceback (errors), the repro command."""
+    lengths = case_lengths(row["case_id"])[0]
+    lines = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)]
     if not lines and row.get("message"):
         lines = [row["message"]]
     if row.get("traceback"):  # a target that raised: its own frames, file:line

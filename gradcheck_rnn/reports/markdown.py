@@ -1,5 +1,6 @@
-"""``report.md``: summary, mistrusted note and failures (worst first) with repro commands and the
-error per time step of each failing tensor as a bar picture; also GitHub's step summary."""
+"""``report.md``: the stored verdict, summary, skip reasons, mistrusted note and failures (worst
+first) with repro commands and the error per time step of each failing tensor as a bar picture;
+also GitHub's step summary."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import math
 from typing import Any
 
 from ..compare import from_json_number
-from .document import failing_tensors, failures, fmt, mistrust_note, tensor_line
+from .document import (case_lengths, failing_tensors, failures, fmt, mistrust_note, progress_note,
+                       skip_reasons, stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
 NON_FINITE = "!"
@@ -39,17 +41,30 @@ def _cell(text: Any) -> str:
 
 
 def summary_lines(document: dict[str, Any]) -> list[str]:
-    """The counts line, the mistrusted note and the target × mode table."""
-    counts = document.get("summary", {})
-    lines = [" · ".join(f"{k}: {v}" for k, v in counts.items()), ""]
+    """The stored verdict, the counts line, an early stop, the mistrusted note, the target × mode
+    table and the top skip reasons per target."""
+    code, reason = stored_verdict(document)
+    counts = {k: v for k, v in document.get("summary", {}).items() if k != "exit_code"}
+    lines = [f"**Verdict:** {_cell(reason)} (exit code {code})", "",
+             " · ".join(f"{k}: {v}" for k, v in counts.items()), ""]
+    if (stopped := progress_note(document)) is not None:
+        lines += [f"**Stopped early:** {stopped}.", ""]
     if (note := mistrust_note(document.get("mistrusted"))) is not None:
         lines += [f"**Mistrusted:** {note}.", ""]
-    lines += ["| target | mode | cases | pass | fail | error | skip | disagree | worst ratio |",
+    lines += ["| target | mode | cases | pass | fail | error | skip | disagree | worst ratio, any check |",
               "|---|---|---|---|---|---|---|---|---|"]
     for row in document.get("by_mode", []):
         worst = "" if row["worst_ratio"] is None else fmt(row["worst_ratio"])
         lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
-                     f"{row['error']} | {row['skip']} | {row['reference-disagreement']} | {worst} |")
+                     f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {worst} |")
+    skips = skip_reasons(document.get("results", []))
+    if skips:
+        lines += ["", "Top skip reasons:", ""]
+        for entry in skips:
+            reasons = "; ".join(f"{_cell(reason)} ×{n}" for reason, n in entry["reasons"])
+            other = f"; other reasons ×{entry['other']}" if entry["other"] else ""
+            lines.append(f"- `{_cell(entry['target'])}`: {entry['skipped']} of {entry['total']} results "
+                         f"skipped — {reasons}{other}")
     return lines
 
 
@@ -66,8 +81,9 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
             lines += [_cell(row["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
             lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]
+        lengths = case_lengths(row["case_id"])[0]
         for tensor in failing_tensors(row):
-            lines.append(f"- {_cell(tensor_line(tensor))}")
+            lines.append(f"- {_cell(tensor_line(tensor, row.get('check', 'reference'), lengths))}")
             steps = tensor.get("per_step")
             if steps:
                 top = max((from_json_number(v) for v in steps), key=lambda v: (v != v, v))

@@ -4,8 +4,10 @@ One PNG per row: the tolerance ratio over (time step × sequence) for y and x wi
 hatched, the error per time step on a log axis (truncated BPTT shows as a ramp toward t = 0),
 the final and initial states over (layer·direction × sequence), and one heatmap per gate block
 (i, f, g, o / r, z, n) over (parameter tensor × unit). Colours are log10 of the ratio on one
-diverging scale per picture: white at 1 (the tolerance), red above (fails), blue below; grey is
-NaN and a cross marks a non-finite target value.
+scale per picture: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance
+(ratio 1, a black line on the colour bar), where blue turns red: red fails, darker is worse;
+grey is NaN and a cross marks a non-finite target value. An error series that is zero at every
+step says "no error" in words instead of drawing an empty log axis.
 
 matplotlib is an optional dependency (extra ``html``); ``available()`` says whether it is there.
 The object-oriented API with the Agg canvas is used, never pyplot, so rendering touches no global
@@ -84,7 +86,6 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
-    from matplotlib.ticker import MaxNLocator
 
     grids = [_grid(t) for t in tensors]
     top = max((float(np.nanmax(np.where(np.isfinite(g), g, np.nan))) for g in grids if np.isfinite(g).any()),
@@ -117,8 +118,7 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _integer_ticks(ax, grid.shape)
         return drawn
 
     for tensor in timed:
@@ -152,10 +152,23 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     if image is not None:
         bar = figure.colorbar(image, cax=figure.add_axes((0.92, 0.2, 0.012, 0.6)))
         bar.set_label("log10 tolerance ratio (> 0 fails)", fontsize=8)
+        bar.ax.axhline(0.0, color="black", linewidth=1.2)  # the tolerance: where blue turns red
         bar.ax.tick_params(labelsize=7)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
+
+
+def _integer_ticks(ax: Any, shape: tuple[int, ...]) -> None:
+    """Ticks on whole cells only. A side of one or a few cells gets its indices as explicit ticks:
+    MaxNLocator on a one-cell axis (H = 1, B = 1) falls back to −0.5 … 0.5, which overlap."""
+    from matplotlib.ticker import MaxNLocator
+
+    for axis, size in ((ax.xaxis, shape[1]), (ax.yaxis, shape[0])):
+        if size <= 6:
+            axis.set_ticks(range(size))
+        else:
+            axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _colormap() -> Any:
@@ -181,27 +194,43 @@ def _row_labels(ax: Any, labels: list[str]) -> None:
 
 
 def _steps_panel(ax: Any, tensors: list[dict[str, Any]]) -> None:
-    """max |a − b| per time step on a log axis; zero steps are gaps, non-finite steps are crosses."""
+    """max |a − b| per time step on a log axis; zero steps are gaps, non-finite steps are crosses.
+    Tensors without error at any step are named in words ("no error"), not drawn as a legend
+    entry without a line; when no tensor has any error the panel says only that."""
     from matplotlib.ticker import MaxNLocator
 
     highest = 0.0
+    quiet = []
+    drawn = 0
     for tensor in tensors:
         steps = np.array([from_json_number(v) for v in tensor["per_step"]], dtype=np.float64)
+        broken = np.flatnonzero(~np.isfinite(steps))
+        if not len(broken) and not (steps > 0).any():
+            quiet.append(tensor["name"])
+            continue
         shown = np.where(np.isfinite(steps) & (steps > 0), steps, np.nan)
         if np.isfinite(shown).any():
             highest = max(highest, float(np.nanmax(shown)))
         line, = ax.plot(np.arange(len(steps)), shown, marker="o", markersize=3, label=tensor["name"])
-        broken = np.flatnonzero(~np.isfinite(steps))
+        drawn += 1
         if len(broken):
             ax.scatter(broken, np.full(len(broken), 1.0), marker="x", color=line.get_color(),
                        transform=ax.get_xaxis_transform(), clip_on=False)
+    ax.set_title("max |a − b| per time step", fontsize=9)
+    if not drawn:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, f"no error: |a − b| = 0 at every step\n({', '.join(quiet)})", ha="center", va="center",
+                fontsize=8, transform=ax.transAxes, wrap=True)
+        return
     ax.set_xlim(-0.5, max(len(t["per_step"]) for t in tensors) - 0.5)
     ax.set_yscale("log")
     if highest == 0.0:
         ax.set_ylim(1e-16, 1.0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title("max |a − b| per time step", fontsize=9)
     ax.set_xlabel("time step t", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7)
     ax.grid(True, which="major", alpha=0.3)
+    if quiet:
+        ax.text(0.02, 0.02, f"no error: {', '.join(quiet)}", fontsize=7, transform=ax.transAxes, va="bottom")
