@@ -1,11 +1,14 @@
 """``report.html``: one self-contained page (inline CSS, pictures as base64 PNG, no script, nothing
 fetched) that opens from disk in any browser.
 
-Layout, readable with 0, 1 or 500 failures: a header with the verdict and counts (and the
-mistrusted note); a summary of targets × checks that stays on one screen (target × mode and
-target × wants tables folded below it); the failure table, worst first, capped at ``TABLE_CAP``
-rows; then, for the ``DETAIL_CAP`` worst failing rows, their per-tensor lines, repro command and
-error pictures (see :mod:`.pictures`). Without matplotlib the page says how to get the pictures.
+Layout, readable with 0, 1 or 500 failures: a header with the stored verdict (never
+recomputed), counts, an early stop and the mistrusted note; a summary of targets × checks that
+stays on one screen, the top skip reasons per target (target × mode and target × wants tables
+folded below it); the failure table, worst first, capped at ``TABLE_CAP`` rows; then, for the
+``DETAIL_CAP`` worst failing rows, their per-tensor lines, repro command and error pictures (see
+:mod:`.pictures`). Without matplotlib the page says how to get the pictures. Case ids, targets
+and repro commands never break inside a word: their cells do not wrap and a table wider than
+the window scrolls sideways (the page itself does not), at 800 px as at 1400 px.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ h3{font-size:15px;margin:20px 0 6px}code,pre{font:12px/1.4 ui-monospace,SFMono-R
 pre{background:#f6f8fa;padding:6px 8px;overflow-x:auto;margin:4px 0}
 table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #d0d7de;padding:2px 7px;text-align:right;vertical-align:top}
 th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;white-space:nowrap}
-code.id{white-space:nowrap}h3{overflow-x:auto;white-space:nowrap}
+code.id,td.l{white-space:nowrap}
+table{display:block;overflow-x:auto;max-width:100%}
 .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
 .bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
