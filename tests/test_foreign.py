@@ -19,9 +19,13 @@ from foreign_env import foreign_path, mxnet_python  # noqa: F401  (fixtures)
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.layout import pack
-from gradcheck_rnn.judge import judge_one
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.foreign import mxnet_target
+
+try:  # one check of one target on one case: gradcheck_rnn.judge, runner.check_case before it
+    from gradcheck_rnn.judge import judge_one
+except ImportError:
+    from gradcheck_rnn.runner import check_case as judge_one
 
 PY = sys.executable
 TANH = "rnn_tanh-L1-uni-I3-H4-T6-B3-len6.2.4-f64-s{seed}"
@@ -169,54 +173,93 @@ def test_mxnet_unimportable_here_is_skipped_with_the_way_out():
     assert result.message == "mxnet is not importable here; use mxnet-native@/path/to/venv"
 
 
-def test_mxnet_native_truncates_bptt_exactly_when_the_weights_are_frozen(mxnet_python):
-    """MXNet 1.9.1's native CPU backward: dx is truncated BPTT when the weights request no gradient;
-    the same case with every gradient requested, and the default (oneDNN) path, are right."""
-    native, default = resolve_target(f"mxnet-native@{mxnet_python}"), resolve_target(f"mxnet@{mxnet_python}")
-    frozen = Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx")
-    result = judge_one(frozen, native)
-    assert result.status == "fail" and [t.name for t in result.tensors if not t.passed] == ["x"]
-    assert judge_one(frozen, default).status == "pass"
+@pytest.fixture(scope="module")
+def mxnet_targets(mxnet_python):
+    """mxnet-native and mxnet through the MXNet venv: one client each for the whole module."""
+    return resolve_target(f"mxnet-native@{mxnet_python}"), resolve_target(f"mxnet@{mxnet_python}")
+
+
+def failing(result) -> list[str]:
+    return [t.name for t in result.tensors if not t.passed]
+
+
+def test_mxnet_native_frozen_weights_and_frozen_inputs_are_wrong_and_the_rest_is_right(mxnet_targets):
+    """MXNet 1.9.1's native CPU backward: dx is wrong (GRU) or truncated BPTT (RNN) when the weights
+    request no gradient, and a stacked RNN's weight gradients are wrong when the inputs request none;
+    the same cases with every gradient requested, and the default (oneDNN) path, are right."""
+    native, default = mxnet_targets
+    frozen_weights = Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx")
+    result = judge_one(frozen_weights, native)
+    assert result.status == "fail" and failing(result) == ["x"]
+    assert judge_one(frozen_weights, default).status == "pass"
     assert judge_one(Case.from_id("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7"), native).status == "pass"
+    assert judge_one(Case.from_id("lstm-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx"), native).status == "pass"
+    frozen_inputs = Case.from_id("lstm-L2-uni-I2-H3-T3-B2-len3.3-f32-s4-wparams")
+    result = judge_one(frozen_inputs, native)
+    assert result.status == "fail" and "l0.fwd.w_ih" in failing(result) and "l1.fwd.w_ih" not in failing(result)
+    assert judge_one(frozen_inputs, default).status == "pass"
 
 
-def test_mxnet_default_path_ignores_sequence_length(mxnet_python):
-    """MXNet 1.9.1's oneDNN RNN takes use_sequence_length=True and runs every sequence to T."""
+def test_mxnet_default_path_ignores_sequence_length(mxnet_targets):
+    """MXNet 1.9.1's oneDNN RNN takes use_sequence_length=True and runs every sequence to T: the
+    case fails, and its outputs are exactly those of the case with every length set to T."""
+    from gradcheck_rnn.case import with_changes
+
     case = Case.from_id("lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s3")
-    result = judge_one(case, resolve_target(f"mxnet@{mxnet_python}"))
-    failing = {t.name for t in result.tensors if not t.passed}
-    assert result.status == "fail" and {"y", "hy", "cy"} <= failing
+    result = judge_one(case, mxnet_targets[1])
+    assert result.status == "fail" and {"y", "hy", "cy"} <= set(failing(result))
+    assert judge_one(with_changes(case, seq_lengths=[4, 4]), mxnet_targets[1]).status == "pass"
 
 
-def test_mxnet_declines_only_what_mxnet_refuses_with_that_error(mxnet_python):
+def test_mxnet_declines_what_mxnet_refuses(mxnet_targets):
+    native, default = mxnet_targets
+    variable = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s3")
+    assert native.supports_case(variable) == mxnet_target.SEQUENCE_LENGTH_REFUSED
+    assert default.supports_case(variable) is True  # accepted by MXNet, so judged (and it fails)
+    assert default.supports_case(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s3")) == mxnet_target.SEQUENCE_LENGTH_REFUSED
+    assert native.supports_case(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f16-s3")).startswith("MXNet 1.9.1 refuses float16")
+    assert native.supports_case(Case.from_id("lstm-L1-uni-I2-H3-P2-T4-B1-len4-f32-s3")) == mxnet_target.PROJECTION_REFUSED
+
+
+def test_a_short_mxnet_sweep_fails_only_on_the_documented_mxnet_behaviours(mxnet_python, tmp_path):
+    specs = {f"mxnet-native@{mxnet_python}": "native", f"mxnet@{mxnet_python}": "default"}
+    draw = ("lengths = { all_full = 3, random = 1 }\nlayers = [1, 2]\ndtypes = { f32 = 1 }\nproj = 0.0\n"
+            "wants = { all = 1, x = 1, params = 1 }\nmodes = { gru = 1, rnn_tanh = 1, lstm = 1 }")
+    args = [a for spec in specs for a in ("--target", spec)]
+    code, output = invoke("sweep", "--config", profile(tmp_path, draw, cases=6), "--seed", 0, *args,
+                          "--report-dir", tmp_path / "reports")
+    rows = results(tmp_path / "reports")
+    assert code == 1 and not [r for r in rows if r["status"] not in ("pass", "fail", "skip")], output
+    for row in rows:
+        case = Case.from_id(row["case_id"])
+        variable = bool((case.seq_lengths != case.config.max_len).any())
+        path = specs[row["target"]]
+        frozen_weights = case.wants_group in ("inputs", "x") and case.config.mode != "lstm"
+        if path == "default":  # oneDNN: wrong exactly where the lengths it ignores matter
+            assert (row["status"] == "fail") == variable, row
+        elif row["status"] != "skip":  # native: dx of every step but the last; stacked frozen-input weight grads
+            assert row["status"] == ("fail" if frozen_weights and case.config.max_len > 1 else
+                                     row["status"] if case.wants_group == "params" and case.config.num_layers > 1
+                                     else "pass"), row
+    assert {r["status"] for r in rows if specs[r["target"]] == "native"} >= {"pass", "fail"}
+    assert {r["status"] for r in rows if specs[r["target"]] == "default"} >= {"pass", "fail"}
+
+
+def test_the_standalone_mxnet_scripts_show_each_finding(mxnet_python):
+    """docs/mxnet-1.9.1/*.py: numpy + mxnet only, no gradcheck_rnn; what the README cites."""
     import subprocess
 
-    native = resolve_target(f"mxnet-native@{mxnet_python}")
-    assert native.supports_case(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s3")) == mxnet_target.SEQUENCE_LENGTH_REFUSED
-    assert native.supports_case(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f16-s3")).startswith("MXNet 1.9.1 refuses float16")
-    # The quoted errors are MXNet's own: the calls the targets decline, made directly.
-    script = """
-import mxnet as mx, os, sys
-def call(dtype="float32", seq=False, proj=0):
-    kw = dict(use_sequence_length=True) if seq else {}
-    H = 3; n = 4 * H * (2 + (proj or H)) + 8 * H + proj * H
-    args = [mx.nd.ones((2, 1, 2), dtype=dtype), mx.nd.ones((n,), dtype=dtype), mx.nd.ones((1, 1, proj or H), dtype=dtype),
-            mx.nd.ones((1, 1, H), dtype=dtype)] + ([mx.nd.array([1], dtype="int32")] if seq else [])
-    for a in args: a.attach_grad()
-    try:
-        with mx.autograd.record():
-            out = mx.nd.RNN(*args, state_size=H, num_layers=1, mode="lstm", state_outputs=True,
-                            projection_size=proj or None, **kw)
-        out[0].backward(); mx.nd.waitall(); print("accepted")
-    except mx.base.MXNetError as e:
-        print([l for l in str(e).splitlines() if "MXNetError" in l][-1])
-os.environ["MXNET_USE_MKLDNN_RNN"] = "0"; call(seq=True); call(dtype="float16"); call(proj=2)
-os.environ["MXNET_USE_MKLDNN_RNN"] = "1"; call(seq=True)
-"""
-    lines = subprocess.run([str(mxnet_python), "-c", script], capture_output=True, text=True,
-                           env={"MXNET_SUBGRAPH_VERBOSE": "0"}).stdout.splitlines()
-    assert len(lines) == 4, lines
-    assert "RNN use_sequence_length option is only available for cuDNN version >= 7.2" in lines[0]
-    assert "FP16 gemm on cpu not implemented!" in lines[1]
-    assert "No training support for LSTM with projection on CPU currently." in lines[2]
-    assert lines[3] == "accepted"  # the oneDNN path takes it: not declined, and judged (it ignores it)
+    folder = Path(__file__).parent.parent / "docs" / "mxnet-1.9.1"
+    scripts = ["native_frozen_weights_truncate_bptt.py", "native_frozen_inputs_stacked_weight_grads.py",
+               "onednn_ignores_sequence_length.py", "refusals.py"]
+    runner = "import runpy, sys; sys.path.insert(0, sys.argv[1]); [runpy.run_path(f'{sys.argv[1]}/{s}') for s in sys.argv[2:]]"
+    done = subprocess.run([str(mxnet_python), "-c", runner, str(folder), *scripts], capture_output=True, text=True,
+                          env={"MXNET_SUBGRAPH_VERBOSE": "0", "OMP_NUM_THREADS": "1"})
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and sum(line.startswith("CONFIRMED") for line in lines) == 3, done.stdout + done.stderr
+    refusals = dict(line.split(": ", 1) for line in lines[-4:])
+    for quoted, said in [(mxnet_target.SEQUENCE_LENGTH_REFUSED, refusals["native use_sequence_length"]),
+                         (mxnet_target.SEQUENCE_LENGTH_REFUSED, refusals["float64 use_sequence_length"]),
+                         (mxnet_target._REFUSED_DTYPES["f16"], refusals["float16"]),
+                         (mxnet_target._REFUSED_DTYPES["bf16"], refusals["bfloat16"])]:
+        assert said.removeprefix("MXNetError: ") in quoted

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -66,6 +67,18 @@ def _timeout() -> float | None:
     return value if value and value > 0 else None
 
 
+def client_environment(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment for the client, less this interpreter's own library folders on
+    PYTHONPATH (a worker process carries them there): the foreign interpreter has its own numpy."""
+    env = dict(os.environ, **extra)
+    own = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and not any(Path(p).resolve().is_relative_to(prefix) for prefix in own)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.setdefault("OMP_NUM_THREADS", os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1"))  # no OpenMP spin
+    return env
+
+
 def config_fields(config: RNNConfig) -> dict[str, Any]:
     return {name: (bool(v) if isinstance(v, (bool, np.bool_)) else v if isinstance(v, str) else int(v))
             for name in protocol.CONFIG_FIELDS for v in [getattr(config, name)]}
@@ -96,9 +109,7 @@ class ForeignTarget:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _start(self) -> None:
-        env = dict(os.environ, **self.env, **{protocol.HOST_PID_ENV: str(os.getpid())})
-        threads = os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")
-        env.setdefault("OMP_NUM_THREADS", threads)  # tiny cases on a shared machine: no OpenMP spin
+        env = client_environment({**self.env, protocol.HOST_PID_ENV: str(os.getpid())})
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen([str(self.python), "-u", str(CLIENT)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._stderr, env=env)
