@@ -188,7 +188,7 @@ def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
     for r in bad[:limit]:
         style = STATUS_STYLE.get(r.status, "")
         lines.append(Text.assemble((f"{STATUS_LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
-        lines.append(Text(f"{INDENT}{r.target} · {r.check} check"))
+        lines += [Text(line) for line in wrapped(f"{r.target} · {r.check} check")]
         failing = sorted(r.failing, key=lambda t: -tensor_badness(t.to_json()))
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, r.check, r.case_id)]
         if not failing:

@@ -1,0 +1,310 @@
+"""What a user reads (issue 19): failure lines that explain, skip reasons and early stops in view,
+honest summaries, the stored verdict in every report, literal target text, 80 columns, a truthful
+report.html, calibrate proposals a correct kernel keeps, and the docs that describe them.
+
+Every test builds its rows by hand (CaseResult, TensorError), so it pins the output alone."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from gradcheck_rnn import Case, CaseResult, render
+from gradcheck_rnn.calibrate import calibrate, calibration_table
+from gradcheck_rnn.compare import TensorError, compare_tensor
+from gradcheck_rnn.reports import html as html_writer
+from gradcheck_rnn.reports import markdown
+from gradcheck_rnn.reports.document import failing_tensors, results_document, stored_verdict, tensor_line
+from gradcheck_rnn.tolerances import Tolerance, Tolerances
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # a dependency of the package on 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).parent.parent
+# Sequence 1 has length 1 of T = 3: its steps 1 and 2 are padded.
+CASE_ID = "lstm-L1-bi-I2-H2-T3-B2-len3.1-f32-s11"
+# Sequence 1 is empty (length 0).
+EMPTY_ID = "gru-L1-uni-I2-H3-T4-B3-len4.0.2-f32-s7"
+VERDICT = {"exit_code": 1, "reason": "failures found: 1 fail"}
+META = {"command": "sweep", "profile": "ci", "seed": 0, "cases": 1, "targets": [], "rtol": None, "atol": None,
+        "verdict": VERDICT}
+
+
+def tensor(name: str, ratio: float, a: float = 1.0, b: float = 2.0, location: dict | None = None) -> TensorError:
+    """A compared tensor whose worst element is ``location`` with values a (target side), b."""
+    return TensorError(name, "pass" if ratio <= 1 else "fail", abs(a - b), abs(a - b) / abs(b), ratio,
+                       {"t": 0, "b": 0, "unit": 0} if location is None else location, a, b, 1e-4, 1e-5)
+
+
+def row(tensors: list[TensorError] = (), status: str = "fail", check: str = "reference", message: str = "",
+        case_id: str = CASE_ID, target: str = "fused-cpu") -> CaseResult:
+    return CaseResult(case_id, target, status, case_id.split("-")[0], "f32", "all", message=message,
+                      tensors=list(tensors), check=check)
+
+
+def printed(*renderables, width: int = 80) -> list[str]:
+    """What a terminal of ``width`` columns shows: tables as tables, lines unwrapped."""
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    for item in renderables:
+        if isinstance(item, list):
+            render.print_lines(console, item)
+        else:
+            console.print(item)
+    return console.file.getvalue().splitlines()
+
+
+def failure_text(results: list[CaseResult]) -> str:
+    return "\n".join(printed(render.failure_lines(results)))
+
+
+# --- failure lines ---------------------------------------------------------------------------------
+
+def test_failure_line_gives_the_message_of_shape_and_non_finite_failures():
+    config = Case.from_id(CASE_ID).config
+    tol = Tolerance(1e-4, 1e-5)
+    shape = compare_tensor("y", np.zeros((7, 2, 4)), np.zeros((3, 2, 4)), tol, config)
+    nan = compare_tensor("x", np.full((3, 2, 2), np.nan), np.ones((3, 2, 2)), tol, config)
+    text = failure_text([row([shape, nan])])
+    assert "y: shape (7, 2, 4), expected (3, 2, 4)" in text
+    assert "12 non-finite value(s)" in text
+    assert "ratio -" not in text and "a=-" not in text
+
+
+def test_failing_tensors_are_listed_worst_first():
+    ratios = {"y": 2.0, "hy": 5.0, "x": 3.0, "h0": 7.0, "l1.fwd.w_hh": 3.4e8}
+    result = row([tensor(name, ratio) for name, ratio in ratios.items()])
+    lines = failure_text([result]).splitlines()
+    assert lines[3].strip().startswith("l1.fwd.w_hh: ratio 3.4e+08")
+    assert [line.split(":")[0].strip() for line in lines if ": ratio " in line] == ["l1.fwd.w_hh", "h0", "hy"]
+    assert "… and 2 more tensors: x 3, y 2" in "\n".join(lines)
+    document = results_document([result], META)
+    assert [t["name"] for t in failing_tensors(document["results"][0])] == ["l1.fwd.w_hh", "h0", "hy", "x", "y"]
+
+
+def test_a_and_b_show_enough_digits_to_differ_with_diff_and_rdiff():
+    result = row([tensor("x", 11.5, a=-0.000809123, b=-0.000808456)])
+    text = failure_text([result])
+    a, b = re.search(r"a=(\S+) \(target\), b=(\S+) \(reference\)", text).groups()
+    assert a != b and float(a) == pytest.approx(-0.000809123, rel=1e-4) and float(b) == pytest.approx(-0.000808456, rel=1e-4)
+    assert "diff 6.67e-07" in text and "rdiff 0.000825" in text
+    table = "\n".join(printed(*render.tensor_table(result)))
+    assert a in table and b in table
+    markdown_line = tensor_line(result.tensors[0].to_json())
+    assert f"a={a}" in markdown_line and f"b={b}" in markdown_line and "rdiff 0.000825" in markdown_line
+
+
+@pytest.mark.parametrize("check, words, legend", [
+    ("future", "change of dx: a=-0.0076 (target), b=0.126 (reference)", "change of dx: a = target, b = reference"),
+    ("padding", "a=-0.0076 (padded steps changed), b=0.126 (unchanged)", "a = padded steps changed, b = unchanged"),
+    ("linearity", "a=-0.0076 (grad(dy1+dy2)), b=0.126 (grad(dy1)+grad(dy2))",
+     "a = grad(dy1+dy2), b = grad(dy1)+grad(dy2)"),
+])
+def test_reference_free_rows_say_what_a_and_b_are(check, words, legend):
+    result = row([tensor("x", 538, a=-0.0076, b=0.126, location={"t": 2, "b": 0, "unit": 1})], check=check)
+    assert words in failure_text([result])
+    assert words in tensor_line(result.tensors[0].to_json(), check)
+    assert legend in "\n".join(printed(*render.tensor_table(result)))
+
+
+def test_padded_steps_and_empty_sequences_are_marked():
+    padded = row([tensor("x", 40, location={"t": 2, "b": 1, "unit": 0})])
+    empty = row([tensor("hy", 40, location={"layer": 0, "dir": "fwd", "b": 1, "unit": 0})], case_id=EMPTY_ID)
+    valid = row([tensor("x", 40, location={"t": 0, "b": 1, "unit": 0})])
+    assert "x: ratio 40 at t2 b1 u0 (padded step)" in failure_text([padded])
+    assert "hy: ratio 40 at l0 fwd b1 u0 (empty sequence)" in failure_text([empty])
+    assert "padded" not in failure_text([valid]) and "empty" not in failure_text([valid])
+    assert "(padded step)" in "\n".join(printed(*render.tensor_table(padded)))
+    page = markdown.render(results_document([padded, empty], META)).decode()
+    assert "(t=2,b=1,unit=0), padded step:" in page and "(layer=0,dir=fwd,b=1,unit=0), empty sequence:" in page
+
+
+# --- summaries -------------------------------------------------------------------------------------
+
+def test_worst_ratio_is_the_worst_over_every_check():
+    results = [row([tensor("y", 0.000392)], status="pass"), row([tensor("x", 538)], check="future")]
+    table = "\n".join(printed(*render.summary_tables(results)))
+    assert "538" in table and "0.000392" not in table and "over every check" in table
+    document = results_document(results, META)
+    assert document["by_mode"][0]["worst_ratio"] == 538
+    assert "| 538 |" in markdown.render(document).decode()
+
+
+def test_summary_says_1_case():
+    assert printed(*render.summary_tables([row([tensor("y", 0.5)], status="pass")]))[0].strip() == "fused-cpu: 1 case"
+
+
+def skipping_run() -> list[CaseResult]:
+    judged = [row([tensor("y", 0.5)], status="pass", case_id=f"{CASE_ID[:-3]}s{i}") for i in range(3)]
+    skipped = [row(status="skip", message="computes in float16 only", case_id=f"{CASE_ID[:-3]}s{i}", target="half")
+               for i in range(2)]
+    skipped.append(row(status="skip", message="needs CUDA", target="half"))
+    return judged + skipped
+
+
+def test_top_skip_reasons_per_target_with_counts_everywhere():
+    results = skipping_run()
+    console = "\n".join(printed(render.skipped_target_lines(results)))
+    assert "half: 3 of 3 results skipped" in console
+    assert "2× computes in float16 only" in console and "1× needs CUDA" in console
+    assert "fused-cpu" not in console  # it skipped nothing
+    document = results_document(results, META)
+    page = markdown.render(document).decode()
+    assert "`half`: 3 of 3 results skipped — computes in float16 only ×2; needs CUDA ×1" in page
+    assert "computes in float16 only ×2; needs CUDA ×1" in html_writer.render(document).decode()
+
+
+def test_an_early_stop_says_how_far_the_run_got():
+    [note] = render.stopped_early_lines(2, 20)
+    assert note.plain == "note: the run stopped early (--fail-fast): 2 of 20 cases judged"
+    document = results_document([row([tensor("x", 3.0)])], {**META, "cases": 20, "complete": False,
+                                                            "cases_judged": 2})
+    assert "**Stopped early:** the run stopped early (--fail-fast): 2 of 20 cases judged" in \
+        markdown.render(document).decode()
+    page = html_writer.render(document).decode()
+    assert "cases 2 of 20 judged" in page and "2 of 20 cases judged" in page
+    complete = results_document([row([tensor("x", 3.0)])], {**META, "complete": True})
+    assert "stopped early" not in markdown.render(complete).decode()
+
+
+# --- the stored verdict ----------------------------------------------------------------------------
+
+def test_writers_show_the_stored_verdict_and_never_recompute_it():
+    # The rows hold a fail, but the engine's stored verdict is what every writer shows.
+    stored = {"exit_code": 5, "reason": "target half was judged on no case: every result was skipped"}
+    document = results_document([row([tensor("x", 3.0)])], {**META, "verdict": stored})
+    assert stored_verdict(document) == (5, stored["reason"])
+    page = html_writer.render(document).decode()
+    assert '<span class="skip">nothing was checked</span>' in page and stored["reason"] in page
+    assert f"**Verdict:** {stored['reason']} (exit code 5)" in markdown.render(document).decode()
+    old = {k: v for k, v in document.items() if k != "verdict"}
+    assert stored_verdict(old) == (1, "unknown verdict")
+    assert '<span class="fail">failed</span>' in html_writer.render(old).decode()
+
+
+# --- literal text, 80 columns ----------------------------------------------------------------------
+
+def test_target_text_is_printed_literally_never_as_markup():
+    message = 'ValueError("shape [/b] mismatch") in [bold]kernel[/bold]'
+    broken = TensorError("y", "fail", message=f"y: {message}", rtol=1e-4, atol=1e-5)
+    results = [row(status="error", message=message, target="pkg.mod:make[/b]"),
+               row([broken], target="pkg.mod:make[/b]"),
+               row(status="skip", message="needs [red]CUDA[/]", target="pkg.mod:make[/b]")]
+    text = "\n".join(printed(*render.summary_tables(results), render.skipped_target_lines(results),
+                             render.failure_lines(results), *render.tensor_table(results[1])))
+    assert message in text and "pkg.mod:make[/b]: 1 case" in text and "needs [red]CUDA[/]" in text
+    assert render.error_text("give [min, max] integers").plain == "error: give [min, max] integers"
+
+
+def test_console_lines_fit_80_columns_and_ids_and_repro_commands_stay_whole():
+    long_id = "gru-L2-bi-I12-H16-nobias-T18-B14-len6.2.0.8.7.7.7.7.7.7.7.7.7.7-f64-s353880307-wparams-glast-z"
+    results = [row([tensor(f"l{i}.bwd.w_hh", 10.0 ** (i + 3), a=-0.000809123 * i, b=0.0123456789,
+                           location={"layer": i, "dir": "bwd", "gate": "n", "row": 15, "col": 15}) for i in range(5)],
+                   case_id=long_id, target="some_long_package.kernels.fused:bidirectional_gru_target"),
+               row(status="error", case_id=long_id, message="RuntimeError: " + "the kernel gave up " * 12)]
+    lines = printed(*render.summary_tables(results), render.skipped_target_lines(results),
+                    render.failure_lines(results), render.mistrusted_lines(results))
+    repros = [r.repro for r in results]
+    for line in lines:
+        assert len(line) <= 80 or long_id in line, line
+    assert sum(long_id in line for line in lines) >= 4  # never cut: printed whole, every time
+    assert all(any(line.strip() == repro for line in lines) for repro in repros)
+
+
+# --- report.html -----------------------------------------------------------------------------------
+
+def test_html_legend_describes_the_colour_bar_and_ids_never_break():
+    page = html_writer.render(results_document([row([tensor("x", 3.0)])], META)).decode()
+    assert "white = the tolerance" not in page
+    assert "ratio 1e-4 and below" in page and "blue turns red" in page
+    assert "word-break:break-all" not in page and "td.id{text-align:left;white-space:nowrap}" in page
+    assert f'<code class=id>{row().repro}</code>' in page
+
+
+def test_an_all_zero_error_series_says_no_error():
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gradcheck_rnn.reports import pictures
+
+    axes = Figure().subplots()
+    pictures._steps_panel(axes, [{"name": "y", "per_step": [0.0, 0.0, -0.0]}, {"name": "x", "per_step": [0, 0, 0]}])
+    assert not axes.get_lines() and axes.get_legend() is None
+    assert [t.get_text() for t in axes.texts] == ["no error: |a − b| = 0 at every step\n(y, x)"]
+    mixed = Figure().subplots()
+    pictures._steps_panel(mixed, [{"name": "y", "per_step": [0.0, 0.0]}, {"name": "x", "per_step": [1e-3, 2e-3]}])
+    assert len(mixed.get_lines()) == 1 and any("no error: y" in t.get_text() for t in mixed.texts)
+
+
+def test_a_one_unit_axis_has_one_tick():
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gradcheck_rnn.reports import pictures
+
+    axes = Figure().subplots()
+    axes.imshow(np.zeros((4, 1)))  # gate blocks of H = 1: one unit column
+    pictures._integer_ticks(axes, (4, 1))
+    assert list(axes.get_xticks()) == [0] and list(axes.get_yticks()) == [0, 1, 2, 3]
+
+
+# --- compare and calibrate -------------------------------------------------------------------------
+
+def test_compare_leaks_no_numpy_warning_on_nan_and_inf():
+    config = Case.from_id(CASE_ID).config
+    target = np.array([[[np.inf, np.nan], [-np.inf, 1e308]]])
+    reference = np.array([[[np.inf, 1.0], [-1e308, -1e308]]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        error = compare_tensor("y", target, reference, Tolerance(1e-4, 1e-5), config)
+    assert error.status == "fail" and "3 non-finite value(s)" in error.message
+
+
+def test_calibrate_never_proposes_zero_and_its_table_fits_80_columns():
+    exact = row([tensor(name, 0.0) for name in ("y", "x", "l0.fwd.w_ih")], status="pass")
+    exact.dtype = "f64"
+    rows = calibrate([exact], Tolerances())
+    assert all(r.proposed.rtol > 0 and r.proposed.atol > 0 and r.floored for r in rows)
+    text = "\n".join(printed(calibration_table(rows)))
+    assert "…" not in text and "1e-15/1e-15*" in text and "floor applied" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+# --- docs ------------------------------------------------------------------------------------------
+
+def test_docs_describe_case_wants_and_every_command():
+    contracts = (ROOT / "docs" / "contracts.md").read_text()
+    assert "`case.wants` is the frozenset" in contracts and "`case.wants_group`" in contracts
+    readme = (ROOT / "README.md").read_text()
+    commands = readme[readme.index("## Commands"):readme.index("Exit codes of every judging command")]
+    assert "gradcheck-rnn calibrate --target NAME" in commands
+    assert re.search(r"sweep [^$]*\[--format auto\|console\|github\]", commands)
+    assert "merge SHARD_DIR... [--report-dir DIR] [--format auto|console|github]" in commands
+    assert re.search(r"repro CASE_ID [^\n]*--config PROFILE", commands)
+    assert re.search(r"shrink CASE_ID [^\n]*--config PROFILE", commands)
+    setup = readme[:readme.index("## What it is for")]
+    assert "chromium" in setup and '"1 skipped"' in setup
+
+
+def test_readme_plugin_example_computes_only_the_requested_gradients():
+    pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)[0], namespace)
+    for group in ("params", "x", "inputs"):
+        case = Case.from_id(f"gru-L1-uni-I3-H4-T5-B2-len5.2-f32-s7-w{group}")
+        assert set(namespace["my_gru"].run(case).grads) == set(case.wants), group
+
+
+def test_licence_file_and_package_metadata():
+    licence = (ROOT / "LICENSE").read_text()
+    assert licence.startswith("MIT License") and "Copyright (c) 2026 the gradcheck-rnn developers" in licence
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
