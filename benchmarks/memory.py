@@ -1,0 +1,96 @@
+"""Supervisor memory against the number of cases: peak RSS of `gradcheck-rnn sweep` for N and 10·N cases.
+
+    python benchmarks/memory.py                      # 500 and 5000 cases, 2 workers
+    python benchmarks/memory.py --cases 200 --workers 1
+
+Each run is a fresh process that calls the CLI in-process (``gradcheck_rnn.cli.main``) and then
+reports its own peak resident set (``getrusage(RUSAGE_SELF).ru_maxrss``): with worker processes
+that is the supervisor alone, which receives every row, keeps the run's tallies and writes the
+reports; the workers' memory does not grow with the run. The profile is tiny on purpose (GRU,
+one layer, I and H up to 3, T up to 4, float64, the reference comparison only, every other check
+off; one target, fused-cpu), so that 5,000 cases take a few minutes on 2 cores and what is
+measured is the bookkeeping per row, not the judging. The goal (issue 18): the peak for 10·N
+cases is at most 1.5 times the peak for N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROFILE = """
+[sweep]
+cases = 10
+seed = 0
+[draw]
+modes = { gru = 1 }
+layers = [1, 1]
+bidirectional = 0.0
+input_size = [1, 3]
+hidden_size = [1, 3]
+max_len = [1, 4]
+batch_size = [1, 2]
+dtypes = { f64 = 1 }
+"""
+
+
+def profile_text() -> str:
+    """The tiny profile with every check but the reference comparison turned off."""
+    from gradcheck_rnn.cli import ALL_CHECKS
+
+    return PROFILE + "[checks]\n" + "".join(f"{name} = {'true' if name == 'reference' else 'false'}\n"
+                                           for name in ALL_CHECKS)
+
+
+def child(cases: int, workers: int, folder: Path) -> dict[str, object]:
+    """One sweep in this process; its peak RSS, wall time and the size of what it wrote."""
+    from gradcheck_rnn.cli import main as cli
+
+    profile = folder / "tiny.toml"
+    profile.write_text(profile_text())
+    start = time.perf_counter()
+    try:
+        cli(["sweep", "-c", str(profile), "-n", str(cases), "-t", "fused-cpu", "--workers", str(workers),
+             "--report-dir", str(folder / "reports")], standalone_mode=False)
+    except SystemExit:
+        pass
+    wall = time.perf_counter() - start
+    run = (folder / "reports" / "latest").resolve()
+    return {"cases": cases, "workers": workers, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "wall": wall, "results_json_mb": (run / "results.json").stat().st_size / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=500, help="N: runs N and 10·N cases (default 500)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        with tempfile.TemporaryDirectory(prefix="gradcheck-memory-") as folder:
+            result = child(args.child, args.workers, Path(folder))
+        print(json.dumps(result))
+        return
+    rows = []
+    for cases in (args.cases, 10 * args.cases):
+        output = subprocess.run([sys.executable, __file__, "--child", str(cases), "--workers", str(args.workers)],
+                                check=True, capture_output=True, text=True).stdout
+        rows.append(json.loads(output.strip().splitlines()[-1]))
+        print(f"measured {cases} cases", file=sys.stderr)
+    print(f"tiny GRU profile, reference check only, fused-cpu, {args.workers} worker(s); {os.cpu_count()} cores; "
+          f"load {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'cases':>8} {'peak RSS (MB)':>14} {'wall (s)':>9} {'results.json (MB)':>18}")
+    for row in rows:
+        print(f"{row['cases']:>8} {row['peak_mb']:>14.1f} {row['wall']:>9.1f} {row['results_json_mb']:>18.2f}")
+    print(f"peak ratio {rows[1]['peak_mb'] / rows[0]['peak_mb']:.2f} (goal: <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""What the pool's fork server imports once, so that every worker forked from it starts at once.
+
+A worker that imports torch and jax itself takes 4 s on an idle 2-core machine and 9-11 s on a
+busy one (measured 2026-12-03); a worker forked from a process that already holds them is ready
+in a fraction of a second (``benchmarks/sweep_throughput.py``'s "worker start" row). The fork
+server is a fresh interpreter (``multiprocessing``'s forkserver), so it never ran a torch, BLAS
+or XLA computation and holds none of their thread pools: forking it is safe, unlike forking the
+supervisor (which may have judged cases itself, e.g. in a test process).
+
+Only libraries and modules that read nothing from the environment at import are preloaded. The
+JAX reference (:mod:`gradcheck_rnn.references.jax_ref`) reads ``GRADCHECK_RNN_JAX_CACHE`` when
+imported, so each worker imports it itself, after taking the supervisor's environment
+(:func:`gradcheck_rnn.run.worker.forked_main`); once jax is loaded that import costs ~30 ms.
+
+The thread counts of OpenMP, MKL and OpenBLAS are fixed when those libraries load, so they are set
+here, before numpy and torch are imported: one thread each (``GRADCHECK_RNN_TORCH_THREADS``
+overrides), so that N workers use N cores.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+MODULES = ("numpy", "torch", "jax", "jax.numpy", "gradcheck_rnn.judge", "gradcheck_rnn.targets",
+           "gradcheck_rnn.references.loop", "gradcheck_rnn.checks")
+
+
+def preload() -> list[str]:
+    """Set the thread variables, import :data:`MODULES`; the names that could not be imported.
+
+    A module that fails here is left to the worker, which imports it again and reports the error
+    as a worker that cannot set up its targets (one sentence, exit 2) instead of a silent server.
+    """
+    threads = os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = threads
+    missing = []
+    for name in MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - see the docstring
+            missing.append(name)
+    return missing
+
+
+MISSING = preload()
