@@ -97,6 +97,9 @@ class TensorError:
     per_step: list[float] | None = None  # max |a − b| per time step, for tensors with a time axis
     mistrusted: bool = False  # zeros would pass this comparison (see the module docstring)
     ratio_map: RatioMap | None = None
+    # The largest elementwise drift allowance added to atol + rtol·|b| (gradcheck_rnn.references.drift);
+    # None when the fixed tolerance judged alone (then absent from results.json).
+    drift: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -107,8 +110,10 @@ class TensorError:
 
     def to_json(self) -> dict[str, Any]:
         """Strict-JSON form (results.json, "tensors")."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "ratio_map"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ratio_map", "drift")}
         data["ratio_map"] = None if self.ratio_map is None else self.ratio_map.to_json()
+        if self.drift is not None:
+            data["drift"] = self.drift
         return json_safe(data)
 
     @classmethod
@@ -117,11 +122,13 @@ class TensorError:
         numbers = {k: from_json_number(data.get(k)) for k in ("max_abs", "max_rel", "ratio", "a", "b", "rtol", "atol")}
         per_step = data.get("per_step")
         ratio_map = data.get("ratio_map")
+        drift = data.get("drift")
         return cls(data["name"], data["status"], location=dict(data.get("location") or {}),
                    message=data.get("message", ""), reference=data.get("reference", ""),
                    per_step=None if per_step is None else [from_json_number(v) for v in per_step],
                    mistrusted=bool(data.get("mistrusted", False)),
-                   ratio_map=None if ratio_map is None else RatioMap.from_json(ratio_map), **numbers)
+                   ratio_map=None if ratio_map is None else RatioMap.from_json(ratio_map),
+                   drift=None if drift is None else from_json_number(drift), **numbers)
 
 
 def json_safe(value: Any) -> Any:
@@ -166,8 +173,12 @@ def logical_location(name: str, index: tuple[int, ...], config: RNNConfig) -> di
 
 
 def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
-                   config: RNNConfig) -> TensorError:
-    """Compare one target tensor with its reference; NaN or Inf in the target always fails."""
+                   config: RNNConfig, allowance: np.ndarray | None = None) -> TensorError:
+    """Compare one target tensor with its reference; NaN or Inf in the target always fails.
+
+    ``allowance`` (optional, shaped like the tensor, finite and >= 0) widens each element's bound
+    to atol + rtol·|b| + allowance: the drift a correct kernel of the dtype can have there
+    (:mod:`gradcheck_rnn.references.drift`). Without it the comparison is the fixed one."""
     if actual is None:
         return TensorError(name, "missing", rtol=tol.rtol, atol=tol.atol,
                            message=f"{name}: the target returned no value")
@@ -185,6 +196,9 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
     # A huge error over a tiny bound overflows to inf, which is the right ratio: no warning.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         bound = tol.atol + tol.rtol * np.abs(b)
+        if allowance is not None:
+            extra = np.nan_to_num(np.asarray(allowance, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+            bound = bound + np.broadcast_to(np.maximum(extra, 0.0), bound.shape)
         ratios = np.where(bound > 0, diff / bound, np.where(diff > 0, np.inf, 0.0))
         rel = np.where(np.abs(b) > 0, diff / np.abs(b), np.where(diff > 0, np.inf, 0.0))
     worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
@@ -194,10 +208,13 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
         name, "pass" if passed else "fail", float(diff.max()), float(rel.max()), ratio,
         logical_location(name, tuple(int(i) for i in worst), config), float(a[worst]), float(b[worst]),
         tol.rtol, tol.atol)
+    if allowance is not None:
+        error.drift = float(np.max(extra))
     if not finite.all():
         error.message = f"{name}: {int((~finite).sum())} non-finite value(s) in the target"
     elif not passed:
-        error.message = (f"{name}: error {ratio:.3g} exceeds tolerance {tol}. Location of maximum error: "
+        widened = "" if allowance is None else f" + drift allowance (max {error.drift:.3g})"
+        error.message = (f"{name}: error {ratio:.3g} exceeds tolerance {tol}{widened}. Location of maximum error: "
                          f"{error.location_text()}, a={error.a:.9g}, b={error.b:.9g}")
     if name in ("y", "x"):
         error.per_step = [float(v) for v in diff.reshape(diff.shape[0], -1).max(axis=1)]

@@ -46,6 +46,9 @@ from ..case import Case, Outputs, RNNConfig
 from ..layout import DIRECTIONS, GATES, pack, param_key, unpack
 
 
+# The half dtypes: stored in half, summed in float32 (cuDNN's half math), rounded once per stored value.
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
 Segment = tuple[int, int]
 """A contiguous row range ``[start, stop)`` of a state buffer."""
 
@@ -420,8 +423,14 @@ class FusedKernel(ABC):
         reverse = d == 1
         H = w_hh.shape[0] // spec.gates
         init = packing.init_rows(reverse)
-        bias = b_ih + b_hh if spec.fold_hidden_bias else b_ih
-        gates = torch.addmm(bias, x, w_ih.t())
+        if x.dtype in HALF_DTYPES:
+            # half: both biases and the products summed in float32, rounded once (the half sum
+            # b_ih + b_hh alone cost up to 1500 half ulps of a small pre-activation: issue 21's budget)
+            bias = b_ih.float() + b_hh.float() if spec.fold_hidden_bias else b_ih.float()
+            gates = torch.addmm(bias, x.float(), w_ih.float().t()).to(x.dtype)
+        else:
+            bias = b_ih + b_hh if spec.fold_hidden_bias else b_ih
+            gates = torch.addmm(bias, x, w_ih.t())
         self._load_initial(h[init], h0, packing)
         c = aux = None
         if spec.has_cell_state:
@@ -625,7 +634,20 @@ class FusedKernel(ABC):
         return dh0, None if unit.dc is None else packing.from_slots(unit.dc[init])
 
     def input_grad(self, units: Sequence[Unit], out: Tensor) -> None:
-        """A layer's packed input gradient: Σ over directions of dG_x·W_ih, written into ``out``."""
+        """A layer's packed input gradient: Σ over directions of dG_x·W_ih, written into ``out``.
+
+        In half precision the blocks (both directions, GRU's split n gate) are summed in float32
+        and rounded once: rounding each partial sum cost up to 400 half ulps of the result where
+        the two directions cancel (issue 21's error budget, docs/half-precision.md)."""
+        if out.dtype in HALF_DTYPES:
+            total = torch.zeros(out.shape, dtype=torch.float32, device=out.device)
+            for unit in units:
+                H = unit.hidden_size
+                for col, row, width in unit.spec.input_blocks:
+                    total.addmm_(unit.dgates[:, col * H:(col + width) * H].float(),
+                                 unit.w_ih[row * H:(row + width) * H].float())
+            out.copy_(total)
+            return
         first = True
         for unit in units:
             H = unit.hidden_size

@@ -90,18 +90,58 @@ without bias) and the LSTM projection forward, backward and weight gradient (``p
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import dataclasses
+import functools
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
 from ..case import RNNConfig
-from .common import FusedKernel, FusedTarget, Step, apply_kernel, blocks, kernel_function
+from .common import (HALF_DTYPES, FusedKernel, FusedTarget, Segment, Step, add_rows, apply_kernel, blocks,
+                     kernel_function)
 
 # The activations' derivatives from their outputs, each one fused aten op (autograd's own):
 _tanh_backward = torch.ops.aten.tanh_backward.grad_input  # grad·(1 − y²)
 _sigmoid_backward = torch.ops.aten.sigmoid_backward.grad_input  # grad·y·(1 − y)
 _threshold_backward = torch.ops.aten.threshold_backward.grad_input  # grad·[y > 0]
+
+# The Step fields a float32 cell pass reads (upcast, exactly) and those it may write (rounded back
+# to the half dtype once, at the end of the pass).
+_STEP_TENSORS = ("gates", "h_prev", "c_prev", "h", "c", "aux", "dgates", "dh", "dc", "scratch")
+_STEP_WRITES = ("gates", "h", "c", "aux", "dgates", "dc")
+
+
+def float32_cell(cell: Callable[[Any, Step], None]) -> Callable[[Any, Step], None]:
+    """Run a multi-op cell pass on a half step in float32 and round each stored value once.
+
+    Why: the LSTM and GRU passes are chains of aten ops, and on half buffers every op rounds its
+    result to the half dtype — ``c = f·c_prev + i·g`` was rounded twice, the LSTM backward's
+    ``dc`` three times. A careful half kernel (cuDNN's half math: half storage, float32
+    arithmetic) keeps the intermediates in float32 registers and rounds only what it stores.
+    The error budget (``benchmarks/half_error_budget.py``, docs/half-precision.md) measured the
+    per-op variant at up to 1.6 half ulps per stored cell value; this one stays at <= 0.5 ulp.
+    The per-op variant lives on as ``mutant:half-cells-round-per-op``.
+
+    The gradients a cell hands to the previous state directly (``dh_direct``, ``dc_prev``)
+    stay float32: :meth:`FusedCPUKernel.handoff` adds them in float32 and rounds once.
+    """
+
+    @functools.wraps(cell)
+    def run(self: Any, step: Step) -> None:
+        if step.gates.dtype not in HALF_DTYPES:
+            cell(self, step)
+            return
+        wide = dataclasses.replace(step, **{name: None if getattr(step, name) is None else getattr(step, name).float()
+                                            for name in _STEP_TENSORS})
+        cell(self, wide)
+        for name in _STEP_WRITES:
+            stored = getattr(step, name)
+            if stored is not None:
+                stored.copy_(getattr(wide, name))
+        step.dh_direct, step.dc_prev = wide.dh_direct, wide.dc_prev
+
+    return run
 
 
 class FusedCPUKernel(FusedKernel):
@@ -116,6 +156,7 @@ class FusedCPUKernel(FusedKernel):
         """h = tanh(pre)."""
         torch.tanh(step.gates, out=step.h)
 
+    @float32_cell
     def lstm_forward(self, step: Step) -> None:
         """i, f, o = σ; g = tanh; c = f·c_prev + i·g; h = o·tanh(c) (tanh(c) saved in aux)."""
         H = step.unit.hidden_size
@@ -128,6 +169,7 @@ class FusedCPUKernel(FusedKernel):
         torch.tanh(step.c, out=step.aux)
         torch.mul(o, step.aux, out=step.h)
 
+    @float32_cell
     def gru_forward(self, step: Step) -> None:
         """r, z = σ(x-part + h-part); n = tanh(x-part + r·(W_hn h + b_hn)); h = n + z·(h_prev − n)."""
         H = step.unit.hidden_size
@@ -146,6 +188,7 @@ class FusedCPUKernel(FusedKernel):
         """dpre = dh · (1 − h²)."""
         _tanh_backward(step.dh, step.h, grad_input=step.dgates)
 
+    @float32_cell
     def lstm_backward(self, step: Step) -> None:
         """dc += dh·o·(1 − tanh²c); d[i, f, g, o] = [dc·g, dc·c_prev, dc·i, dh·tanh c] times each
         activation's derivative; dc_prev = dc·f."""
@@ -165,6 +208,7 @@ class FusedCPUKernel(FusedKernel):
         _sigmoid_backward(do, o, grad_input=do)
         step.dc_prev = torch.mul(dc, f, out=dc_prev)
 
+    @float32_cell
     def gru_backward(self, step: Step) -> None:
         """dn = dh·(1−z)·(1−n²); dz = dh·(h_prev − n)·z(1−z); dr = dn·(W_hn h + b_hn)·r(1−r);
         the h-part of n gets dn·r; h_prev gets dh·z directly. dgates = [n_x | r | z | n_h]."""
@@ -182,6 +226,24 @@ class FusedCPUKernel(FusedKernel):
         _sigmoid_backward(da[:, H:3 * H], a[:, :2 * H], grad_input=da[:, H:3 * H])
         torch.mul(dn, r, out=dn_h)
         step.dh_direct = direct
+
+    def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
+        """In half precision, dL/dh_prev += dG_t·W_hh + the cell's direct term, summed in float32
+        and rounded once into the state-gradient rows (the shared hand-off rounds the direct term's
+        sum and the GEMM's separately); float32 and float64 take the shared hand-off unchanged."""
+        if step.dgates.dtype not in HALF_DTYPES:
+            super().handoff(step, segments)
+            return
+        unit = step.unit
+        a, b = unit.spec.recurrent
+        H = unit.hidden_size
+        dgates = step.dgates if b - a == unit.spec.grad_width else step.dgates[:, a * H:b * H]
+        d_prev = torch.mm(dgates.float(), unit.w_hh.float())  # exact products, float32 sums
+        if step.dh_direct is not None:
+            d_prev.add_(step.dh_direct)
+        add_rows(unit.dh, segments, d_prev)  # half += float32: computed in float32, rounded once
+        if step.dc_prev is not None:
+            add_rows(unit.dc, segments, step.dc_prev)
 
 
 # The autograd entry over flat cudnn-style parameters, with FusedCPUKernel as the default kernel.
