@@ -68,6 +68,10 @@ class RNNConfig:
             raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(MODES)}")
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
+        if isinstance(self.batch_size, (int, np.integer)) and not isinstance(self.batch_size, bool) \
+                and self.batch_size == 0:  # e.g. check --lengths "": say what is missing, not batch_size=0
+            raise UsageError("no sequence lengths were given (batch_size=0); a case needs at least one sequence: "
+                             "give one length per sequence, e.g. 7,4,1")
         for name in ("num_layers", "input_size", "hidden_size", "max_len", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

@@ -278,6 +278,18 @@ def test_calibrate_never_proposes_zero_and_its_table_fits_80_columns():
     assert all(len(line) <= 80 for line in text.splitlines())
 
 
+def test_empty_lengths_say_that_no_length_was_given():
+    from click.testing import CliRunner
+
+    from gradcheck_rnn import RNNConfig, UsageError
+    from gradcheck_rnn.cli import main
+
+    with pytest.raises(UsageError, match=r"no sequence lengths were given \(batch_size=0\)"):
+        RNNConfig("gru", 1, False, 2, 3, 4, 0)
+    result = CliRunner().invoke(main, ["check", "--lengths", "", "--target", "torch-native"])
+    assert result.exit_code == 2 and "length" in result.output and "batch_size=0 is not allowed" not in result.output
+
+
 # --- docs ------------------------------------------------------------------------------------------
 
 def test_docs_describe_case_wants_and_every_command():
