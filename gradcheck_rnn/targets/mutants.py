@@ -276,11 +276,12 @@ class HalfAccumulatedInHalf(FusedCPUKernel):
 class HalfCellsRoundPerOp(FusedCPUKernel):
     """Half precision: the LSTM/GRU cells as chains of half ops, each rounding its result (fused-cpu before issue 21).
 
-    c = f·c_prev + i·g is rounded twice, the LSTM backward's dc three times, GRU's hand-off sums
-    its direct term and dG·W_hh in two roundings: up to ~1.5 half ulps a stored value where a
-    careful kernel (float32 arithmetic, one rounding per stored value) has 0.5
-    (benchmarks/half_error_budget.py, docs/half-precision.md). A lossy but not wrong kernel: a
-    measured blind spot, its errors are far below any half tolerance.
+    c = f·c_prev + i·g is rounded twice, the LSTM backward's dc three times, the hand-off rounds
+    dG·W_hh and its sum with dL/dh_prev (and GRU's direct term) separately: up to 145 / 274 half
+    ulps of a stored forward / backward cell value and 25 in the hand-off where terms cancel, where
+    a careful kernel (float32 arithmetic, one rounding per stored value) has 0.5
+    (``benchmarks/half_error_budget.py --kernel per-op``, docs/half-precision.md). Lossy, not
+    wrong: a measured blind spot, its errors stay far below the half tolerances.
     """
 
     lstm_forward = FusedCPUKernel.lstm_forward.__wrapped__
