@@ -229,21 +229,19 @@ def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
     check = "" if result.check == "reference" else f" ({result.check} check)"
     title = Text.assemble((result.case_id, "bold"), f" on {result.target}{check}: ",
                           (result.status, STATUS_STYLE.get(result.status, "")))
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in ("tensor", "status", "ratio", "max abs", "location", "a", "b"):
-        table.add_column(column, no_wrap=column != "location", min_width=10 if column == "location" else None,
-                         justify="left" if column in ("tensor", "status", "location") else "right")
     tolerances: dict[str, str] = {}
     lengths = _lengths(result.case_id)
+    rows: list[list[Text | str]] = []
     for t in result.tensors:
         style = STATUS_STYLE.get(t.status, "")
         mark = location_mark(t.location, None if lengths is None else list(lengths))
         location = (compact_location(t.location) + (f" ({mark})" if mark else "")) or t.message
         a, b = significant_pair(t.a, t.b) if t.ratio == t.ratio and t.ratio > 1 else (fmt(t.a), fmt(t.b))
-        table.add_row(Text(t.name), Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), Text(location),
-                      "-" if t.a != t.a else a, "-" if t.b != t.b else b)
+        rows.append([Text(t.name), Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), Text(location),
+                     "-" if t.a != t.a else a, "-" if t.b != t.b else b])
         if t.rtol == t.rtol:
             tolerances.setdefault(tensor_kind(t.name), f"{t.rtol:g}/{t.atol:g}")
+    table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], rows)
     notes = []
     if result.check != "reference":
         what, a_is, b_is = CHECK_VALUES.get(result.check, ("", "a", "b"))
@@ -252,6 +250,32 @@ def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
         notes.append("rtol/atol: " + ", ".join(f"{kind} {tol}" for kind, tol in tolerances.items()))
     footer = Text("\n".join(line for note in notes for line in wrapped(note, indent="")), style="dim") if notes else None
     return title, table, footer
+
+
+def _fitting_table(columns: list[str], rows: list[list[Text | str]]) -> Table:
+    """The tensor table within ``WIDTH`` columns with no number cut: a and b carry as many digits
+    as it takes to differ, so when they are long the columns move closer together (two spaces,
+    then one) and, last, "max abs" (also in the reports) gives way."""
+    location_min = 8  # the location column wraps at spaces down to this width
+
+    def width(index: int) -> int:
+        cells = [len(str(r[index])) for r in rows] + [len(columns[index])]
+        return location_min if columns[index] == "location" else max(cells)
+
+    keep = list(range(len(columns)))
+    for gap, drop in ((2, None), (1, None), (1, columns.index("max abs"))):
+        if drop is not None:
+            keep.remove(drop)
+        if sum(width(i) for i in keep) + gap * (len(keep) - 1) <= WIDTH:
+            break
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0))
+    for i in keep:
+        name = columns[i]
+        table.add_column(name, no_wrap=name != "location", min_width=location_min if name == "location" else None,
+                         justify="left" if name in ("tensor", "status", "location") else "right")
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
+    return table
 
 
 def per_step_table(tensor: TensorError) -> Table:
