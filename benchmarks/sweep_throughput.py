@@ -1,23 +1,37 @@
-"""Sweep throughput: cases per second with 1 and 2 workers, cold and warm JAX cache, and where the time goes.
+"""Sweep throughput, before and after: serial and 2 workers, cold and warm JAX cache, where the time goes.
 
-    python benchmarks/sweep_throughput.py                 # ci profile, 200 cases, default targets, every check
-    python benchmarks/sweep_throughput.py --cases 50 --profile nightly
+    python benchmarks/sweep_throughput.py                          # ci profile, 200 cases, this checkout
+    git worktree add --detach /tmp/gr-before <commit>              # an earlier commit, outside this checkout
+    python benchmarks/sweep_throughput.py --before /tmp/gr-before  # the same table for both, side by side
+    python benchmarks/sweep_throughput.py --cases 60 --workers 1   # the 60-case serial profile only
 
-Each of the four runs is a fresh process (so "cold" means nothing compiled in memory either),
-judging the same run spec through :func:`gradcheck_rnn.run.execute`, as ``gradcheck-rnn sweep
---workers W`` does minus the reports. "cold" starts from an empty JAX persistent compile cache
-(GRADCHECK_RNN_JAX_CACHE), "warm" reuses the one the cold run of the same worker count filled.
+Each run is a fresh process (so "cold" means nothing compiled in memory either) that imports the
+package from one checkout (``PYTHONPATH``; this checkout unless ``--before``) and judges the
+same run spec through ``gradcheck_rnn.run.execute``, as ``gradcheck-rnn sweep --workers W`` does
+minus the reports, with the targets fused-cpu and torch-native and every check of the profile.
+"cold" starts from an empty JAX cache folder (``GRADCHECK_RNN_JAX_CACHE``), "warm" is a new
+process that reuses the folder the cold run of the same checkout and worker count filled. With
+``--before`` every column runs for both checkouts back to back (before, after, before, ...), so
+a change in the machine's load hits both sides alike: on these shared 2-core machines compare
+the ratios, not the absolute seconds.
 
-Where the time goes is measured in the serial runs, in-process: the float64 references (loop,
-jax without compilation), JAX trace + lower + compile (jax.monitoring's compile events), each
-target's ``run`` and the rest (comparisons, the checks' own work, drawing cases). With 2 workers
-the same work is split over two processes; what is added is their start-up (torch and jax
-imported in each: the time until the first row arrives) and the supervisor's share.
+Rows:
+- ``wall``, ``cases/s``, ``first row after`` (start-up: imports, workers, first compile);
+- ``rows not passed`` and ``rows digest``: the verdicts; a speed change must not change them,
+  so the digest (sha256 of every row's case id, target, check and status) is equal on both sides;
+- ``JAX programs compiled``: new entries in the JAX compilation cache folder during the run (one
+  per program XLA compiled, in any process); ``traced``/``lowered``/``cache hits``: jax's own
+  monitoring events in the serial runs (a warm run of a persistent-cache-only reference still
+  traces and lowers every program to find it in the cache);
+- where the time goes, serial runs: the float64 references (loop; jax without its compilation),
+  JAX trace + lower + compile (jax.monitoring's compile events, cache loads included), each
+  target's ``run`` and the rest (comparisons, the checks' own work, drawing cases, imports).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -25,10 +39,17 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+TARGETS = ("fused-cpu", "torch-native")
+JAX_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "traced",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowered",
+              "/jax/core/compile/backend_compile_duration": "backend compile calls"}
 
 
-def _install_timers(spent: dict[str, float]) -> None:
-    """Accumulate seconds per reference, per target and for JAX compilation into ``spent``."""
+def _install_timers(spent: dict[str, float], counts: dict[str, int]) -> None:
+    """Accumulate seconds per reference, per target and for JAX compilation; count JAX events."""
     import jax.monitoring
 
     from gradcheck_rnn.references import jax_ref, loop
@@ -40,31 +61,58 @@ def _install_timers(spent: dict[str, float]) -> None:
             try:
                 return func(*args, **kwargs)
             finally:
-                spent[key if isinstance(key, str) else key(*args)] += time.perf_counter() - start
+                name = key if isinstance(key, str) else key(*args)
+                spent[name] += time.perf_counter() - start
+                counts[f"calls: {name}"] += 1
         return wrapper
 
     loop.run_loop_reference = timed("reference loop", loop.run_loop_reference)
     jax_ref.run_jax_reference = timed("reference jax", jax_ref.run_jax_reference)
     Target.run = timed(lambda self, case: f"target {self.name}", Target.run)
 
-    def on_event(name: str, seconds: float, **_: object) -> None:
+    def on_duration(name: str, seconds: float, **_: object) -> None:
         if name.startswith("/jax/core/compile/"):  # cache loads included, as backend compile
             spent["jax compile"] += seconds
+        if name in JAX_EVENTS:
+            counts[JAX_EVENTS[name]] += 1
 
-    jax.monitoring.register_event_duration_secs_listener(on_event)
+    def on_event(name: str, **_: object) -> None:
+        if name == "/jax/compilation_cache/cache_hits":
+            counts["cache hits"] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+
+
+def _limit_threads() -> None:
+    """Process set-up as the CLI does it, in whichever module the checkout keeps it."""
+    try:
+        from gradcheck_rnn.runtime import limit_torch_threads
+    except ImportError:  # checkouts before gradcheck_rnn/runtime.py
+        from gradcheck_rnn.cli import limit_torch_threads
+    limit_torch_threads()
+
+
+def _cache_entries(folder: str) -> int:
+    """Programs in the JAX compilation cache folder (its own entries, not our artifacts)."""
+    return sum(1 for p in Path(folder).iterdir() if p.is_file()) if os.path.isdir(folder) else 0
 
 
 def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     """One run in this process (GRADCHECK_RNN_JAX_CACHE already set): wall time and breakdown."""
-    from gradcheck_rnn.cli import limit_torch_threads
+    start = time.perf_counter()  # imports count: a user's sweep pays them too
+    _limit_threads()
     from gradcheck_rnn.run import Execution, RunSpec, execute
 
-    limit_torch_threads()
+    cache = os.environ["GRADCHECK_RNN_JAX_CACHE"]
+    entries = _cache_entries(cache)
     spent: dict[str, float] = defaultdict(float)
-    start = time.perf_counter()  # jax's import counts in both: the timers import it, workers do too
+    counts: dict[str, int] = defaultdict(int)
     if workers == 1:
-        _install_timers(spent)
-    spec = RunSpec.build(profile, cases=cases)
+        counts.update(dict.fromkeys([*JAX_EVENTS.values(), "cache hits"], 0))
+        spent["jax compile"] = 0.0
+        _install_timers(spent, counts)
+    spec = RunSpec.build(profile, cases=cases, targets=TARGETS)
     first: list[float] = []
     results = execute(spec, Execution(workers=workers), on_result=lambda r: first or first.append(time.perf_counter()))
     wall = time.perf_counter() - start
@@ -72,45 +120,106 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     spent["reference jax"] -= spent.get("jax compile", 0.0)
     if workers == 1:
         spent["rest"] = wall - sum(spent.values())
+    rows = [f"{r.case_id} {r.target} {getattr(r, 'check', '')} {r.status}" for r in results]
     return {"wall": wall, "first_row": first[0] - start, "rows": len(results),
-            "bad": sum(r.status not in ("pass", "skip") for r in results), "spent": dict(spent)}
+            "bad": sum(r.status not in ("pass", "skip") for r in results),
+            "digest": hashlib.sha256("\n".join(rows).encode()).hexdigest()[:12],
+            "compiled": _cache_entries(cache) - entries, "spent": dict(spent), "counts": dict(counts)}
 
 
-def run_child(profile: str, cases: int, workers: int, cache: str) -> dict[str, object]:
-    env = dict(os.environ, GRADCHECK_RNN_JAX_CACHE=cache)
-    output = subprocess.run([sys.executable, __file__, "--child", str(workers), "--profile", profile,
-                             "--cases", str(cases)], env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+def run_child(tree: Path, profile: str, cases: int, workers: int, cache: str) -> dict[str, object]:
+    env = dict(os.environ, GRADCHECK_RNN_JAX_CACHE=cache, PYTHONPATH=str(tree))
+    env.pop("JAX_ENABLE_X64", None)
+    done = subprocess.run([sys.executable, __file__, "--child", str(workers), "--profile", profile,
+                           "--cases", str(cases)], env=env, cwd=tree, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the run in {tree} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _git_head(tree: Path) -> str:
+    done = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h"], capture_output=True, text=True)
+    return done.stdout.strip() or "?"
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts to measure")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="a checkout of an earlier commit (git worktree) measured beside --after")
+    parser.add_argument("--after", type=Path, default=HERE, help="the checkout measured (default: this one)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(measure(args.profile, args.cases, args.child)))
         return
+    after = args.after.resolve()
+    trees = {"after": after} if args.before is None else {"before": args.before.resolve(), "after": after}
     columns: dict[str, dict[str, object]] = {}
-    for workers in (1, 2):
-        with tempfile.TemporaryDirectory(prefix="jax-cache-") as cache:
+    load_before = _load()
+    caches = {}
+    try:
+        for workers in args.workers:
+            for side in trees:
+                caches[side, workers] = tempfile.mkdtemp(prefix=f"jax-cache-{side}-{workers}w-")
             for state in ("cold", "warm"):
-                columns[f"{workers}w {state}"] = run_child(args.profile, args.cases, workers, cache)
-                print(f"measured {workers} worker(s), {state} JAX cache", file=sys.stderr)
+                for side, tree in trees.items():
+                    name = f"{workers}w {state}" + (f" {side}" if len(trees) > 1 else "")
+                    columns[name] = run_child(tree, args.profile, args.cases, workers, caches[side, workers])
+                    print(f"measured {name}: {columns[name]['wall']:.1f} s", file=sys.stderr)
+    finally:
+        import shutil
+
+        for folder in caches.values():
+            shutil.rmtree(folder, ignore_errors=True)
     names = list(columns)
-    keys = sorted({k for c in columns.values() for k in c["spent"]}, key=lambda k: (k == "rest", k))
-    print(f"profile {args.profile}, {args.cases} cases, default targets, every check of the profile; "
-          f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
-    print(f"{'':28}" + "".join(f"{n:>12}" for n in names))
-    print(f"{'wall (s)':28}" + "".join(f"{columns[n]['wall']:12.1f}" for n in names))
-    print(f"{'cases/s':28}" + "".join(f"{args.cases / columns[n]['wall']:12.1f}" for n in names))
-    print(f"{'first row after (s)':28}" + "".join(f"{columns[n]['first_row']:12.1f}" for n in names))
-    print(f"{'rows not passed':28}" + "".join(f"{columns[n]['bad']:12d}" for n in names))
-    print("where the time goes, serial runs (s):")
-    for key in keys:
-        print(f"  {key:26}" + "".join(f"{columns[n]['spent'][key]:12.1f}" if key in columns[n]["spent"]
-                                       else f"{'-':>12}" for n in names))
+    width = max(13, max(len(n) for n in names) + 2)
+    print(f"profile {args.profile}, {args.cases} cases x {', '.join(TARGETS)}, every check of the profile; "
+          f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; load average {load_before} -> {_load()}")
+    print("; ".join(f"{side} = {tree} ({_git_head(tree)})" for side, tree in trees.items()))
+
+    def row(label: str, cells: list[str]) -> None:
+        print(f"{label:30}" + "".join(f"{c:>{width}}" for c in cells))
+
+    def get(n: str, key: str, sub: str | None = None, fmt: str = "{:.1f}") -> str:
+        value = columns[n].get(key) if sub is None else columns[n].get(key, {}).get(sub)
+        return "-" if value is None else fmt.format(value)
+
+    row("", names)
+    row("wall (s)", [get(n, "wall") for n in names])
+    row("cases/s", [f"{args.cases / columns[n]['wall']:.1f}" for n in names])
+    row("first row after (s)", [get(n, "first_row") for n in names])
+    row("rows not passed", [get(n, "bad", fmt="{:d}") for n in names])
+    row("rows digest", [get(n, "digest", fmt="{}") for n in names])
+    row("JAX programs compiled", [get(n, "compiled", fmt="{:d}") for n in names])
+    serial = [n for n in names if n.startswith("1w")]
+    if serial:
+        for key in ("traced", "lowered", "cache hits", "calls: reference jax"):
+            row(f"  {key} (serial)", [get(n, "counts", key, "{:d}") if n in serial else "-" for n in names])
+        keys = sorted({k for n in serial for k in columns[n]["spent"]}, key=lambda k: (k == "rest", k))
+        print("where the time goes, serial runs (s):")
+        for key in keys:
+            row(f"  {key}", [get(n, "spent", key) if n in serial else "-" for n in names])
+        for n in serial:
+            spent = columns[n]["spent"]
+            jax_s = spent.get("reference jax", 0.0) + spent.get("jax compile", 0.0)
+            print(f"  JAX share, {n}: {jax_s:.1f} of {columns[n]['wall']:.1f} s ({jax_s / columns[n]['wall']:.0%})")
+    if len(trees) > 1:
+        print("after / before:")
+        for n in names:
+            if n.endswith(" after"):
+                b = n[:-len(" after")] + " before"
+                print(f"  {n[:-len(' after')]:12} wall {columns[n]['wall'] / columns[b]['wall']:.2f}x, "
+                      f"same rows: {columns[n]['digest'] == columns[b]['digest']}")
 
 
 if __name__ == "__main__":

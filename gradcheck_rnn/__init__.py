@@ -1,16 +1,22 @@
 """gradcheck-rnn: prove or disprove that the gradients of fused RNN kernels are right.
 
-Public API::
+Public API (docs/contracts.md, "Public API")::
 
-    from gradcheck_rnn import RNNConfig, Case, Outputs, make_case, check_case, run_sweep
+    import gradcheck_rnn as gr
 
-torch and jax are imported only when a reference or a kernel runs.
+    gr.check(target, case, checks=None, rtol=None, atol=None, config="ci") -> list[CaseResult]
+    gr.sweep(targets, cases=None, seed=None, config="ci", modes=None, layers=None,
+             bidirectional=None, dtypes=None, checks=None, workers=1) -> Run
+    gr.RNNConfig, gr.Case, gr.Outputs, gr.CaseResult, gr.Run, gradcheck_rnn.strategies.cases
+
+Everything else is internal. torch and jax are imported only when a reference or a kernel runs.
 """
 
 __version__ = "0.1.0"
 
+from .api import check, sweep
 from .case import Case, Outputs, RNNConfig, make_case
 from .errors import UsageError
-from .runner import CaseResult, check_case, run_sweep
+from .result import CaseResult, Run
 
-__all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "UsageError", "check_case", "make_case", "run_sweep"]
+__all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "Run", "UsageError", "check", "make_case", "sweep"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .runner import CaseResult
+from .result import CaseResult
 from .tolerances import Tolerance, Tolerances, tensor_kind
 
 

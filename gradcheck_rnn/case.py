@@ -37,82 +37,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .config import DTYPES, HEADS, MAX_SEED, MODES, TORCH_DTYPE_NAMES, WANTS_GROUPS, RNNConfig
 from .errors import UsageError
-from .layout import GATES, param_names, param_shapes
+from .layout import param_names, param_shapes
 
-MODES = tuple(GATES)
-DTYPES = ("f64", "f32", "f16", "bf16")
-TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-WANTS_GROUPS = ("all", "inputs", "x", "params")
-HEADS = ("all", "y", "states", "last")
-MAX_SEED = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class RNNConfig:
-    """Shape and precision of one fused RNN call (time-major layout, x is (T, B, I))."""
-
-    mode: str
-    num_layers: int
-    bidirectional: bool
-    input_size: int
-    hidden_size: int
-    max_len: int
-    batch_size: int
-    dtype: str = "f64"
-    proj_size: int = 0
-    bias: bool = True
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(MODES)}")
-        if self.dtype not in DTYPES:
-            raise UsageError(f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
-        if isinstance(self.batch_size, (int, np.integer)) and not isinstance(self.batch_size, bool) \
-                and self.batch_size == 0:  # e.g. check --lengths "": say what is missing, not batch_size=0
-            raise UsageError("no sequence lengths were given (batch_size=0); a case needs at least one sequence: "
-                             "give one length per sequence, e.g. 7,4,1")
-        for name in ("num_layers", "input_size", "hidden_size", "max_len", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise UsageError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
-        if not isinstance(self.bidirectional, (bool, np.bool_)):
-            raise UsageError(f"bidirectional={self.bidirectional!r} is not allowed; it must be true or false")
-        if not isinstance(self.bias, (bool, np.bool_)):
-            raise UsageError(f"bias={self.bias!r} is not allowed; it must be true or false")
-        proj = self.proj_size
-        if isinstance(proj, bool) or not isinstance(proj, (int, np.integer)) or proj < 0:
-            raise UsageError(f"proj_size={proj!r} is not allowed; it must be an integer >= 0 (0 = no projection)")
-        if proj and self.mode != "lstm":
-            raise UsageError(f"proj_size={proj} is not allowed for {self.mode}; projections are LSTM only")
-        if proj and not proj < self.hidden_size:
-            raise UsageError(f"proj_size={proj} is not allowed with hidden_size={self.hidden_size}; "
-                             f"it must be in 1..H-1")
-
-    @property
-    def num_gates(self) -> int:
-        return GATES[self.mode]
-
-    @property
-    def num_directions(self) -> int:
-        return 2 if self.bidirectional else 1
-
-    @property
-    def has_cell_state(self) -> bool:
-        return self.mode == "lstm"
-
-    @property
-    def state_size(self) -> int:
-        """S, the width of h (h0, hy, each direction's part of y): P with projections, else H."""
-        return self.proj_size or self.hidden_size
-
-    @property
-    def prefix(self) -> str:
-        """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3`` (``-P3``, ``-nobias`` after H)."""
-        surface = (f"-P{self.proj_size}" if self.proj_size else "") + ("" if self.bias else "-nobias")
-        return (f"{self.mode}-L{self.num_layers}-{'bi' if self.bidirectional else 'uni'}"
-                f"-I{self.input_size}-H{self.hidden_size}{surface}-T{self.max_len}-B{self.batch_size}")
-
+__all__ = ["DTYPES", "HEADS", "MODES", "TORCH_DTYPE_NAMES", "WANTS_GROUPS", "Case", "Outputs", "RNNConfig",
+           "make_case", "with_changes"]
 
 # Size budget: a case id is input from anywhere (a CI log, a bug report), so one naming a huge
 # case must be refused before anything is allocated. The references and kernels keep a few
@@ -404,3 +334,18 @@ def as_mapping(outputs: Outputs) -> Mapping[str, Any]:
         named["cy"] = outputs.cy
     named.update(outputs.grads)
     return named
+
+
+def case_from_options(mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
+                      lengths: str, max_len: int | None, dtype: str, seed: int, wants: str = "all",
+                      heads: str = "all", initial_state: bool = True) -> Case:
+    """The case that ``gradcheck-rnn check``'s flags describe: ``lengths`` is ``"7,4,1"`` (batch
+    size = their count, T = their max unless ``max_len``)."""
+    try:
+        seq = [int(v) for v in lengths.replace(".", ",").split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--lengths {lengths!r} is not allowed; give comma-separated integers such as 7,4,1") from None
+    if not seq:
+        raise UsageError(f"--lengths {lengths!r} is not allowed; give at least one sequence length, such as 7,4,1")
+    config = RNNConfig(mode, layers, bidirectional, input_size, hidden_size, max_len or max(seq), len(seq), dtype)
+    return make_case(config, seq, seed, wants=wants, heads=heads, initial_state=initial_state)

@@ -9,61 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import click
-from rich.console import Console
 
-from .case import DTYPES, HEADS, MODES, WANTS_GROUPS
+from .config import DTYPES, HEADS, MODES, WANTS_GROUPS
+from .checks import ALL_CHECKS
 from .errors import UsageError
-from .metamorphic import ALL_CHECKS
-from .runner import repro_options
-
-
-
-def _width(stream: Any) -> int | None:
-    """The terminal's width (or $COLUMNS); 120 in CI logs, where there is no terminal to ask."""
-    return None if stream.isatty() or os.environ.get("COLUMNS") else 120
-
-
-out = Console(width=_width(sys.stdout))
-err = Console(stderr=True, width=_width(sys.stderr))
-
-
-def use_persistent_jax_cache() -> None:
-    """Keep the JAX reference's compiled shape buckets across runs in ~/.cache/gradcheck-rnn/jax.
-
-    A new bucket costs ~1 s to compile and ~0.3 s to load from this cache; sweeps are
-    compile-bound. Set GRADCHECK_RNN_JAX_CACHE to another folder, or to "" to turn it off.
-    """
-    os.environ.setdefault("GRADCHECK_RNN_JAX_CACHE", str(Path.home() / ".cache" / "gradcheck-rnn" / "jax"))
-
-
-def limit_torch_threads() -> None:
-    """Judge the tiny cases of a sweep on one torch thread (GRADCHECK_RNN_TORCH_THREADS overrides).
-
-    Measured on a 2-core machine with the other core busy: a (20×40)·(40×7) float64 matmul took
-    11–16 ms with two OpenMP threads spin-waiting on each other and 11 µs with one.
-    """
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")))
+from .result import repro_options
 
 
 def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn a UsageError anywhere below a command into one red sentence and exit code 2."""
+    """Set up the process, then turn a UsageError anywhere below a command into one sentence and exit 2."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        limit_torch_threads()
-        use_persistent_jax_cache()
+        from .console import print_error
+
         try:
             return func(*args, **kwargs)
         except UsageError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            print_error(str(exc))
             sys.exit(2)
 
     return wrapper
@@ -201,33 +168,31 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
       gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
     """
-    from .run import Execution, RunSpec, default_workers, execute, parse_shard
+    from .run import Execution, RunSpec, default_workers, parse_shard
 
     spec = RunSpec.build(config, cases, seed, targets, rtol=rtol, atol=atol, modes=modes, layers=layers,
                          bidirectional=bidirectional, dtypes=dtypes, shard=parse_shard(shard))
-    execution = Execution(workers=workers or default_workers(), executor=executor, scheduler=scheduler,
+    execution = Execution(workers=workers or default_workers(len(spec.indices), isolate=case_timeout is not None),
+                          executor=executor, scheduler=scheduler,
                           case_timeout=case_timeout, fail_fast=fail_fast)
+    sys.exit(_judge_and_report(spec, execution, "sweep", report_dir, fmt))
+
+
+def _judge_and_report(spec, execution, command: str, report_dir: str, fmt: str = "console") -> int:
+    """Judge a run spec with a progress bar, print its tables, write its reports; the exit code."""
+    from .console import ensure_writable, print_run, write_and_finish
+    from .run import judge_run
+    from .runtime import set_up_process
+
     execution.validate()
     ensure_writable(report_dir)
-    rows = len(spec.indices) * len(spec.targets) * len(spec.checks)
-    with _progress(rows) as advance:
-        results = execute(spec, execution, on_result=advance)
-    _report_run(results, spec, "sweep", report_dir, fmt, {"complete": len(results) == rows})
-
-
-def _report_run(results, spec, command: str, report_dir: str, fmt: str, extra_meta: dict[str, Any]) -> None:
-    """Tables, failure lines, reports and exit code of a judged run (sweep, merge)."""
-    from . import render
-    from .runner import verdict
-
-    for result in results:
+    set_up_process()
+    with _progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
+        run = judge_run(spec, execution, on_result=advance)
+    for result in run.results:
         result.repro_options = spec.repro_options
-    for table in render.summary_tables(results):
-        out.print(table)
-    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
-                       + render.mistrusted_lines(results))
-    code, reason = verdict(results, spec.named_targets)
-    _finish(code, reason, results, report_dir, {**spec.meta(command), **extra_meta}, fmt=fmt)
+    print_run(run.results, run)
+    return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt)
 
 
 @main.command()
@@ -248,53 +213,18 @@ def merge(run_dirs: tuple[str, ...], report_dir: str, fmt: str) -> None:
     Examples:
       gradcheck-rnn merge shard-1 shard-2 shard-3 --report-dir reports
     """
+    from .console import ensure_writable, print_run, write_and_finish
+    from .result import Run, verdict
     from .run.merge import merge_shards
 
     spec, results, folders = merge_shards(list(run_dirs))
     ensure_writable(report_dir)
-    _report_run(results, spec, "merge", report_dir, fmt, {"complete": True, "shards": [str(f) for f in folders]})
-
-
-def _publish_format(fmt: str, run_dir: Path) -> None:
-    """GitHub annotations and step summary when ``--format`` asks for them (see reports.github)."""
-    from .reports import github, load_document
-
-    if github.wanted(fmt):
-        github.publish(load_document(run_dir), run_dir, click.echo)
-
-
-def ensure_writable(report_dir: str) -> None:
-    """Refuse, before anything runs, a report folder that cannot be created or written to."""
-    import tempfile
-
-    try:
-        Path(report_dir).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=report_dir):
-            pass
-    except OSError as exc:
-        raise UsageError(f"--report-dir {report_dir!r} is not writable ({exc.strerror or exc}); "
-                         f"choose another folder with --report-dir DIR") from None
-
-
-def _finish(code: int, reason: str, results, report_dir: str, meta: dict[str, Any],
-            extra: dict[str, Any] | None = None, fmt: str = "console") -> None:
-    """Write the reports, print the verdict line and exit with ``code``.
-
-    The tables are already on the console; if the reports cannot be written after all, say so
-    in one sentence and exit non-zero (1 unless the verdict was already worse).
-    """
-    from .report import write_reports
-
-    try:
-        run_dir = write_reports(results, report_dir, meta, extra)
-    except OSError as exc:
-        err.print(f"[bold red]error:[/] the reports could not be written to {report_dir!r} "
-                  f"({exc.strerror or exc}); the verdict was: {reason}", highlight=False, soft_wrap=True)
-        sys.exit(code or 1)
-    _publish_format(fmt, run_dir)
-    style = "green" if code == 0 else ("yellow" if code == 5 else "red")
-    out.print(f"[{style}]{reason}[/] — {len(results)} results, reports in {run_dir}", highlight=False, soft_wrap=True)
-    sys.exit(code)
+    for result in results:
+        result.repro_options = spec.repro_options
+    run = Run(results, *verdict(results, spec.named_targets), spec)
+    print_run(results, run)
+    sys.exit(write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]},
+                              fmt=fmt))
 
 
 @contextlib.contextmanager
@@ -302,8 +232,11 @@ def _progress(total: int):
     """A rich progress bar on stderr; yields the per-result callback that advances it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .console import err
+
+    # target names and case ids are shown literally (markup=False): a name may hold brackets
     with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[current]}"), console=err, transient=True) as progress:
+                  TextColumn("{task.fields[current]}", markup=False), console=err, transient=True) as progress:
         task = progress.add_task("sweep", total=total, current="")
 
         def advance(result) -> None:
@@ -312,52 +245,33 @@ def _progress(total: int):
         yield advance
 
 
-def _run_with_progress(cases, targets, tolerances, fail_fast, checks):
-    from .runner import run_sweep
+def _judge_case(case, targets: tuple[str, ...], checks: tuple[str, ...], config: str | None,
+                rtol: float | None, atol: float | None, per_step: bool) -> int:
+    """Judge one case and print each row's full table; the exit code of its verdict."""
+    from .console import print_case_results, verdict_line
+    from .generate import load_profile
+    from .judge import judge
+    from .result import verdict
+    from .runtime import set_up_process
 
-    with _progress(len(cases) * len(targets) * len(checks)) as advance:
-        return run_sweep(cases, targets, tolerances, fail_fast=fail_fast, on_result=advance, checks=checks)
+    resolved = _resolve_targets(targets)
+    tolerances = load_profile(config).tolerance_table(rtol, atol)
+    set_up_process()
+    options = repro_options(config, rtol, atol)
 
+    def rows():
+        for result in judge(case, resolved, tolerances, _expand_checks(checks)):
+            result.repro_options = options
+            yield result
 
-def _print_case_results(case, targets, tolerances, per_step: bool, checks: list[str], config: str | None,
-                        rtol: float | None, atol: float | None, named_targets: tuple[str, ...] = ()) -> int:
-    from . import render
-    from .runner import judge_case, verdict
-
-    results = []
-    for result in judge_case(case, targets, tolerances, checks):
-        result.repro_options = repro_options(config, rtol, atol)
-        results.append(result)
-        title, table, tolerances = render.tensor_table(result)
-        render.print_lines(out, [title])
-        if result.tensors:
-            out.print(table)
-            render.print_lines(out, [tolerances] if tolerances else [])
-        # A failed comparison is the table itself; other checks, errors and skips explain themselves.
-        if result.message and (result.status != "fail" or result.check != "reference"):
-            render.print_lines(out, [f"[{render.STATUS_STYLE.get(result.status, '')}]{result.status}[/]: "
-                                     f"{result.message}"])
-        if result.traceback:
-            render.print_lines(out, ["target traceback (most recent call last):", result.traceback])
-        if per_step and (timed := render.worst_time_tensor(result)) is not None:
-            out.print(render.per_step_table(timed))
-        render.print_lines(out, [f"reproduce: {result.repro}"])
-    code, reason = verdict(results, named_targets)
-    style = "green" if code == 0 else ("yellow" if code == 5 else "red")
-    out.print(f"[{style}]{reason}[/]", highlight=False, soft_wrap=True)
+    code, reason = verdict(print_case_results(rows(), per_step), targets)
+    verdict_line(code, reason)
     return code
 
 
 # The options of `check` that describe a case; --case-id replaces them all.
 CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
               "wants", "heads", "no_initial_state")
-
-
-def _parse_lengths(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.replace(".", ",").split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"--lengths {text!r} is not allowed; give comma-separated integers such as 7,4,1") from None
 
 
 @main.command()
@@ -393,8 +307,7 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
       gradcheck-rnn check --case-id gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx -t mutant:bptt-skipped-when-frozen
       gradcheck-rnn check --mode lstm --wants inputs --check all -t my_pkg.rnn:target
     """
-    from .case import Case, RNNConfig, make_case
-    from .tolerances import Tolerances
+    from .case import Case, case_from_options
 
     if case_id is not None:
         given = [f"--{name.replace('_', '-')}" for name in CASE_FLAGS
@@ -404,14 +317,9 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
                              f"drop {'it' if len(given) == 1 else 'them'} or drop --case-id")
         case = Case.from_id(case_id)
     else:
-        seq = _parse_lengths(lengths)
-        config = RNNConfig(mode, layers, bidirectional, input_size, hidden_size,
-                           max_len or max(seq, default=1), len(seq), dtype)
-        case = make_case(config, seq, seed, wants=wants, heads=heads, initial_state=not no_initial_state)
-    resolved = _resolve_targets(targets)
-    sys.exit(_print_case_results(case, resolved, Tolerances(rtol=rtol, atol=atol), per_step=False,
-                                 checks=_expand_checks(checks), config=None, rtol=rtol, atol=atol,
-                                 named_targets=targets))
+        case = case_from_options(mode, layers, bidirectional, input_size, hidden_size, lengths, max_len, dtype,
+                                 seed, wants, heads, initial_state=not no_initial_state)
+    sys.exit(_judge_case(case, targets, checks, None, rtol, atol, per_step=False))
 
 
 @main.command()
@@ -437,27 +345,24 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
       gradcheck-rnn repro <case id> -t fused-cpu --emit-test tests/test_rnn_regression.py
     """
     from .case import Case
-    from .generate import load_profile
 
     case = Case.from_id(case_id)
-    tolerances = load_profile(config).tolerance_table(rtol, atol)
-    resolved = _resolve_targets(targets)
     if emit_test is not None:
-        _emit_test(case, targets, _expand_checks(checks), tolerances, emit_test, config, rtol, atol)
-    sys.exit(_print_case_results(case, resolved, tolerances, per_step=True, checks=_expand_checks(checks),
-                                 config=config, rtol=rtol, atol=atol, named_targets=targets))
+        _emit_test(case, targets, _expand_checks(checks), emit_test, config, rtol, atol)
+    sys.exit(_judge_case(case, targets, checks, config, rtol, atol, per_step=True))
 
 
-def _emit_test(case, targets: tuple[str, ...], checks: list[str], tolerances, path: str, config: str | None,
+def _emit_test(case, targets: tuple[str, ...], checks: list[str], path: str, config: str | None,
                rtol: float | None, atol: float | None) -> None:
+    from .console import err, say
+    from .generate import load_profile
     from .regression import emit_test, write_test
 
     if len(targets) != 1:
         raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; got {len(targets)}")
-    source = emit_test(case, targets[0], checks, tolerances, repro_options(config, rtol, atol))
-    written = write_test(path, source)
-    err.print(f"regression test written to {written} (run it: python -m pytest {written})", highlight=False,
-              soft_wrap=True)
+    tolerances = load_profile(config).tolerance_table(rtol, atol)
+    written = write_test(path, emit_test(case, targets[0], checks, tolerances, repro_options(config, rtol, atol)))
+    say(err, f"regression test written to {written} (run it: python -m pytest {written})")
 
 
 @main.command()
@@ -488,18 +393,21 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
       gradcheck-rnn shrink <case id> -t my_pkg.rnn:target --check future --json
     """
     from .case import Case
+    from .console import out, print_error, say
     from .generate import load_profile
+    from .runtime import set_up_process
     from .shrink import DidNotReproduce, shrink as shrink_case, steps_lines
     from .targets import resolve_target
 
     case = Case.from_id(case_id)
     tolerances = load_profile(config).tolerance_table(rtol, atol)
     resolved = resolve_target(target)
+    set_up_process()
     try:
         result = shrink_case(case, resolved, check, tolerances, any_tensor=any_tensor, max_steps=max_steps,
                              repro_options=repro_options(config, rtol, atol))
     except DidNotReproduce as exc:
-        err.print(f"[bold red]{exc}[/]", highlight=False)
+        print_error(str(exc))
         sys.exit(1)
     if as_json:
         import json
@@ -512,7 +420,7 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
     lines += [f"minimal case: {result.minimal.case_id} ({len(result.steps) - 1} steps, {result.tried} candidates "
               f"judged)", f"reproduce: {result.repro}"]
     for line in lines:  # unwrapped lines: a case id or a repro command is never cut
-        out.print(line, soft_wrap=True, highlight=False, markup=False)
+        say(out, line)
 
 
 @main.command()
@@ -542,41 +450,31 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     mutant survives or any false alarm occurs. Cases are judged in --workers processes, as in
     sweep.
     """
-    from rich.table import Table
-
-    from .detection import detection_targets, detection_verdict, summarise
-    from .run import Execution, RunSpec, default_workers, execute
+    from .console import ensure_writable, out, say, write_and_finish
+    from .detection import detection_lines, detection_targets, detection_verdict, summarise
+    from .result import Run
+    from .run import Execution, RunSpec, default_workers, judge_run
+    from .runtime import set_up_process
 
     mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before anything runs
     spec = RunSpec.build(config, cases, seed, tuple(mutant_names + correct_names), checks=checks or None,
                          rtol=rtol, atol=atol)
     ensure_writable(report_dir)
+    set_up_process()
     with _progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
-        results = execute(spec, Execution(workers=workers or default_workers()), on_result=advance)
-    mutant_rows, correct_rows = summarise(results, mutant_names, correct_names)
-    profile, seed, count, enabled = spec.profile, spec.seed, spec.cases, list(spec.checks)
-    for result in results:
+        judged = judge_run(spec, Execution(workers=workers or default_workers()), on_result=advance)
+    for result in judged.results:
         result.repro_options = spec.repro_options
-    caught = sum(bool(r.flagged_cases) for r in mutant_rows)
-    table = Table(title=f"Mutants: {caught}/{len(mutant_rows)} caught on {count} cases "
-                        f"(profile {profile}, seed {seed})", title_justify="left")
-    for column in ("target", "cases", "flagged", "first caught by"):
-        table.add_column(column, no_wrap=column != "first caught by", overflow="fold")
-    for row in mutant_rows + correct_rows:
-        is_mutant = row in mutant_rows
-        flagged = len(row.flagged_cases)
-        style = ("green" if flagged else "bold red") if is_mutant else ("bold red" if flagged else "green")
-        label = row.target if is_mutant else f"{row.target} (correct)"
-        table.add_row(label, str(row.cases), f"[{style}]{flagged}[/]", row.caught_by or "-")
-    out.print(table)
-    from . import render
-
-    render.print_lines(out, ["First flagging case of each target (repro command):"] +
-                       [f"  {row.first.repro}" for row in mutant_rows + correct_rows if row.first])
-    meta = {**spec.meta("mutants"), "checks": enabled}
+    mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
     extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
-    code, reason = detection_verdict(mutant_rows, correct_rows)
-    _finish(code, reason, results, report_dir, meta, extra)
+    meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
+    table, lines = detection_lines({**meta, **extra})
+    out.print(table)
+    for line in lines:
+        say(out, line)
+    # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
+    run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
+    sys.exit(write_and_finish(run, report_dir, meta, extra))
 
 
 @main.command()
@@ -590,33 +488,20 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
 def calibrate(target: str, config: str | None, cases: int | None, seed: int | None, margin: float) -> None:
     """Show how close a correct target comes to the references (error ratio under the current
     tolerances: median, p99, max, per dtype × tensor kind) and propose tolerances with a margin."""
-    from rich.table import Table
+    from .calibrate import calibrate as summarise, calibration_table
+    from .console import out, say
+    from .run import Execution, RunSpec, default_workers, judge_run
+    from .runtime import set_up_process
 
-    from .calibrate import calibrate as summarise
-    from .generate import draw_cases, load_profile
-    from .targets import resolve_target
-
-    profile = load_profile(config)
-    tolerances = profile.tolerance_table()
-    resolved = resolve_target(target)
-    seed = profile.seed if seed is None else seed
-    count = profile.cases if cases is None else cases
-    results = _run_with_progress(list(draw_cases(profile, seed, count)), [resolved], tolerances, False, ["reference"])
-    table = Table(title=f"Calibration of {resolved.name} on {count} cases (profile {profile.name}, seed {seed}): "
-                        f"error ratio under the current tolerances, proposal = current × max × {margin:g}")
-    for column in ("dtype", "kind", "tensors", "median", "p99", "max", "current rtol/atol", "proposed rtol/atol"):
-        table.add_column(column)
-    from .render import fmt
-
-    for row in summarise(results, tolerances, margin):
-        table.add_row(row.dtype, row.kind, str(row.count), fmt(row.median), fmt(row.p99), fmt(row.max),
-                      f"{row.current.rtol:g} / {row.current.atol:g}", f"{row.proposed.rtol:g} / {row.proposed.atol:g}")
-    out.print(table)
-    failed = [r for r in results if r.status not in ("pass", "skip")]
-    if failed:
-        out.print(f"[red]{len(failed)} results did not pass: is {resolved.name} really correct?[/] "
-                  f"First: {failed[0].repro}")
-    sys.exit(1 if failed else 0)
+    spec = RunSpec.build(config, cases, seed, (target,), checks=("reference",))
+    set_up_process()
+    with _progress(len(spec.indices)) as advance:
+        run = judge_run(spec, Execution(workers=default_workers()), on_result=advance)
+    out.print(calibration_table(summarise(run.results, spec.tolerances(), margin), run, margin))
+    if run.failures:
+        say(out, f"{len(run.failures)} results did not pass: is {target} really correct? "
+                 f"First: {run.failures[0].repro}", style="red")
+    sys.exit(1 if run.failures else 0)
 
 
 @main.command()
@@ -633,34 +518,43 @@ def report(run_dir: str, fmt: str) -> None:
       gradcheck-rnn report reports/latest
       gradcheck-rnn report reports/20261202-190319-sweep-s0 --format github
     """
-    from . import render
+    from .console import out, print_run, publish_format, say, verdict_line
     from .reports import WRITERS, rerender, resolve_run_dir, results_from_document
+    from .reports.document import stored_verdict
 
     resolved = resolve_run_dir(run_dir)
     document = rerender(resolved)
-    results = results_from_document(document)
-    for table in render.summary_tables(results):
+    if document.get("mutants") is not None:
+        from .detection import detection_lines
+
+        table, lines = detection_lines(document)
         out.print(table)
-    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
-                       + render.mistrusted_lines(results))
-    _publish_format(fmt, resolved)
+        for line in lines:
+            say(out, line)
+    else:
+        print_run(results_from_document(document))
+    publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
-    out.print(f"re-rendered {files} from results.json in {resolved}", highlight=False, soft_wrap=True)
-    sys.exit(0)
+    say(out, f"re-rendered {files} from results.json in {resolved}")
+    code, reason = stored_verdict(document)
+    verdict_line(code, reason)
+    sys.exit(code)
 
 
 @main.command(name="targets")
 def list_targets() -> None:
     """List the targets this installation knows, and why any is unavailable."""
     from rich.table import Table
+    from rich.text import Text
 
+    from .console import out
     from .targets import describe_targets
 
     table = Table(title="Targets")
     for column in ("name", "available", "note"):
         table.add_column(column)
     for name, available, note in describe_targets():
-        table.add_row(name, "[green]yes[/]" if available else "[red]no[/]", note)
+        table.add_row(Text(name), Text("yes", style="green") if available else Text("no", style="red"), Text(note))
     out.print(table)
 
 

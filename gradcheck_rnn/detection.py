@@ -9,13 +9,11 @@ alarm occurs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from .case import Case
-from .runner import CaseResult, run_sweep
+from .result import BAD_STATUSES, CaseResult
 from .targets import Target, resolve_target
 from .targets.mutants import MUTANTS, mutant_doc
-from .tolerances import Tolerances
 
 CORRECT_TARGETS = ("fused-cpu", "torch-native")
 
@@ -69,22 +67,10 @@ def summarise(results: list[CaseResult], mutant_names: list[str],
         if result.case_id not in seen[result.target]:
             seen[result.target].add(result.case_id)
             row.cases += 1
-        if result.status not in ("pass", "skip") and result.case_id not in row.flagged_cases:
+        if result.status in BAD_STATUSES and result.case_id not in row.flagged_cases:
             row.flagged_cases.append(result.case_id)
             row.first = row.first or result
     return [rows[n] for n in mutant_names], [rows[n] for n in correct_names]
-
-
-def detect(cases: list[Case], tolerances: Tolerances | None, checks: list[str],
-           mutants: Iterable[str] | None = None,
-           on_result: Callable[[CaseResult], None] | None = None) -> tuple[list[Detection], list[Detection], list[CaseResult]]:
-    """Run the mutants and the correct kernels on ``cases`` in this process: (mutant rows, correct
-    rows, all results). ``gradcheck-rnn mutants`` judges the same rows through a run spec instead,
-    so that it can use worker processes."""
-    mutant_names, correct_names = detection_targets(mutants)
-    targets = [resolve_target(name) for name in mutant_names + correct_names]
-    results = run_sweep(cases, targets, tolerances, on_result=on_result, checks=checks)
-    return (*summarise(results, mutant_names, correct_names), results)
 
 
 def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection]) -> tuple[int, str]:
@@ -103,3 +89,28 @@ def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection
         return 5, "nothing was checked: no case was drawn"
     return 0, f"every mutant caught ({len(mutant_rows)}), no false alarm"
 
+
+
+def detection_lines(document: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The console's view of a detection run, from its results document alone (so that
+    ``gradcheck-rnn report`` of a ``mutants`` run prints what the command printed): the
+    "Mutants: caught/total" table and the first flagging repro command of each target."""
+    from rich.table import Table
+    from rich.text import Text
+
+    mutants, correct = document.get("mutants") or [], document.get("false_alarms") or []
+    caught = sum(1 for row in mutants if row.get("flagged"))
+    table = Table(title=f"Mutants: {caught}/{len(mutants)} caught on {document.get('cases')} cases "
+                        f"(profile {document.get('profile')}, seed {document.get('seed')})", title_justify="left")
+    for column in ("target", "cases", "flagged", "first caught by"):
+        table.add_column(column, no_wrap=column != "first caught by", overflow="fold")
+    for row in mutants + correct:
+        is_mutant = row in mutants
+        flagged = int(row.get("flagged") or 0)
+        style = ("green" if flagged else "bold red") if is_mutant else ("bold red" if flagged else "green")
+        label = row["target"] if is_mutant else f"{row['target']} (correct)"
+        table.add_row(Text(label), str(row.get("cases")), Text(str(flagged), style=style),
+                      Text(row.get("caught_by") or "-"))
+    lines = ["First flagging case of each target (repro command):"]
+    lines += [f"  {row['repro']}" for row in mutants + correct if row.get("repro")]
+    return table, lines

@@ -29,7 +29,7 @@ import numpy as np
 
 from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
 from .errors import UsageError
-from .metamorphic import ALL_CHECKS
+from .config import CHECK_NAMES as ALL_CHECKS
 from .tolerances import Tolerances
 
 if sys.version_info >= (3, 11):

@@ -10,31 +10,26 @@ w_hr where present, as cuDNN's LSTMP packs it), then all biases in the same orde
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from .config import DIRECTIONS, GATE_NAMES, GATES, RNNConfig
 from .errors import UsageError
 
-if TYPE_CHECKING:
-    from .case import RNNConfig
-
-GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
-GATE_NAMES = {"rnn_relu": ("h",), "rnn_tanh": ("h",), "lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
-DIRECTIONS = ("fwd", "bwd")
 PACK_STYLES = ("cudnn", "mxnet")
 
 
-def directions(config: "RNNConfig") -> tuple[str, ...]:
+def directions(config: RNNConfig) -> tuple[str, ...]:
     return DIRECTIONS if config.bidirectional else DIRECTIONS[:1]
 
 
-def layer_input_size(config: "RNNConfig", layer: int) -> int:
+def layer_input_size(config: RNNConfig, layer: int) -> int:
     """I_0 = input_size; deeper layers see the [fwd | bwd] concatenation, D·S wide (S = P or H)."""
     return config.input_size if layer == 0 else config.num_directions * config.state_size
 
 
-def unit_kinds(config: "RNNConfig") -> tuple[str, ...]:
+def unit_kinds(config: RNNConfig) -> tuple[str, ...]:
     """The parameter kinds of one layer and direction, in canonical order."""
     weights = ("w_ih", "w_hh", "w_hr") if config.proj_size else ("w_ih", "w_hh")
     return weights + (("b_ih", "b_hh") if config.bias else ())
@@ -44,13 +39,13 @@ def param_key(layer: int, direction: str, kind: str) -> str:
     return f"l{layer}.{direction}.{kind}"
 
 
-def _units(config: "RNNConfig") -> Iterator[tuple[int, str]]:
+def _units(config: RNNConfig) -> Iterator[tuple[int, str]]:
     for layer in range(config.num_layers):
         for direction in directions(config):
             yield layer, direction
 
 
-def param_shapes(config: "RNNConfig") -> dict[str, tuple[int, ...]]:
+def param_shapes(config: RNNConfig) -> dict[str, tuple[int, ...]]:
     """Every parameter key with its shape, in canonical order (layer, direction, then
     w_ih, w_hh, w_hr, b_ih, b_hh as far as the config has them)."""
     gh = GATES[config.mode] * config.hidden_size
@@ -63,11 +58,11 @@ def param_shapes(config: "RNNConfig") -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def param_names(config: "RNNConfig") -> list[str]:
+def param_names(config: RNNConfig) -> list[str]:
     return list(param_shapes(config))
 
 
-def _packed_order(config: "RNNConfig", style: str) -> list[str]:
+def _packed_order(config: RNNConfig, style: str) -> list[str]:
     if style not in PACK_STYLES:
         raise UsageError(f"unknown pack style {style!r}; allowed: {', '.join(PACK_STYLES)}")
     units, kinds = list(_units(config)), unit_kinds(config)
@@ -76,7 +71,7 @@ def _packed_order(config: "RNNConfig", style: str) -> list[str]:
     return weights + biases
 
 
-def pack(params: Mapping[str, Any], config: "RNNConfig", style: str = "cudnn") -> Any:
+def pack(params: Mapping[str, Any], config: RNNConfig, style: str = "cudnn") -> Any:
     """Flatten a parameter dict into one vector (numpy in, numpy out; torch in, torch out)."""
     order = _packed_order(config, style)
     missing = [k for k in order if k not in params]
@@ -90,7 +85,7 @@ def pack(params: Mapping[str, Any], config: "RNNConfig", style: str = "cudnn") -
     return torch.cat(parts)
 
 
-def unpack(flat: Any, config: "RNNConfig", style: str = "cudnn") -> dict[str, Any]:
+def unpack(flat: Any, config: RNNConfig, style: str = "cudnn") -> dict[str, Any]:
     """Inverse of :func:`pack`: views into ``flat`` keyed in canonical order."""
     shapes = param_shapes(config)
     order = _packed_order(config, style)

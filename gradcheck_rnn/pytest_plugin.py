@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import pytest
 
@@ -48,7 +47,7 @@ class GradcheckFailed(AssertionError):
 
 @contextlib.contextmanager
 def _torch_threads() -> Iterator[None]:
-    """One torch thread while judging (tiny cases; see cli.limit_torch_threads), then the user's setting back."""
+    """One torch thread while judging (tiny cases; see runtime.limit_torch_threads), then the user's setting back."""
     import torch
 
     before = torch.get_num_threads()
@@ -66,84 +65,52 @@ class RNNGradcheck:
         self.cases_override = cases_override
 
     def sweep(self, target: Any, cases: int = 50, config: str | os.PathLike[str] = "ci", seed: int = 0,
-              checks: Iterable[str] | None = None, rtol: float | None = None, atol: float | None = None) -> list:
+              checks: Iterable[str] | None = None, rtol: float | None = None, atol: float | None = None,
+              modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
+              dtypes: Sequence[str] | None = None) -> list:
         """Judge ``target`` on ``cases`` cases of a profile drawn from ``seed``; return the results.
 
         ``target`` is a name as on the command line (``fused-cpu``, ``mutant:<name>``,
         ``package.module:callable``) or a target object/callable. ``checks`` defaults to the
-        profile's enabled checks. Raises :class:`GradcheckFailed` on any failure or when nothing
-        was judged.
+        profile's enabled checks; ``modes``, ``layers``, ``bidirectional`` and ``dtypes`` narrow
+        the draw as ``gradcheck-rnn sweep --mode/--layers/--bidirectional/--dtype`` do (a
+        one-mode target is judged on every case instead of a quarter of them). Raises
+        :class:`GradcheckFailed` on any failure or when nothing was judged.
         """
-        from .generate import draw_cases, load_profile
-        from .runner import run_sweep
+        __tracebackhide__ = True
+        import gradcheck_rnn as gr
 
-        profile = load_profile(config)
         count = self.cases_override or cases
-        chosen = profile.enabled_checks if checks is None else _valid_checks(checks)
-        resolved = _target(target)
         with _torch_threads():
-            results = run_sweep(draw_cases(profile, seed, count), [resolved], profile.tolerance_table(rtol, atol),
-                                checks=chosen)
-        _judge(results, _repro_options(config, rtol, atol), f"sweep of {count} cases (profile {profile.name}, "
-                                                           f"seed {seed}) on {resolved.name}")
-        return results
+            run = gr.sweep(target, cases=count, seed=seed, config=str(config), checks=checks, rtol=rtol,
+                           atol=atol, modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes)
+        _judge(run.results, run.exit_code, run.reason, f"sweep of {count} cases (profile {run.spec.profile}, "
+                                                       f"seed {run.spec.seed})")
+        return run.results
 
     def check(self, target: Any, case_id: str, checks: Iterable[str] = ("reference",),
               config: str | os.PathLike[str] = "ci", rtol: float | None = None, atol: float | None = None) -> list:
         """Judge ``target`` on the case named by ``case_id``; raises :class:`GradcheckFailed` as ``sweep`` does."""
-        from .case import Case
-        from .generate import load_profile
-        from .runner import judge_case
+        __tracebackhide__ = True
+        import gradcheck_rnn as gr
+        from gradcheck_rnn.result import verdict
 
-        case = Case.from_id(case_id)
-        resolved = _target(target)
-        tolerances = load_profile(config).tolerance_table(rtol, atol)
         with _torch_threads():
-            results = list(judge_case(case, [resolved], tolerances, _valid_checks(checks)))
-        _judge(results, _repro_options(config, rtol, atol), f"{case_id} on {resolved.name}")
+            results = gr.check(target, case_id, checks=checks, config=str(config), rtol=rtol, atol=atol)
+        _judge(results, *verdict(results), case_id)
         return results
 
 
-def _target(target: Any):
-    from .targets import as_target, resolve_target
+def _judge(results: list, exit_code: int, reason: str, what: str) -> None:
+    """Raise GradcheckFailed with the failure list and repro commands, or when nothing was judged."""
+    __tracebackhide__ = True
+    if exit_code == 0:
+        return
+    from gradcheck_rnn.render import failure_lines
 
-    return resolve_target(target) if isinstance(target, str) else as_target(target)
-
-
-def _valid_checks(checks: Iterable[str]) -> list[str]:
-    from .errors import UsageError
-    from .metamorphic import ALL_CHECKS
-
-    chosen = [checks] if isinstance(checks, str) else list(checks)
-    unknown = [c for c in chosen if c not in ALL_CHECKS]
-    if unknown or not chosen:
-        raise UsageError(f"checks={chosen!r} is not allowed; give one or more of {', '.join(ALL_CHECKS)}")
-    return chosen
-
-
-def _repro_options(config: str | os.PathLike[str], rtol: float | None, atol: float | None) -> str:
-    """The options a repro command needs to judge as this test did (the ci profile is the default)."""
-    from .runner import repro_options
-
-    return repro_options(None if str(config) == "ci" else str(Path(config)), rtol, atol)
-
-
-def _judge(results: list, repro_options: str, what: str) -> None:
-    """Raise GradcheckFailed with the failure table and repro commands, or when nothing was judged."""
-    for result in results:
-        result.repro_options = repro_options
-    bad = [r for r in results if r.status not in ("pass", "skip")]
-    if bad:
-        from .render import failure_lines
-
-        # The console's failure list: each failing case id with its tensors and its repro command.
-        listing = "\n".join(line.plain for line in failure_lines(results))
-        raise GradcheckFailed(f"{len(bad)} of {len(results)} results did not pass in the {what}\n{listing}")
-    if not any(r.status == "pass" for r in results):
-        reasons = list(dict.fromkeys(r.message for r in results if r.message))[:3]
-        found = f"all {len(results)} results were skips" if results else "no case was drawn"
-        why = f" ({'; '.join(reasons)})" if reasons else ""
-        raise GradcheckFailed(f"nothing was judged in the {what}: {found}{why}")
+    # The console's failure list: each failing case id with its tensors and its repro command.
+    listing = "\n".join(line.plain for line in failure_lines(results))
+    raise GradcheckFailed(f"{reason} in the {what}" + (f"\n{listing}" if listing else ""))
 
 
 @pytest.fixture

@@ -34,45 +34,42 @@ It fails while the bug is there. Reproduce by hand (one command per check):
 
 import pytest
 
-from gradcheck_rnn import Case
-from gradcheck_rnn.metamorphic import run_check
-from gradcheck_rnn.runner import check_case
-from gradcheck_rnn.targets import resolve_target
-from gradcheck_rnn.tolerances import Tolerance, Tolerances
+import gradcheck_rnn as gr
 
 CASE_ID = {case_id!r}
 TARGET = {target!r}
-REPRO = {{
-{repro_table}
-}}
 # rtol / atol per tensor kind for {dtype}, as in force when this test was emitted.
-TOLERANCES = Tolerances({{{dtype!r}: {{
-{table}
-}}}})
+RTOL = {{
+{rtol}
+}}
+ATOL = {{
+{atol}
+}}
 
 
 @pytest.mark.parametrize("check", {checks_tuple!r})
 def test_{name}(check):
-    case = Case.from_id(CASE_ID)
-    target = resolve_target(TARGET)
-    if check == "reference":
-        result = check_case(case, target, TOLERANCES)
-    else:
-        result = run_check(check, case, target, TOLERANCES)
+    (result,) = gr.check(TARGET, CASE_ID, checks=[check], rtol=RTOL, atol=ATOL)
     if result.status == "skip":
         pytest.skip(result.message)
     assert result.status == "pass", f"{{check}}: {{result.status}}: {{result.message}}\\nreproduce: {{REPRO[check]}}"
+
+
+REPRO = {{
+{repro_table}
+}}
 '''
 
 
 def emit_test(case: Case, target: str, checks: Iterable[str], tolerances: Tolerances, repro_options: str = "") -> str:
-    """The source of a standalone pytest module judging ``target`` on ``case``.
+    """The source of a standalone pytest module judging ``target`` on ``case``, using only the
+    public API (``gradcheck_rnn.check``).
 
     ``checks`` are the checks that judge it; ``reference`` is always among them (first), the
     comparison a regression test is about. ``repro_options`` (e.g. ``--config nightly --rtol
     0.001``) end the repro command each failure message quotes.
     """
-    from .runner import CaseResult
+    from .result import CaseResult
     from .targets import resolve_target
 
     resolve_target(target)  # an unknown target is a usage error now, not a broken test later
@@ -80,13 +77,13 @@ def emit_test(case: Case, target: str, checks: Iterable[str], tolerances: Tolera
     repros = {check: CaseResult(case.id, target, "fail", case.config.mode, case.config.dtype, case.wants_group,
                                 check=check, repro_options=repro_options).repro for check in ordered}
     dtype = case.config.dtype
-    table = "\n".join(f"    {kind!r}: Tolerance({tol.rtol!r}, {tol.atol!r}),"
-                      for kind in KINDS for tol in [tolerances.for_tensor(dtype, _KIND_EXAMPLES[kind])])
+    frozen = {kind: tolerances.for_tensor(dtype, _KIND_EXAMPLES[kind]) for kind in KINDS}
     return _TEMPLATE.format(version=__version__, case_id=case.id, target=target, dtype=dtype,
                             repro_lines="\n".join(f"    {line}" for line in repros.values()),
                             repro_table="\n".join(f"    {c!r}: {line!r}," for c, line in repros.items()),
-                            table=table, checks=", ".join(ordered), checks_tuple=ordered,
-                            name=re.sub(r"\W", "_", case.id))
+                            rtol="\n".join(f"    {kind!r}: {tol.rtol!r}," for kind, tol in frozen.items()),
+                            atol="\n".join(f"    {kind!r}: {tol.atol!r}," for kind, tol in frozen.items()),
+                            checks=", ".join(ordered), checks_tuple=ordered, name=re.sub(r"\W", "_", case.id))
 
 
 def write_test(path: str | os.PathLike[str], source: str) -> Path:

@@ -34,7 +34,9 @@ from typing import Any, Callable, Iterator
 
 from .case import Case, make_case
 from .errors import UsageError
-from .runner import CaseResult, check_case
+from .checks import ALL_CHECKS
+from .judge import judge_one
+from .result import CaseResult
 from .targets import Target, as_target
 from .tolerances import Tolerances
 
@@ -134,11 +136,7 @@ class ShrinkResult:
 
 def judge(case: Case, target: Target, check: str, tolerances: Tolerances) -> CaseResult:
     """One check of one target on one case: the reference comparison or a reference-free check."""
-    if check == "reference":
-        return check_case(case, target, tolerances)
-    from .metamorphic import run_check
-
-    return run_check(check, case, target, tolerances)
+    return judge_one(case, target, tolerances, check)
 
 
 def _rebuild(case: Case, **changes: Any) -> Case:
@@ -278,8 +276,6 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     Raises :class:`DidNotReproduce` when ``case`` does not fail ``check`` on ``target``.
     ``repro_options`` (e.g. ``--config nightly``) is appended to the minimal case's repro command.
     """
-    from .metamorphic import ALL_CHECKS
-
     if check not in ALL_CHECKS:
         raise UsageError(f"unknown check {check!r}; allowed: {', '.join(ALL_CHECKS)}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:

@@ -1,11 +1,12 @@
 """Hypothesis strategies for RNN cases: property tests whose failures shrink to small cases.
 
     from hypothesis import given
+    import gradcheck_rnn as gr
     from gradcheck_rnn.strategies import cases
 
     @given(cases(modes=("gru",), max_layers=2, max_len=5, dtypes=("f32",)))
     def test_my_gru(case):
-        assert check_case(case, my_gru).status == "pass"
+        assert all(r.status == "pass" for r in gr.check(my_gru, case, checks=["reference"]))
 
 Every case is built from small integers and choices drawn one by one — mode, layers,
 direction, I, H, T, B, lengths, dtype, wants group, head variant, initial state, data seed — so

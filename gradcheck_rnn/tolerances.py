@@ -63,24 +63,40 @@ def tensor_kind(name: str) -> str:
     return "weight_grad"
 
 
+# An override of rtol or atol: one number for every tensor, or one per tensor kind (JAX's
+# check_grads takes a scalar or a per-dtype dict in the same spirit); None keeps the table.
+Override = float | Mapping[str, float] | None
+
+
+def _override(value: Override, kind: str, default: float) -> float:
+    if isinstance(value, Mapping):
+        value = value.get(kind)
+    return default if value is None else float(value)
+
+
 class Tolerances:
-    """A tolerance table (dtype -> kind -> Tolerance) with optional scalar overrides."""
+    """A tolerance table (dtype -> kind -> Tolerance) with optional overrides (scalar or per kind)."""
 
     def __init__(self, table: Mapping[str, Mapping[str, Tolerance]] | None = None,
-                 rtol: float | None = None, atol: float | None = None) -> None:
+                 rtol: Override = None, atol: Override = None) -> None:
         merged = {dtype: dict(kinds) for dtype, kinds in DEFAULTS.items()}
         for dtype, kinds in (table or {}).items():
             merged.setdefault(dtype, {}).update(kinds)
         for name, value in (("rtol", rtol), ("atol", atol)):
-            if value is not None and not 0 <= value < math.inf:
-                raise UsageError(f"--{name} {value!r} is not allowed; it must be a finite number >= 0")
+            values = value.items() if isinstance(value, Mapping) else [("", value)]
+            for kind, number in values:
+                if isinstance(value, Mapping) and kind not in KINDS:
+                    raise UsageError(f"{name} for {kind!r} is not allowed; the tensor kinds are {', '.join(KINDS)}")
+                if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
+                                           or not 0 <= number < math.inf):
+                    raise UsageError(f"--{name} {number!r} is not allowed; it must be a finite number >= 0")
         self.table = merged
         self.rtol, self.atol = rtol, atol
 
     def for_tensor(self, dtype: str, name: str) -> Tolerance:
-        base = self.table[dtype][tensor_kind(name)]
-        return Tolerance(base.rtol if self.rtol is None else self.rtol,
-                         base.atol if self.atol is None else self.atol)
+        kind = tensor_kind(name)
+        base = self.table[dtype][kind]
+        return Tolerance(_override(self.rtol, kind, base.rtol), _override(self.atol, kind, base.atol))
 
     @classmethod
     def from_profile(cls, section: Mapping[str, object], rtol: float | None = None,

@@ -6,10 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
+from gradcheck_rnn.judge import judge_one
 from gradcheck_rnn import Case, Outputs, make_case
-from gradcheck_rnn import fd, runner
+from gradcheck_rnn import references
+from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.references import fd
 from gradcheck_rnn.generate import draw_cases, load_profile
-from gradcheck_rnn.metamorphic import run_check
 from gradcheck_rnn.targets import resolve_target
 
 
@@ -24,7 +26,7 @@ def witnessed_cases(count: int, seed: int):
 def assert_references_pass(cases) -> None:
     judged = 0
     for case in cases:
-        _, rows = fd.reference_errors(case)
+        _, rows = CaseContext(case).witness
         assert all(row.passed for row in rows), [(case.id, row.message) for row in rows if not row.passed]
         judged += len(rows)
     assert judged > 0
@@ -41,7 +43,7 @@ def test_correct_references_pass_the_witness_on_hundreds_of_cases():
 
 def _scaled(name: str, key: str, factor: float):
     """run_reference with one reference's gradient of ``key`` scaled by ``factor``."""
-    real = runner.run_reference
+    real = references.run_reference
 
     def broken(reference, case):
         out = real(reference, case)
@@ -61,27 +63,25 @@ def _scaled(name: str, key: str, factor: float):
 def test_a_wrong_reference_is_caught_as_reference_disagreement(monkeypatch, reference, case_id, key):
     case = Case.from_id(case_id)
     target = resolve_target("fused-cpu")
-    assert run_check("fd", case, target).status in ("pass", "skip")
-    fd._WITNESSES.clear()
-    monkeypatch.setattr(runner, "run_reference", _scaled(reference, key, 1.001))  # 0.1 % off
-    result = run_check("fd", case, target)
+    assert judge_one(case, target, check="fd").status in ("pass", "skip")
+    monkeypatch.setattr(references, "run_reference", _scaled(reference, key, 1.001))  # 0.1 % off
+    result = judge_one(case, target, check="fd")
     assert result.status == "reference-disagreement", result
     assert all(row.name.startswith(f"fd:{reference}.u") for row in result.tensors if not row.passed)
     assert f"{reference}.u" in result.message and "central difference" in result.message
-    fd._WITNESSES.clear()
 
 
 def test_float64_kernels_are_judged_and_a_wrong_one_fails():
     case = Case.from_id("rnn_tanh-L2-uni-I3-H4-T6-B2-len3.6-f64-s9")
     for name in ("fused-cpu", "torch-native"):
-        result = run_check("fd", case, resolve_target(name))
+        result = judge_one(case, resolve_target(name), check="fd")
         assert result.status == "pass" and len(result.tensors) == fd.DIRECTIONS, result
-    caught = run_check("fd", case, resolve_target("mutant:truncated-bptt"))
+    caught = judge_one(case, resolve_target("mutant:truncated-bptt"), check="fd")
     assert caught.status == "fail" and "target.u" in caught.message
 
 
 def test_lower_precision_targets_are_skipped_after_the_references_are_witnessed():
-    result = run_check("fd", Case.from_id("lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s2"), resolve_target("fused-cpu"))
+    result = judge_one(Case.from_id("lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s2"), resolve_target("fused-cpu"), check="fd")
     assert result.status == "skip" and "float64 targets only" in result.message
 
 

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.runner import check_case
+from gradcheck_rnn.judge import judge_one
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -18,9 +18,9 @@ def test_plugin_example_passes_and_skips():
     namespace: dict = {}
     exec(python_blocks()[0], namespace)
     my_gru = namespace["my_gru"]
-    passed = check_case(Case.from_id("gru-L1-uni-I3-H4-T5-B2-len5.2-f32-s7"), my_gru)
+    passed = judge_one(Case.from_id("gru-L1-uni-I3-H4-T5-B2-len5.2-f32-s7"), my_gru)
     assert passed.status == "pass", passed.message
-    skipped = check_case(Case.from_id("lstm-L1-uni-I3-H4-T5-B2-len5.2-f32-s7"), my_gru)
+    skipped = judge_one(Case.from_id("lstm-L1-uni-I3-H4-T5-B2-len5.2-f32-s7"), my_gru)
     assert skipped.status == "skip" and "one-layer" in skipped.message
     exec(python_blocks()[1], namespace)  # the library snippet runs as written
 

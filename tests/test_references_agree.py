@@ -3,9 +3,10 @@ as reference-disagreement, never as a target failure."""
 
 import numpy as np
 
-from gradcheck_rnn import Case, Outputs
+from gradcheck_rnn import Case, Outputs, references
 from gradcheck_rnn.generate import draw_cases, load_profile
-from gradcheck_rnn.runner import References, check_case
+from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.judge import judge_one
 from gradcheck_rnn.targets import resolve_target
 
 
@@ -15,7 +16,7 @@ def test_loop_and_jax_agree_on_200_random_cases():
     profile.initial_state = 0.8
     disagreements = []
     for case in draw_cases(profile, sweep_seed=2026, count=200):
-        refs = References(case)
+        refs = CaseContext(case)
         if refs.disagreement is not None:
             disagreements.append((case.id, refs.disagreement.message))
     assert not disagreements
@@ -23,16 +24,15 @@ def test_loop_and_jax_agree_on_200_random_cases():
 
 def test_disagreeing_references_are_their_own_status(monkeypatch):
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
-    real = References.__init__
+    real = references.run_reference
 
-    def broken_jax(self, case):
-        real(self, case)
-        jax = self.outputs["jax"]
-        grads = dict(jax.grads, x=jax.grads["x"] + 1e-3)
-        self.outputs["jax"] = Outputs(jax.y, jax.hy, jax.cy, grads)
-        self.disagreement = self._check_agreement()
+    def broken_jax(name, case):
+        out = real(name, case)
+        if name != "jax":
+            return out
+        return Outputs(out.y, out.hy, out.cy, dict(out.grads, x=out.grads["x"] + 1e-3))
 
-    monkeypatch.setattr(References, "__init__", broken_jax)
-    result = check_case(case, resolve_target("torch-native"))
+    monkeypatch.setattr(references, "run_reference", broken_jax)
+    result = judge_one(case, resolve_target("torch-native"))
     assert result.status == "reference-disagreement" and "x" in result.message
     assert np.isfinite(result.tensors[0].ratio)

@@ -33,12 +33,20 @@ from gradcheck_rnn.reports import WRITERS, github, latest_run, results_from_docu
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports.document import failures, load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
-from gradcheck_rnn.runner import References, check_case
+from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.result import verdict
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "profile": "ci", "seed": 0, "cases": 1, "targets": [], "rtol": None, "atol": None}
+
+
+def meta(results) -> dict:
+    """META with the verdict the engine stores for these rows."""
+    code, reason = verdict(results)
+    return {**META, "verdict": {"exit_code": code, "reason": reason}}
 # A bidirectional LSTM with padding: every kind of tensor (y, hy, cy, x, h0, c0, gate-blocked
 # parameters) and padded steps to mark.
 CASE_ID = "lstm-L1-bi-I2-H2-T3-B2-len3.1-f32-s11"
@@ -70,7 +78,7 @@ def failing_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def references():
-    return References(Case.from_id(CASE_ID))
+    return CaseContext(Case.from_id(CASE_ID))
 
 
 # --- NaN, ±Inf, -0.0, huge and denormal values through every writer -------------------------------
@@ -86,8 +94,7 @@ def target_outputs(draw, references):
     values = {}
     passing = draw(st.sampled_from([True, False]))
     for name in references.tensor_names():
-        expected = np.asarray(dict(references.outputs["loop"].grads, y=references.outputs["loop"].y,
-                                   hy=references.outputs["loop"].hy, cy=references.outputs["loop"].cy)[name])
+        expected = references.expected["loop"][name]
         if passing:
             wobble = draw(st.floats(-1e-9, 1e-9, allow_subnormal=True))  # far inside every tolerance
             values[name] = np.where(expected == 0, -0.0, expected * (1 + wobble) + 5e-324)
@@ -121,13 +128,13 @@ def outputs_of(values):
 def test_special_values_flow_through_every_writer_and_table(references, data):
     case = Case.from_id(CASE_ID)
     values, passing = data.draw(target_outputs(references))
-    result = check_case(case, lambda _: outputs_of(values), Tolerances(), references)
+    result = judge_one(references, lambda _: outputs_of(values), Tolerances())
     nan_tensors = {k for k, v in values.items() if np.isnan(v).any()}
     event(f"status {result.status}, NaN {bool(nan_tensors)}, passing {passing}")
     assert not (nan_tensors and result.status == "pass")
     assert result.status == "pass" or not passing, result.message
     assert all(t.status != "pass" for t in result.tensors if t.name in nan_tensors)
-    document = results_document([result], META)
+    document = results_document([result], meta([result]))
     text = WRITERS["results.json"](document).decode()
     json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict JSON token {token}"))
     JUnitXml.fromstring(WRITERS["junit.xml"](document))
@@ -156,19 +163,15 @@ def test_sparkline_survives_nan_inf_and_null():
 def test_junit_counts_texts_skips_errors_and_disagreements(tmp_path, references):
     case = Case.from_id(CASE_ID)
     truncated = resolve_target("mutant:truncated-bptt")
-    disagreeing = References(case)
-    jax = disagreeing.outputs["jax"]
-    disagreeing.outputs["jax"] = Outputs(jax.y, jax.hy, jax.cy, dict(jax.grads, x=np.asarray(jax.grads["x"]) + 1e-3))
-    disagreeing.disagreement = compare_tensor("x", disagreeing.outputs["jax"].grads["x"],
-                                              disagreeing.outputs["loop"].grads["x"],
-                                              Tolerances().for_tensor("f64", "x"), case.config)
-    results = [check_case(case, truncated, references=references),
-               check_case(case, resolve_target("plugin_targets:raises"), references=references),
-               check_case(case, resolve_target("plugin_targets:only_f16"), references=references),
-               check_case(case, resolve_target("torch-native"), references=references),
-               check_case(case, resolve_target("torch-native"), references=disagreeing)]
+    disagreeing = CaseContext(case)
+    disagreeing.expected["jax"]["x"] = disagreeing.expected["jax"]["x"] + 1e-3  # a broken reference
+    results = [judge_one(references, truncated),
+               judge_one(references, resolve_target("plugin_targets:raises")),
+               judge_one(references, resolve_target("plugin_targets:only_f16")),
+               judge_one(references, resolve_target("torch-native")),
+               judge_one(disagreeing, resolve_target("torch-native"))]
     assert [r.status for r in results] == ["fail", "error", "skip", "pass", "reference-disagreement"]
-    run = write_reports(results, tmp_path, META)
+    run = write_reports(results, tmp_path, meta(results))
     xml = JUnitXml.fromfile(str(run / "junit.xml"))
     assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (5, 1, 2, 1)
     testcases = [(suite.name, testcase) for suite in xml for testcase in suite]
@@ -268,7 +271,7 @@ def test_report_command_re_renders_the_same_files_from_results_json(failing_run,
     for name in ("junit.xml", "report.md", "report.html"):
         (copy_ / name).unlink()
     code, output = invoke("report", copy_, "--format", "console")
-    assert code == 0, output
+    assert code == 1, output  # report exits with the stored verdict: the mutant fails
     assert {name: (copy_ / name).read_bytes() for name in WRITERS} == before
     assert "::error" not in output
     first_failure = next(line for line in sweep_output.splitlines() if line.startswith("fail "))
@@ -280,15 +283,15 @@ def test_report_command_re_renders_the_same_files_from_results_json(failing_run,
 
 
 def test_latest_names_the_newest_run_also_without_symlinks(tmp_path, monkeypatch, references):
-    result = check_case(Case.from_id(CASE_ID), resolve_target("torch-native"), references=references)
-    first = write_reports([result], tmp_path, META)
+    result = judge_one(references, resolve_target("torch-native"))
+    first = write_reports([result], tmp_path, meta([result]))
     assert os.readlink(tmp_path / "latest") == first.name and latest_run(tmp_path) == first
 
     def no_symlinks(*args, **kwargs):
         raise OSError("symlinks are not supported here")
 
     monkeypatch.setattr(os, "symlink", no_symlinks)
-    second = write_reports([result], tmp_path, META)
+    second = write_reports([result], tmp_path, meta([result]))
     assert second != first and (tmp_path / "latest").read_text() == second.name + "\n"
     assert latest_run(tmp_path) == second
     code, output = invoke("report", tmp_path / "latest")
@@ -323,16 +326,16 @@ def test_html_without_matplotlib_says_so(failing_run, monkeypatch):
 
 def test_mistrusted_comparisons_are_counted_and_shown(tmp_path, references):
     case = Case.from_id(CASE_ID)
-    result = check_case(case, resolve_target("torch-native"), Tolerances(rtol=2.0), references)
+    result = judge_one(references, resolve_target("torch-native"), Tolerances(rtol=2.0))
     # rtol ≥ 1 accepts zeros everywhere: every comparison is trivial.
     assert result.status == "pass" and all(t.mistrusted for t in result.tensors)
-    run = write_reports([result], tmp_path, META)
+    run = write_reports([result], tmp_path, meta([result]))
     counts = load_document(run)["mistrusted"]
     assert counts == {"tensors": len(result.tensors), "compared": len(result.tensors), "results": 1}
     assert "**Mistrusted:**" in (run / "report.md").read_text()
     assert "Mistrusted:" in (run / "report.html").read_text()
     assert render.mistrusted_lines([result])[0].plain.startswith(f"note: {len(result.tensors)} of")
-    strict = check_case(case, resolve_target("torch-native"), Tolerances(), references)
+    strict = judge_one(references, resolve_target("torch-native"), Tolerances())
     assert not any(t.mistrusted for t in strict.tensors) and render.mistrusted_lines([strict]) == []
 
 

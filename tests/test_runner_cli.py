@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.runner import check_case
+from gradcheck_rnn.judge import judge_one
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
@@ -35,7 +35,7 @@ def test_torch_native_sweep_passes_and_writes_reports(tmp_path):
     [run] = run_dirs(tmp_path)
     document = json.loads((run / "results.json").read_text())
     summary = document["summary"]
-    assert summary["exit_code"] == 0 and summary["fail"] == summary["error"] == 0
+    assert document["verdict"]["exit_code"] == 0 and summary["fail"] == summary["error"] == 0
     reference_rows = [r for r in document["results"] if r["check"] == "reference"]
     # torch.nn cannot pack a zero-length sequence: those cases (ci draws some) are skips with that reason
     assert len(reference_rows) == 12 and all(r["status"] == "pass" or "length 0" in r["message"]
@@ -68,7 +68,7 @@ def test_zeroed_top_bias_gradient_is_caught_and_named(tmp_path):
 
 def test_truncated_bptt_is_caught_on_input_gradients():
     case = Case.from_id("lstm-L1-uni-I3-H4-T6-B2-len6.3-f32-s5")
-    result = check_case(case, resolve_target("plugin_targets:truncated_bptt"))
+    result = judge_one(case, resolve_target("plugin_targets:truncated_bptt"))
     assert result.status == "fail"
     assert {"x", "h0", "c0"} <= {t.name for t in result.failing}
     assert {"y", "hy", "cy"}.isdisjoint(t.name for t in result.failing)  # the forward is exact
@@ -78,9 +78,9 @@ def test_truncated_bptt_is_caught_on_input_gradients():
 
 def test_error_and_nan_targets_are_judged_and_the_sweep_goes_on():
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
-    raised = check_case(case, resolve_target("plugin_targets:raises"))
+    raised = judge_one(case, resolve_target("plugin_targets:raises"))
     assert raised.status == "error" and "kernel exploded" in raised.message
-    nan = check_case(case, resolve_target("plugin_targets:returns_nan"))
+    nan = judge_one(case, resolve_target("plugin_targets:returns_nan"))
     assert nan.status == "fail" and nan.failing[0].name == "x"
 
 
@@ -92,9 +92,9 @@ def test_missing_requested_gradient_fails_unrequested_is_ignored():
         outputs.grads.pop("h0", None)
         return outputs
 
-    full = check_case(Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), drops_h0)
+    full = judge_one(Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), drops_h0)
     assert full.status == "fail" and [t.name for t in full.failing] == ["h0"]
-    frozen_inputs = check_case(Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.2-f64-s1-wparams"), drops_h0)
+    frozen_inputs = judge_one(Case.from_id("rnn_tanh-L1-uni-I2-H3-T4-B2-len4.2-f64-s1-wparams"), drops_h0)
     assert frozen_inputs.status == "pass" and "h0" not in frozen_inputs.compared
 
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_cases, load_profile
-from gradcheck_rnn.metamorphic import ALL_CHECKS
+from gradcheck_rnn.checks import ALL_CHECKS
 from gradcheck_rnn.run import Execution, RunSpec, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunks
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group, worker_environment

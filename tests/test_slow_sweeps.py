@@ -3,7 +3,7 @@
 import pytest
 
 from gradcheck_rnn.generate import draw_cases, load_profile
-from gradcheck_rnn.runner import run_sweep
+from gradcheck_rnn.run.serial import judge_serially
 from gradcheck_rnn.targets import resolve_target
 
 

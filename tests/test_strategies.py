@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from gradcheck_rnn import Case, UsageError
-from gradcheck_rnn.runner import check_case
+from gradcheck_rnn.judge import judge_one
 from gradcheck_rnn.strategies import cases
 from gradcheck_rnn.targets import resolve_target
 
@@ -47,7 +47,7 @@ def test_a_failing_gradient_property_shrinks_to_a_small_case():
     truncated = resolve_target("mutant:truncated-bptt")
 
     def x_is_wrong(case):
-        return "x" in {t.name for t in check_case(case, truncated).failing}
+        return "x" in {t.name for t in judge_one(case, truncated).failing}
 
     found = find(cases(modes=("gru",), max_layers=2, max_len=4, max_size=3, dtypes=("f64",)), x_is_wrong,
                  settings=settings(max_examples=60, database=None, derandomize=True, deadline=None))
@@ -92,6 +92,6 @@ def test_the_api_surface_is_drawn_on_request_and_shrinks_to_its_smallest_form():
                                    suppress_health_check=list(HealthCheck)))
     assert found.id == "lstm-L1-uni-I1-H2-P1-nobias-T1-B1-len0-f64-s0"
     assert Case.from_id(found.id).id == found.id
-    assert check_case(found, resolve_target("fused-cpu")).status == "pass"
+    assert judge_one(found, resolve_target("fused-cpu")).status == "pass"
     plain = find(cases(), lambda c: True, settings=settings(database=None, derandomize=True, deadline=None))
     assert plain.config.bias and plain.config.proj_size == 0 and 0 not in plain.seq_lengths

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from gradcheck_rnn import Case, cli
-from gradcheck_rnn.metamorphic import run_check
-from gradcheck_rnn.runner import check_case, verdict
+from gradcheck_rnn import Case, cli, console
+from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.result import verdict
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
@@ -29,9 +29,9 @@ def plugins_importable(monkeypatch):
 
 def invoke(*args, width: int | None = None, monkeypatch=None):
     if width is not None:
-        monkeypatch.setattr(cli, "out", Console(width=width, file=io.StringIO()))
+        monkeypatch.setattr(console, "out", Console(width=width, file=io.StringIO()))
         result = CliRunner().invoke(cli.main, [str(a) for a in args], catch_exceptions=False)
-        return result.exit_code, cli.out.file.getvalue() + result.output
+        return result.exit_code, console.out.file.getvalue() + result.output
     result = CliRunner().invoke(cli.main, [str(a) for a in args], catch_exceptions=False)
     return result.exit_code, result.output
 
@@ -55,13 +55,13 @@ FORMER_FALSE_ALARMS = [
 @pytest.mark.parametrize("case_id", FORMER_FALSE_ALARMS)
 @pytest.mark.parametrize("target", ["fused-cpu", "torch-native"])
 def test_future_check_raises_no_false_alarm_where_the_reference_does_not_change(case_id, target):
-    result = run_check("future", Case.from_id(case_id), resolve_target(target))
+    result = judge_one(Case.from_id(case_id), resolve_target(target), check="future")
     assert result.status in ("pass", "skip"), result.message
 
 
 @pytest.mark.parametrize("target, status", [("fused-cpu", "pass"), ("mutant:truncated-bptt", "fail")])
 def test_future_check_compares_the_target_change_with_the_reference_change(target, status):
-    result = run_check("future", Case.from_id("rnn_tanh-L2-uni-I3-H4-T6-B2-len3.6-f32-s9"), resolve_target(target))
+    result = judge_one(Case.from_id("rnn_tanh-L2-uni-I3-H4-T6-B2-len3.6-f32-s9"), resolve_target(target), check="future")
     assert result.status == status, result.message
     [x] = result.tensors
     assert x.reference == "loop" and (x.ratio <= 1) == (status == "pass")
@@ -93,7 +93,7 @@ def test_every_result_skipped_exits_5(tmp_path):
 def test_failures_win_over_vacuity():
     code, reason = verdict([])
     assert code == 5 and "no case" in reason
-    failed = check_case(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), resolve_target("plugin_targets:raises"))
+    failed = judge_one(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), resolve_target("plugin_targets:raises"))
     assert verdict([failed], ["plugin_targets:only_f16"])[0] == 1
 
 
@@ -132,7 +132,7 @@ def test_a_huge_case_id_is_refused_before_anything_is_allocated(monkeypatch):
 def test_an_unwritable_report_folder_is_refused_before_the_run(tmp_path, report_dir, monkeypatch):
     (tmp_path / "a-file").write_text("not a folder")
     ran = []
-    monkeypatch.setattr("gradcheck_rnn.runner.run_sweep", lambda *a, **k: ran.append(1) or [])
+    monkeypatch.setattr("gradcheck_rnn.run.execute", lambda *a, **k: ran.append(1) or [])
     code, output = invoke("sweep", "-n", 1, "--report-dir", report_dir.format(tmp=tmp_path))
     assert code == 2 and "is not writable" in output and "Traceback" not in output, output
     assert not ran
@@ -142,10 +142,10 @@ def test_reports_that_fail_to_write_at_the_end_keep_the_tables_and_exit_non_zero
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("gradcheck_rnn.report.write_reports", disk_full)
+    monkeypatch.setattr("gradcheck_rnn.reports.write_reports", disk_full)
     code, output = invoke("sweep", "-t", "fused-cpu", "-n", 1, "--report-dir", tmp_path)
     assert code == 1 and "could not be written" in output and "No space left on device" in output
-    assert "fused-cpu: 1 cases" in output and "Traceback" not in output
+    assert "fused-cpu: 1 case" in output and "Traceback" not in output
 
 
 @pytest.mark.parametrize("toml_text, words", [
@@ -184,7 +184,7 @@ def test_nan_and_inf_outputs_give_a_complete_report_with_fail_rows(tmp_path):
 
 
 def test_plugin_errors_name_the_plugin_file_and_line():
-    result = check_case(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), resolve_target("plugin_targets:key_error"))
+    result = judge_one(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), resolve_target("plugin_targets:key_error"))
     assert result.status == "error"
     assert re.search(r"KeyError: 'nope' \(at plugin_targets\.py:\d+ in key_error\)", result.message)
     assert "plugin_targets.py" in result.traceback and "gradcheck_rnn" not in result.traceback

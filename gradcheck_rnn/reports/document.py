@@ -20,7 +20,7 @@ import numpy as np
 from .. import __version__
 from ..compare import from_json_number, json_safe
 from ..errors import UsageError
-from ..runner import STATUSES, CaseResult, exit_code
+from ..result import STATUSES, CaseResult
 
 SCHEMA = 1
 # Most serious first: how a case × target × check row sorts among the failures.
@@ -30,9 +30,9 @@ JUDGED = ("pass", "fail", "nondeterministic")
 
 
 def summary(results: list[CaseResult]) -> dict[str, int]:
-    """Row counts per status, the total and the exit code the rows call for."""
+    """Row counts per status and the total (the verdict is the run's, stored apart: ``"verdict"``)."""
     counts = Counter(r.status for r in results)
-    return {"total": len(results), **{s: counts.get(s, 0) for s in STATUSES}, "exit_code": exit_code(results)}
+    return {"total": len(results), **{s: counts.get(s, 0) for s in STATUSES}}
 
 
 def case_status(rows: list[CaseResult]) -> str:
@@ -71,21 +71,31 @@ def mistrust(results: list[CaseResult]) -> dict[str, int]:
             "results": sum(any(t.mistrusted for t in r.tensors) for r in results)}
 
 
+def document_row(result: CaseResult) -> dict[str, Any]:
+    """One row of ``results``, in strict-JSON form. Ratio maps are kept only for rows that did not
+    pass: they exist to draw failures, and dropping them elsewhere keeps a large green run's
+    results.json small."""
+    row = result.to_json()
+    if result.status in ("pass", "skip"):
+        for tensor in row["tensors"]:
+            tensor["ratio_map"] = None
+    return json_safe(row)
+
+
 def results_document(results: list[CaseResult], meta: dict[str, Any],
-                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                     extra: dict[str, Any] | None = None, rows: Iterable[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The ``results.json`` object (schema in the README), in strict-JSON form.
 
-    Ratio maps are kept only for rows that did not pass: they exist to draw failures, and
-    dropping them elsewhere keeps a large green run's results.json small.
+    ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
+    the engine: every writer reads it from the document and none recomputes it. The tallies
+    (summary, by_mode, ...) are made from ``results``; its ``"results"`` are ``rows`` when given
+    (the same rows as :func:`document_row` makes them, e.g. read back one at a time from a run's
+    results.jsonl by :class:`.stream.StoredRows`, which is kept as it is), else a list made here.
     """
-    rows = []
-    for r in results:
-        row = r.to_json()
-        if r.status in ("pass", "skip"):
-            for tensor in row["tensors"]:
-                tensor["ratio_map"] = None
-        rows.append(row)
-    document = {
+    verdict = meta.get("verdict")
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("exit_code"), int):
+        raise ValueError("a results document needs the run's verdict: meta['verdict'] = {'exit_code', 'reason'}")
+    document = json_safe({
         "tool": "gradcheck-rnn", "version": __version__, "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **meta,
@@ -93,10 +103,11 @@ def results_document(results: list[CaseResult], meta: dict[str, Any],
         "mistrusted": mistrust(results),
         "by_mode": breakdown(results, "mode"),
         "by_wants": breakdown(results, "wants"),
-        "results": rows,
+        "results": [],
         **(extra or {}),
-    }
-    return json_safe(document)
+    })
+    document["results"] = [document_row(r) for r in results] if rows is None else rows
+    return document
 
 
 def load_document(run_dir: str | Path) -> dict[str, Any]:

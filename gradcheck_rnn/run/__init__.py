@@ -3,7 +3,7 @@
 Every executor judges the same rows for the same spec, in the same order (case by case in index
 order; within a case target by target, check by check), with the same statuses and numbers:
 
-- ``serial`` (``--workers 1``): in this process, :func:`gradcheck_rnn.runner.run_sweep`;
+- ``serial`` (``--workers 1``): in this process (:mod:`.serial`);
 - ``pool`` (``--workers N``, the default): N supervised local worker processes (:mod:`.pool`);
 - ``dask`` (``--executor dask --scheduler ADDRESS``): an existing Dask cluster (:mod:`.dask_executor`).
 
@@ -19,19 +19,52 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UsageError
-from ..runner import CaseResult
+from ..result import CaseResult, Run, verdict
 from .spec import RunSpec, parse_shard
 from .worker import WorkerSetup
 
-__all__ = ["Execution", "RunSpec", "default_workers", "execute", "parse_shard"]
+__all__ = ["Execution", "RunSpec", "default_workers", "execute", "judge_run", "parse_shard"]
 
 
-def default_workers() -> int:
+# Cases each worker process must have before one more pays for itself; see default_workers.
+CASES_PER_WORKER = 40
+
+
+def usable_cores() -> int:
     """The cores this process may use (its CPU affinity where the OS says), at least 1."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - macOS, Windows
         return max(1, os.cpu_count() or 1)
+
+
+def idle_cores(cores: int) -> int:
+    """Cores that no other process keeps busy: ``cores`` minus the 1-minute load average, at least 1."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - no load average on this OS
+        return cores
+    return max(1, min(cores, cores - round(load)))
+
+
+def default_workers(cases: int | None = None, isolate: bool = False) -> int:
+    """How many processes judge a run of ``cases`` cases when ``--workers`` is not given.
+
+    One per idle core, at most one per CASES_PER_WORKER cases, and 1 (this process: no pool at
+    all) when that is all that helps. Why: worker processes pay a fixed start (the fork server's
+    imports, ~2-4 s, and each worker loads its JAX programs again), and on a core that another
+    process keeps busy two workers only take turns. Measured on a 2-core machine
+    (benchmarks/sweep_throughput.py, ci profile, warm JAX cache, 2026-12-03): with the
+    machine busy (load 3), 2 workers took 5.3 s for 5 cases and 8.9 s for 20 where this process
+    alone took 2.7 s and 5.2 s; on the idle machine 2 workers pay from about 80 cases on
+    (see the README, "Runs at scale"). ``isolate`` (a ``--case-timeout`` was given) needs worker
+    processes: then at least 2.
+    """
+    cores = usable_cores()
+    if cases is None:
+        return cores
+    workers = max(1, min(idle_cores(cores), cases // CASES_PER_WORKER))
+    return max(2, workers) if isolate else workers
 
 
 @dataclass(frozen=True)
@@ -55,18 +88,44 @@ class Execution:
                              "give --workers 2 or more, or drop --case-timeout")
 
 
-def execute(spec: RunSpec, execution: Execution,
-            on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
-    """Judge every case of ``spec`` (its shard only, if any) as ``execution`` says; rows in index order."""
+def slim(row: CaseResult) -> CaseResult:
+    """Drop the ratio maps of a row that passed or was skipped, as soon as it arrives.
+
+    results.json keeps ratio maps only for rows that did not pass (they exist to draw failures,
+    :func:`gradcheck_rnn.reports.document.document_row`), and in memory they are 30 % of a row:
+    8.6 kB per ci-profile row with them, 6.1 kB without (tracemalloc, 210 rows, 2026-12-03).
+    """
+    if row.status in ("pass", "skip"):
+        for tensor in row.tensors:
+            tensor.ratio_map = None
+    return row
+
+
+def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseResult], None]:
+    def receive(row: CaseResult) -> None:
+        slim(row)
+        if on_result is not None:
+            on_result(row)
+
+    return receive
+
+
+def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
+            targets: list | None = None) -> list[CaseResult]:
+    """Judge every case of ``spec`` (its shard only, if any) as ``execution`` says; rows in index order.
+
+    ``targets`` are target objects already resolved for this process (the Python API passes the
+    objects it was given); worker processes always resolve ``spec.targets`` by name.
+    """
     execution.validate()
     tolerances = spec.tolerances()
     jobs = list(spec.draw())
+    on_result = _slimming(on_result)
     if execution.executor == "local" and execution.workers == 1:
-        from .. import runner
+        from .serial import judge_serially
 
-        return runner.run_sweep([case for _, case in jobs], spec.resolve_targets(), tolerances,
-                                fail_fast=execution.fail_fast, on_result=on_result, checks=spec.checks,
-                                indices=[index for index, _ in jobs])
+        return judge_serially(jobs, targets or spec.resolve_targets(), tolerances, spec.checks,
+                              execution.fail_fast, on_result)
     setup = WorkerSetup(spec.targets, tolerances, spec.checks, tuple(p for p in sys.path if p))
     if execution.executor == "dask":
         from .dask_executor import judge_on_dask
@@ -76,3 +135,13 @@ def execute(spec: RunSpec, execution: Execution,
     from .pool import judge_in_pool
 
     return judge_in_pool(jobs, setup, execution.workers, execution.case_timeout, on_result, execution.fail_fast)
+
+
+def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
+              targets: list | None = None) -> Run:
+    """Judge a run and compute its one verdict (exit code and reason), which every report stores
+    and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early."""
+    results = execute(spec, execution, on_result, targets)
+    code, reason = verdict(results, spec.named_targets)
+    expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
+    return Run(results, code, reason, spec, complete=len(results) >= expected)

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..runner import CaseResult
+from ..result import CaseResult
 from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup
 

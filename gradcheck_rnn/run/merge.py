@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..runner import CaseResult
+from ..result import CaseResult
 from .spec import RunSpec
 
 
@@ -51,6 +51,6 @@ def merge_shards(run_dirs: list[str]) -> tuple[RunSpec, list[CaseResult], list[P
         raise UsageError(f"shard {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
                          f"merge needs all {n} shards of the run")
     rows = [row for _, _, document in shards for row in document["results"]]
-    # Each case lives in one shard, whose rows keep judge_case's order; a stable sort keeps it.
+    # Each case lives in one shard, whose rows keep judge's order; a stable sort keeps it.
     rows.sort(key=lambda row: row["case_index"])
     return spec0.unsharded(), [CaseResult.from_json(row) for row in rows], [folder for folder, _, _ in shards]

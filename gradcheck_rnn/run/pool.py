@@ -4,9 +4,9 @@ Why not ``concurrent.futures.ProcessPoolExecutor``: when one of its processes di
 that segfaults or calls ``os._exit``) the whole pool breaks and every pending future fails
 without saying which case killed it; it cannot stop one task that runs past a deadline; and it
 cannot send the cases of one JAX shape bucket to the process that already compiled it. The
-supervisor here is small instead: each worker (:mod:`.worker`, a fresh interpreter, never a fork
-of a process that holds torch's threads) gets one case at a time over its own socket and streams
-back one message per result row. So the supervisor always knows which row is in flight:
+supervisor here is small instead: each worker (:mod:`.worker`) gets one case at a time over its
+own socket and streams back one message per result row. So the supervisor always knows which row
+is in flight:
 
 - a worker that dies (signal or exit code) or runs past ``case_timeout`` for one row is killed
   and replaced; that row becomes an ``error`` row with the reason ("killed by signal 11",
@@ -16,12 +16,25 @@ back one message per result row. So the supervisor always knows which row is in 
 - each worker runs torch, OpenMP, MKL and OpenBLAS on one thread (GRADCHECK_RNN_TORCH_THREADS
   overrides), so N workers use N cores and do not oversubscribe them.
 
+Workers are forked from ``multiprocessing``'s fork server, which imported torch, jax and the
+judging modules once (:mod:`.preload`): a worker is ready in ~0.3 s instead of the 4 s (idle) to
+9-11 s (busy 2-core machine) that a fresh interpreter importing them takes, and a replacement for
+a crashed worker costs as little. The fork server is a fresh interpreter that never computed
+anything (no torch, BLAS or XLA threads to lose in a fork), and each worker still takes the
+supervisor's current environment and its thread settings. Unlike ``multiprocessing``'s habit, a
+worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
+``python -c``): a user's script that sweeps with workers needs no ``if __name__ == "__main__":``
+guard, and its targets are named by importable specs as always. A daemonic process (a Dask worker) may not have ``multiprocessing`` children, so there each worker
+is a fresh interpreter as before (``GRADCHECK_RNN_WORKER_START=exec`` asks for that anywhere).
+
 The same pool serves the Dask executor: each Dask worker judges its tasks through one of these,
 for the same isolation.
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import pickle
 import signal
@@ -32,11 +45,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable, Iterator
 
 from ..case import Case, RNNConfig
 from ..errors import UsageError
-from ..runner import CaseResult
+from ..result import CaseResult
 from .worker import WorkerSetup
 
 Job = tuple[int, Case]  # (sweep index, case)
@@ -46,17 +59,12 @@ WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
 _TICK = 0.5  # seconds between checks that the workers are alive (a grandchild may hold the socket open)
 
 
-def _bucket(n: int) -> int:
-    # Mirrors references.jax_ref.bucket (tests pin the two together); importing jax_ref here would
-    # cost the supervisor jax's ~2 s start-up for a number.
-    return max(8, 1 << (int(n) - 1).bit_length())
-
-
 def shape_group(config: RNNConfig) -> Hashable:
-    """The cases one compiled JAX function serves (references.jax_ref.bucket_key's grouping)."""
-    return (config.mode, config.num_layers, config.num_directions, _bucket(config.input_size),
-            _bucket(config.hidden_size), _bucket(config.max_len), _bucket(config.batch_size),
-            _bucket(config.proj_size) if config.proj_size else 0)
+    """The cases one compiled JAX program serves: references.buckets.bucket_key (jax-free, so the
+    supervisor does not pay jax's ~2 s start-up for a number)."""
+    from ..references.buckets import bucket_key
+
+    return bucket_key(config)
 
 
 def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
@@ -76,6 +84,71 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
+def use_fork_server() -> bool:
+    """Whether workers are forked from the fork server (see the module docstring) or exec'd."""
+    return (os.environ.get("GRADCHECK_RNN_WORKER_START", "forkserver") != "exec"
+            and "forkserver" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
+
+
+def start_fork_server() -> None:
+    """Start the fork server (once per process) with :mod:`.preload`; returns at once.
+
+    The server imports in the background; the first worker's start waits for it. Where a fork
+    server is already running (this process made one before, with whatever preload), it is reused.
+    """
+    multiprocessing.set_forkserver_preload(["gradcheck_rnn.run.preload"])
+    from multiprocessing import forkserver
+
+    with _main_module_hidden():
+        forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Keep ``multiprocessing`` from re-running the supervisor's ``__main__`` in a new worker.
+
+    ``multiprocessing.spawn.get_preparation_data`` names ``__main__`` by its ``__spec__`` or
+    ``__file__``; without either it names nothing. The pool starts workers from one thread.
+    """
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {name: main.__dict__[name] for name in ("__spec__", "__file__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+class ForkedProcess:
+    """A worker forked from the fork server, with the part of ``subprocess.Popen`` the pool uses."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self.process = process
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def poll(self) -> int | None:
+        """The exit status (negative: the signal), or None while it runs."""
+        return self.process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            raise subprocess.TimeoutExpired("gradcheck-rnn worker", timeout or 0)
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+
+
 def death_reason(returncode: int | None) -> str:
     """Why a worker stopped, in the words an ``error`` row gives: ``killed by signal 11 (SIGSEGV)``."""
     if returncode is not None and returncode < 0:
@@ -91,7 +164,7 @@ def death_reason(returncode: int | None) -> str:
 class _Worker:
     """One worker process and what it is doing."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedProcess
     conn: Connection
     ready: bool = False
     job: Job | None = None
@@ -112,9 +185,12 @@ class WorkerPool:
     def __init__(self, setup: WorkerSetup, size: int) -> None:
         self.setup = setup
         self.size = max(1, size)
-        self.pairs = [(target, check) for target in setup.targets for check in setup.checks]  # judge_case's order
+        self.pairs = [(target, check) for target in setup.targets for check in setup.checks]  # judge's order
         self.workers: list[_Worker] = []
         self.start_failures = 0
+        self.fork = use_fork_server()
+        if self.fork:
+            start_fork_server()  # it imports while the supervisor draws cases
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -125,14 +201,28 @@ class WorkerPool:
     # ------------------------------------------------------------------ processes
 
     def _start(self) -> None:
-        ours, theirs = socket.socketpair()
-        try:
-            process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(theirs.fileno())],
-                                       pass_fds=(theirs.fileno(),), env=worker_environment(),
-                                       stdin=subprocess.DEVNULL)
-        finally:
-            theirs.close()
-        worker = _Worker(process, Connection(ours.detach()))
+        if self.fork:
+            from .worker import forked_main
+
+            context = multiprocessing.get_context("forkserver")
+            conn, theirs = context.Pipe()
+            child = context.Process(target=forked_main, args=(theirs, worker_environment()),
+                                    name="gradcheck-rnn-worker")
+            try:
+                with _main_module_hidden():
+                    child.start()
+            finally:
+                theirs.close()
+            worker = _Worker(ForkedProcess(child), conn)
+        else:
+            ours, their_socket = socket.socketpair()
+            try:
+                process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(their_socket.fileno())],
+                                           pass_fds=(their_socket.fileno(),), env=worker_environment(),
+                                           stdin=subprocess.DEVNULL)
+            finally:
+                their_socket.close()
+            worker = _Worker(process, Connection(ours.detach()))
         worker.conn.send(self.setup)
         self.workers.append(worker)
 
@@ -163,7 +253,7 @@ class WorkerPool:
     def judge(self, jobs: Iterable[Job], case_timeout: float | None = None,
               on_result: Callable[[CaseResult], None] | None = None,
               fail_fast: bool = False) -> dict[int, list[CaseResult]]:
-        """Every row of every job, by sweep index; rows of a case in ``judge_case`` order.
+        """Every row of every job, by sweep index; rows of a case in ``judge`` order.
 
         ``case_timeout`` bounds each row (one target, one check, one case), JAX compilation
         included. With ``fail_fast``, no case is started after the first row that does not pass;

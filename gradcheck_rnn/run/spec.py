@@ -65,12 +65,15 @@ class RunSpec:
         from ..generate import load_profile, resolve_profile_path
         from ..targets import default_targets, resolve_target
 
+        from ..targets import Target
+
         profile = load_profile(config)
-        resolved = [resolve_target(n) for n in targets] if targets else default_targets()
+        resolved = [t if isinstance(t, Target) else resolve_target(t) for t in targets] if targets \
+            else default_targets()
         spec = cls(profile=profile.name, profile_sha256=hashlib.sha256(resolve_profile_path(config).read_bytes()).hexdigest(),
                    config=config, seed=profile.seed if seed is None else seed,
                    cases=profile.cases if cases is None else cases, targets=tuple(t.name for t in resolved),
-                   named_targets=tuple(dict.fromkeys(targets)), checks=tuple(checks or profile.enabled_checks),
+                   named_targets=tuple(dict.fromkeys(t.name for t in resolved)) if targets else (), checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
                    dtypes=tuple(dtypes), shard=shard)
         spec.tolerances()  # validate the overrides now, before anything runs
@@ -122,7 +125,7 @@ class RunSpec:
     @property
     def repro_options(self) -> str:
         """What a repro command needs to judge like this run: ``--config nightly --rtol 0.01``."""
-        from ..runner import repro_options
+        from ..result import repro_options
 
         return repro_options(self.config, self.rtol, self.atol)
 

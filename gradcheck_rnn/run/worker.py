@@ -1,11 +1,13 @@
 """One worker process of :mod:`gradcheck_rnn.run.pool`: judges the cases it is sent, one at a time.
 
-Started as ``python -c '...worker import main; main()' FD``, where FD is its end of a socket pair to the
-supervisor. Messages are pickles (``multiprocessing.connection``):
+Forked from the pool's fork server (:func:`forked_main`, with its end of a pipe to the supervisor
+and the supervisor's environment), or, where a fork server cannot be used (a daemonic process such
+as a Dask worker), started as ``python -c '...worker import main; main()' FD``, where FD is its end
+of a socket pair to the supervisor. Messages are pickles (``multiprocessing.connection``):
 
 - in: a :class:`WorkerSetup` first, then ``(index, case_id, start)`` per case, ``None`` to stop;
 - out: ``("ready", pid)`` or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
-  for each row of a case, in :func:`~gradcheck_rnn.runner.judge_case` order from row ``start``.
+  for each row of a case, in :func:`~gradcheck_rnn.judge.judge` order from row ``start``.
 
 A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
 """
@@ -34,7 +36,7 @@ def _prepare(setup: WorkerSetup) -> list[Any]:
     for entry in reversed(setup.sys_path):
         if entry not in sys.path:
             sys.path.insert(0, entry)
-    from ..cli import limit_torch_threads
+    from ..runtime import limit_torch_threads
     from ..targets import resolve_target
 
     limit_torch_threads()
@@ -48,7 +50,8 @@ def serve(conn: Connection) -> None:
     """Judge cases sent over ``conn`` until told to stop or the supervisor goes away."""
     from ..case import Case
     from ..errors import UsageError
-    from ..runner import judge_case
+    from . import slim
+    from ..judge import judge
 
     setup: WorkerSetup = conn.recv()
     try:
@@ -68,9 +71,24 @@ def serve(conn: Connection) -> None:
         if job is None:
             return
         index, case_id, start = job
-        for row in judge_case(Case.from_id(case_id), targets, setup.tolerances, setup.checks, start):
+        for row in judge(Case.from_id(case_id), targets, setup.tolerances, setup.checks, start):
             row.case_index = index
-            conn.send(("row", index, row))
+            conn.send(("row", index, slim(row)))  # a passing row's ratio maps are not wanted: less to send
+
+
+def forked_main(conn: Connection, environ: dict[str, str]) -> None:
+    """Entry point of a worker forked from the fork server (:mod:`.preload`).
+
+    The fork server's environment is the supervisor's of the moment it started; the worker takes
+    the supervisor's current one (GRADCHECK_RNN_JAX_CACHE, the thread counts a test sets) before
+    anything reads it.
+    """
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        serve(conn)
+    finally:
+        conn.close()
 
 
 def main() -> None:

@@ -14,49 +14,15 @@ an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:calla
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from ..case import Case, Outputs, RNNConfig
 from ..errors import UsageError
+from .protocol import Target, as_target
+
+__all__ = ["Target", "as_target", "default_targets", "describe_targets", "resolve_target"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.targets"
-
-
-@dataclass
-class Target:
-    """A target normalised to the protocol: a name, ``supports`` and ``run``."""
-
-    name: str
-    impl: Any
-
-    def supports(self, config: RNNConfig) -> bool | str:
-        check = getattr(self.impl, "supports", None)
-        return True if check is None else check(config)
-
-    def supports_case(self, case: Case) -> bool | str:
-        """``supports(case.config)``, then the target's own optional ``supports_case(case)``."""
-        reason = self.supports(case.config)
-        if reason is not True:
-            return reason
-        check = getattr(self.impl, "supports_case", None)
-        return True if check is None else check(case)
-
-    def run(self, case: Case) -> Outputs:
-        run = getattr(self.impl, "run", None) or self.impl
-        return run(case)
-
-
-def as_target(obj: Any, name: str | None = None) -> Target:
-    """Wrap a callable or an object with ``run`` as a :class:`Target`."""
-    if isinstance(obj, Target):
-        return obj
-    if isinstance(obj, type):
-        obj = obj()
-    if not callable(getattr(obj, "run", None)) and not callable(obj):
-        raise UsageError(f"target {name or obj!r} is neither callable nor has a run(case) method")
-    return Target(name or getattr(obj, "name", None) or getattr(obj, "__name__", repr(obj)), obj)
 
 
 def _cuda_available() -> bool:

@@ -20,7 +20,7 @@ from ..case import Case, Outputs, RNNConfig
 from ..errors import UsageError
 from ..kernels.common import FusedKernel, ForwardState, Packing, Segment, Step, Unit, add_rows, take
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
-from . import Target
+from .protocol import Target
 
 
 class TruncatedBPTT(FusedCPUKernel):

@@ -1,4 +1,4 @@
-"""The ``fd`` check: a finite-difference witness that uses no autodiff at all.
+"""The finite-difference witness: ground truth that uses no autodiff at all (the ``fd`` check).
 
 Both references differentiate by autodiff (torch autograd, ``jax.vjp``), and autodiff has shipped
 wrong reverse-mode gradients (jax #753, #5900). This check differences the float64 ``loop``
@@ -21,7 +21,7 @@ A direction fails when e(u) > ``TOLERANCE``.
 
 Step size and tolerance, measured
 ---------------------------------
-``python -m gradcheck_rnn.fd 300`` prints the distribution of e(u) for the correct loop reference
+``python -m gradcheck_rnn.references.fd 300`` prints the distribution of e(u) for the correct loop reference
 over the first 300 cases of the ci and of the soak profile (sweep seed 0, every case made float64
 with every gradient requested, 3 directions each: 1800 directions per step size; ~45 s on this
 2-core machine, 2026-12-03):
@@ -48,16 +48,12 @@ tolerance, L is not smooth there and that direction is not judged.
 
 from __future__ import annotations
 
-import copy
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from .case import Case, as_mapping, with_changes
-from .compare import TensorError, to_float64
-from .targets import Target
-from .tolerances import Tolerances
+from ..case import Case, with_changes
+from ..compare import TensorError, to_float64
 
 DIRECTIONS = 3
 STEP = 1e-5
@@ -112,7 +108,7 @@ def shifted(case: Case, u: dict[str, np.ndarray], step: float) -> Case:
 
 def central_difference(case: Case, u: dict[str, np.ndarray], step: float = STEP) -> float:
     """(L(θ + εu) − L(θ − εu)) / 2ε of the float64 loop forward."""
-    from .references.loop import loop_loss
+    from .loop import loop_loss
 
     return (loop_loss(shifted(case, u, step)) - loop_loss(shifted(case, u, -step))) / (2 * step)
 
@@ -153,40 +149,14 @@ def build_witness(case: Case, loop_grads: dict[str, object]) -> Witness:
     return witness
 
 
-_WITNESSES: dict[str, tuple[Witness, dict[str, float]]] = {}
+def reference_rows(witness: Witness, reference_grads: dict[str, dict[str, object]]) -> list[TensorError]:
+    """One row per reference × judged direction: each reference's uᵀg against the witness."""
+    return [row(f"{name}.u{k}", directional(grads, u), witness, k)
+            for name, grads in reference_grads.items()
+            for k, u in enumerate(witness.directions) if witness.fd[k] is not None]
 
 
-def _fingerprint(case: Case) -> str:
-    digest = hashlib.sha1(case.id.encode())
-    for array in (case.x, case.h0, case.c0, case.dy, case.dhy, case.dcy, *case.params.values()):
-        digest.update(b"-" if array is None else np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def reference_errors(case: Case) -> tuple[Witness, list[TensorError]]:
-    """The witness of a case and one row per reference × direction (computed once per case and
-    shared by every target judged on it; a few recent cases are kept)."""
-    from .runner import run_reference
-
-    key = _fingerprint(case)
-    if key not in _WITNESSES:
-        outputs = {name: run_reference(name, case).grads for name in ("loop", "jax")}
-        witness = build_witness(case, outputs["loop"])
-        values = {f"{name}.u{k}": directional(grads, u) for name, grads in outputs.items()
-                  for k, u in enumerate(witness.directions)}
-        if len(_WITNESSES) >= 8:
-            _WITNESSES.pop(next(iter(_WITNESSES)))
-        _WITNESSES[key] = (witness, values)
-    witness, values = _WITNESSES[key]
-    rows = []
-    for label, value in values.items():
-        k = int(label.rsplit(".u", 1)[1])
-        if witness.fd[k] is not None:
-            rows.append(_row(label, value, witness, k))
-    return witness, rows
-
-
-def _row(label: str, value: float, witness: Witness, k: int) -> TensorError:
+def row(label: str, value: float, witness: Witness, k: int) -> TensorError:
     """One judged direction as a tensor row: a = uᵀg, b = the finite difference."""
     fd = witness.fd[k]
     e = error(value, witness, k)
@@ -200,41 +170,13 @@ def _row(label: str, value: float, witness: Witness, k: int) -> TensorError:
     return row
 
 
-class ReferenceDisagreement(Exception):
-    """A reference disagrees with the finite-difference witness: the row is
-    ``reference-disagreement``, never a target failure."""
-
-    def __init__(self, rows: list[TensorError]) -> None:
-        super().__init__(rows[0].message)
-        self.rows = rows
-
-
-def check_fd(case: Case, target: Target, tolerances: Tolerances) -> list[TensorError]:
-    """The references, then (float64 targets) the target, against the finite-difference witness."""
-    from .metamorphic import Skip
-
-    witness, rows = reference_errors(case)
-    bad = [row for row in rows if not row.passed]
-    if bad:
-        raise ReferenceDisagreement(bad)
-    if all(fd is None for fd in witness.fd):
-        raise Skip("the loss is not smooth along any of the directions (a relu kink within the step)")
-    if case.config.dtype != "f64":
-        raise Skip(f"the fd witness judges float64 targets only; the references agree with it on this "
-                   f"{case.config.dtype} case")
-    # a private copy, as for the reference comparison: a target may write into its inputs
-    grads = dict(as_mapping(target.run(copy.deepcopy(case))))
-    return [_row(f"target.u{k}", directional(grads, u), witness, k)
-            for k, u in enumerate(witness.directions) if witness.fd[k] is not None]
-
-
 def _measure(cases_per_profile: int = 100) -> None:  # pragma: no cover - prints the docstring's table
     import dataclasses
     import sys
 
-    from .case import make_case
-    from .generate import draw_case, load_profile
-    from .references.loop import run_loop_reference
+    from ..case import make_case
+    from ..generate import draw_case, load_profile
+    from .loop import run_loop_reference
 
     if len(sys.argv) > 1:
         cases_per_profile = int(sys.argv[1])

@@ -1,0 +1,33 @@
+"""``fd``: the finite-difference witness (:mod:`gradcheck_rnn.references.fd`) judges the references
+and, for float64 targets, the target's directional derivatives uᵀ∇L.
+
+A reference that disagrees with the witness makes the row ``reference-disagreement``; lower
+precision targets are skipped after the references were witnessed (their own error is far
+above what a difference quotient resolves).
+"""
+
+from __future__ import annotations
+
+from ..compare import TensorError
+from ..references import fd
+from ..tolerances import Tolerances
+from .base import Check, ReferenceDisagreement, Skip
+
+
+def check_fd(context, call, tolerances: Tolerances) -> list[TensorError]:
+    witness, rows = context.witness
+    bad = [row for row in rows if not row.passed]
+    if bad:
+        raise ReferenceDisagreement(bad)
+    if all(value is None for value in witness.fd):
+        raise Skip("the loss is not smooth along any of the directions (a relu kink within the step)")
+    if context.case.config.dtype != "f64":
+        raise Skip(f"the fd witness judges float64 targets only; the references agree with it on this "
+                   f"{context.case.config.dtype} case")
+    grads = call.base()
+    return [fd.row(f"target.u{k}", fd.directional(grads, u), witness, k)
+            for k, u in enumerate(witness.directions) if witness.fd[k] is not None]
+
+
+CHECK = Check("fd", check_fd, shares_base_run=True,
+              summary="directional derivatives against central differences (float64 targets)")

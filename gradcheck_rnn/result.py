@@ -1,0 +1,169 @@
+"""The result model: one row per case × target × check, and the one verdict of a run.
+
+Statuses (docs/contracts.md, "Statuses and exit codes"):
+
+* ``pass`` / ``fail`` — the check judged the target;
+* ``error`` — the target raised, returned something that is not an ``Outputs``, or its process
+  died or timed out;
+* ``skip`` — the target or the check does not apply to this case (the message says why);
+* ``reference-disagreement`` — the float64 references (or the finite-difference witness) did not
+  agree with each other: never blamed on the target;
+* ``nondeterministic`` — two runs of the same case returned different *finite* values.
+
+:func:`verdict` turns the rows of a run into its exit code and one-line reason. It is computed
+once per run by the engine, stored in results.json, and every writer reads the stored value.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .compare import TensorError, from_json_number
+
+STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic")
+# Statuses that make a run fail (exit 1); pass and skip do not.
+BAD_STATUSES = ("fail", "error", "reference-disagreement", "nondeterministic")
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
+
+# What a repro line says for a target object that the command line cannot name.
+NOT_IMPORTABLE = "not reproducible from the command line: the target is not importable as module:qualname"
+
+
+@dataclass
+class CaseResult:
+    """The verdict of one check on one case × target, with every compared tensor."""
+
+    case_id: str
+    target: str
+    status: str
+    mode: str
+    dtype: str
+    wants: str
+    message: str = ""
+    seconds: float = 0.0
+    tensors: list[TensorError] = field(default_factory=list)
+    check: str = "reference"  # the check that made this row (gradcheck_rnn.checks.CHECKS)
+    repro_options: str = ""  # e.g. "--config nightly --rtol 0.01": what judged it, for the repro line
+    traceback: str = ""  # for errors: the target's own frames (file:line), see judge.describe_exception
+    case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
+    importable: bool = True  # False: the target is an object that no command line can name
+
+    @property
+    def compared(self) -> list[str]:
+        return [t.name for t in self.tensors]
+
+    @property
+    def worst(self) -> TensorError | None:
+        """The missing tensor if any, else the tensor with the largest ratio (NaN counts as worst)."""
+        missing = [t for t in self.tensors if t.status == "missing"]
+        if missing:
+            return missing[0]
+        return max(self.tensors, key=lambda t: (t.ratio != t.ratio, t.ratio), default=None)
+
+    @property
+    def failing(self) -> list[TensorError]:
+        return [t for t in self.tensors if not t.passed]
+
+    @property
+    def repro(self) -> str:
+        """The command that judges this row again, or why there is none."""
+        if not self.importable:
+            return f"{NOT_IMPORTABLE} ({self.target}); define it at module level to get a repro command"
+        checks = "" if self.check == "reference" else f" --check {self.check}"
+        options = f" {self.repro_options}" if self.repro_options else ""
+        return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
+
+    def to_json(self) -> dict[str, Any]:
+        worst = self.worst
+        return {
+            "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
+            "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": round(self.seconds, 6),
+            "compared": self.compared, "worst_ratio": None if worst is None else worst.to_json()["ratio"],
+            "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
+            "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
+        }
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> "CaseResult":
+        """Inverse of :meth:`to_json` (a results.json row back to a result, e.g. to merge shards)."""
+        check = row.get("check", "reference")
+        prefix = f"gradcheck-rnn repro {row['case_id']} --target {row['target']}" + \
+            ("" if check == "reference" else f" --check {check}")
+        repro = row.get("repro", "")
+        return cls(row["case_id"], row["target"], row["status"], row.get("mode", ""), row.get("dtype", ""),
+                   row.get("wants", ""), message=row.get("message", ""),
+                   seconds=from_json_number(row.get("seconds", 0.0)),
+                   tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
+                   repro_options=repro[len(prefix):].strip() if repro.startswith(prefix) else "",
+                   traceback=row.get("traceback", ""), case_index=row.get("case_index"),
+                   importable=not repro.startswith(NOT_IMPORTABLE))
+
+
+def repro_options(config: str | None, rtol: float | None, atol: float | None) -> str:
+    """The options a repro command needs to judge as the run did: ``--config nightly --rtol 0.01``
+    (the profile whose tolerances applied and the command-line overrides; none at the defaults)."""
+    return " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+                    if value is not None)
+
+
+def top_skip_reasons(results: Iterable[CaseResult], target: str | None = None, count: int = 2) -> str:
+    """The most frequent skip reasons (of one target), e.g. ``'needs CUDA' ×40``."""
+    reasons = Counter(r.message for r in results if r.status == "skip" and target in (None, r.target))
+    return "; ".join(f"{reason!r} ×{n}" for reason, n in reasons.most_common(count))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 result``, ``2 results``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = ()) -> tuple[int, str]:
+    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit codes").
+
+    0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism;
+    5 nothing was checked — no result, every result a skip, or a target named on the command
+    line judged on no case at all (a vacuous run is never "all passed"). 1 wins over 5.
+    """
+    results = list(results)
+    bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
+    if bad:
+        return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
+    if not results:
+        return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
+    judged = Counter(r.target for r in results if r.status == "pass")
+    if not judged:
+        every = "the only result was" if len(results) == 1 else f"all {len(results)} results were"
+        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(results)})"
+    for name in dict.fromkeys(named_targets):
+        if not judged[name]:
+            return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
+                                          f"({top_skip_reasons(results, name) or 'it ran on no case'})")
+    return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged"
+
+
+@dataclass
+class Run:
+    """What :func:`gradcheck_rnn.sweep` returns: every row, and the run's one verdict."""
+
+    results: list[CaseResult]
+    exit_code: int
+    reason: str
+    spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
+    complete: bool = True  # False when --fail-fast stopped the run before its last row
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        """The rows that make the run fail (fail, error, reference-disagreement, nondeterministic)."""
+        return [r for r in self.results if r.status in BAD_STATUSES]
+
+    def verdict_json(self) -> dict[str, Any]:
+        """The stored verdict: what results.json records under ``"verdict"``."""
+        return {"exit_code": self.exit_code, "reason": self.reason}
+
+    @property
+    def cases_judged(self) -> int:
+        """Distinct cases with at least one row."""
+        return len({r.case_id if r.case_index is None else r.case_index for r in self.results})

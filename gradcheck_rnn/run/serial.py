@@ -1,0 +1,29 @@
+"""The in-process executor (``--workers 1``): judge the cases one by one in this process."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from ..case import Case
+from ..judge import judge
+from ..result import BAD_STATUSES, CaseResult
+from ..targets import Target
+from ..tolerances import Tolerances
+
+
+def judge_serially(jobs: Iterable[tuple[int, Case]], targets: list[Target], tolerances: Tolerances,
+                   checks: Iterable[str], fail_fast: bool = False,
+                   on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    """Every enabled check of every target on each ``(sweep index, case)``; stop at the first bad
+    row when ``fail_fast``."""
+    checks = list(checks)
+    results: list[CaseResult] = []
+    for index, case in jobs:
+        for result in judge(case, targets, tolerances, checks):
+            result.case_index = index
+            results.append(result)
+            if on_result:
+                on_result(result)
+            if fail_fast and result.status in BAD_STATUSES:
+                return results
+    return results

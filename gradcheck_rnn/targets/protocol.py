@@ -1,0 +1,94 @@
+"""The target protocol (docs/contracts.md, "Targets") and how an object is named on a command line.
+
+A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an optional
+``name``, an optional ``supports(config) -> True | str`` and an optional
+``supports_case(case) -> True | str`` (the string is why it is skipped).
+
+A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
+when that name imports back to the very same object, so every repro line is a command that
+runs; otherwise it keeps its own name and is marked not importable, and its repro lines say so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ..case import Case, Outputs
+from ..config import RNNConfig
+from ..errors import UsageError
+
+
+@dataclass
+class Target:
+    """A target normalised to the protocol: a name, ``supports`` and ``run``."""
+
+    name: str
+    impl: Any
+    importable: bool = True  # False: no command line can name it (see importable_name)
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        check = getattr(self.impl, "supports", None)
+        return True if check is None else check(config)
+
+    def supports_case(self, case: Case) -> bool | str:
+        """``supports(case.config)``, then the target's own optional ``supports_case(case)``."""
+        reason = self.supports(case.config)
+        if reason is not True:
+            return reason
+        check = getattr(self.impl, "supports_case", None)
+        return True if check is None else check(case)
+
+    def run(self, case: Case) -> Outputs:
+        run = getattr(self.impl, "run", None) or self.impl
+        return run(case)
+
+
+def _resolves_to(spec: str, obj: Any) -> bool:
+    module_name, _, qualname = spec.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:
+        return False
+    return found is obj
+
+
+def importable_name(obj: Any, given: Any = None) -> str | None:
+    """``module:qualname`` naming ``obj`` (or the class ``given`` it was made from), if that imports back to it."""
+    for candidate in (given, obj):
+        module, qualname = getattr(candidate, "__module__", None), getattr(candidate, "__qualname__", None)
+        if module and qualname and module != "__main__" and "<" not in qualname:
+            spec = f"{module}:{qualname}"
+            if _resolves_to(spec, candidate):
+                return spec
+    module = sys.modules.get(getattr(type(obj), "__module__", None) or "")
+    if module is not None and module.__name__ != "__main__":  # an instance bound to a module-level name
+        for attr, value in vars(module).items():
+            if value is obj and not attr.startswith("_"):
+                return f"{module.__name__}:{attr}"
+    return None
+
+
+def as_target(obj: Any, name: str | None = None) -> Target:
+    """Wrap a callable or an object with ``run`` as a :class:`Target`.
+
+    ``name`` is the spec it was resolved from (always runnable); without it the object is
+    named ``module:qualname`` when importable, else by its own ``name`` and marked not importable.
+    """
+    if isinstance(obj, Target):
+        return obj
+    given = obj
+    if isinstance(obj, type):
+        obj = obj()
+    if not callable(getattr(obj, "run", None)) and not callable(obj):
+        raise UsageError(f"target {name or obj!r} is neither callable nor has a run(case) method")
+    if name is not None:
+        return Target(name, obj)
+    spec = importable_name(obj, given if isinstance(given, type) else None)
+    if spec is not None:
+        return Target(spec, obj)
+    return Target(getattr(obj, "name", None) or getattr(obj, "__name__", None) or repr(obj), obj, importable=False)
