@@ -57,7 +57,8 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
     case = Case.from_id(case) if isinstance(case, str) else case
     profile = load_profile(config)
     chosen = valid_checks(checks) or tuple(profile.enabled_checks)
-    options = repro_options(_config_name(config), rtol, atol)
+    # per-kind overrides (emitted tests) have no command-line form: the repro line names the profile
+    options = repro_options(_config_name(config), *(None if isinstance(v, dict) else v for v in (rtol, atol)))
     results = list(judge(case, _targets(target), profile.tolerance_table(rtol, atol), chosen))
     for result in results:
         result.repro_options = options
@@ -87,7 +88,4 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     spec = RunSpec.build(_config_name(config), cases, seed, tuple(resolved), checks=valid_checks(checks),
                          rtol=rtol, atol=atol, modes=tuple(modes or ()), layers=layers,
                          bidirectional=bidirectional, dtypes=tuple(dtypes or ()))
-    run = judge_run(spec, Execution(workers=workers), targets=resolved)
-    for result in run.results:
-        result.repro_options = spec.repro_options
-    return run
+    return judge_run(spec, Execution(workers=workers), targets=resolved)

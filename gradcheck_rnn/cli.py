@@ -7,7 +7,6 @@ Heavy imports (torch, jax) happen only when a command runs, so ``--help`` is fas
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from typing import Any, Callable
@@ -168,6 +167,7 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
       gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
     """
+    from .console import judge_and_report
     from .run import Execution, RunSpec, default_workers, parse_shard
 
     spec = RunSpec.build(config, cases, seed, targets, rtol=rtol, atol=atol, modes=modes, layers=layers,
@@ -175,24 +175,7 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
     execution = Execution(workers=workers or default_workers(len(spec.indices), isolate=case_timeout is not None),
                           executor=executor, scheduler=scheduler,
                           case_timeout=case_timeout, fail_fast=fail_fast)
-    sys.exit(_judge_and_report(spec, execution, "sweep", report_dir, fmt))
-
-
-def _judge_and_report(spec, execution, command: str, report_dir: str, fmt: str = "console") -> int:
-    """Judge a run spec with a progress bar, print its tables, write its reports; the exit code."""
-    from .console import ensure_writable, print_run, write_and_finish
-    from .run import judge_run
-    from .runtime import set_up_process
-
-    execution.validate()
-    ensure_writable(report_dir)
-    set_up_process()
-    with _progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
-        run = judge_run(spec, execution, on_result=advance)
-    for result in run.results:
-        result.repro_options = spec.repro_options
-    print_run(run.results, run)
-    return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt)
+    sys.exit(judge_and_report(spec, execution, "sweep", report_dir, fmt))
 
 
 @main.command()
@@ -213,60 +196,9 @@ def merge(run_dirs: tuple[str, ...], report_dir: str, fmt: str) -> None:
     Examples:
       gradcheck-rnn merge shard-1 shard-2 shard-3 --report-dir reports
     """
-    from .console import ensure_writable, print_run, write_and_finish
-    from .result import Run, verdict
-    from .run.merge import merge_shards
+    from .console import report_merged
 
-    spec, results, folders = merge_shards(list(run_dirs))
-    ensure_writable(report_dir)
-    for result in results:
-        result.repro_options = spec.repro_options
-    run = Run(results, *verdict(results, spec.named_targets), spec)
-    print_run(results, run)
-    sys.exit(write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]},
-                              fmt=fmt))
-
-
-@contextlib.contextmanager
-def _progress(total: int):
-    """A rich progress bar on stderr; yields the per-result callback that advances it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .console import err
-
-    # target names and case ids are shown literally (markup=False): a name may hold brackets
-    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[current]}", markup=False), console=err, transient=True) as progress:
-        task = progress.add_task("sweep", total=total, current="")
-
-        def advance(result) -> None:
-            progress.update(task, advance=1, current=f"{result.target} {result.check} {result.case_id}")
-
-        yield advance
-
-
-def _judge_case(case, targets: tuple[str, ...], checks: tuple[str, ...], config: str | None,
-                rtol: float | None, atol: float | None, per_step: bool) -> int:
-    """Judge one case and print each row's full table; the exit code of its verdict."""
-    from .console import print_case_results, verdict_line
-    from .generate import load_profile
-    from .judge import judge
-    from .result import verdict
-    from .runtime import set_up_process
-
-    resolved = _resolve_targets(targets)
-    tolerances = load_profile(config).tolerance_table(rtol, atol)
-    set_up_process()
-    options = repro_options(config, rtol, atol)
-
-    def rows():
-        for result in judge(case, resolved, tolerances, _expand_checks(checks)):
-            result.repro_options = options
-            yield result
-
-    code, reason = verdict(print_case_results(rows(), per_step), targets)
-    verdict_line(code, reason)
-    return code
+    sys.exit(report_merged(list(run_dirs), report_dir, fmt))
 
 
 # The options of `check` that describe a case; --case-id replaces them all.
@@ -308,6 +240,7 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
       gradcheck-rnn check --mode lstm --wants inputs --check all -t my_pkg.rnn:target
     """
     from .case import Case, case_from_options
+    from .console import judge_case
 
     if case_id is not None:
         given = [f"--{name.replace('_', '-')}" for name in CASE_FLAGS
@@ -319,7 +252,8 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
     else:
         case = case_from_options(mode, layers, bidirectional, input_size, hidden_size, lengths, max_len, dtype,
                                  seed, wants, heads, initial_state=not no_initial_state)
-    sys.exit(_judge_case(case, targets, checks, None, rtol, atol, per_step=False))
+    sys.exit(judge_case(case, _resolve_targets(targets), _expand_checks(checks), None, rtol, atol, per_step=False,
+                        named_targets=targets))
 
 
 @main.command()
@@ -345,11 +279,13 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
       gradcheck-rnn repro <case id> -t fused-cpu --emit-test tests/test_rnn_regression.py
     """
     from .case import Case
+    from .console import judge_case
 
     case = Case.from_id(case_id)
     if emit_test is not None:
         _emit_test(case, targets, _expand_checks(checks), emit_test, config, rtol, atol)
-    sys.exit(_judge_case(case, targets, checks, config, rtol, atol, per_step=True))
+    sys.exit(judge_case(case, _resolve_targets(targets), _expand_checks(checks), config, rtol, atol, per_step=True,
+                        named_targets=targets))
 
 
 def _emit_test(case, targets: tuple[str, ...], checks: list[str], path: str, config: str | None,
@@ -450,31 +386,15 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     mutant survives or any false alarm occurs. Cases are judged in --workers processes, as in
     sweep.
     """
-    from .console import ensure_writable, out, say, write_and_finish
-    from .detection import detection_lines, detection_targets, detection_verdict, summarise
-    from .result import Run
-    from .run import Execution, RunSpec, default_workers, judge_run
-    from .runtime import set_up_process
+    from .console import judge_mutants
+    from .detection import detection_targets
+    from .run import Execution, RunSpec, default_workers
 
     mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before anything runs
     spec = RunSpec.build(config, cases, seed, tuple(mutant_names + correct_names), checks=checks or None,
                          rtol=rtol, atol=atol)
-    ensure_writable(report_dir)
-    set_up_process()
-    with _progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
-        judged = judge_run(spec, Execution(workers=workers or default_workers()), on_result=advance)
-    for result in judged.results:
-        result.repro_options = spec.repro_options
-    mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
-    extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
-    meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
-    table, lines = detection_lines({**meta, **extra})
-    out.print(table)
-    for line in lines:
-        say(out, line)
-    # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
-    run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
-    sys.exit(write_and_finish(run, report_dir, meta, extra))
+    sys.exit(judge_mutants(spec, Execution(workers=workers or default_workers()), mutant_names, correct_names,
+                           report_dir))
 
 
 @main.command()
@@ -488,20 +408,11 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
 def calibrate(target: str, config: str | None, cases: int | None, seed: int | None, margin: float) -> None:
     """Show how close a correct target comes to the references (error ratio under the current
     tolerances: median, p99, max, per dtype × tensor kind) and propose tolerances with a margin."""
-    from .calibrate import calibrate as summarise, calibration_table
-    from .console import out, say
-    from .run import Execution, RunSpec, default_workers, judge_run
-    from .runtime import set_up_process
+    from .console import judge_calibration
+    from .run import Execution, RunSpec, default_workers
 
     spec = RunSpec.build(config, cases, seed, (target,), checks=("reference",))
-    set_up_process()
-    with _progress(len(spec.indices)) as advance:
-        run = judge_run(spec, Execution(workers=default_workers()), on_result=advance)
-    out.print(calibration_table(summarise(run.results, spec.tolerances(), margin), run, margin))
-    if run.failures:
-        say(out, f"{len(run.failures)} results did not pass: is {target} really correct? "
-                 f"First: {run.failures[0].repro}", style="red")
-    sys.exit(1 if run.failures else 0)
+    sys.exit(judge_calibration(spec, Execution(workers=default_workers()), margin))
 
 
 @main.command()
@@ -518,27 +429,9 @@ def report(run_dir: str, fmt: str) -> None:
       gradcheck-rnn report reports/latest
       gradcheck-rnn report reports/20261202-190319-sweep-s0 --format github
     """
-    from .console import out, print_run, publish_format, say, verdict_line
-    from .reports import WRITERS, rerender, resolve_run_dir, results_from_document
-    from .reports.document import stored_verdict
+    from .console import rerender_run
 
-    resolved = resolve_run_dir(run_dir)
-    document = rerender(resolved)
-    if document.get("mutants") is not None:
-        from .detection import detection_lines
-
-        table, lines = detection_lines(document)
-        out.print(table)
-        for line in lines:
-            say(out, line)
-    else:
-        print_run(results_from_document(document))
-    publish_format(fmt, resolved)
-    files = ", ".join(name for name in WRITERS if name != "results.json")
-    say(out, f"re-rendered {files} from results.json in {resolved}")
-    code, reason = stored_verdict(document)
-    verdict_line(code, reason)
-    sys.exit(code)
+    sys.exit(rerender_run(run_dir, fmt))
 
 
 @main.command(name="targets")

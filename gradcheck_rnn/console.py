@@ -7,17 +7,18 @@ names) is always printed literally, never as rich markup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from rich.console import Console
 from rich.text import Text
 
 from . import render
 from .errors import UsageError
-from .result import CaseResult, Run
+from .result import CaseResult, Run, repro_options, verdict
 
 
 def _width(stream: Any) -> int | None:
@@ -125,3 +126,129 @@ def print_case_results(results: Iterable[CaseResult], per_step: bool) -> list[Ca
             out.print(render.per_step_table(timed))
         say(out, f"reproduce: {result.repro}")
     return shown
+
+
+@contextlib.contextmanager
+def progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
+    """A rich progress bar on stderr; yields the per-result callback that advances it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # target names and case ids are shown literally (markup=False): a name may hold brackets
+    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[current]}", markup=False), console=err, transient=True) as bar:
+        task = bar.add_task("sweep", total=total, current="")
+
+        def advance(result: CaseResult) -> None:
+            bar.update(task, advance=1, current=f"{result.target} {result.check} {result.case_id}")
+
+        yield advance
+
+
+def judge_with_progress(spec: Any, execution: Any) -> Run:
+    """Judge a run spec (process set up, a progress bar on stderr); the judged run."""
+    from .run import judge_run
+    from .runtime import set_up_process
+
+    execution.validate()
+    set_up_process()
+    with progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
+        return judge_run(spec, execution, on_result=advance)
+
+
+def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, fmt: str = "console") -> int:
+    """``sweep``: judge, print the tables, write the reports; the exit code."""
+    execution.validate()
+    ensure_writable(report_dir)
+    run = judge_with_progress(spec, execution)
+    print_run(run.results, run)
+    return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt)
+
+
+def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
+    """``merge``: join the shards, print the tables, write the merged run's reports; the exit code."""
+    from .run.merge import merge_shards
+
+    spec, results, folders = merge_shards(run_dirs)
+    ensure_writable(report_dir)
+    for result in results:
+        result.repro_options = spec.repro_options
+    run = Run(results, *verdict(results, spec.named_targets), spec)
+    print_run(results, run)
+    return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, fmt=fmt)
+
+
+def judge_mutants(spec: Any, execution: Any, mutant_names: list[str], correct_names: list[str],
+                  report_dir: str) -> int:
+    """``mutants``: judge, print the detection table, store the detection verdict; the exit code."""
+    from .detection import detection_lines, detection_verdict, summarise
+
+    ensure_writable(report_dir)
+    judged = judge_with_progress(spec, execution)
+    mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
+    extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
+    meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
+    table, lines = detection_lines({**meta, **extra})
+    out.print(table)
+    for line in lines:
+        say(out, line)
+    # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
+    run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
+    return write_and_finish(run, report_dir, meta, extra)
+
+
+def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
+    """``calibrate``: judge a correct target, print the error ratios and the proposal; the exit code."""
+    from .calibrate import calibrate, calibration_table
+
+    run = judge_with_progress(spec, execution)
+    out.print(calibration_table(calibrate(run.results, spec.tolerances(), margin), run, margin))
+    if run.failures:
+        say(out, f"{len(run.failures)} results did not pass: is {spec.targets[0]} really correct? "
+                 f"First: {run.failures[0].repro}", style="red")
+    return 1 if run.failures else 0
+
+
+def judge_case(case: Any, targets: list, checks: list[str], config: str | None, rtol: float | None,
+               atol: float | None, per_step: bool, named_targets: Iterable[str] = ()) -> int:
+    """``check`` and ``repro``: judge one case, print each row's full table; the exit code."""
+    from .generate import load_profile
+    from .judge import judge
+    from .runtime import set_up_process
+
+    tolerances = load_profile(config).tolerance_table(rtol, atol)
+    set_up_process()
+    options = repro_options(config, rtol, atol)
+
+    def rows() -> Iterator[CaseResult]:
+        for result in judge(case, targets, tolerances, checks):
+            result.repro_options = options
+            yield result
+
+    code, reason = verdict(print_case_results(rows(), per_step), named_targets)
+    verdict_line(code, reason)
+    return code
+
+
+def rerender_run(run_dir: str, fmt: str) -> int:
+    """``report``: re-render a run's files from results.json, print what the command printed and
+    its stored verdict; the stored exit code."""
+    from .reports import WRITERS, rerender, resolve_run_dir, results_from_document
+    from .reports.document import stored_verdict
+
+    resolved = resolve_run_dir(run_dir)
+    document = rerender(resolved)
+    if document.get("mutants") is not None:
+        from .detection import detection_lines
+
+        table, lines = detection_lines(document)
+        out.print(table)
+        for line in lines:
+            say(out, line)
+    else:
+        print_run(results_from_document(document))
+    publish_format(fmt, resolved)
+    files = ", ".join(name for name in WRITERS if name != "results.json")
+    say(out, f"re-rendered {files} from results.json in {resolved}")
+    code, reason = stored_verdict(document)
+    verdict_line(code, reason)
+    return code

@@ -142,6 +142,8 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     """Judge a run and compute its one verdict (exit code and reason), which every report stores
     and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early."""
     results = execute(spec, execution, on_result, targets)
+    for result in results:
+        result.repro_options = spec.repro_options
     code, reason = verdict(results, spec.named_targets)
     expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
     return Run(results, code, reason, spec, complete=len(results) >= expected)
