@@ -4,27 +4,30 @@ A run folder ``<report dir>/<run>/`` holds ``results.json`` (:mod:`.json`, the d
 itself), ``junit.xml`` (:mod:`.junit`), ``report.md`` (:mod:`.markdown`) and ``report.html``
 (:mod:`.html`); :mod:`.github` prints annotations for GitHub Actions. Every file is rendered
 into a hidden staging folder beside the run folder, which is then renamed into place, so a crash,
-Ctrl-C or SIGKILL leaves either the complete run or no run (at most a hidden ``.<run>.*``
-staging folder). ``<report dir>/latest`` then names the newest complete run: a relative symlink,
+Ctrl-C or SIGKILL leaves either the complete run or no run (at most a hidden
+``.<run>.<pid>@<host>.*`` staging folder, which the next run that writes into the same report dir
+removes once its writer is gone, saying so on stderr: :mod:`.stream`). Rows go to the staging
+folder's ``results.jsonl`` first and results.json is written from there one row at a time
+(:class:`.stream.RowLog`). ``<report dir>/latest`` then names the newest complete run: a relative symlink,
 or a one-line file holding the run's folder name where symlinks cannot be made.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..runner import CaseResult
+from ..result import CaseResult
 from . import html, json, junit, markdown
 from .document import load_document, results_document, results_from_document
+from .stream import RowLog, clear_stale_staging
 
-__all__ = ["WRITERS", "latest_run", "load_document", "rerender", "resolve_run_dir", "results_document",
-           "results_from_document", "write_reports"]
+__all__ = ["WRITERS", "RowLog", "clear_stale_staging", "latest_run", "load_document", "rerender", "resolve_run_dir",
+           "results_document", "results_from_document", "run_name", "write_reports"]
 
 # File name -> writer; results.json first, so that a re-render reads what the others were made from.
 WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
@@ -41,38 +44,33 @@ def run_name(command: str, seed: int | None) -> str:
 
 
 def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str], meta: dict[str, Any],
-                  extra: dict[str, Any] | None = None) -> Path:
-    """Write every report file of a run into ``<report_dir>/<run>/`` atomically; return that folder."""
-    root = Path(report_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    document = results_document(results, meta, extra)
-    name = run_name(meta.get("command", "run"), meta.get("seed"))
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+                  extra: dict[str, Any] | None = None, log: RowLog | None = None) -> Path:
+    """Write every report file of a run into ``<report_dir>/<run>/`` atomically; return that folder.
+
+    ``log`` is the run's :class:`~.stream.RowLog` when the rows were streamed to it as they
+    arrived (it holds ``results`` already); without one, one is made here (which clears stale
+    staging folders) and given the rows. Either way results.json is written row by row from the
+    log's file, and the tallies are made from ``results``.
+    """
+    if log is None:
+        log = RowLog(report_dir, run_name(meta.get("command", "run"), meta.get("seed")))
+        try:
+            for result in results:
+                log.add(result)
+        except BaseException:
+            log.discard()
+            raise
     try:
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; the run folder is not
-        for file_name, writer in WRITERS.items():
-            (staging / file_name).write_bytes(writer(document))
-        final = _publish(staging, root, name)
+        document = results_document(results, meta, extra, rows=log.rows())
+        log.close()
+        streaming = {"results.json": json.write} if WRITERS.get("results.json") is json.render else {}
+        log.write_files(document, WRITERS, streaming)
+        final = log.finish()
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        log.discard()
         raise
-    update_latest(root, final)
+    update_latest(log.root, final)
     return final
-
-
-def _publish(staging: Path, root: Path, name: str) -> Path:
-    """Rename the staged folder to the first free ``name``, ``name-2``, …; a rename never merges."""
-    suffix = 1
-    while True:
-        final = root / (name if suffix == 1 else f"{name}-{suffix}")
-        if not final.exists():
-            try:
-                os.rename(staging, final)
-                return final
-            except OSError:
-                if not final.exists():  # not a race with another run of the same second
-                    raise
-        suffix += 1
 
 
 def _umask() -> int:

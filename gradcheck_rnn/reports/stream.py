@@ -187,13 +187,18 @@ class RowLog:
 
     def write_files(self, document: dict[str, Any], writers: dict[str, Callable[..., Any]],
                     streaming: dict[str, Callable[[dict[str, Any], IO[bytes]], None]]) -> None:
-        """Render every report file into the staging folder; ``streaming`` writers get a file."""
+        """Render every report file into the staging folder; ``streaming`` writers get a file.
+
+        Each file appears under its name only once complete (written as ``.<name>.part``, then
+        renamed), so a staging folder left by a killed run never holds a torn report."""
         for file_name, writer in writers.items():
-            with open(self.staging / file_name, "wb") as stream:
+            part = self.staging / f".{file_name}.part"
+            with open(part, "wb") as stream:
                 if file_name in streaming:
                     streaming[file_name](document, stream)
                 else:
                     stream.write(writer(document))
+            os.replace(part, self.staging / file_name)
 
     def close(self) -> None:
         if self._stream is not None:

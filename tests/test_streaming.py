@@ -1,0 +1,151 @@
+"""Runs at scale, the supervisor's side: workers forked from a preloaded fork server, rows streamed
+to the staging folder's results.jsonl as they arrive, stale staging folders cleared."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing.forkserver
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck_rnn.case import Case
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.reports import RowLog, write_reports
+from gradcheck_rnn.reports.document import results_document
+from gradcheck_rnn.reports.stream import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
+from gradcheck_rnn import CaseResult
+from gradcheck_rnn.run import default_workers, slim
+from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
+from gradcheck_rnn.run.worker import WorkerSetup
+from gradcheck_rnn.tolerances import Tolerances
+
+TESTS = Path(__file__).parent
+META = {"command": "sweep", "seed": 3, "verdict": {"exit_code": 0, "reason": "all passed"}}
+
+
+def row(index: int, target: str, status: str = "pass") -> CaseResult:
+    return CaseResult(f"gru-L1-uni-I2-H3-T4-B1-len4-f64-s{index}", target, status, "gru", "f64", "all",
+                      case_index=index, message="" if status == "pass" else "broken")
+
+
+# --- workers -----------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not use_fork_server(), reason="no fork server on this platform")
+def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_current_environment(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("GRADCHECK_RNN_PROBE", "set-after-the-server-started")
+    setup = WorkerSetup(("probe_targets:reports_its_process",), Tolerances(), ("reference",),
+                        tuple(p for p in sys.path if p))
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
+    with WorkerPool(setup, 2) as pool:
+        rows = pool.judge([(0, case), (1, case)])
+    seen = [dict(re.findall(r"(\w+)=(\S+)", r.message)) for index in (0, 1) for r in rows[index]]
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    assert len(seen) == 2 and all(s["ppid"] == str(server) for s in seen), (seen, server)
+    assert all(s["torch_threads"] == "1" and s["omp"] == "1" for s in seen), seen
+    assert all(s["marker"] == "set-after-the-server-started" for s in seen), seen
+    assert all(s["main"] == "None" for s in seen), seen  # the supervisor's __main__ is not re-run
+    assert "gradcheck_rnn.run.preload" not in sys.modules  # the heavy imports happen in the server only
+
+
+def test_default_workers_follow_cases_load_and_isolation(monkeypatch):
+    monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 4)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert default_workers(10) == 1  # too few cases to pay for a pool: judged in this process
+    assert default_workers(10, isolate=True) == 2  # --case-timeout needs worker processes
+    assert default_workers(100_000) == 4
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # three cores busy elsewhere
+    assert default_workers(100_000) == 1
+    assert default_workers() == 4  # no case count: the cores, as before
+
+
+def test_passing_rows_lose_their_ratio_maps_on_arrival():
+    from gradcheck_rnn.compare import TensorError
+
+    passing, failing = row(0, "t"), row(1, "t", "fail")
+    for r in (passing, failing):
+        r.tensors = [TensorError("y", r.status, ratio_map=object())]
+    assert slim(passing).tensors[0].ratio_map is None
+    assert slim(failing).tensors[0].ratio_map is not None
+
+
+# --- rows streamed to disk ---------------------------------------------------------------------
+
+def test_rows_stream_to_the_staging_folder_and_results_json_is_built_from_them(tmp_path):
+    arrived = [row(2, "a"), row(0, "a"), row(2, "b", "fail"), row(1, "a"), row(0, "b"), row(1, "b")]
+    log = RowLog(tmp_path, "20261203-120000-sweep-s3")
+    assert log.staging.name.startswith(staging_prefix("20261203-120000-sweep-s3"))
+    for n, r in enumerate(arrived, 1):
+        log.add(r)
+        on_disk = (log.staging / ROWS_FILE).read_bytes() if n == 1 else None
+        log.rows()  # flushes
+        assert len((log.staging / ROWS_FILE).read_text().splitlines()) == n  # each row is on disk as it comes
+        assert on_disk is None or on_disk.count(b"\n") <= 1
+    ordered = sorted(arrived, key=lambda r: r.case_index)  # stable: a case's rows keep their order
+    assert [(r["case_index"], r["target"]) for r in log.rows()] == [(r.case_index, r.target) for r in ordered]
+    run_dir = write_reports(ordered, tmp_path, META, log=log)
+    written = json.loads((run_dir / "results.json").read_text())
+    expected = results_document(ordered, META)
+    assert written["results"] == expected["results"]
+    assert {k: v for k, v in written.items() if k != "created"} == {k: v for k, v in expected.items() if k != "created"}
+    assert sorted(p.name for p in run_dir.iterdir()) == ["junit.xml", "report.html", "report.md", "results.json"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # staging renamed, nothing left
+
+
+def test_a_failing_writer_leaves_no_run_and_no_staging(tmp_path, monkeypatch):
+    from gradcheck_rnn import reports
+
+    def broken(document):
+        raise OSError("disk full")
+
+    monkeypatch.setitem(reports.WRITERS, "report.md", broken)
+    with pytest.raises(OSError):
+        write_reports([row(0, "a")], tmp_path, META)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- stale staging folders ---------------------------------------------------------------------
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_the_next_run_clears_stale_staging_folders_and_says_so_in_one_line(tmp_path):
+    reports = tmp_path / "reports"
+    host, old = host_name(), time.time() - STALE_AFTER - 60
+    folders = {
+        f".20261201-000000-sweep-s0.{dead_pid()}@{host}.k1lled00": "stale",     # writer gone
+        f".20261201-000000-sweep-s0.{os.getpid()}@{host}.l1ve0000": "kept",     # writer alive (this process)
+        ".20261201-000000-sweep-s0.4242@elsewhere.recent00": "kept",           # another host, written lately
+        ".20261201-000000-sweep-s0.4242@elsewhere.old00000": "stale-old",      # another host, a day quiet
+        ".20261201-000000-sweep-s0.abcd1234": "stale-old",                     # an older version's name
+        ".20261201-000000-sweep-s0.efgh5678": "kept",                          # ... still being written
+        ".cache": "kept",                                                      # not ours
+    }
+    for name, fate in folders.items():
+        (reports / name).mkdir(parents=True)
+        (reports / name / "results.json").write_text("{")
+        if fate == "stale-old":
+            for path in (reports / name / "results.json", reports / name):
+                os.utime(path, (old, old))
+    profile = tmp_path / "tiny.toml"
+    profile.write_text("[sweep]\ncases = 1\n[draw]\nmodes = { gru = 1 }\nlayers = [1, 1]\nmax_len = [1, 2]\n"
+                       "[checks]\n" + "".join(f"{c} = false\n" for c in ("padding", "permutation", "future",
+                                                                          "determinism", "linearity", "stateless", "fd")))
+    result = CliRunner().invoke(main, ["sweep", "-c", str(profile), "-t", "fused-cpu", "--report-dir", str(reports)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "stale staging" in line]
+    assert len(lines) == 1 and lines[0].startswith("gradcheck-rnn: removed 3 stale staging folders"), result.output
+    left = {p.name for p in reports.iterdir() if p.name.startswith(".")}
+    assert left == {name for name, fate in folders.items() if fate == "kept"}
+    assert all(name in lines[0] for name, fate in folders.items() if fate != "kept")
+    assert clear_stale_staging(reports) == []  # nothing more to clear: said once
