@@ -25,11 +25,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .compare import TensorError
-from .reports.document import breakdown
-from .reports.markdown import sparkline
-from .reports.document import (CHECK_VALUES, case_lengths, location_mark, mistrust, mistrust_note,
+from .reports.document import (CHECK_VALUES, breakdown, case_lengths, location_mark, mistrust, mistrust_note,
                                significant_pair, skip_reasons, stopped_early_text, tensor_badness, values_parts)
-from .result import CaseResult, top_skip_reasons
+from .reports.markdown import sparkline
+from .result import CaseResult
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
                 "reference-disagreement": "bold yellow", "missing": "bold red"}

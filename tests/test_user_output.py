@@ -100,6 +100,12 @@ def test_a_and_b_show_enough_digits_to_differ_with_diff_and_rdiff():
     assert a in table and b in table
     markdown_line = tensor_line(result.tensors[0].to_json())
     assert f"a={a}" in markdown_line and f"b={b}" in markdown_line and "rdiff 0.000825" in markdown_line
+    # 17 significant digits each still fit 80 columns uncut (the table makes room).
+    tight = row([tensor("l1.bwd.w_hh", 11.5, a=-0.12345678901234566, b=-0.12345678901234571,
+                        location={"layer": 1, "dir": "bwd", "gate": "n", "row": 15, "col": 15})])
+    lines = printed(*render.tensor_table(tight))
+    assert all(len(line) <= 80 for line in lines[1:])
+    assert "-0.12345678901234566" in "\n".join(lines) and "-0.12345678901234571" in "\n".join(lines)
 
 
 @pytest.mark.parametrize("check, words, legend", [
@@ -154,6 +160,7 @@ def test_top_skip_reasons_per_target_with_counts_everywhere():
     results = skipping_run()
     console = "\n".join(printed(render.skipped_target_lines(results)))
     assert "half: 3 of 3 results skipped" in console
+    assert "warning: half was judged on no case (every result skipped)" in console
     assert "2× computes in float16 only" in console and "1× needs CUDA" in console
     assert "fused-cpu" not in console  # it skipped nothing
     document = results_document(results, META)
