@@ -14,7 +14,7 @@ from typing import Any, Callable
 import click
 
 from .config import DTYPES, HEADS, MODES, WANTS_GROUPS
-from .checks import ALL_CHECKS
+from .config import CHECK_NAMES as ALL_CHECKS
 from .errors import UsageError
 from .result import repro_options
 
@@ -69,13 +69,45 @@ config_option = click.option("--config", "-c", "config", default=None, metavar="
                              help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly, soak, half, interp, gpu). Default: ci.")
 
 
+case_timeout_option = click.option(
+    "--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+    help="Judge in a worker process and stop a target still running one check after SECONDS "
+         "(that row is an error), as the sweep that found the case did.")
+
+
 def with_tolerances(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(tolerance_options):
         func = option(func)
     return func
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class OneLineErrors(click.Group):
+    """click's usage errors in the project's one style: ``error: <one sentence>`` and exit 2
+    (click's own is four lines: Usage, Try, blank, Error)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("standalone_mode", None)
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            from .console import print_error
+
+            command = exc.ctx.command_path if exc.ctx is not None else "gradcheck-rnn"
+            print_error(f"{exc.format_message().rstrip('.')}; see '{command} --help'")
+            sys.exit(2)
+        except click.ClickException as exc:
+            from .console import print_error
+
+            print_error(exc.format_message())
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            from .console import print_error
+
+            print_error("aborted")
+            sys.exit(1)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="gradcheck-rnn")
 def main() -> None:
     """Prove or disprove that the gradients of fused RNN kernels are right.
@@ -226,11 +258,13 @@ CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "l
 @target_option
 @check_option
 @with_tolerances
+@case_timeout_option
 @usage_errors
 @click.pass_context
 def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
           lengths: str, max_len: int | None, dtype: str, seed: int, wants: str, heads: str,
-          no_initial_state: bool, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None) -> None:
+          no_initial_state: bool, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None,
+          case_timeout: float | None) -> None:
     """Build one case from flags (or --case-id) and print the full per-tensor table.
 
     \b
@@ -253,7 +287,7 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
         case = case_from_options(mode, layers, bidirectional, input_size, hidden_size, lengths, max_len, dtype,
                                  seed, wants, heads, initial_state=not no_initial_state)
     sys.exit(judge_case(case, _resolve_targets(targets), _expand_checks(checks), None, rtol, atol, per_step=False,
-                        named_targets=targets))
+                        named_targets=targets, case_timeout=case_timeout))
 
 
 @main.command()
@@ -266,9 +300,10 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
 @click.option("--emit-test", "emit_test", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write a standalone pytest file that rebuilds this case and asserts the target "
                    "(exactly one --target) against the references, with these tolerances.")
+@case_timeout_option
 @usage_errors
 def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None,
-          config: str | None, emit_test: str | None) -> None:
+          config: str | None, emit_test: str | None, case_timeout: float | None) -> None:
     """Re-run one case bit for bit from its id: per-tensor table and error per time step.
 
     A truncated-BPTT bug shows as errors that grow toward early time steps.
@@ -285,7 +320,7 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
     if emit_test is not None:
         _emit_test(case, targets, _expand_checks(checks), emit_test, config, rtol, atol)
     sys.exit(judge_case(case, _resolve_targets(targets), _expand_checks(checks), config, rtol, atol, per_step=True,
-                        named_targets=targets))
+                        named_targets=targets, case_timeout=case_timeout))
 
 
 def _emit_test(case, targets: tuple[str, ...], checks: list[str], path: str, config: str | None,

@@ -160,6 +160,9 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
     execution.validate()
     ensure_writable(report_dir)
     run = judge_with_progress(spec, execution)
+    for result in run.results:  # its repro line must stop it too, or it hangs there as it did here
+        if result.status == "error" and result.message.startswith("timed out"):
+            result.repro_options = f"{result.repro_options} --case-timeout {execution.case_timeout:g}".strip()
     print_run(run.results, run)
     return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt)
 
@@ -209,18 +212,32 @@ def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
 
 
 def judge_case(case: Any, targets: list, checks: list[str], config: str | None, rtol: float | None,
-               atol: float | None, per_step: bool, named_targets: Iterable[str] = ()) -> int:
-    """``check`` and ``repro``: judge one case, print each row's full table; the exit code."""
+               atol: float | None, per_step: bool, named_targets: Iterable[str] = (),
+               case_timeout: float | None = None) -> int:
+    """``check`` and ``repro``: judge one case, print each row's full table; the exit code.
+
+    With ``case_timeout`` the case is judged in one worker process that is stopped when a
+    target runs one check longer than that (the row is then an error), as in the sweep."""
     from .generate import load_profile
     from .judge import judge
     from .runtime import set_up_process
 
     tolerances = load_profile(config).tolerance_table(rtol, atol)
     set_up_process()
-    options = repro_options(config, rtol, atol)
+    options = " ".join(filter(None, [repro_options(config, rtol, atol),
+                                     None if case_timeout is None else f"--case-timeout {case_timeout:g}"]))
+
+    def judged() -> Iterable[CaseResult]:
+        if case_timeout is None:
+            return judge(case, targets, tolerances, checks)
+        from .run.pool import judge_in_pool
+        from .run.worker import WorkerSetup
+
+        setup = WorkerSetup(tuple(t.name for t in targets), tolerances, tuple(checks), tuple(p for p in sys.path if p))
+        return judge_in_pool([(0, case)], setup, 1, case_timeout)
 
     def rows() -> Iterator[CaseResult]:
-        for result in judge(case, targets, tolerances, checks):
+        for result in judged():
             result.repro_options = options
             yield result
 

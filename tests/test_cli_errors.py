@@ -1,0 +1,45 @@
+"""Usage errors are one line in the project's style (exit 2), and repro/check take --case-timeout
+so that the repro line of a timed-out row stops too instead of hanging."""
+
+import subprocess
+import sys
+
+import pytest
+
+from gradcheck_rnn.cli import main
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from gradcheck_rnn.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["sweep", "--cases", "0"], "Invalid value for '--cases' / '-n': 0 is not in the range x>=1; "
+                                "see 'gradcheck-rnn sweep --help'"),
+    (["nosuch"], "No such command 'nosuch'; see 'gradcheck-rnn --help'"),
+    (["repro"], "Missing argument 'CASE_ID'; see 'gradcheck-rnn repro --help'"),
+])
+def test_click_usage_errors_are_one_line_in_the_project_style(args, words):
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'gradcheck-rnn'; "
+                           "from gradcheck_rnn.cli import main; main()", *args], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: {words}"], done.stderr
+
+
+def test_help_still_exits_0():
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["sweep", "--help"])
+    assert result.exit_code == 0 and "--cases" in result.output
+
+
+def test_check_and_repro_stop_a_hanging_target_with_case_timeout(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'gradcheck-rnn'; "
+                           "from gradcheck_rnn.cli import main; main()", "repro",
+                           "gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1", "-t", "plugin_targets:hangs",
+                           "--case-timeout", "2"], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "timed out after 2 s" in done.stdout
+    assert "--target plugin_targets:hangs --case-timeout 2" in done.stdout
