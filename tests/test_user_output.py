@@ -211,6 +211,18 @@ def test_target_text_is_printed_literally_never_as_markup():
     assert render.error_text("give [min, max] integers").plain == "error: give [min, max] integers"
 
 
+def test_usage_errors_keep_their_brackets(tmp_path):
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    profile = tmp_path / "bad.toml"
+    profile.write_text("[draw]\nlayers = [3, 1]\n")
+    result = CliRunner().invoke(main, ["sweep", "-c", str(profile), "-n", "1", "--report-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "give [min, max] integers" in result.output
+    assert not (tmp_path / "r").exists()
+
+
 def test_console_lines_fit_80_columns_and_ids_and_repro_commands_stay_whole():
     long_id = "gru-L2-bi-I12-H16-nobias-T18-B14-len6.2.0.8.7.7.7.7.7.7.7.7.7.7-f64-s353880307-wparams-glast-z"
     results = [row([tensor(f"l{i}.bwd.w_hh", 10.0 ** (i + 3), a=-0.000809123 * i, b=0.0123456789,
