@@ -108,8 +108,9 @@ def calibration_table(rows: list[Calibration], run: Any = None, margin: float = 
         spec = run.spec
         title = (f"Calibration of {spec.targets[0]} on {spec.cases} cases (profile {spec.profile}, "
                  f"seed {spec.seed})")
+    # Two spaces between columns (padding on the right only): the eight columns fit 80 uncut.
     table = Table(title=title, title_justify="left", caption="\n".join(notes(rows, margin)), caption_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for column in ("dtype", "kind", "n", "median", "p99", "max", "current", "proposed"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("dtype", "kind") else "right")
     for row in rows:
@@ -133,4 +134,10 @@ def notes(rows: list[Calibration], margin: float) -> list[str]:
 
 
 def _fmt(value: float) -> str:
-    return "-" if value != value else f"{value:.3g}"
+    """A ratio in at most 8 columns: 0.00291, 6.12e-4 (not 0.000612), 1.2e+3 → 1.2e3."""
+    if value != value:
+        return "-"
+    if not math.isfinite(value):
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return min(f"{value:.3g}", f"{float(mantissa):g}e{int(exponent)}", key=len)

@@ -295,6 +295,13 @@ def test_calibrate_never_proposes_zero_and_its_table_fits_80_columns():
     text = "\n".join(printed(calibration_table(rows)))
     assert "…" not in text and "1e-15/1e-15*" in text and "floor applied" in text
     assert all(len(line) <= 80 for line in text.splitlines())
+    # Realistic f32 ratios with the f64 floor beside them: still no number cut.
+    measured = row([tensor(name, ratio) for name, ratio in
+                    (("y", 0.000612345), ("x", 0.00371), ("l0.fwd.w_ih", 0.00117), ("l1.bwd.w_hh", 0.000623))],
+                   status="pass")
+    rows = calibrate([exact, measured], Tolerances())
+    text = "\n".join(printed(calibration_table(rows)))
+    assert "…" not in text and "6.12e-4" in text and "weight_grad" in text and "1e-15/1e-15*" in text
 
 
 def test_empty_lengths_say_that_no_length_was_given():
