@@ -276,9 +276,12 @@ def _fitting_table(columns: list[str], rows: list[list[Text | str]]) -> Table:
     return table
 
 
-def per_step_table(tensor: TensorError) -> Table:
-    """Max |a − b| per time step of one tensor: truncated BPTT shows as errors growing toward t=0."""
+def per_step_table(tensor: TensorError) -> Table | Text:
+    """Max |a − b| per time step of one tensor: truncated BPTT shows as errors growing toward t=0.
+    A tensor without error at any step gets one line that says so instead of empty bars."""
     steps = tensor.per_step or []
+    if steps and all(v == 0 for v in steps):  # bars of nothing say less than words
+        return Text(f"{tensor.name}: max |a − b| per time step: no error, 0 at all {len(steps)} steps")
     table = Table(title=Text(f"{tensor.name}: max |a − b| per time step   {sparkline(steps)}"), title_justify="left")
     table.add_column("t", justify="right")
     table.add_column("max abs error", justify="right")

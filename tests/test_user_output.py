@@ -263,6 +263,13 @@ def test_an_all_zero_error_series_says_no_error():
     assert len(mixed.get_lines()) == 1 and any("no error: y" in t.get_text() for t in mixed.texts)
 
 
+def test_an_all_zero_error_series_says_no_error_on_the_console():
+    quiet = TensorError("y", "pass", 0.0, 0.0, 0.0, per_step=[0.0] * 8)
+    assert printed(render.per_step_table(quiet)) == ["y: max |a − b| per time step: no error, 0 at all 8 steps"]
+    loud = TensorError("x", "fail", 2e-3, 1.0, 9.0, per_step=[0.0, 1e-3, 2e-3])
+    assert any("██████████████████████████████" in line for line in printed(render.per_step_table(loud)))
+
+
 def test_a_one_unit_axis_has_one_tick():
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
