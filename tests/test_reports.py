@@ -120,12 +120,41 @@ def outputs_of(values):
                    {k: v for k, v in values.items() if k not in ("y", "hy", "cy")})
 
 
-# No shrink phase: every example renders a picture (~0.5 s), so shrinking took minutes; the
-# failing example is printed whole anyway.
+def stub_picture(row, lengths, num_directions):
+    """report.html's picture in the property test below: a real one costs ~0.5 s per example
+    (25 examples: 22 s of the suite), and one real picture of every special value is drawn once,
+    by test_one_picture_draws_every_special_value."""
+    return b"\x89PNG" if any(t.get("ratio_map") or t.get("per_step") for t in row.get("tensors", [])) else None
+
+
+def special_values_outputs(references):
+    """A failing target whose every tensor holds each special value at least once."""
+    values = {}
+    for name in references.tensor_names():
+        array = np.array(references.expected["loop"][name], dtype=np.float64)
+        flat = array.reshape(-1)
+        for i, value in enumerate(SPECIAL[:flat.size]):
+            flat[i] = value
+        values[name] = array
+    return values
+
+
+def test_one_picture_draws_every_special_value(references):
+    pytest.importorskip("matplotlib")
+    result = judge_one(references, lambda _: outputs_of(special_values_outputs(references)), Tolerances())
+    assert result.status == "fail"
+    page = WRITERS["report.html"](results_document([result], meta([result]))).decode()
+    [png] = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert base64.b64decode(png).startswith(b"\x89PNG")
+
+
+# No shrink phase: the failing example is printed whole anyway.
 @settings(max_examples=25, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_special_values_flow_through_every_writer_and_table(references, data):
+    from unittest import mock
+
     case = Case.from_id(CASE_ID)
     values, passing = data.draw(target_outputs(references))
     result = judge_one(references, lambda _: outputs_of(values), Tolerances())
@@ -139,7 +168,8 @@ def test_special_values_flow_through_every_writer_and_table(references, data):
     json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict JSON token {token}"))
     JUnitXml.fromstring(WRITERS["junit.xml"](document))
     assert WRITERS["report.md"](document)
-    page = WRITERS["report.html"](document).decode()
+    with mock.patch.object(html_writer, "case_png", stub_picture):
+        page = WRITERS["report.html"](document).decode()
     assert page.count("<img") == (result.status != "pass")
     github.annotations(document)
     console = Console(file=io.StringIO(), width=80)
