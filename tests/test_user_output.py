@@ -86,8 +86,12 @@ def test_failing_tensors_are_listed_worst_first():
     assert lines[3].strip().startswith("l1.fwd.w_hh: ratio 3.4e+08")
     assert [line.split(":")[0].strip() for line in lines if ": ratio " in line] == ["l1.fwd.w_hh", "h0", "hy"]
     assert "… and 2 more tensors: x 3, y 2" in "\n".join(lines)
+    result.message = "; ".join(f"{t.name}: error {t.ratio:g} exceeds tolerance" for t in result.tensors)
     document = results_document([result], META)
     assert [t["name"] for t in failing_tensors(document["results"][0])] == ["l1.fwd.w_hh", "h0", "hy", "x", "y"]
+    page = markdown.render(document).decode()
+    assert page.index("- l1.fwd.w_hh: ratio 3.4e+08") < page.index("- h0: ratio 7") < page.index("- y: ratio 2")
+    assert "exceeds tolerance" not in page  # the message in declaration order would repeat the lines
 
 
 def test_a_and_b_show_enough_digits_to_differ_with_diff_and_rdiff():

@@ -77,7 +77,7 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
     for row in bad[:limit]:
         check = "" if row.get("check", "reference") == "reference" else f" ({row['check']} check)"
         lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", "", f"    {row['repro']}", ""]
-        if row.get("message"):
+        if row.get("message") and not failing_tensors(row):  # a fail's message only repeats its tensor lines
             lines += [_cell(row["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
             lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]
