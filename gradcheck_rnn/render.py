@@ -31,8 +31,8 @@ from .reports.markdown import sparkline
 from .result import CaseResult
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
-                "reference-disagreement": "bold yellow", "missing": "bold red"}
-STATUS_LABEL = {"reference-disagreement": "disagree"}
+                "reference-disagreement": "bold yellow", "nondeterministic": "bold red", "missing": "bold red"}
+STATUS_LABEL = {"reference-disagreement": "disagree", "nondeterministic": "nondet."}
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line
 TENSORS_SHOWN = 3  # failing tensors detailed per failure line; the rest are named with their ratios

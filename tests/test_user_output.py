@@ -186,6 +186,36 @@ def test_an_early_stop_says_how_far_the_run_got():
     assert "stopped early" not in markdown.render(complete).decode()
 
 
+def test_github_annotations_say_the_run_stopped_early():
+    from gradcheck_rnn.reports import github
+
+    document = results_document([row([tensor("x", 3.0)])], {**META, "cases": 20, "complete": False, "cases_judged": 2})
+    assert github.annotations(document)[-1] == ("::warning title=gradcheck-rnn stopped early::"
+                                                "the run stopped early (--fail-fast): 2 of 20 cases judged")
+
+
+def test_nondeterministic_rows_fail_in_every_writer():
+    from junitparser import Failure, JUnitXml
+
+    from gradcheck_rnn.reports import junit
+
+    differing = TensorError("l0.fwd.w_ih", "fail", 1e-9, 1e-8, float("inf"), {"layer": 0, "dir": "fwd", "gate": "r",
+                            "row": 0, "col": 1}, 0.5, 0.500000001, 0.0, 0.0,
+                            message="l0.fwd.w_ih: non-deterministic — two runs of the same case differ by up to 1e-09")
+    results = [row([differing], status="nondeterministic", check="determinism"), row([tensor("y", 0.1)], status="pass")]
+    document = results_document(results, META)
+    xml = JUnitXml.fromstring(junit.render(document))
+    assert xml.failures == 1
+    [failure] = next(case for suite in xml for case in suite if case.result).result
+    assert isinstance(failure, Failure) and failure.type == "nondeterministic"
+    suite = next(iter(xml))
+    assert {p.name: p.value for p in suite.properties()}["verdict"] == "failures found: 1 fail (exit code 1)"
+    assert "| nondet |" in markdown.render(document).decode()
+    page = html_writer.render(document).decode()
+    assert "<th>nondet</th>" in page and '<span class="nondeterministic">nondeterministic</span>' in page
+    assert "nondet." in failure_text(results)
+
+
 # --- the stored verdict ----------------------------------------------------------------------------
 
 def test_writers_show_the_stored_verdict_and_never_recompute_it():

@@ -24,7 +24,7 @@ from ..result import STATUSES, CaseResult
 
 SCHEMA = 1
 # Most serious first: how a case × target × check row sorts among the failures.
-SEVERITY = ("fail", "reference-disagreement", "error")
+SEVERITY = ("fail", "nondeterministic", "reference-disagreement", "error")
 # Statuses of rows that judged the target (their ratios count toward "worst ratio").
 JUDGED = ("pass", "fail", "nondeterministic")
 

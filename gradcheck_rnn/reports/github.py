@@ -1,7 +1,8 @@
 """``--format github``: workflow-command annotations and the job's step summary.
 
 GitHub shows at most 10 error annotations per step, so at most ``ANNOTATION_CAP`` failing rows
-(worst first) become ``::error`` lines and one plain line counts the rest. Each line is
+(worst first) become ``::error`` lines and one plain line counts the rest; a run stopped early
+(--fail-fast) adds a ``::warning`` saying how far it got. Each error line is
 
     ::error title=gradcheck-rnn <status>%3A <target> [<check>]::<case id>: <tensor lines>%0Areproduce: <repro>
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import markdown
-from .document import case_lengths, failing_tensors, failures, tensor_line
+from .document import case_lengths, failing_tensors, failures, progress_note, tensor_line
 
 ANNOTATION_CAP = 10
 SUMMARY_FAILURES = 20  # failures detailed in the step summary (GitHub caps it at 1 MiB)
@@ -46,6 +47,8 @@ def annotations(document: dict[str, Any], run_dir: str | os.PathLike[str] | None
     """Annotation lines for the worst failing rows, then one plain line counting the rest."""
     bad = failures(document)
     lines = [annotation(row) for row in bad[:ANNOTATION_CAP]]
+    if (stopped := progress_note(document)) is not None:
+        lines.append(f"::warning title={escape_property('gradcheck-rnn stopped early')}::{escape_data(stopped)}")
     if len(bad) > ANNOTATION_CAP:
         where = f"; see {Path(run_dir) / 'report.html'}" if run_dir is not None else ""
         lines.append(f"gradcheck-rnn: {len(bad) - ANNOTATION_CAP} more failing results are not annotated{where}")

@@ -39,6 +39,7 @@ code.id,td.l{white-space:nowrap}
 table{display:block;overflow-x:auto;max-width:100%}
 .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
+.nondeterministic{color:#bc4c00;font-weight:600}
 .bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
 .chips span{display:inline-block;margin:0 10px 4px 0}.note{background:#fff8c5;padding:6px 10px;border-radius:4px}
 .scroll{max-height:70vh;overflow:auto}.meta{color:#57606a}img{max-width:100%;height:auto;display:block;margin:6px 0}
@@ -140,17 +141,21 @@ def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
     if not rows:
         return []
     opened = " open" if key == "mode" and len(rows) <= FOLD_ABOVE else ""
-    head = ["target", key, "cases", "pass", "fail", "error", "skip", "disagree", "worst ratio"]
+    nondeterministic = any(row.get("nondeterministic") for row in rows)
+    head = ["target", key, "cases", "pass", "fail", "error", "skip", "disagree"] + ["nondet"] * nondeterministic
+    head.append("worst ratio")
     parts = [f"<details{opened}><summary>Cases per target × {_e(key)} (verdict over every check)</summary>",
              "<table><tr>" + "".join(f"<th{' class=l' if h in ('target', key) else ''}>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
         ratio = row["worst_ratio"]
         ratio_css = ' class="bad"' if ratio is not None and not from_json_number(ratio) <= 1 else ""
+        nondet = row.get("nondeterministic", 0)
         parts.append(f"<tr><td class=l>{_e(row['target'])}</td><td class=l>{_e(row[key])}</td><td>{row['cases']}</td>"
                      f"<td>{row['pass']}</td><td{' class=bad' if row['fail'] else ''}>{row['fail']}</td>"
                      f"<td{' class=bad' if row['error'] else ''}>{row['error']}</td><td>{row['skip']}</td>"
-                     f"<td>{row['reference-disagreement']}</td>"
-                     f"<td{ratio_css}>{'' if ratio is None else fmt(ratio)}</td></tr>")
+                     f"<td>{row.get('reference-disagreement', 0)}</td>"
+                     + (f"<td{' class=bad' if nondet else ''}>{nondet}</td>" if nondeterministic else "")
+                     + f"<td{ratio_css}>{'' if ratio is None else fmt(ratio)}</td></tr>")
     return parts + ["</table></details>"]
 
 

@@ -1,8 +1,10 @@
 """``junit.xml`` for CI test viewers (Jenkins, GitLab, GitHub test reporters).
 
-One ``<testsuite>`` per target inside ``<testsuites>``; one ``<testcase>`` per case × target ×
-check with classname = target and name = "<case id> [<check>]". ``fail`` is a ``<failure>``
-whose text holds one line per failing tensor and the repro command; ``error`` and
+One ``<testsuite>`` per target inside ``<testsuites>``, whose ``<properties>`` carry the run's
+stored verdict (never recomputed) and, for a run stopped early, how far it got; one
+``<testcase>`` per case × target × check with classname = target and name = "<case id>
+[<check>]". ``fail`` and ``nondeterministic`` are ``<failure>``s of that type whose text holds
+one line per failing tensor (worst first) and the repro command; ``error`` and
 ``reference-disagreement`` (the references, not the target, are in doubt) are ``<error>``s of
 that type; ``skip`` is ``<skipped>`` with its reason.
 """
@@ -14,7 +16,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from ..compare import from_json_number
-from .document import case_lengths, failing_tensors, tensor_line
+from .document import case_lengths, failing_tensors, progress_note, stored_verdict, tensor_line
 
 # XML 1.0 cannot carry most control characters: a target's exception text may contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -32,7 +34,7 @@ def _seconds(value: Any) -> str:
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, str]:
     statuses = [r["status"] for r in rows]
-    return {"tests": str(len(rows)), "failures": str(statuses.count("fail")),
+    return {"tests": str(len(rows)), "failures": str(statuses.count("fail") + statuses.count("nondeterministic")),
             "errors": str(statuses.count("error") + statuses.count("reference-disagreement")),
             "skipped": str(statuses.count("skip")),
             "time": _seconds(sum(from_json_number(r.get("seconds", 0.0)) for r in rows))}
@@ -61,13 +63,18 @@ def render(document: dict[str, Any]) -> bytes:
     for target, target_rows in targets.items():
         suite = ET.SubElement(root, "testsuite", name=clean(target), timestamp=str(document.get("created", "")),
                               **_counts(target_rows))
+        properties = ET.SubElement(suite, "properties")
+        code, reason = stored_verdict(document)
+        ET.SubElement(properties, "property", name="verdict", value=clean(f"{reason} (exit code {code})"))
+        if (stopped := progress_note(document)) is not None:
+            ET.SubElement(properties, "property", name="stopped early", value=clean(stopped))
         for row in target_rows:
             case = ET.SubElement(suite, "testcase", classname=clean(target),
                                  name=clean(f"{row['case_id']} [{row.get('check', 'reference')}]"),
                                  time=_seconds(row.get("seconds", 0.0)))
             status, message = row["status"], clean(row.get("message") or row["status"])
-            if status == "fail":
-                ET.SubElement(case, "failure", message=message, type="fail").text = clean(failure_text(row))
+            if status in ("fail", "nondeterministic"):  # two runs of one case differing is the target's failure
+                ET.SubElement(case, "failure", message=message, type=status).text = clean(failure_text(row))
             elif status in ("error", "reference-disagreement"):
                 ET.SubElement(case, "error", message=message, type=status).text = clean(failure_text(row))
             elif status == "skip":

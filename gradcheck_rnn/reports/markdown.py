@@ -51,12 +51,15 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         lines += [f"**Stopped early:** {stopped}.", ""]
     if (note := mistrust_note(document.get("mistrusted"))) is not None:
         lines += [f"**Mistrusted:** {note}.", ""]
-    lines += ["| target | mode | cases | pass | fail | error | skip | disagree | worst ratio, any check |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for row in document.get("by_mode", []):
+    rows = document.get("by_mode", [])
+    nondeterministic = any(row.get("nondeterministic") for row in rows)
+    lines += ["| target | mode | cases | pass | fail | error | skip | disagree | " + "nondet | " * nondeterministic
+              + "worst ratio, any check |", "|---" * (9 + nondeterministic) + "|"]
+    for row in rows:
         worst = "" if row["worst_ratio"] is None else fmt(row["worst_ratio"])
+        nondet = f"{row.get('nondeterministic', 0)} | " if nondeterministic else ""
         lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
-                     f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {worst} |")
+                     f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {nondet}{worst} |")
     skips = skip_reasons(document.get("results", []))
     if skips:
         lines += ["", "Top skip reasons:", ""]
