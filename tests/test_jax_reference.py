@@ -202,7 +202,8 @@ def test_bucket_rule():
     assert jax_ref.bucket_key(RNNConfig("rnn_relu", 5, False, 3, 2, 4, 2)).num_layers == 8
     # mode, directions, projection and bias are data: the ci profile's extremes share one program
     corners = [RNNConfig(m, layers, bi, i, h, t, b, proj_size=p, bias=bias)
-               for m in MODES for layers in (1, 3) for bi in (False, True) for i, h, t, b in ((1, 1, 1, 1), (5, 5, 8, 4))
+               for m in MODES for layers in (1, 3) for bi in (False, True)
+               for i, h, t, b in ((1, 1, 1, 1), (5, 5, 8, 4))
                for p in ((0, 4) if m == "lstm" and h == 5 else (0,)) for bias in (True, False)]
     assert len({jax_ref.bucket_key(c) for c in corners}) == 1
 

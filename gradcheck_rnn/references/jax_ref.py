@@ -73,6 +73,7 @@ call (1.4 against 1.05 ms), which pays until a process makes ~5,000 calls of one
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
@@ -80,7 +81,7 @@ import tempfile
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -229,14 +230,29 @@ def cached_buckets() -> list[BucketKey]:
         return list(_COMPILED)
 
 
+def _host_cpu() -> str:
+    """The CPU's model and feature flags: XLA's CPU code is built for the host's instruction set,
+    and a cache folder may be shared by machines (a Dask cluster on one network file system)."""
+    import platform
+
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.machine() + " " + platform.processor()
+    wanted = ("model name", "flags", "Features")  # Features: arm64
+    return "\n".join(sorted({line for line in lines if line.split(":")[0].strip() in wanted}))
+
+
+@functools.lru_cache(maxsize=1)
 def _fingerprint() -> str:
-    """What a serialized executable depends on: jax, jaxlib, backend, options and this model."""
+    """What a serialized executable depends on: jax, jaxlib, backend, host CPU, options, this model."""
     import jaxlib
 
     device = jax.devices()[0]
     source = Path(__file__).read_bytes() + Path(__file__).with_name("buckets.py").read_bytes()
     parts = [jax.__version__, jaxlib.__version__, device.platform, device.client.platform_version,
-             device.device_kind, repr(sorted(COMPILER_OPTIONS.items())),
+             device.device_kind, _host_cpu() if device.platform == "cpu" else "",
+             repr(sorted(COMPILER_OPTIONS.items())),
              hashlib.sha256(source).hexdigest()]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
