@@ -18,7 +18,7 @@ every rnn_relu pre-activation the kernel computed, |pre_kernel − pre_float64| 
 is the model's standard deviation of a correct kernel's error there. The largest ratio seen,
 against ``SIGMAS``, is the margin of the kink detection.
 
-``--kernel per-op`` measures ``mutant:half-cells-round-per-op`` (the cells as chains of half ops).
+``--kernel per-op`` measures ``mutant:half-rounds-per-op`` (the cells as chains of half ops).
 """
 
 from __future__ import annotations
@@ -85,7 +85,12 @@ class Shadow:
 
     def make_unit(self, spec, packing, layer, d, top, params, x, h, h0, c0):
         unit = super().make_unit(spec, packing, layer, d, top, params, x, h, h0, c0)
-        bias = unit.b_ih.double() + (unit.b_hh.double() if spec.fold_hidden_bias else 0)
+        # the case's own biases (not the unit's: a kernel may have pre-summed them in half)
+        name = ("fwd", "bwd")[d]
+        b_ih, b_hh = (params.get(f"l{layer}.{name}.{k}") for k in ("b_ih", "b_hh"))
+        b_ih = unit.b_ih.double() * 0 if b_ih is None else b_ih.double()
+        b_hh = b_ih * 0 if b_hh is None else b_hh.double()
+        bias = b_ih + (b_hh if spec.fold_hidden_bias else 0)
         exact = torch.addmm(bias, unit.x.double(), unit.w_ih.double().t())
         self.note("input projection", ulps(unit.gates, exact, unit.gates.dtype))
         self.packing = packing
@@ -168,8 +173,8 @@ def main() -> None:
     args = parser.parse_args()
     base = FusedCPUKernel
     if args.kernel == "per-op":
-        from gradcheck_rnn.targets.mutants import HalfCellsRoundPerOp
-        base = HalfCellsRoundPerOp
+        from gradcheck_rnn.targets.mutants import HalfRoundsPerOp
+        base = HalfRoundsPerOp
     ids = list(args.ids)
     if not ids:
         ids = _draw_ids(args.cases, args.seed)

@@ -37,17 +37,26 @@ DEFAULTS: dict[str, dict[str, Tolerance]] = {
     # rows): weight gradients get twice the room, every kind keeps a margin of >= 16.
     "f32": {"output": Tolerance(1e-4, 1e-5), "input_grad": Tolerance(1e-4, 1e-5),
             "weight_grad": Tolerance(2e-4, 2e-5)},
-    # float16 / bfloat16: half buffers, float32 accumulation (fused-cpu; torch-native for f16).
-    # `gradcheck-rnn calibrate -c half -t fused-cpu` (seeds 0 and 1) and `-t torch-native` (seed 0),
-    # 300 cases each, 2026-12-03, worst ratio under the previous 1e-2/1e-2 (f16) and 5e-2/5e-2
-    # (bf16), i.e. worst error ≈ ratio × (atol + rtol·|b|):
-    #   f16  output 0.111, input_grad 0.131, weight_grad 0.387 (torch-native 0.111, 0.131, 0.343)
-    #   bf16 output 0.132, input_grad 0.358, weight_grad 1.79 (fused-cpu; the tail is relu units
-    #        whose sign flips with rounding, rnn_relu-L3-uni-I8-H4-nobias-T10-B3-len4.1.10-bf16-s119802846-glast)
-    # Margins kept: f16 9 / 15 / 13; bf16 7.6 / 5.6 / 3.4 — bf16's 8-bit mantissa leaves little room.
+    # float16 / bfloat16: half storage, float32 arithmetic, one rounding per stored value (fused-cpu;
+    # torch-native for f16). Judged with the drift allowance near relu kinks (references/drift.py),
+    # so these only hold the rounding-level drift of the smooth paths (docs/half-precision.md).
+    # Worst ratio of a correct kernel under the previous tolerances (f16 1e-2 / 2e-2 / 5e-2,
+    # bf16 5e-2 / 1e-1 / 3e-1 for output / input_grad / weight_grad), 2026-12-03, after the
+    # kernel's rounding fixes:
+    #   `gradcheck-rnn calibrate -c half` (300 cases; fused-cpu seeds 0, 1; torch-native seed 0):
+    #     f16  output 0.111, input_grad 0.0657, weight_grad 0.0686
+    #     bf16 output 0.104, input_grad 0.151,  weight_grad 0.298
+    #   the soak beyond the calibration shapes (configs/half-soak.toml, 2000 cases, H ≤ 12, T ≤ 20,
+    #   4 layers), tensors of the smooth modes (relu tensors have the allowance):
+    #     f16  output 0.161, input_grad 0.0717, weight_grad 0.145
+    #     bf16 output 0.113, input_grad 0.12,   weight_grad 0.228
+    # Tightened: f16 weight_grad 5e-2 -> 2.5e-2 (margin 3.4 over the soak's worst), bf16 output
+    # 5e-2 -> 2.5e-2 (margin 4.4). Kept: input_grad (the future check compares changes of dx
+    # under it and has no drift allowance; 1 relu-kink false alarm at 2e-2 already), f16 output
+    # (margin 6.2) and bf16 weight_grad (margin 4.4; 2e-1 would leave 2.9).
     "f16": {"output": Tolerance(1e-2, 1e-2), "input_grad": Tolerance(2e-2, 2e-2),
-            "weight_grad": Tolerance(5e-2, 5e-2)},
-    "bf16": {"output": Tolerance(5e-2, 5e-2), "input_grad": Tolerance(1e-1, 1e-1),
+            "weight_grad": Tolerance(2.5e-2, 2.5e-2)},
+    "bf16": {"output": Tolerance(2.5e-2, 2.5e-2), "input_grad": Tolerance(1e-1, 1e-1),
              "weight_grad": Tolerance(3e-1, 3e-1)},
 }
 

@@ -125,7 +125,7 @@ def test_smooth_modes_have_no_kinks_and_float64_has_almost_none():
     assert drift.find_kinks(Case.from_id("lstm-L2-bi-I3-H5-T7-B3-len7.4.1-bf16-s9")) == []
     assert drift.find_kinks(Case.from_id("gru-L2-bi-I3-H5-T7-B3-len7.4.1-bf16-s9")) == []
     assert drift.find_kinks(Case.from_id(BF16_ID.replace("-bf16-", "-f64-"))) == []
-    assert drift.find_kinks(Case.from_id(BF16_ID))  # bf16: 29 units within 6 sigma of 0
+    assert drift.find_kinks(Case.from_id(BF16_ID))  # bf16: dozens of units within 10 sigma of 0
 
 
 def test_drift_pass_equals_the_loop_reference():
@@ -158,10 +158,10 @@ def test_flip_moves_the_mask_and_nothing_else():
 
 def test_half_cells_compute_in_float32_and_round_once():
     """fused-cpu's LSTM/GRU cells in half are float32 passes rounded once per stored value: closer to
-    float64 than the per-op chain (mutant:half-cells-round-per-op), never further."""
+    float64 than the per-op chain (mutant:half-rounds-per-op), never further."""
     from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
     from gradcheck_rnn.references.loop import run_loop_reference
-    from gradcheck_rnn.targets.mutants import HalfCellsRoundPerOp
+    from gradcheck_rnn.targets.mutants import HalfRoundsPerOp
 
     worse = 0
     for mode in ("lstm", "gru"):
@@ -169,7 +169,7 @@ def test_half_cells_compute_in_float32_and_round_once():
             case = Case.from_id(f"{mode}-L2-bi-I6-H8-T12-B4-len12.7.3.9-f16-s{seed}")
             ref = run_loop_reference(case)
             careful = FusedCPUTarget().run(case)
-            per_op = FusedCPUTarget(HalfCellsRoundPerOp()).run(case)
+            per_op = FusedCPUTarget(HalfRoundsPerOp()).run(case)
             assert careful.y.dtype == torch.float16
             err = {name: float(np.abs(out.y.double().numpy() - ref.y).max()) for name, out in
                    (("careful", careful), ("per-op", per_op))}

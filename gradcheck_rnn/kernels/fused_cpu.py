@@ -123,7 +123,7 @@ def float32_cell(cell: Callable[[Any, Step], None]) -> Callable[[Any, Step], Non
     docs/half-precision.md) measured the per-op chains at up to 145 (forward) and 274 (backward)
     half ulps of a stored f16 LSTM value where its terms cancel, and the two-rounding hand-off at
     up to 25; this kernel stays at 0.5 ulp in every stage. The per-op variant lives on as
-    ``mutant:half-cells-round-per-op``.
+    ``mutant:half-rounds-per-op``.
 
     The gradients a cell hands to the previous state directly (``dh_direct``, ``dc_prev``)
     stay float32: :meth:`FusedCPUKernel.handoff` adds them in float32 and rounds once.
