@@ -61,12 +61,14 @@ def error_text(message: str) -> Text:
     return Text.assemble(("error:", "bold red"), " ", str(message))
 
 
-def wrapped(text: str, indent: str = INDENT, width: int = WIDTH) -> list[str]:
+def wrapped(text: str, indent: str = INDENT, width: int = WIDTH, hanging: str | None = None) -> list[str]:
     """``text`` in lines of at most ``width`` columns, broken at spaces only: a case id, a path
-    or a repro command in it stays whole (a word longer than the line gets a line of its own)."""
+    or a repro command in it stays whole (a word longer than the line gets a line of its own).
+    Continuation lines start with ``hanging`` (default: ``indent``)."""
     lines = []
     for paragraph in str(text).splitlines() or [""]:
-        lines += textwrap.wrap(paragraph, width=width, initial_indent=indent, subsequent_indent=indent,
+        lines += textwrap.wrap(paragraph, width=width, initial_indent=indent,
+                               subsequent_indent=indent if hanging is None else hanging,
                                break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
     return lines
 
@@ -131,7 +133,7 @@ def skipped_target_lines(results: list[CaseResult], top: int = 3) -> list[Text]:
     for entry in entries:
         lines.append(Text(f"  {entry['target']}: {entry['skipped']} of {plural(entry['total'], 'result')} skipped"))
         for reason, count in entry["reasons"]:
-            lines += [Text(line) for line in wrapped(f"{count:>5}× {reason}", indent="    ")]
+            lines += [Text(line) for line in wrapped(f"{count:>5}× {reason}", indent="    ", hanging=" " * 11)]
         if entry["other"]:
             lines.append(Text(f"    {entry['other']:>5}× other reasons", style="dim"))
     return lines
@@ -244,9 +246,11 @@ def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
     if result.check != "reference":
         what, a_is, b_is = CHECK_VALUES.get(result.check, ("", "a", "b"))
         notes.append(f"{what + ': ' if what else ''}a = {a_is}, b = {b_is}")
-    if tolerances:
-        notes.append("rtol/atol: " + ", ".join(f"{kind} {tol}" for kind, tol in tolerances.items()))
-    footer = Text("\n".join(line for note in notes for line in wrapped(note, indent="")), style="dim") if notes else None
+    lines = [line for note in notes for line in wrapped(note, indent="")]
+    if tolerances:  # "weight_grad 0.0002/2e-05" stays on one line
+        items = [f"{kind} {tol}" for kind, tol in tolerances.items()]
+        lines += packed(["rtol/atol:"] + [item + "," for item in items[:-1]] + items[-1:], indent="")
+    footer = Text("\n".join(lines), style="dim") if lines else None
     return title, table, footer
 
 

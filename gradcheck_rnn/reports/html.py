@@ -36,6 +36,7 @@ pre{background:#f6f8fa;padding:6px 8px;overflow-x:auto;margin:4px 0}
 table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #d0d7de;padding:2px 7px;text-align:right;vertical-align:top}
 th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;white-space:nowrap}
 code.id,td.l{white-space:nowrap}
+tr.repro td{border-top:0;background:#f6f8fa}
 table{display:block;overflow-x:auto;max-width:100%}
 .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
@@ -177,17 +178,19 @@ def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
     parts = [f"<h2>Failures ({len(bad)}, worst first)</h2>"]
     if not bad:
         return parts + ['<p class="pass">No failures.</p>']
-    parts.append('<div class="scroll"><table><tr><th>#</th><th class=l>status</th><th class=l>case id</th>'
-                 "<th class=l>target</th><th class=l>check</th><th class=l>worst tensor</th><th>ratio</th>"
-                 "<th class=l>reproduce</th></tr>")
+    # Each failure is two rows: its facts, then its repro command across the row (an unbroken
+    # command as wide as the table's other columns together, so the page rarely has to scroll).
+    parts.append('<div class="scroll"><table class="failures"><tr><th>#</th><th class=l>status</th>'
+                 "<th class=l>case id</th><th class=l>target</th><th class=l>check</th><th class=l>worst tensor</th>"
+                 "<th>ratio</th></tr>")
     for i, row in enumerate(bad[:TABLE_CAP], 1):
         case_id = _e(row["case_id"])
         if i <= DETAIL_CAP:
             case_id = f'<a href="#case-{i}">{case_id}</a>'
-        parts.append(f"<tr><td>{i}</td><td class=l>{_status(row['status'])}</td><td class=id>{case_id}</td>"
+        parts.append(f"<tr><td rowspan=2>{i}</td><td class=l>{_status(row['status'])}</td><td class=id>{case_id}</td>"
                      f"<td class=l>{_e(row['target'])}</td><td class=l>{_e(row.get('check', ''))}</td>"
-                     f"<td class=l>{_e(row.get('worst_tensor') or '–')}</td><td>{fmt(row.get('worst_ratio'))}</td>"
-                     f"<td class=id><code class=id>{_e(row['repro'])}</code></td></tr>")
+                     f"<td class=l>{_e(row.get('worst_tensor') or '–')}</td><td>{fmt(row.get('worst_ratio'))}</td></tr>"
+                     f'<tr class="repro"><td class=id colspan=6><code class=id>{_e(row["repro"])}</code></td></tr>')
     parts.append("</table></div>")
     if len(bad) > TABLE_CAP:
         parts.append(f"<p>… and {len(bad) - TABLE_CAP} more: see results.json or junit.xml.</p>")
