@@ -45,20 +45,15 @@ def fmt(value: float | None) -> str:
 
 
 def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
-    """Print lines without wrapping or cropping them (case ids and repro commands stay whole)."""
+    """Print lines without wrapping or cropping them (case ids and repro commands stay whole),
+    plain strings literally: a traceback or message with "[/b]" in it is text, not markup."""
     for line in lines:
-        console.print(line, soft_wrap=True, highlight=False)
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def plural(count: int, noun: str) -> str:
     """``1 case``, ``2 cases``."""
     return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
-def error_text(message: str) -> Text:
-    """``error: <message>`` in the project's one-line style, the message taken literally (a
-    profile message such as "give [min, max] integers" must not lose its brackets to markup)."""
-    return Text.assemble(("error:", "bold red"), " ", str(message))
 
 
 def wrapped(text: str, indent: str = INDENT, width: int = WIDTH, hanging: str | None = None) -> list[str]:

@@ -242,7 +242,8 @@ def test_target_text_is_printed_literally_never_as_markup():
     text = "\n".join(printed(*render.summary_tables(results), render.skipped_target_lines(results),
                              render.failure_lines(results), *render.tensor_table(results[1])))
     assert message in text and "pkg.mod:make[/b]: 1 case" in text and "needs [red]CUDA[/]" in text
-    assert render.error_text("give [min, max] integers").plain == "error: give [min, max] integers"
+    lines = printed(["target traceback: ValueError('[/b] in [bold]x')"])
+    assert lines == ["target traceback: ValueError('[/b] in [bold]x')"]
 
 
 def test_usage_errors_keep_their_brackets(tmp_path):

@@ -283,7 +283,9 @@ def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:
 
 
 def progress_note(document: dict[str, Any]) -> str | None:
-    """"stopped early: 2 of 20 cases judged (--fail-fast)" for a run that did not complete, else None."""
+    """For a run that did not complete (``"complete": false``), how far it got — "the run stopped
+    early (--fail-fast): 2 of 20 cases judged" — from ``cases_judged`` (counted from the rows in
+    files without it); None for a complete run."""
     if document.get("complete") is not False:
         return None
     judged = document.get("cases_judged")
