@@ -109,7 +109,11 @@ def calibration_table(rows: list[Calibration], run: Any = None, margin: float = 
         title = (f"Calibration of {spec.targets[0]} on {spec.cases} cases (profile {spec.profile}, "
                  f"seed {spec.seed})")
     # Two spaces between columns (padding on the right only): the eight columns fit 80 uncut.
-    table = Table(title=title, title_justify="left", caption="\n".join(notes(rows, margin)), caption_justify="left",
+    from rich.text import Text
+
+    # Text, not markup: a target named "pkg:make[/b]" is printed as it is.
+    table = Table(title=None if title is None else Text(title), title_justify="left",
+                  caption=Text("\n".join(notes(rows, margin))), caption_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for column in ("dtype", "kind", "n", "median", "p99", "max", "current", "proposed"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("dtype", "kind") else "right")

@@ -11,6 +11,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -344,6 +345,8 @@ def test_calibrate_never_proposes_zero_and_its_table_fits_80_columns():
     rows = calibrate([exact, measured], Tolerances())
     text = "\n".join(printed(calibration_table(rows)))
     assert "…" not in text and "6.12e-4" in text and "weight_grad" in text and "1e-15/1e-15*" in text
+    run = SimpleNamespace(spec=SimpleNamespace(targets=["pkg.mod:make[/b]"], cases=2, profile="ci", seed=0))
+    assert printed(calibration_table(rows, run))[0].startswith("Calibration of pkg.mod:make[/b] on 2 cases")
 
 
 def test_empty_lengths_say_that_no_length_was_given():
