@@ -158,7 +158,7 @@ def tensor_lines(tensor: TensorError, check: str, case_id: str, indent: str = IN
     """One failing tensor in at most 80 columns: its ratio and where (a padded step or an empty
     sequence is marked), then a and b with enough digits, what they are, and diff and rdiff there.
     Shape, missing and non-finite failures say so in words (the message)."""
-    data = tensor.to_json()
+    data = {"a": tensor.a, "b": tensor.b, "reference": tensor.reference}  # what values_parts reads
     if tensor.status == "missing" or (tensor.ratio != tensor.ratio and tensor.message):
         return wrapped(tensor.message or f"{tensor.name}: {tensor.status}", indent)
     lengths = _lengths(case_id)
@@ -184,18 +184,23 @@ def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
         style = STATUS_STYLE.get(r.status, "")
         lines.append(Text.assemble((f"{STATUS_LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
         lines += [Text(line) for line in wrapped(f"{r.target} · {r.check} check")]
-        failing = sorted(r.failing, key=lambda t: -tensor_badness(t.to_json()))
+        failing = sorted(r.failing, key=lambda t: -_badness(t))
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, r.check, r.case_id)]
         if not failing:
             details = wrapped(r.message or r.status)
         if len(failing) > TENSORS_SHOWN:
-            rest = ", ".join(f"{t.name} {fmt(tensor_badness(t.to_json()))}" for t in failing[TENSORS_SHOWN:])
+            rest = ", ".join(f"{t.name} {fmt(_badness(t))}" for t in failing[TENSORS_SHOWN:])
             details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
         lines.extend(Text(d) for d in details)
         lines.append(Text(f"{INDENT}{r.repro}", style="cyan"))
     if len(bad) > limit:
         lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
     return lines
+
+
+def _badness(tensor: TensorError) -> float:
+    """:func:`tensor_badness` of a TensorError (missing, shape and NaN count as infinite)."""
+    return tensor_badness({"status": tensor.status, "ratio": tensor.ratio})
 
 
 def _sort_ratio(result: CaseResult) -> float:
