@@ -29,10 +29,13 @@ Design — one for every dtype
 2. *How far can the gradients move?* The float64 reference is run again with kinks pinned to
    the other side of 0 (a straight-through pin: the pre-activation's value is mirrored across 0,
    its gradient still flows through the weights and inputs): once with every kink flipped, and
-   once per kink (up to :data:`MAX_SINGLE_RUNS` runs; beyond that the kinks are flipped in that
-   many groups). The allowance of each element is ``max(|g_all − g|, Σ_k |g_k − g|)``: it
+   once per kink (up to :data:`MAX_SINGLE_RUNS` runs: beyond that, the 15 kinks closest to 0 in
+   units of their bound alone and the rest in one run). The allowance of each element is ``max(|g_all − g|, Σ_k |g_k − g|)``: it
    covers a kernel that flips any one kink, all of them, and (to first order) any subset.
-3. *Judge:* an element passes when ``|a − b| ≤ atol + rtol·|b| + allowance``. The allowance is
+3. *Judge:* an element passes when ``|a − b| ≤ atol + rtol·|b| + SAFETY·(1 + rtol)·allowance``:
+   a kernel that flips a kink follows the flipped trajectory ``b + Δ`` within its own
+   ``atol + rtol·|b + Δ|`` (hence ``1 + rtol``), and :data:`SAFETY` = 2 covers what the first
+   order misses. The allowance is
    computed only for a case whose fixed-tolerance comparison failed (a passing comparison costs
    nothing), only for tensors that failed, and recorded in the tensor's message and ``drift``
    field. It is local: elements that no kink reaches get 0, so a wrong gradient elsewhere still
@@ -70,6 +73,9 @@ KINKED_MODES = ("rnn_relu",)
 # rounding model's sigma is checked against fused-cpu's measured pre-activation errors in
 # benchmarks/half_error_budget.py (docs/half-precision.md): SIGMAS is set there.
 SIGMAS = 10.0
+# Factor on the allowance: the flips' first-order sum misses how kinks interact, and the 2000-case
+# half soak saw widened ratios up to 0.98 without it (docs/half-precision.md); 2 halves that.
+SAFETY = 2.0
 # Reference runs with one kink (or one group of kinks) flipped, besides the run with all flipped.
 MAX_SINGLE_RUNS = 16
 
@@ -242,7 +248,13 @@ def drift_allowance(case: Case, names: Iterable[str] | None = None) -> DriftAllo
     base, _ = _relu_pass(case)
     wanted = list(base) if names is None else [n for n in names if n in base]
     kinks = allowance.kinks
-    groups = [kinks[i::MAX_SINGLE_RUNS] for i in range(min(MAX_SINGLE_RUNS, len(kinks)))]
+    # the kinks a kernel is likeliest to flip (closest to 0 in units of their bound) each alone;
+    # the rest, if any, together: a group's effects may cancel inside it, singles' never do
+    ranked = sorted(kinks, key=lambda k: abs(k.pre) / k.bound)
+    if len(ranked) <= MAX_SINGLE_RUNS:
+        groups = [[k] for k in ranked]
+    else:
+        groups = [[k] for k in ranked[:MAX_SINGLE_RUNS - 1]] + [ranked[MAX_SINGLE_RUNS - 1:]]
     variants = [kinks] + (groups if len(kinks) > 1 else [])
     every = {name: np.zeros_like(base[name]) for name in wanted}  # |g_all − g|
     singles = {name: np.zeros_like(base[name]) for name in wanted}  # Σ_k |g_k − g|
@@ -309,6 +321,9 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
             errors[i].message += f" (no drift allowance: {drift.reason or drift.describe()})"
             continue
         tol = tolerances.for_tensor(case.config.dtype, name)
+        # the kernel follows the flipped trajectory b' = b + Δ up to its own atol + rtol·|b'|, and
+        # rtol·|b'| <= rtol·|b| + rtol·|Δ|: hence (1 + rtol); SAFETY for what first order misses
+        extra = extra * (SAFETY * (1.0 + tol.rtol))
         candidates = []
         for ref_name, ref in expected.items():
             error = compare_tensor(name, actual.get(name), ref[name], tol, case.config, allowance=extra)
