@@ -1,9 +1,11 @@
-"""Fixtures for the foreign-target tests: an MXNet 1.9.1 interpreter made by the test session.
+"""Fixtures for the foreign-target tests: MXNet 1.9.1 and flax/Keras interpreters made by the tests.
 
 MXNet 1.9.1 needs numpy < 1.24 and cannot live in this venv, so the session makes its own venv
 with ``pip install mxnet==1.9.1 "numpy<1.24"`` (under ~/.cache/gradcheck-rnn/venvs/mxnet191, or
 ``$GRADCHECK_RNN_MXNET_VENV``), reuses it when it is complete (a marker written last), and skips
-the MXNet tests with the reason when the package registry cannot provide it. CI then runs the
+the MXNet tests with the reason when the package registry cannot provide it. The flax and
+Keras targets get a venv the same way (~/.cache/gradcheck-rnn/venvs/flax-keras: this venv's jax
+version, flax, keras), so that the main venv never changes. CI then runs the
 out-of-process path against the real framework, never a mock. Imported by the test modules that
 need it (not from conftest.py, so other tests never pay for it).
 """
@@ -21,6 +23,7 @@ import pytest
 TESTS = Path(__file__).parent
 MXNET_VENV = Path(os.environ.get("GRADCHECK_RNN_MXNET_VENV", "~/.cache/gradcheck-rnn/venvs/mxnet191")).expanduser()
 MXNET_REQUIREMENTS = ("mxnet==1.9.1", "numpy<1.24")
+FLAX_KERAS_VENV = Path(os.environ.get("GRADCHECK_RNN_FLAX_KERAS_VENV", "~/.cache/gradcheck-rnn/venvs/flax-keras")).expanduser()
 _MARKER = ".gradcheck-rnn-complete"
 
 
@@ -29,10 +32,13 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def ensure_mxnet_venv(venv: Path = MXNET_VENV) -> Path | str:
-    """The venv's python when it is (or could be made) complete, else the reason why not."""
+def ensure_venv(venv: Path, requirements: tuple[str, ...], probe: str, expected: str) -> Path | str:
+    """The venv's python when it is (or could be made) complete with ``requirements`` (``probe``
+    printing ``expected`` there), else the reason why not. A venv whose marker names other
+    requirements, or none (an interrupted set-up), is made again."""
     python = venv / "bin" / "python"
-    if (venv / _MARKER).is_file() and python.is_file():
+    wanted = " ".join(requirements) + "\n"
+    if (venv / _MARKER).is_file() and (venv / _MARKER).read_text() == wanted and python.is_file():
         return python
     shutil.rmtree(venv, ignore_errors=True)  # half made by an interrupted session
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -41,22 +47,47 @@ def ensure_mxnet_venv(venv: Path = MXNET_VENV) -> Path | str:
         return f"could not create a venv at {venv} ({_last_line(made.stderr)})"
     try:
         pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                              *MXNET_REQUIREMENTS], capture_output=True, text=True, timeout=900)
+                              *requirements], capture_output=True, text=True, timeout=900)
     except subprocess.TimeoutExpired:
-        return f"pip install {' '.join(MXNET_REQUIREMENTS)} ran past 15 minutes"
+        return f"pip install {' '.join(requirements)} ran past 15 minutes"
     if pip.returncode != 0:
-        return f"pip cannot provide {' '.join(MXNET_REQUIREMENTS)} here ({_last_line(pip.stderr)})"
-    probe = subprocess.run([str(python), "-c", "import mxnet; print(mxnet.__version__)"], capture_output=True, text=True)
-    if probe.returncode != 0 or probe.stdout.strip() != "1.9.1":
-        return f"mxnet 1.9.1 installed at {venv} but does not import ({_last_line(probe.stderr)})"
-    (venv / _MARKER).write_text("mxnet 1.9.1\n")
+        return f"pip cannot provide {' '.join(requirements)} here ({_last_line(pip.stderr)})"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+    if done.returncode != 0 or done.stdout.strip() != expected:
+        return f"{' '.join(requirements)} installed at {venv} but does not import ({_last_line(done.stderr)})"
+    (venv / _MARKER).write_text(wanted)
     return python
+
+
+def ensure_mxnet_venv(venv: Path = MXNET_VENV) -> Path | str:
+    return ensure_venv(venv, MXNET_REQUIREMENTS, "import mxnet; print(mxnet.__version__)", "1.9.1")
+
+
+def jax_requirements() -> tuple[str, ...]:
+    """flax and keras (the versions the mappings were read from) beside this venv's jax."""
+    from importlib.metadata import version
+
+    return (f"jax=={version('jax')}", "flax==0.12.8", "keras==3.15.1")
+
+
+def ensure_flax_keras_venv(venv: Path = FLAX_KERAS_VENV) -> Path | str:
+    probe = "import os; os.environ['KERAS_BACKEND'] = 'jax'; import flax, keras; print('ok')"
+    return ensure_venv(venv, jax_requirements(), probe, "ok")
 
 
 @pytest.fixture(scope="session")
 def mxnet_python() -> Path:
     """Path of an interpreter where ``import mxnet`` gives MXNet 1.9.1 (made once per machine)."""
     python = ensure_mxnet_venv()
+    if isinstance(python, str):
+        pytest.skip(python)
+    return python
+
+
+@pytest.fixture(scope="session")
+def flax_keras_python() -> Path:
+    """Path of an interpreter with flax and Keras 3 beside this venv's jax (made once per machine)."""
+    python = ensure_flax_keras_venv()
     if isinstance(python, str):
         pytest.skip(python)
     return python

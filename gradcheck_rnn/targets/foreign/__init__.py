@@ -40,6 +40,8 @@ _HERE = Path(__file__).parent
 FOREIGN_BUILTINS: dict[str, tuple[str, str, dict[str, Any], dict[str, str]]] = {
     "mxnet": ("mxnet_target.py", "make_target", {"native": False}, {}),
     "mxnet-native": ("mxnet_target.py", "make_target", {"native": True}, {}),
+    "flax": ("flax_target.py", "make_target", {}, {}),
+    "keras": ("keras_target.py", "make_target", {}, {"KERAS_BACKEND": "jax"}),
 }
 
 
@@ -217,8 +219,8 @@ class ForeignTarget:
         self._ensure()
         reply, payload = self._request(header, arrays, during)
         if reply["type"] == "error":
-            where = f" (at {reply['where']})" if reply.get("where") else ""
-            raise ForeignTargetError(f"{reply['error']}{where} [in {self.python}]")
+            where = f"at {reply['where']}, " if reply.get("where") else ""
+            raise ForeignTargetError(f"{reply['error']} ({where}in {self.python})")
         return reply, payload
 
     # -- the target protocol -----------------------------------------------------------------
@@ -303,11 +305,13 @@ class Unavailable:
         raise ForeignTargetError(self.reason)
 
 
-_FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet"}
+_FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras"}
 
 
 def _import_error(module: str) -> str | None:
     """None when ``module`` imports in this process, else why not (one line)."""
+    if module == "keras":
+        os.environ.setdefault("KERAS_BACKEND", "jax")  # the backend the keras target runs on
     try:
         __import__(module)
     except Exception as exc:  # not installed, or built against another numpy: both mean "not here"
@@ -333,7 +337,9 @@ def local_builtin(name: str) -> Any:
 def foreign_rows() -> list[tuple[str, bool, str]]:
     """(name, available here, note) for ``gradcheck-rnn targets``."""
     notes = {"mxnet": "MXNet's RNN operator on CPU (oneDNN where MXNet uses it)",
-             "mxnet-native": "MXNet's own CPU RNN kernel (MXNET_USE_MKLDNN_RNN=0)"}
+             "mxnet-native": "MXNet's own CPU RNN kernel (MXNET_USE_MKLDNN_RNN=0)",
+             "flax": "flax.linen nn.RNN over LSTMCell, GRUCell, SimpleCell (extra: flax)",
+             "keras": "Keras 3 LSTM, GRU, SimpleRNN on the JAX backend (extra: keras)"}
     rows = []
     for name, note in notes.items():
         available = _import_error(_FRAMEWORK[name]) is None

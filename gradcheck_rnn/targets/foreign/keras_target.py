@@ -1,0 +1,175 @@
+"""The ``keras`` target: Keras 3's LSTM, GRU(reset_after=True) and SimpleRNN on the JAX backend.
+
+Loaded by path in any interpreter with numpy, jax and keras (``keras@PYTHON``), or in-process
+when keras imports here on the JAX backend; it imports nothing from gradcheck_rnn. A case runs as
+a careful Keras user writes it: one recurrent layer per layer (``Bidirectional(...,
+merge_mode="concat")`` for two directions: [fwd | bwd]), ``return_sequences=True``,
+``return_state=True``, ``use_bias`` from the config, a boolean ``mask`` (t < length) passed to
+every layer, ``initial_state`` from h0/c0 (omitted for ``-z``: Keras's zero state), and gradients
+by ``jax.vjp`` of the layers' ``stateless_call`` over the requested inputs and parameters only.
+
+Mapping (keras/src/layers/rnn/{lstm,gru,simple_rnn}.py), written once in :func:`to_keras`;
+kernels are (in, units·gates) = our weights transposed, gate blocks side by side:
+- LSTM: gates i, f, c, o (ours i, f, g, o), one bias = b_ih + b_hh;
+- GRU with ``reset_after=True`` (the Keras 3 default, the cuDNN/torch form): gates **z, r, h**
+  (ours r, z, n), bias (2, 3H) = [input biases; recurrent biases], the recurrent h bias inside
+  r * (...), as in torch;
+- SimpleRNN: one bias = b_ih + b_hh, ``activation="relu"`` for rnn_relu.
+The gradients of our parameters are JAX's derivative through that linear map.
+
+Semantics a user must know: under a mask Keras repeats the last valid output over masked steps
+unless ``zero_output_for_mask=True``; this target sets it (it is what makes padded outputs 0).
+Masked steps keep the state, so hy is the state at each sequence's last valid step, and the
+backward layer of Bidirectional (``go_backwards``) starts at each sequence's own last step.
+Declined: projections (no Keras layer has them); float16/bfloat16 (not judged here); float64
+for every mode with a tanh (LSTM, GRU, rnn_tanh): Keras 3.15's ``ops.tanh`` returns float32 for
+a float64 tensor (its ``result_type(float64, float)`` is float32), so those layers compute in
+float32 (a tanh SimpleRNN even fails its scan's carry dtype check) — docs/keras-3.15/float64_tanh.py
+shows it; float64 rnn_relu while ``jax_enable_x64`` is off (set JAX_ENABLE_X64=1); any backend but JAX.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+_OUR_GATES = {"lstm": "ifgo", "gru": "rzn", "rnn_tanh": "h", "rnn_relu": "h"}
+_KERAS_ORDER = {"lstm": "ifgo", "gru": "zrn", "rnn_tanh": "h", "rnn_relu": "h"}
+
+
+def _reorder(a: Any, mode: str) -> Any:
+    """Our gate blocks (first axis) in Keras's gate order."""
+    import jax.numpy as jnp
+
+    ours = _OUR_GATES[mode]
+    H = a.shape[0] // len(ours)
+    return jnp.concatenate([a[ours.index(g) * H:(ours.index(g) + 1) * H] for g in _KERAS_ORDER[mode]])
+
+
+def to_keras(params: dict[str, Any], config: Any, layer: int, direction: str) -> dict[str, Any]:
+    """One layer and direction of our parameters as Keras's kernel, recurrent_kernel and bias."""
+    import jax.numpy as jnp
+
+    p = lambda kind: params[f"l{layer}.{direction}.{kind}"]  # noqa: E731
+    out = {"kernel": _reorder(p("w_ih"), config.mode).T, "recurrent_kernel": _reorder(p("w_hh"), config.mode).T}
+    if config.bias:
+        b_ih, b_hh = _reorder(p("b_ih"), config.mode), _reorder(p("b_hh"), config.mode)
+        out["bias"] = jnp.stack([b_ih, b_hh]) if config.mode == "gru" else b_ih + b_hh
+    return out
+
+
+class KerasRNN:
+    """Keras 3 recurrent layers on JAX; see the module docstring for the mapping and the declines."""
+
+    name = "keras"
+
+    def __init__(self) -> None:
+        os.environ.setdefault("KERAS_BACKEND", "jax")  # read when keras is first imported
+        self._cache: dict[Any, Any] = {}
+
+    def supports(self, config: Any) -> bool | str:
+        import jax
+        import keras
+
+        if keras.backend.backend() != "jax":
+            return f"keras runs on the {keras.backend.backend()} backend here; the keras target needs KERAS_BACKEND=jax"
+        if config.proj_size:
+            return "Keras has no LSTM layer with projections"
+        if config.dtype in ("f16", "bf16"):
+            return "the keras target is judged in float32 and float64 only"
+        if config.dtype == "f64" and config.mode != "rnn_relu":
+            return ("Keras computes tanh of float64 tensors in float32 on JAX (keras.ops.tanh returns float32; "
+                    "docs/keras-3.15/float64_tanh.py), so its float64 LSTM, GRU and tanh RNN are not float64")
+        if config.dtype == "f64" and not jax.config.jax_enable_x64:
+            return "jax_enable_x64 is off in this process, so Keras would compute float64 cases in float32; set JAX_ENABLE_X64=1"
+        return True
+
+    def _layers(self, cfg: Any, dtype: str) -> list[Any]:
+        import keras
+
+        def layer() -> Any:
+            common = dict(return_sequences=True, return_state=True, zero_output_for_mask=True, use_bias=cfg.bias,
+                          dtype=dtype)
+            if cfg.mode == "lstm":
+                return keras.layers.LSTM(cfg.hidden_size, **common)
+            if cfg.mode == "gru":
+                return keras.layers.GRU(cfg.hidden_size, reset_after=True, **common)
+            return keras.layers.SimpleRNN(cfg.hidden_size, activation=cfg.mode[4:], **common)
+
+        layers = []
+        for l in range(cfg.num_layers):
+            built = keras.layers.Bidirectional(layer(), merge_mode="concat") if cfg.bidirectional else layer()
+            width = cfg.input_size if l == 0 else cfg.num_directions * cfg.hidden_size
+            built.build((cfg.batch_size, cfg.max_len, width))
+            layers.append(built)
+        return layers
+
+    def _compiled(self, cfg: Any, wants: frozenset, params: tuple[str, ...]) -> Any:
+        """One jitted forward-and-vjp per configuration and request (the checks rerun a case)."""
+        import jax
+        import jax.numpy as jnp
+
+        key = (tuple(vars(cfg).items()), wants, params)
+        if key in self._cache:
+            return self._cache[key]
+        dtype = "float64" if cfg.dtype == "f64" else "float32"
+        layers = self._layers(cfg, dtype)
+        L, D = cfg.num_layers, cfg.num_directions
+        dirs = ("fwd", "bwd")[:D]
+        lstm = cfg.mode == "lstm"
+
+        def forward(leaves: dict[str, Any], constants: dict[str, Any], lengths: Any) -> tuple[Any, Any, Any]:
+            a = {**constants, **leaves}
+            ours = {k: a[k] for k in params}
+            mask = jnp.arange(cfg.max_len)[None, :] < lengths[:, None]  # (B, T): Keras is batch-major
+            x = jnp.swapaxes(a["x"], 0, 1)
+            hy, cy = [], []
+            for l, built in enumerate(layers):
+                weights = {d: to_keras(ours, cfg, l, d) for d in dirs}
+                trainable = [weights["bwd" if "/backward_" in v.path else "fwd"][v.path.rsplit("/", 1)[1]]
+                             for v in built.trainable_variables]
+                state = None
+                if a.get("h0") is not None:
+                    rows = [l * D + k for k in range(D)]
+                    state = [s for r in rows for s in ([a["h0"][r], a["c0"][r]] if lstm else [a["h0"][r]])]
+                result, _ = built.stateless_call(trainable, [v.value for v in built.non_trainable_variables], x,
+                                                 mask=mask, initial_state=state)
+                x, states = result[0], result[1:]
+                per = 2 if lstm else 1
+                for k in range(D):
+                    hy.append(states[k * per])
+                    if lstm:
+                        cy.append(states[k * per + 1])
+            return jnp.swapaxes(x, 0, 1), jnp.stack(hy), jnp.stack(cy) if lstm else None
+
+        def step(leaves: dict[str, Any], constants: dict[str, Any], lengths: Any, heads: tuple) -> tuple:
+            def loss(requested: dict[str, Any]) -> tuple[Any, tuple]:
+                outputs = forward(requested, constants, lengths)  # the scalar a user differentiates
+                return sum(jnp.sum(o * h) for o, h in zip(outputs, heads) if o is not None), outputs
+
+            grads, outputs = jax.grad(loss, has_aux=True)(leaves)
+            return outputs, grads
+
+        self._cache[key] = jax.jit(step)
+        return self._cache[key]
+
+    def run(self, case: Any) -> dict[str, Any]:
+        import jax.numpy as jnp
+
+        cfg = case.config
+        dtype = jnp.float64 if cfg.dtype == "f64" else jnp.float32
+        arrays = {"x": case.x, "h0": case.h0, "c0": case.c0, **case.params}
+        leaves = {k: jnp.asarray(v, dtype) for k, v in arrays.items() if k in case.wants}
+        constants = {k: jnp.asarray(v, dtype) for k, v in arrays.items() if k not in case.wants and v is not None}
+        heads = tuple(None if h is None else jnp.asarray(h, dtype)
+                      for h in (case.dy, case.dhy, case.dcy if cfg.mode == "lstm" else None))
+        step = self._compiled(cfg, frozenset(case.wants), tuple(case.params))
+        (y, hy, cy), grads = step(leaves, constants, jnp.asarray(case.seq_lengths, jnp.int32), heads)
+        return {"y": np.asarray(y), "hy": np.asarray(hy), "cy": None if cy is None else np.asarray(cy),
+                "grads": {k: np.asarray(v) for k, v in grads.items()}}
+
+
+def make_target() -> KerasRNN:
+    return KerasRNN()

@@ -1,0 +1,76 @@
+"""Planted slips in the flax and Keras mappings, for tests/test_foreign_jax.py: each loads the real
+target file by path in the foreign interpreter and breaks one detail of its mapping, the kind of
+slip that reading a library's gate order or bias placement wrong produces. Each name is a target
+object, made when the foreign interpreter imports this module."""
+
+import importlib.util
+from pathlib import Path
+
+FOREIGN = Path(__file__).resolve().parent.parent / "gradcheck_rnn" / "targets" / "foreign"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"slipped_{name}", FOREIGN / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _flax_gru_r_z_swapped():
+    """GRUCell's input kernels and biases of r and z exchanged."""
+    module = _load("flax_target")
+    correct = module.to_flax
+
+    def slipped(params, config, layer, direction):
+        tree = correct(params, config, layer, direction)
+        tree["ir"], tree["iz"] = tree["iz"], tree["ir"]
+        return tree
+
+    module.to_flax = slipped
+    return module.FlaxRNN()
+
+
+def _flax_lstm_recurrent_bias_only():
+    """LSTMCell's bias given b_hh alone, forgetting that flax's one bias is b_ih + b_hh."""
+    module = _load("flax_target")
+    correct = module.to_flax
+
+    def slipped(params, config, layer, direction):
+        tree = correct(params, config, layer, direction)
+        H = config.hidden_size
+        for k, gate in enumerate("ifgo"):
+            tree[f"h{gate}"]["bias"] = params[f"l{layer}.{direction}.b_hh"][k * H:(k + 1) * H]
+        return tree
+
+    module.to_flax = slipped
+    return module.FlaxRNN()
+
+
+def _keras_gru_in_torch_order():
+    """Keras's GRU kernels filled in torch's gate order (r, z, n) instead of Keras's (z, r, h)."""
+    module = _load("keras_target")
+    module._KERAS_ORDER["gru"] = "rzn"
+    return module.KerasRNN()
+
+
+def _keras_gru_bias_rows_swapped():
+    """Keras GRU's (2, 3H) bias with the recurrent row first."""
+    module = _load("keras_target")
+    correct = module.to_keras
+
+    def slipped(params, config, layer, direction):
+        weights = correct(params, config, layer, direction)
+        weights["bias"] = weights["bias"][::-1]
+        return weights
+
+    module.to_keras = slipped
+    return module.KerasRNN()
+
+
+flax_gru_r_z_swapped = _flax_gru_r_z_swapped()
+
+flax_lstm_recurrent_bias_only = _flax_lstm_recurrent_bias_only()
+
+keras_gru_in_torch_order = _keras_gru_in_torch_order()
+
+keras_gru_bias_rows_swapped = _keras_gru_bias_rows_swapped()
