@@ -63,14 +63,18 @@ def child(cases: int, workers: int, folder: Path) -> dict[str, object]:
         pass
     wall = time.perf_counter() - start
     run = (folder / "reports" / "latest").resolve()
+    document = json.loads((run / "results.json").read_text())
     return {"cases": cases, "workers": workers, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "wall": wall, "results_json_mb": (run / "results.json").stat().st_size / 2**20}
+            "wall": wall, "results_json_mb": (run / "results.json").stat().st_size / 2**20,
+            "rows": len(document["results"]), "passed": sum(r["status"] == "pass" for r in document["results"])}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=500, help="N: runs N and 10·N cases (default 500)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parent.parent,
+                        help="the checkout to measure (default: this one), e.g. a git worktree of an earlier commit")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -79,16 +83,24 @@ def main() -> None:
         print(json.dumps(result))
         return
     rows = []
-    for cases in (args.cases, 10 * args.cases):
-        output = subprocess.run([sys.executable, __file__, "--child", str(cases), "--workers", str(args.workers)],
-                                check=True, capture_output=True, text=True).stdout
-        rows.append(json.loads(output.strip().splitlines()[-1]))
-        print(f"measured {cases} cases", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="gradcheck-memory-jax-") as cache:
+        # A JAX cache of its own: what other runs on the machine left there is no part of this.
+        env = dict(os.environ, PYTHONPATH=str(args.tree.resolve()), GRADCHECK_RNN_JAX_CACHE=cache)
+        for cases in (args.cases, 10 * args.cases):
+            done = subprocess.run([sys.executable, __file__, "--child", str(cases), "--workers", str(args.workers)],
+                                  capture_output=True, text=True, env=env, cwd=args.tree)
+            if done.returncode:
+                sys.exit(f"the {cases}-case run failed:\n{done.stderr[-3000:]}")
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"measured {cases} cases", file=sys.stderr)
     print(f"tiny GRU profile, reference check only, fused-cpu, {args.workers} worker(s); {os.cpu_count()} cores; "
-          f"load {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'cases':>8} {'peak RSS (MB)':>14} {'wall (s)':>9} {'results.json (MB)':>18}")
+          f"load {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M')}; {args.tree}")
+    print(f"{'cases':>8} {'rows':>7} {'passed':>7} {'peak RSS (MB)':>14} {'wall (s)':>9} {'results.json (MB)':>18}")
     for row in rows:
-        print(f"{row['cases']:>8} {row['peak_mb']:>14.1f} {row['wall']:>9.1f} {row['results_json_mb']:>18.2f}")
+        print(f"{row['cases']:>8} {row['rows']:>7} {row['passed']:>7} {row['peak_mb']:>14.1f} {row['wall']:>9.1f} "
+              f"{row['results_json_mb']:>18.2f}")
+    grown = (rows[1]["peak_mb"] - rows[0]["peak_mb"]) * 1024 / max(1, rows[1]["rows"] - rows[0]["rows"])
+    print(f"peak RSS per extra row: {grown:.1f} kB")
     print(f"peak ratio {rows[1]['peak_mb'] / rows[0]['peak_mb']:.2f} (goal: <= 1.5)")
 
 

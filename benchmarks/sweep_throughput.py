@@ -121,7 +121,13 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     if workers == 1:
         spent["rest"] = wall - sum(spent.values())
     rows = [f"{r.case_id} {r.target} {getattr(r, 'check', '')} {r.status}" for r in results]
-    return {"wall": wall, "first_row": first[0] - start, "rows": len(results),
+    try:  # what `sweep` without --workers would use here and now (checkouts before issue 18: the cores)
+        from gradcheck_rnn.run import default_workers
+
+        chosen = default_workers(cases)
+    except TypeError:
+        chosen = default_workers()
+    return {"wall": wall, "first_row": first[0] - start, "rows": len(results), "default_workers": chosen,
             "bad": sum(r.status not in ("pass", "skip") for r in results),
             "digest": hashlib.sha256("\n".join(rows).encode()).hexdigest()[:12],
             "compiled": _cache_entries(cache) - entries, "spent": dict(spent), "counts": dict(counts)}
@@ -198,6 +204,7 @@ def main() -> None:
     row("wall (s)", [get(n, "wall") for n in names])
     row("cases/s", [f"{args.cases / columns[n]['wall']:.1f}" for n in names])
     row("first row after (s)", [get(n, "first_row") for n in names])
+    row("default --workers then", [get(n, "default_workers", fmt="{:d}") for n in names])
     row("rows not passed", [get(n, "bad", fmt="{:d}") for n in names])
     row("rows digest", [get(n, "digest", fmt="{}") for n in names])
     row("JAX programs compiled", [get(n, "compiled", fmt="{:d}") for n in names])
@@ -213,6 +220,12 @@ def main() -> None:
             spent = columns[n]["spent"]
             jax_s = spent.get("reference jax", 0.0) + spent.get("jax compile", 0.0)
             print(f"  JAX share, {n}: {jax_s:.1f} of {columns[n]['wall']:.1f} s ({jax_s / columns[n]['wall']:.0%})")
+    for state in ("cold", "warm"):  # the issue 18 goal: 2 workers <= 0.6x serial on an idle machine
+        for side in trees:
+            suffix = f" {side}" if len(trees) > 1 else ""
+            one, two = f"1w {state}{suffix}", f"2w {state}{suffix}"
+            if one in columns and two in columns:
+                print(f"2 workers / serial, {state}{suffix}: {columns[two]['wall'] / columns[one]['wall']:.2f}x")
     if len(trees) > 1:
         print("after / before:")
         for n in names:
