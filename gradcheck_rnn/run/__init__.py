@@ -27,7 +27,7 @@ __all__ = ["Execution", "RunSpec", "default_workers", "execute", "judge_run", "p
 
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
-CASES_PER_WORKER = 40
+CASES_PER_WORKER = 50
 
 
 def usable_cores() -> int:
@@ -39,12 +39,13 @@ def usable_cores() -> int:
 
 
 def idle_cores(cores: int) -> int:
-    """Cores that no other process keeps busy: ``cores`` minus the 1-minute load average, at least 1."""
+    """Cores that no other process keeps busy: ``cores`` minus the whole part of the 1-minute load
+    average, at least 1 (a load of 0.9 left by this command's own start-up still leaves 2 of 2)."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # pragma: no cover - no load average on this OS
         return cores
-    return max(1, min(cores, cores - round(load)))
+    return max(1, min(cores, cores - int(load)))
 
 
 def default_workers(cases: int | None = None, isolate: bool = False) -> int:
@@ -52,13 +53,14 @@ def default_workers(cases: int | None = None, isolate: bool = False) -> int:
 
     One per idle core, at most one per CASES_PER_WORKER cases, and 1 (this process: no pool at
     all) when that is all that helps. Why: worker processes pay a fixed start (the fork server's
-    imports, ~2-4 s, and each worker loads its JAX programs again), and on a core that another
-    process keeps busy two workers only take turns. Measured on a 2-core machine
-    (benchmarks/sweep_throughput.py, ci profile, warm JAX cache, 2026-12-03): with the
-    machine busy (load 3), 2 workers took 5.3 s for 5 cases and 8.9 s for 20 where this process
-    alone took 2.7 s and 5.2 s; on the idle machine 2 workers pay from about 80 cases on
-    (see the README, "Runs at scale"). ``isolate`` (a ``--case-timeout`` was given) needs worker
-    processes: then at least 2.
+    imports, 2-4 s, and each worker loads its JAX program again) and save about half of a case's
+    ~0.06 s (ci profile, warm, idle) per extra worker, so a second worker pays from about 100
+    cases; and on a core that another process keeps busy, two workers only take turns. Measured
+    on a 2-core machine (benchmarks/sweep_throughput.py, ci profile, 2026-12-03): busy (load 3),
+    2 workers took 5.3 s for 5 cases and 8.9 s for 20 where this process alone took 2.7 s and
+    5.2 s; busy (load 6-7), 200 cases took 32.5 s cold / 32.4 s warm with 2 workers and 18.4 s /
+    28.4 s serially, and this rule chose 1 there. ``isolate`` (a ``--case-timeout`` was given)
+    needs worker processes: then at least 2.
     """
     cores = usable_cores()
     if cases is None:
