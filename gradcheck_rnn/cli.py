@@ -93,7 +93,9 @@ class OneLineErrors(click.Group):
             from .console import print_error
 
             command = exc.ctx.command_path if exc.ctx is not None else "gradcheck-rnn"
-            print_error(f"{exc.format_message().rstrip('.')}; see '{command} --help'")
+            message = exc.format_message().rstrip(".")
+            print_error(f"{message} See '{command} --help'." if message.endswith("?")
+                        else f"{message}; see '{command} --help'")
             sys.exit(2)
         except click.ClickException as exc:
             from .console import print_error

@@ -54,16 +54,15 @@ each and 2.5-4.5 ms per case); a 60-case serial ci sweep spent 54 s in JAX cold 
 before, 4.9 s and 0.3 s now, with the same verdicts. ``python -m gradcheck_rnn.references.jax_ref``
 prints the in-process numbers.
 
-Warm runs load, they do not trace
----------------------------------
-JAX's persistent compilation cache saves the XLA compile, but jax still traces and lowers the
-function to compute the cache key (~0.25-0.4 s per program here). So each compiled program is
-also written, with :mod:`jax.experimental.serialize_executable`, beside the compilation cache
-(``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/``), named by the bucket and a fingerprint of
-jax, jaxlib, the backend, the compile options and this file's source. A new process (a warm
-run, a worker) deserializes it and calls it: no trace, no lowering, no compile. An artifact that
-fails to load (another jaxlib, a truncated file) is ignored and the program compiled again.
-:func:`compile_count` and :func:`load_count` count both paths for tests and benchmarks.
+Warm runs: JAX's persistent compilation cache
+---------------------------------------------
+JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``) saves the XLA compile; jax still
+traces and lowers the function to compute the cache key (~0.25-0.4 s per program here, and the ci
+profile is one program). Serialized executables (:mod:`jax.experimental.serialize_executable`)
+would skip that too, and were tried: an executable serialized in a worker forked from the pool's
+preloaded fork server failed in every later process with ``JaxRuntimeError: NOT_FOUND: Function
+wrapped_iota not found`` (jax 0.10.2, CPU, 2026-12-03), which made every reference row of a
+default sweep an error. A third of a second per program per process is not worth that risk.
 
 Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``): it halves the
 compile of a new program (1.4-1.7 s against 3.0-5.3 s for the ci program) for ~0.35 ms more per
@@ -73,11 +72,7 @@ call (1.4 against 1.05 ms), which pays until a process makes ~5,000 calls of one
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import os
-import pickle
-import tempfile
 import threading
 from functools import partial
 from pathlib import Path
@@ -93,14 +88,13 @@ from ..layout import GATES, directions, param_key
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
-           "compile_count", "load_count", "cached_buckets", "x64"]
+           "compile_count", "cached_buckets", "x64"]
 
 _CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
 if os.environ.get(_CACHE_ENV):
     jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_ENV])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-ARTIFACT_DIR = "gradcheck-rnn-programs"
 MAX_GATES = 4
 # LLVM -O0 for the CPU backend. Measured on the ci program (2-core machine, load ~2): compile
 # 1.4-1.7 s at -O0 vs 3.0-5.3 s at XLA's default, for 1.4 vs 1.05 ms per case; the ~0.35 ms
@@ -211,17 +205,12 @@ def _forward_backward(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy
 
 _LOCK = threading.Lock()
 _COMPILED: dict[BucketKey, Any] = {}
-_COUNTS = {"compiled": 0, "loaded": 0}
+_COUNTS = {"compiled": 0}
 
 
 def compile_count() -> int:
     """Programs this process traced, lowered and compiled (an XLA cache hit still counts)."""
     return _COUNTS["compiled"]
-
-
-def load_count() -> int:
-    """Programs this process deserialized from an artifact of an earlier process (no trace)."""
-    return _COUNTS["loaded"]
 
 
 def cached_buckets() -> list[BucketKey]:
@@ -230,86 +219,12 @@ def cached_buckets() -> list[BucketKey]:
         return list(_COMPILED)
 
 
-def _host_cpu() -> str:
-    """The CPU's model and feature flags: XLA's CPU code is built for the host's instruction set,
-    and a cache folder may be shared by machines (a Dask cluster on one network file system)."""
-    import platform
-
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.machine() + " " + platform.processor()
-    wanted = ("model name", "flags", "Features")  # Features: arm64
-    return "\n".join(sorted({line for line in lines if line.split(":")[0].strip() in wanted}))
-
-
-@functools.lru_cache(maxsize=1)
-def _fingerprint() -> str:
-    """What a serialized executable depends on: jax, jaxlib, backend, host CPU, options, this model."""
-    import jaxlib
-
-    device = jax.devices()[0]
-    source = Path(__file__).read_bytes() + Path(__file__).with_name("buckets.py").read_bytes()
-    parts = [jax.__version__, jaxlib.__version__, device.platform, device.client.platform_version,
-             device.device_kind, _host_cpu() if device.platform == "cpu" else "",
-             repr(sorted(COMPILER_OPTIONS.items())),
-             hashlib.sha256(source).hexdigest()]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _artifact_path(key: BucketKey) -> Path | None:
-    root = os.environ.get(_CACHE_ENV)
-    if not root:
-        return None
-    name = "-".join(f"{f[0]}{v}" for f, v in zip(("L", "H", "W", "T", "B"), key))
-    return Path(root) / ARTIFACT_DIR / f"{name}-{_fingerprint()}.bin"
-
-
-def _load(path: Path | None) -> Any:
-    if path is None or not path.is_file():
-        return None
-    from jax.experimental.serialize_executable import deserialize_and_load
-
-    try:
-        payload, in_tree, out_tree = pickle.loads(path.read_bytes())
-        return deserialize_and_load(payload, in_tree, out_tree)
-    except Exception:  # another jaxlib, a truncated file: compile instead
-        return None
-
-
-def _store(path: Path | None, compiled: Any) -> None:
-    """Write the executable atomically (workers may race to write the same bucket)."""
-    if path is None:
-        return
-    from jax.experimental.serialize_executable import serialize
-
-    tmp = None
-    try:
-        blob = pickle.dumps(serialize(compiled))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from the other users of a shared cache
-        os.replace(tmp, path)
-    except Exception:  # a read-only cache folder or a backend that cannot serialize: memory only
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
 def _program(key: BucketKey, args: tuple) -> Any:
     with _LOCK:
         fn = _COMPILED.get(key)
         if fn is None:
-            path = _artifact_path(key)
-            fn = _load(path)
-            if fn is not None:
-                _COUNTS["loaded"] += 1
-            else:
-                fn = jax.jit(_forward_backward).lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
-                _COUNTS["compiled"] += 1
-                _store(path, fn)
+            fn = jax.jit(_forward_backward).lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
+            _COUNTS["compiled"] += 1
             _COMPILED[key] = fn
     return fn
 
@@ -437,8 +352,7 @@ def _measure() -> None:  # pragma: no cover - prints the numbers quoted in bench
     for case in cases:
         run_jax_reference(case)
     per_case = (time.perf_counter() - t0) / len(cases)
-    print(f"ci profile, 200 cases: first call {first:.3f} s (compiled {compile_count()}, loaded "
-          f"{load_count()}), then {per_case * 1e3:.2f} ms per case; buckets {cached_buckets()}")
+    print(f"ci profile, 200 cases: first call {first:.3f} s (compiled {compile_count()}), then {per_case * 1e3:.2f} ms per case; buckets {cached_buckets()}")
 
 
 if __name__ == "__main__":  # pragma: no cover

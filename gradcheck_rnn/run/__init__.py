@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UsageError
-from ..result import CaseResult, Run, verdict
+from ..result import CaseResult, Run, slim, verdict
 from .spec import RunSpec, parse_shard
 from .worker import WorkerSetup
 
@@ -88,19 +88,6 @@ class Execution:
         if self.case_timeout is not None and self.executor == "local" and self.workers == 1:
             raise UsageError("--case-timeout needs worker processes, and --workers 1 judges in this process; "
                              "give --workers 2 or more, or drop --case-timeout")
-
-
-def slim(row: CaseResult) -> CaseResult:
-    """Drop the ratio maps of a row that passed or was skipped, as soon as it arrives.
-
-    results.json keeps ratio maps only for rows that did not pass (they exist to draw failures,
-    :func:`gradcheck_rnn.reports.document.document_row`), and in memory they are 30 % of a row:
-    8.6 kB per ci-profile row with them, 6.1 kB without (tracemalloc, 210 rows, 2026-12-03).
-    """
-    if row.status in ("pass", "skip"):
-        for tensor in row.tensors:
-            tensor.ratio_map = None
-    return row
 
 
 def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseResult], None]:

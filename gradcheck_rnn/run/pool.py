@@ -255,8 +255,8 @@ class WorkerPool:
               fail_fast: bool = False) -> dict[int, list[CaseResult]]:
         """Every row of every job, by sweep index; rows of a case in ``judge`` order.
 
-        ``case_timeout`` bounds each row (one target, one check, one case), JAX compilation
-        included. With ``fail_fast``, no case is started after the first row that does not pass;
+        ``case_timeout`` bounds each row (one target, one check, one case); the case's float64
+        references (a JAX compile in a fresh worker) are computed before its deadline starts. With ``fail_fast``, no case is started after the first row that does not pass;
         cases in flight finish.
         """
         groups = group_jobs(jobs)
@@ -309,6 +309,10 @@ class WorkerPool:
                     raise UsageError(message[1])
                 if message[0] == "ready":
                     worker.ready, self.start_failures = True, 0
+                    continue
+                if message[0] == "truth":  # the case's references are computed: the target's time starts
+                    worker.row_started = time.monotonic()
+                    worker.deadline = worker.row_started + (case_timeout or float("inf"))
                     continue
                 record(message[2])
                 worker.row += 1

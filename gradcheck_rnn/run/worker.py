@@ -49,9 +49,10 @@ def _prepare(setup: WorkerSetup) -> list[Any]:
 def serve(conn: Connection) -> None:
     """Judge cases sent over ``conn`` until told to stop or the supervisor goes away."""
     from ..case import Case
+    from ..context import CaseContext
     from ..errors import UsageError
-    from . import slim
     from ..judge import judge
+    from ..result import slim
 
     setup: WorkerSetup = conn.recv()
     try:
@@ -71,7 +72,13 @@ def serve(conn: Connection) -> None:
         if job is None:
             return
         index, case_id, start = job
-        for row in judge(Case.from_id(case_id), targets, setup.tolerances, setup.checks, start):
+        context = CaseContext(Case.from_id(case_id))
+        if "reference" in setup.checks:
+            # The float64 truth (a JAX compile in a fresh worker) is not the target's time: the
+            # supervisor starts the row's --case-timeout deadline again when it is ready.
+            context.disagreement
+            conn.send(("truth", index))
+        for row in judge(context, targets, setup.tolerances, setup.checks, start):
             row.case_index = index
             conn.send(("row", index, slim(row)))  # a passing row's ratio maps are not wanted: less to send
 
