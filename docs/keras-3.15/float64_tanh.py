@@ -16,6 +16,8 @@ x = np.linspace(-3, 3, 7)
 y = keras.ops.tanh(jnp.asarray(x))
 error = float(np.abs(np.asarray(y, dtype=np.float64) - np.tanh(x)).max())
 print(f"keras {keras.__version__}: ops.tanh(float64) returns {y.dtype}, max error {error:.3g} against np.tanh")
+keras.config.set_floatx("float64")
+print("with floatx float64 too:", keras.ops.tanh(jnp.asarray(x)).dtype)
 try:
     out = keras.layers.SimpleRNN(3, return_sequences=True, dtype="float64")(np.ones((1, 2, 2)))
     print(f"SimpleRNN(dtype='float64') returns {out.dtype}")

@@ -19,6 +19,8 @@ The gradients of our parameters are JAX's derivative through that linear map.
 
 Semantics a user must know: under a mask Keras repeats the last valid output over masked steps
 unless ``zero_output_for_mask=True``; this target sets it (it is what makes padded outputs 0).
+``Bidirectional`` has a dtype policy of its own (floatx, float32) and casts inputs and states to it
+before the wrapped float64 layers run; this target gives it the layers' dtype.
 Masked steps keep the state, so hy is the state at each sequence's last valid step, and the
 backward layer of Bidirectional (``go_backwards``) starts at each sequence's own last step.
 Declined: projections (no Keras layer has them); float16/bfloat16 (not judged here); float64
@@ -80,8 +82,9 @@ class KerasRNN:
         if config.dtype in ("f16", "bf16"):
             return "the keras target is judged in float32 and float64 only"
         if config.dtype == "f64" and config.mode != "rnn_relu":
-            return ("Keras computes tanh of float64 tensors in float32 on JAX (keras.ops.tanh returns float32; "
-                    "docs/keras-3.15/float64_tanh.py), so its float64 LSTM, GRU and tanh RNN are not float64")
+            return ("Keras computes tanh of float64 tensors in float32 on JAX (keras.ops.tanh returns float32, "
+                    "set_floatx or not; docs/keras-3.15/float64_tanh.py), so its float64 LSTM, GRU and tanh RNN "
+                    "are not float64")
         if config.dtype == "f64" and not jax.config.jax_enable_x64:
             return "jax_enable_x64 is off in this process, so Keras would compute float64 cases in float32; set JAX_ENABLE_X64=1"
         return True
@@ -100,7 +103,10 @@ class KerasRNN:
 
         layers = []
         for l in range(cfg.num_layers):
-            built = keras.layers.Bidirectional(layer(), merge_mode="concat") if cfg.bidirectional else layer()
+            # Bidirectional has its own dtype policy (floatx, float32, by default) and casts its inputs
+            # and states to it before the wrapped layers see them: it needs the dtype as well.
+            built = (keras.layers.Bidirectional(layer(), merge_mode="concat", dtype=dtype) if cfg.bidirectional
+                     else layer())
             width = cfg.input_size if l == 0 else cfg.num_directions * cfg.hidden_size
             built.build((cfg.batch_size, cfg.max_len, width))
             layers.append(built)
