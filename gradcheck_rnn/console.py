@@ -117,8 +117,11 @@ def print_case_results(results: Iterable[CaseResult], per_step: bool) -> list[Ca
                 say(out, tolerances)
         # A failed comparison is the table itself; other checks, errors and skips explain themselves.
         if result.message and (result.status != "fail" or result.check != "reference"):
-            say(out, Text.assemble((result.status, render.STATUS_STYLE.get(result.status, "")), ": ",
-                                   result.message))
+            first, *rest = render.wrapped(f"{result.status}: {result.message}", indent="", hanging="  ")
+            say(out, Text.assemble((result.status, render.STATUS_STYLE.get(result.status, "")),
+                                   first[len(result.status):]))
+            for line in rest:
+                say(out, line)
         if result.traceback:
             say(out, "target traceback (most recent call last):")
             say(out, result.traceback)

@@ -55,22 +55,40 @@ class InvalidOutputs(Exception):
         self.status, self.message, self.rows = status, message, rows or []
 
 
-def describe_exception(exc: BaseException, max_frames: int = 6) -> tuple[str, str]:
+def describe_exception(exc: BaseException, max_frames: int = 6, target: Any = None) -> tuple[str, str]:
     """A one-line message and a short traceback of the target's own frames.
 
     Frames inside gradcheck_rnn are left out (they only say "the engine called the target"), so
-    a plugin's error points at the plugin: ``KeyError: 'nope' (at my_rnn.py:12 in run)``.
+    a plugin's error points at the plugin: ``KeyError: 'nope' (at my_rnn.py:12 in run)``. When no
+    frame is the target's own (it could not even be called: ``run()`` takes no case), the
+    message names where ``target`` is defined instead of the engine's line.
     """
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not str(Path(f.filename).resolve()).startswith(_PACKAGE_DIR)] or traceback.extract_tb(exc.__traceback__)
-    frames = frames[-max_frames:]
+    every = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in every if not str(Path(f.filename).resolve()).startswith(_PACKAGE_DIR)]
+    frames = (own or every)[-max_frames:]
     message = f"{type(exc).__name__}: {exc}"
-    if frames:
+    if not own and (where := _defined_at(target)):
+        message += f" (calling the target defined at {where})"
+    elif frames:
         last = frames[-1]
         message += f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
     lines = [f'  File "{f.filename}", line {f.lineno}, in {f.name}' + (f"\n    {f.line}" if f.line else "")
              for f in frames]
     return message, "\n".join(lines)
+
+
+def _defined_at(target: Any) -> str | None:
+    """``file.py:line`` of a target's ``run`` (or of the callable itself), if Python knows it."""
+    import inspect
+
+    if target is None:
+        return None
+    run = getattr(target, "run", None) if not inspect.isfunction(target) else target
+    try:
+        function = inspect.unwrap(run)
+        return f"{Path(inspect.getsourcefile(function)).name}:{inspect.getsourcelines(function)[1]}"
+    except (TypeError, OSError):
+        return None
 
 
 def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:
@@ -159,7 +177,7 @@ class TargetCall:
         try:
             returned = self.target.run(private)
         except Exception as exc:  # a target that raises is an "error" row; the sweep goes on
-            raise TargetRaised(*describe_exception(exc)) from None
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
         finally:
             self.seconds += time.perf_counter() - start
         return validate(case, returned)

@@ -75,3 +75,8 @@ def sees_x64(case):
     if jax.config.jax_enable_x64 or jax.numpy.zeros(1).dtype != jax.numpy.float32:
         raise AssertionError("jax_enable_x64 is on inside the target")
     return _fused.run(case)
+
+
+def takes_no_case():
+    """A zero-argument callable: calling it with the case fails before any of its lines runs."""
+    return None

@@ -194,3 +194,9 @@ def test_the_package_has_no_import_cycle():
     for module in sorted(modules):
         if module not in state:
             visit(module, [module])
+
+
+def test_a_target_that_cannot_take_the_case_is_blamed_at_its_own_definition():
+    [result] = gr.check("engine_targets:takes_no_case", CASE, checks=["reference"])
+    assert result.status == "error" and "takes 0 positional arguments" in result.message
+    assert "calling the target defined at engine_targets.py:" in result.message, result.message

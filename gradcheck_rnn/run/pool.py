@@ -349,7 +349,9 @@ class WorkerPool:
         """The ``error`` row for the row a lost worker was judging."""
         index, case = worker.job
         target, check = self.pairs[worker.row]
-        message = reason if reason.startswith("timed out") else f"the worker process judging it {reason}"
+        # "killed by signal 11 (SIGSEGV)" / "exited with code 3": the worker "was killed", "exited"
+        message = reason if reason.startswith("timed out") else \
+            f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
         return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
                           message=message, check=check, case_index=index,
                           seconds=time.monotonic() - worker.row_started)
