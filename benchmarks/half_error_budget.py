@@ -173,8 +173,8 @@ def main() -> None:
     args = parser.parse_args()
     base = FusedCPUKernel
     if args.kernel == "per-op":
-        from gradcheck_rnn.targets.mutants import HalfRoundsPerOp
-        base = HalfRoundsPerOp
+        from gradcheck_rnn.targets.mutants import HalfRoundsPerOp, crossed
+        base = crossed(HalfRoundsPerOp, FusedCPUKernel)
     ids = list(args.ids)
     if not ids:
         ids = _draw_ids(args.cases, args.seed)

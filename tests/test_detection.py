@@ -132,6 +132,8 @@ CI_CATCHES = [
     ("bias-assumed-present", "rnn_relu-L3-bi-I1-H1-nobias-T3-B2-len1.1-f64-s702095514", "reference"),
     ("zero-length-runs-one-step", "rnn_tanh-L1-bi-I1-H1-T7-B2-len0.1-f32-s1271306149-winputs", "reference"),
     ("zero-length-dh0-dropped", "rnn_tanh-L1-bi-I1-H1-T7-B2-len0.1-f32-s1271306149-winputs", "reference"),
+    ("forget-gate-grad-dropped", "lstm-L3-bi-I1-H1-T1-B3-len1.1.1-f32-s1610504820-wparams", "reference"),
+    ("reverse-weight-grad-skips-step", "gru-L1-bi-I2-H1-T7-B1-len3-f32-s1315099799", "reference"),
 ]
 
 

@@ -161,7 +161,8 @@ def test_half_cells_compute_in_float32_and_round_once():
     float64 than the per-op chain (mutant:half-rounds-per-op), never further."""
     from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
     from gradcheck_rnn.references.loop import run_loop_reference
-    from gradcheck_rnn.targets.mutants import HalfRoundsPerOp
+    from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel
+    from gradcheck_rnn.targets.mutants import HalfRoundsPerOp, crossed
 
     worse = 0
     for mode in ("lstm", "gru"):
@@ -169,7 +170,7 @@ def test_half_cells_compute_in_float32_and_round_once():
             case = Case.from_id(f"{mode}-L2-bi-I6-H8-T12-B4-len12.7.3.9-f16-s{seed}")
             ref = run_loop_reference(case)
             careful = FusedCPUTarget().run(case)
-            per_op = FusedCPUTarget(HalfRoundsPerOp()).run(case)
+            per_op = FusedCPUTarget(crossed(HalfRoundsPerOp, FusedCPUKernel)()).run(case)
             assert careful.y.dtype == torch.float16
             err = {name: float(np.abs(out.y.double().numpy() - ref.y).max()) for name, out in
                    (("careful", careful), ("per-op", per_op))}

@@ -1,5 +1,6 @@
-"""Mutants of the fused GPU kernel: :class:`~gradcheck_rnn.kernels.fused_gpu.FusedGPUKernel`
-with one gradient bug injected each, a few lines over one hook, as for the CPU mutants.
+"""Mutants of the fused GPU kernel: the bugs of :mod:`~gradcheck_rnn.targets.mutants` that apply to
+:class:`~gradcheck_rnn.kernels.fused_gpu.FusedGPUKernel`, each written once there and crossed
+with the GPU kernel here (:func:`~gradcheck_rnn.targets.mutants.crossed`).
 
 They are listed apart from :data:`~gradcheck_rnn.targets.mutants.MUTANTS` because they need
 CUDA or the Triton interpreter (~4 ms a launch on CPU): the default ``gradcheck-rnn mutants``
@@ -10,45 +11,12 @@ mutants -c interp -m gpu-forget-gate-grad-dropped`` (the tests do) or on a GPU t
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from .mutants import ForgetGateGradDropped, KernelBug, LengthsIgnored, ReverseWeightGradSkipsFirstStep
 
-import torch
-
-from ..kernels.common import Packing, Step, Unit
-from ..kernels.fused_gpu import FusedGPUKernel
-
-
-class ForgetGateGradDropped(FusedGPUKernel):
-    """LSTM backward drops the forget-gate gradient dc·c_prev·f(1−f): a hand-fused cell that forgets c_prev's term."""
-
-    def lstm_backward(self, step: Step) -> None:
-        super().lstm_backward(step)
-        H = step.unit.hidden_size
-        step.dgates[:, H:2 * H] = 0
-
-
-class ReverseStartsInPadding(FusedGPUKernel):
-    """Bidirectional var-len: the reverse direction starts at T−1, in the padding (MXNet #19323, on the GPU path).
-
-    The packing ignores the lengths, so every sequence runs all T steps in both directions:
-    padded inputs reach the reverse direction's outputs, hy and the gradients.
-    """
-
-    def make_packing(self, seq_lengths: Sequence[int], max_len: int, device: torch.device) -> Packing:
-        return Packing([max_len] * len(seq_lengths), max_len, device)
-
-
-class ReverseWeightGradSkipsFirstStep(FusedGPUKernel):
-    """The reverse direction's weight-gradient accumulation skips the first step it walks (t = T−1): dW, db lose it."""
-
-    def weight_grads(self, unit: Unit, packing: Packing, grads: Mapping[str, torch.Tensor]) -> None:
-        if unit.reverse:
-            unit.dgates[packing.packed_rows(packing.steps - 1)] = 0
-        super().weight_grads(unit, packing, grads)
-
-
-GPU_MUTANTS: dict[str, type[FusedGPUKernel]] = {
+# name -> the bug, crossed with FusedGPUKernel when judged
+GPU_MUTANTS: dict[str, type[KernelBug]] = {
     "gpu-forget-gate-grad-dropped": ForgetGateGradDropped,
-    "gpu-reverse-starts-in-padding": ReverseStartsInPadding,
+    # MXNet #19323 on the GPU path: the packing ignores the lengths, the reverse direction starts at T−1
+    "gpu-reverse-starts-in-padding": LengthsIgnored,
     "gpu-reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
 }

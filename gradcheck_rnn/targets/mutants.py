@@ -1,11 +1,13 @@
-"""Mutants: the fused CPU kernel with one historical RNN gradient bug injected each.
+"""Mutants: a fused kernel with one historical RNN gradient bug injected each.
 
-A checker is worth the bugs it catches. Each mutant re-creates, in a few lines over one hook
-of :class:`~gradcheck_rnn.kernels.fused_cpu.FusedCPUKernel`, a bug that shipped (its source is
-in the first line of its docstring) or one a careful reviewer could miss. ``gradcheck-rnn
-mutants`` sweeps every one of them and reports which case and which tensor or check caught it.
-The fused GPU kernel's mutants live in :mod:`~gradcheck_rnn.targets.gpu_mutants`; they run by
-name (``-m gpu-…``), since they need CUDA or the Triton interpreter.
+A checker is worth the bugs it catches. Each bug is written once, as a :class:`KernelBug`: a few
+lines over one hook of the shared algorithm (:class:`~gradcheck_rnn.kernels.common.FusedKernel`),
+re-creating a bug that shipped (its source is in the first line of its docstring) or one a careful
+reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
+with the fused CPU kernel, and :mod:`~gradcheck_rnn.targets.gpu_mutants` crosses the bugs that
+apply there with the fused GPU kernel (``mutant:gpu-…``, run by name since they need CUDA or the
+Triton interpreter). ``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
+which tensor or check caught it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from .protocol import Target
 
 
-class TruncatedBPTT(FusedCPUKernel):
+class KernelBug:
+    """A bug written over the hooks of the shared fused algorithm; :func:`crossed` injects it into
+    a kernel class (the bug first in the MRO, so its hooks call the kernel's through ``super()``)."""
+
+
+def crossed(bug: type[KernelBug], kernel: type[FusedKernel]) -> type[FusedKernel]:
+    """The kernel class with ``bug`` injected, named and documented as the bug."""
+    return type(bug.__name__, (bug, kernel), {"__doc__": bug.__doc__, "__module__": bug.__module__})
+
+
+class TruncatedBPTT(KernelBug):
     """Truncated BPTT: dh from step t+1 never reaches step t (MXNet #21143, native CPU RNN)."""
 
     def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
@@ -31,7 +43,7 @@ class TruncatedBPTT(FusedCPUKernel):
             add_rows(step.unit.dc, segments, step.dc_prev)
 
 
-class BidirDyOverwritten(FusedCPUKernel):
+class BidirDyOverwritten(KernelBug):
     """Bidirectional, > 2 layers: a middle layer's dx overwrites instead of adding both directions (MXNet #17898)."""
 
     def input_grad(self, units: Sequence[Unit], out: Tensor) -> None:
@@ -42,7 +54,7 @@ class BidirDyOverwritten(FusedCPUKernel):
         super().input_grad(units, out)
 
 
-class GruMiddleWih(FusedCPUKernel):
+class GruMiddleWih(KernelBug):
     """GRU, > 2 layers: the middle layer's i2h weight gradient uses the h2h part of dn (MXNet #18203)."""
 
     def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
@@ -52,7 +64,7 @@ class GruMiddleWih(FusedCPUKernel):
             torch.mm(unit.dgates[:, 3 * H:].t(), unit.x, out=grads["w_ih"][2 * H:])
 
 
-class TopBhhZero(FusedCPUKernel):
+class TopBhhZero(KernelBug):
     """The top layer's h2h bias gradient is all zeros (MXNet #17818, stacked CPU RNN)."""
 
     def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
@@ -61,7 +73,7 @@ class TopBhhZero(FusedCPUKernel):
             grads["b_hh"].zero_()
 
 
-class LengthsIgnored(FusedCPUKernel):
+class LengthsIgnored(KernelBug):
     """Sequence lengths ignored: the reverse direction starts at T−1, in the padding (MXNet #19323).
 
     Every sequence runs over all T steps in both directions, so padding leaks into the reverse
@@ -72,14 +84,14 @@ class LengthsIgnored(FusedCPUKernel):
         return Packing([max_len] * len(seq_lengths), max_len, device)
 
 
-class ReluMaskWrongTensor(FusedCPUKernel):
+class ReluMaskWrongTensor(KernelBug):
     """rnn_relu backward takes the relu mask from the previous state instead of the output (PyTorch #11662)."""
 
     def relu_backward(self, step: Step) -> None:
         torch.mul(step.dh, step.h_prev.gt(0), out=step.dgates)
 
 
-class HyAtLastPaddedStep(FusedCPUKernel):
+class HyAtLastPaddedStep(KernelBug):
     """hy/cy read at step T−1 for every sequence: zero (the masked output) for sequences shorter than T."""
 
     def final_state(self, unit: Unit, packing: Packing):
@@ -91,7 +103,7 @@ class HyAtLastPaddedStep(FusedCPUKernel):
         return hy, cy
 
 
-class PaddedDxLeak(FusedCPUKernel):
+class PaddedDxLeak(KernelBug):
     """Gradient leaks into padded steps of x: they receive the stale dx of the sequence's last step."""
 
     def backward_data(self, state, dy, dhy, dcy, need_x: bool = True):
@@ -102,7 +114,7 @@ class PaddedDxLeak(FusedCPUKernel):
         return dx, dh0, dc0
 
 
-class Dc0Missing(FusedCPUKernel):
+class Dc0Missing(KernelBug):
     """The LSTM initial cell-state gradient dc0 comes back as zeros."""
 
     def initial_state_grads(self, unit: Unit, packing: Packing):
@@ -110,7 +122,7 @@ class Dc0Missing(FusedCPUKernel):
         return dh0, None if dc0 is None else torch.zeros_like(dc0)
 
 
-class WeightGradSkipsFirstStep(FusedCPUKernel):
+class WeightGradSkipsFirstStep(KernelBug):
     """Weight-gradient accumulation starts at step 1: the first step's dW and db are lost."""
 
     def weight_grads(self, unit: Unit, packing: Packing, grads) -> None:
@@ -118,7 +130,7 @@ class WeightGradSkipsFirstStep(FusedCPUKernel):
         super().weight_grads(unit, packing, grads)
 
 
-class GruResetBeforeBias(FusedCPUKernel):
+class GruResetBeforeBias(KernelBug):
     """GRU applies r before the h2h bias: n = tanh(W_in x + b_in + b_hn + r·W_hn h) (not torch/cuDNN's form)."""
 
     def recurrent_projection(self, step: Step) -> None:
@@ -130,7 +142,7 @@ class GruResetBeforeBias(FusedCPUKernel):
             step.gates[:, 2 * H:] += unit.b_hh[2 * H:]
 
 
-class ForgetGateSignFlip(FusedCPUKernel):
+class ForgetGateSignFlip(KernelBug):
     """LSTM backward: the forget gate's pre-activation gradient has the wrong sign (one gate only)."""
 
     def lstm_backward(self, step: Step) -> None:
@@ -139,7 +151,7 @@ class ForgetGateSignFlip(FusedCPUKernel):
         step.dgates[:, H:2 * H].neg_()
 
 
-class TanhDerivativeOfInput(FusedCPUKernel):
+class TanhDerivativeOfInput(KernelBug):
     """rnn_tanh backward uses 1 − pre² (the pre-activation) instead of 1 − tanh(pre)²."""
 
     def tanh_backward(self, step: Step) -> None:
@@ -147,7 +159,7 @@ class TanhDerivativeOfInput(FusedCPUKernel):
         torch.mul(step.dh, 1 - pre * pre, out=step.dgates)
 
 
-class CellGradNotCarried(FusedCPUKernel):
+class CellGradNotCarried(KernelBug):
     """LSTM: dc is not carried to the previous step through the forget gate (only dh is)."""
 
     def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
@@ -155,7 +167,7 @@ class CellGradNotCarried(FusedCPUKernel):
         super().handoff(step, segments)
 
 
-class HyInSortedOrder(FusedCPUKernel):
+class HyInSortedOrder(KernelBug):
     """hy/cy returned in length-sorted order: the sort by length is never undone for the final states."""
 
     def final_state(self, unit: Unit, packing: Packing):
@@ -164,7 +176,7 @@ class HyInSortedOrder(FusedCPUKernel):
         return hy.index_select(0, order), None if cy is None else cy.index_select(0, order)
 
 
-class NondeterministicWeightGrad(FusedCPUKernel):
+class NondeterministicWeightGrad(KernelBug):
     """Weight gradients summed in a run-dependent order (atomic adds): bits differ between runs."""
 
     # Each backward scales w_hh's gradient by 1 + k·eps with k = 1..7 cycling over the process's
@@ -181,7 +193,7 @@ class NondeterministicWeightGrad(FusedCPUKernel):
         grads["w_hh"].mul_(1 + torch.finfo(grads["w_hh"].dtype).eps * self._k)
 
 
-class GradientClippedInKernel(FusedCPUKernel):
+class GradientClippedInKernel(KernelBug):
     """The gate gradients are clipped to [−0.25, 0.25] inside the op (a hidden state_clip on the backward)."""
 
     def handoff(self, step: Step, segments: Sequence[Segment]) -> None:
@@ -189,10 +201,11 @@ class GradientClippedInKernel(FusedCPUKernel):
         super().handoff(step, segments)
 
 
-class StaleDh0Buffer(FusedCPUKernel):
+class StaleDh0Buffer(KernelBug):
     """dh0 accumulates into a buffer kept across calls (ONNX Runtime #3797 stale buffers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self._dh0: dict[tuple[int, ...], Tensor] = {}
 
     def initial_state_grads(self, unit: Unit, packing: Packing):
@@ -203,7 +216,7 @@ class StaleDh0Buffer(FusedCPUKernel):
         return buffer.clone(), dc0
 
 
-class ProjectionGradTransposed(FusedCPUKernel):
+class ProjectionGradTransposed(KernelBug):
     """LSTM projections: dW_hr written in the transposed layout (oneDNN LSTMP's ldio/ldoi mix-up, oneDNN PR #2571).
 
     The gradient is computed as hrawᵀ·dh, (H, P), and stored into the (P, H) buffer as it lies in
@@ -215,7 +228,7 @@ class ProjectionGradTransposed(FusedCPUKernel):
         out.copy_(torch.mm(unit.hraw.t(), dh).reshape(out.shape))
 
 
-class BiasAssumedPresent(FusedCPUKernel):
+class BiasAssumedPresent(KernelBug):
     """bias=False still adds biases, read where a layout with biases keeps them (cuDNN CUDNN_RNN_NO_BIAS path).
 
     Without b_* keys the kernel takes G·H values from the unit's flat weights, as a kernel that
@@ -230,7 +243,7 @@ class BiasAssumedPresent(FusedCPUKernel):
         return flat[:w_ih.shape[0]], flat[-w_ih.shape[0]:]
 
 
-class ZeroLengthRunsOneStep(FusedCPUKernel):
+class ZeroLengthRunsOneStep(KernelBug):
     """Zero-length sequences run one step (lengths clamped to >= 1): y, hy and dh0 leak a phantom step (JAX #17966).
 
     The clamp is the usual workaround for kernels that cannot take a length of 0 (ONNX Runtime
@@ -241,7 +254,7 @@ class ZeroLengthRunsOneStep(FusedCPUKernel):
         return Packing([max(int(v), 1) for v in seq_lengths], max_len, device)
 
 
-class ZeroLengthDh0Dropped(FusedCPUKernel):
+class ZeroLengthDh0Dropped(KernelBug):
     """Zero-length sequences get dh0 = dc0 = 0 instead of dhy, dcy: hy = h0 is not differentiated."""
 
     def initial_state_grads(self, unit: Unit, packing: Packing):
@@ -250,7 +263,7 @@ class ZeroLengthDh0Dropped(FusedCPUKernel):
         return dh0.masked_fill(empty, 0), None if dc0 is None else dc0.masked_fill(empty, 0)
 
 
-class HalfAccumulatedInHalf(FusedCPUKernel):
+class HalfAccumulatedInHalf(KernelBug):
     """Half precision: dW_hh and db_hh summed row by row in the half dtype instead of float32.
 
     A known blind spot (README, "Tolerances"): on the half profile's sizes the extra rounding stays
@@ -273,7 +286,7 @@ class HalfAccumulatedInHalf(FusedCPUKernel):
         grads["b_hh"].copy_(bias)
 
 
-class HalfRoundsPerOp(FusedCPUKernel):
+class HalfRoundsPerOp(KernelBug):
     """Half precision: every op's result rounded to the half dtype, as fused-cpu was before issue 21 (lossy, not wrong).
 
     Four places round more than once: ``b_ih + b_hh`` summed in half before the input projection;
@@ -314,12 +327,30 @@ class HalfRoundsPerOp(FusedCPUKernel):
                     out.addmm_(dgates, weight)
 
 
+class ForgetGateGradDropped(KernelBug):
+    """LSTM backward drops the forget-gate gradient dc·c_prev·f(1−f): a hand-fused cell that forgets c_prev's term."""
+
+    def lstm_backward(self, step: Step) -> None:
+        super().lstm_backward(step)
+        H = step.unit.hidden_size
+        step.dgates[:, H:2 * H] = 0
+
+
+class ReverseWeightGradSkipsFirstStep(KernelBug):
+    """The reverse direction's weight-gradient accumulation skips the first step it walks (t = T−1): dW, db lose it."""
+
+    def weight_grads(self, unit: Unit, packing: Packing, grads: Mapping[str, Tensor]) -> None:
+        if unit.reverse:
+            unit.dgates[packing.packed_rows(packing.steps - 1)] = 0
+        super().weight_grads(unit, packing, grads)
+
+
 class BpttSkippedWhenFrozen:
     """Truncated BPTT exactly when no weight gradient is requested (MXNet 1.9.1 native CPU RNN, req=null)."""
 
     def __init__(self) -> None:
         self.correct = FusedCPUTarget()
-        self.truncated = FusedCPUTarget(TruncatedBPTT())
+        self.truncated = FusedCPUTarget(crossed(TruncatedBPTT, FusedCPUKernel)())
 
     def supports(self, config: RNNConfig) -> bool | str:
         return self.correct.supports(config)
@@ -329,6 +360,7 @@ class BpttSkippedWhenFrozen:
         return (self.correct if weights_requested else self.truncated).run(case)
 
 
+# name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
 MUTANTS: dict[str, type] = {
     "truncated-bptt": TruncatedBPTT,
     "bptt-skipped-when-frozen": BpttSkippedWhenFrozen,
@@ -353,6 +385,8 @@ MUTANTS: dict[str, type] = {
     "bias-assumed-present": BiasAssumedPresent,
     "zero-length-runs-one-step": ZeroLengthRunsOneStep,
     "zero-length-dh0-dropped": ZeroLengthDh0Dropped,
+    "forget-gate-grad-dropped": ForgetGateGradDropped,
+    "reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
 }
 
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of
@@ -374,13 +408,15 @@ def mutant_doc(name: str) -> str:
 def mutant_target(name: str) -> Target:
     """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
     :mod:`~gradcheck_rnn.targets.gpu_mutants`); UsageError names the known mutants."""
-    from ..kernels.fused_gpu import FusedGPUTarget
+    from ..kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget
     from .gpu_mutants import GPU_MUTANTS
 
     if name in GPU_MUTANTS:
-        return Target(f"mutant:{name}", FusedGPUTarget(GPU_MUTANTS[name](), name=f"mutant:{name}"))
+        kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
+        return Target(f"mutant:{name}", FusedGPUTarget(kernel(), name=f"mutant:{name}"))
     if name not in MUTANTS and name not in BLIND_SPOTS:
         raise UsageError(f"unknown mutant {name!r}; allowed: {', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS])}")
-    cls = MUTANTS.get(name) or BLIND_SPOTS[name]
-    impl = cls() if not issubclass(cls, FusedCPUKernel) else FusedCPUTarget(cls(), name=f"mutant:{name}")
-    return Target(f"mutant:{name}", impl)
+    bug = MUTANTS.get(name) or BLIND_SPOTS[name]
+    if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
+        return Target(f"mutant:{name}", bug())
+    return Target(f"mutant:{name}", FusedCPUTarget(crossed(bug, FusedCPUKernel)(), name=f"mutant:{name}"))
