@@ -16,61 +16,42 @@ def _load(name):
     return module
 
 
-def _flax_gru_r_z_swapped():
-    """GRUCell's input kernels and biases of r and z exchanged."""
+def _flax_slips():
+    """GRUCell's input kernels and biases of r and z exchanged; LSTMCell's bias given b_hh alone,
+    forgetting that flax's one bias is b_ih + b_hh. Each slip touches its own mode."""
     module = _load("flax_target")
     correct = module.to_flax
 
     def slipped(params, config, layer, direction):
         tree = correct(params, config, layer, direction)
-        tree["ir"], tree["iz"] = tree["iz"], tree["ir"]
+        if config.mode == "gru":
+            tree["ir"], tree["iz"] = tree["iz"], tree["ir"]
+        if config.mode == "lstm":
+            H = config.hidden_size
+            for k, gate in enumerate("ifgo"):
+                tree[f"h{gate}"]["bias"] = params[f"l{layer}.{direction}.b_hh"][k * H:(k + 1) * H]
         return tree
 
     module.to_flax = slipped
     return module.FlaxRNN()
 
 
-def _flax_lstm_recurrent_bias_only():
-    """LSTMCell's bias given b_hh alone, forgetting that flax's one bias is b_ih + b_hh."""
-    module = _load("flax_target")
-    correct = module.to_flax
-
-    def slipped(params, config, layer, direction):
-        tree = correct(params, config, layer, direction)
-        H = config.hidden_size
-        for k, gate in enumerate("ifgo"):
-            tree[f"h{gate}"]["bias"] = params[f"l{layer}.{direction}.b_hh"][k * H:(k + 1) * H]
-        return tree
-
-    module.to_flax = slipped
-    return module.FlaxRNN()
-
-
-def _keras_gru_in_torch_order():
-    """Keras's GRU kernels filled in torch's gate order (r, z, n) instead of Keras's (z, r, h)."""
+def _keras_slips():
+    """Keras's GRU kernels filled in torch's gate order (r, z, n) instead of Keras's (z, r, h); the
+    LSTM's one bias given b_hh alone."""
     module = _load("keras_target")
     module._KERAS_ORDER["gru"] = "rzn"
-    return module.KerasRNN()
-
-
-def _keras_gru_bias_rows_swapped():
-    """Keras GRU's (2, 3H) bias with the recurrent row first."""
-    module = _load("keras_target")
     correct = module.to_keras
 
     def slipped(params, config, layer, direction):
         weights = correct(params, config, layer, direction)
-        weights["bias"] = weights["bias"][::-1]
+        if config.mode == "lstm":
+            weights["bias"] = module._reorder(params[f"l{layer}.{direction}.b_hh"], "lstm")
         return weights
 
     module.to_keras = slipped
     return module.KerasRNN()
 
 
-flax_gru_r_z_swapped = _flax_gru_r_z_swapped()
-
-flax_lstm_recurrent_bias_only = _flax_lstm_recurrent_bias_only()
-
-keras_gru_in_torch_order = _keras_gru_in_torch_order()
-
-keras_gru_bias_rows_swapped = _keras_gru_bias_rows_swapped()
+flax_slips = _flax_slips()
+keras_slips = _keras_slips()
