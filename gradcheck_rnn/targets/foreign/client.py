@@ -194,7 +194,7 @@ def outputs_arrays(outputs: Any) -> dict[str, np.ndarray]:
 
 
 def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
     if not frames:
         return ""
     last = frames[-1]
