@@ -28,7 +28,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gradcheck_rnn.case import RNNConfig  # noqa: E402
-from gradcheck_rnn.kernels.common import cuda_matmul_precision  # noqa: E402
+from gradcheck_rnn.kernels.target import cuda_matmul_precision# noqa: E402
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUFunction  # noqa: E402
 from gradcheck_rnn.layout import pack, param_shapes  # noqa: E402
 

@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gradcheck_rnn.case import Case  # noqa: E402
-from gradcheck_rnn.kernels.common import FusedKernel  # noqa: E402
+from gradcheck_rnn.kernels.algorithm import FusedKernel# noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget  # noqa: E402
 from gradcheck_rnn.references import drift  # noqa: E402
 

@@ -8,7 +8,7 @@ import torch
 
 from gradcheck_rnn import RNNConfig, make_case
 from gradcheck_rnn.case import with_changes
-from gradcheck_rnn.kernels.common import Packing
+from gradcheck_rnn.kernels.packing import Packing
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget, FusedRNNFunction, fused_rnn
 from gradcheck_rnn.layout import DIRECTIONS, pack, param_key
 

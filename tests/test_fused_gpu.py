@@ -21,7 +21,7 @@ pytest.importorskip("triton")
 from gradcheck_rnn import make_case  # noqa: E402
 from gradcheck_rnn.case import with_changes  # noqa: E402
 from gradcheck_rnn.cli import main  # noqa: E402
-from gradcheck_rnn.kernels.common import cuda_matmul_precision  # noqa: E402
+from gradcheck_rnn.kernels.target import cuda_matmul_precision# noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget  # noqa: E402
 from gradcheck_rnn.kernels.fused_gpu import CELLS_MODULE, FusedGPUKernel, FusedGPUTarget, fused_rnn_gpu  # noqa: E402
 from gradcheck_rnn.targets import default_targets, describe_targets, resolve_target  # noqa: E402

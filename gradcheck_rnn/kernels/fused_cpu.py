@@ -72,12 +72,12 @@ in ~110 ms either way.
 Where the code lives
 --------------------
 The layout, the algorithm and its hooks are shared with the Triton kernel and live in
-:mod:`gradcheck_rnn.kernels.common`; this module holds the CPU pointwise cells (aten ops),
+:mod:`gradcheck_rnn.kernels.algorithm`; this module holds the CPU pointwise cells (aten ops),
 the autograd entry with this kernel as its default, and the ``fused-cpu`` target.
 
 Hooks for mutants
 -----------------
-Every stage is a small method of :class:`~gradcheck_rnn.kernels.common.FusedKernel` that a
+Every stage is a small method of :class:`~gradcheck_rnn.kernels.algorithm.FusedKernel` that a
 subclass overrides to inject one bug: the packing (``make_packing``), the walk order
 (``step_order``), the recurrent GEMM (``recurrent_projection``), the pointwise cells
 (``relu_forward``/``tanh_forward``/``lstm_forward``/``gru_forward`` and their ``*_backward``),
@@ -98,8 +98,10 @@ import torch
 from torch import Tensor
 
 from ..case import RNNConfig
-from .common import (HALF_DTYPES, FusedKernel, FusedTarget, Segment, Step, add_rows, apply_kernel, blocks,
-                     kernel_function)
+from .packing import add_rows, blocks, HALF_DTYPES, Segment
+from .algorithm import FusedKernel, Step
+from .autograd import apply_kernel, kernel_function
+from .target import FusedTarget
 
 # The activations' derivatives from their outputs, each one fused aten op (autograd's own):
 _tanh_backward = torch.ops.aten.tanh_backward.grad_input  # grad·(1 − y²)

@@ -1,7 +1,7 @@
 """Mutants: a fused kernel with one historical RNN gradient bug injected each.
 
 A checker is worth the bugs it catches. Each bug is written once, as a :class:`KernelBug`: a few
-lines over one hook of the shared algorithm (:class:`~gradcheck_rnn.kernels.common.FusedKernel`),
+lines over one hook of the shared algorithm (:class:`~gradcheck_rnn.kernels.algorithm.FusedKernel`),
 re-creating a bug that shipped (its source is in the first line of its docstring) or one a careful
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :mod:`~gradcheck_rnn.targets.gpu_mutants` crosses the bugs that
@@ -20,7 +20,8 @@ from torch import Tensor
 
 from ..case import Case, Outputs, RNNConfig
 from ..errors import UsageError
-from ..kernels.common import FusedKernel, ForwardState, Packing, Segment, Step, Unit, add_rows, take
+from ..kernels.packing import add_rows, Packing, Segment, take
+from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from .protocol import Target
 

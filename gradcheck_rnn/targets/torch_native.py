@@ -18,7 +18,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
-from ..kernels.common import cuda_matmul_precision
+from ..kernels.target import cuda_matmul_precision
 from ..layout import directions, param_key, unit_kinds
 
 _MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}

@@ -1,7 +1,7 @@
 """The project's own fused GPU RNN operator: the fused-cpu algorithm with Triton cells.
 
 Same operator contract and the same algorithm as :mod:`gradcheck_rnn.kernels.fused_cpu`
-(both are :class:`~gradcheck_rnn.kernels.common.FusedKernel`): sequences packed by length so
+(both are :class:`~gradcheck_rnn.kernels.algorithm.FusedKernel`): sequences packed by length so
 padded steps cost nothing and the reverse direction starts at each sequence's own last step;
 per layer and direction one input-projection GEMM for all steps, then per step the recurrent
 GEMM and one pointwise pass; hand-written BPTT split into ``backward_data`` (per step one
@@ -13,7 +13,7 @@ one launch per step, instead of fused-cpu's ~10 aten ops.
 Precision: buffers are in the data's dtype (float64, float32, float16, bfloat16 on CUDA);
 cuBLAS accumulates half-precision GEMMs in float32 and the Triton cells compute in float32
 (float64 for float64 data). TF32 is off while the ``fused-gpu`` target runs, unless
-``GRADCHECK_RNN_TF32=1`` (see :func:`~gradcheck_rnn.kernels.common.cuda_matmul_precision`).
+``GRADCHECK_RNN_TF32=1`` (see :func:`~gradcheck_rnn.kernels.target.cuda_matmul_precision`).
 
 Where it runs: on CUDA; or, with ``TRITON_INTERPRET=1`` set before the first import of
 :mod:`.cells`, on CPU tensors through Triton's interpreter, which is how the tests check it on
@@ -36,7 +36,9 @@ import torch
 from torch import Tensor
 
 from ...case import Case, Outputs, RNNConfig
-from ..common import FusedKernel, FusedTarget, Step, apply_kernel, cuda_matmul_precision, kernel_function
+from ..algorithm import FusedKernel, Step
+from ..autograd import apply_kernel, kernel_function
+from ..target import cuda_matmul_precision, FusedTarget
 
 CELLS_MODULE = f"{__name__}.cells"
 

@@ -24,7 +24,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ..common import Step, blocks
+from ..packing import blocks
+from ..algorithm import Step
 
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
 BLOCK = 1024

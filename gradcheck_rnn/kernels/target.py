@@ -1,0 +1,68 @@
+"""The target adapter of the fused kernels: a case in, :class:`~gradcheck_rnn.case.Outputs` out,
+computing only the requested gradients; and the TF32 switch of CUDA targets."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Iterator, Mapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..case import Case, Outputs
+from .algorithm import FusedKernel
+
+
+class FusedTarget:
+    """A target over a :class:`FusedKernel`: runs a case on ``device`` in the case's dtype,
+    computing only the requested gradients, the way a framework's fused op would (no
+    weight-gradient GEMMs for frozen weights, no layer-0 dx GEMM when x is frozen)."""
+
+    dtypes: Mapping[str, torch.dtype] = {"f64": torch.float64, "f32": torch.float32}
+
+    def __init__(self, kernel: FusedKernel, name: str, device: str = "cpu") -> None:
+        self.kernel = kernel
+        self.name = name
+        self.device = device
+
+    def run(self, case: Case) -> Outputs:
+        """Forward, backward_data and (when any parameter is requested) backward_weights."""
+        config = case.config
+        dtype, device = self.dtypes[config.dtype], self.device
+
+        def tensor(a: np.ndarray | None) -> Tensor | None:
+            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+
+        params = {k: tensor(v) for k, v in case.params.items()}
+        y, hy, cy, state = self.kernel.forward(tensor(case.x), case.seq_lengths.tolist(), tensor(case.h0),
+                                               tensor(case.c0), params, config.mode, config.num_layers,
+                                               config.bidirectional)
+        dx, dh0, dc0 = self.kernel.backward_data(state, tensor(case.dy), tensor(case.dhy), tensor(case.dcy),
+                                                 need_x="x" in case.wants)
+        grads = {name: value for name, value in (("x", dx), ("h0", dh0), ("c0", dc0))
+                 if name in case.wants and value is not None}
+        if any(name in params for name in case.wants):
+            grads.update(self.kernel.backward_weights(state))
+        return Outputs(y=y, hy=hy, cy=cy, grads=grads)
+
+
+TF32_ENV = "GRADCHECK_RNN_TF32"
+
+
+@contextmanager
+def cuda_matmul_precision() -> Iterator[bool]:
+    """TF32 off for cuBLAS and cuDNN while a CUDA target runs (restored afterwards), unless
+    ``GRADCHECK_RNN_TF32=1``; yields whether TF32 is on.
+
+    TF32 rounds GEMM inputs to a 10-bit mantissa (~5e-4 relative): a float32 target with it on
+    needs float16-like tolerances, so a check of float32 kernels runs without it by default
+    (torch's own default leaves TF32 on for cuDNN convolutions and RNNs)."""
+    wanted = os.environ.get(TF32_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = wanted
+    try:
+        yield wanted
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
