@@ -57,6 +57,11 @@ START_FAILURES = 3  # workers that die before their first case, in a row, before
 # Not ``-m gradcheck_rnn.run.worker``: the package imports that module first, and runpy warns.
 WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
 _TICK = 0.5  # seconds between checks that the workers are alive (a grandchild may hold the socket open)
+# Seconds a worker may take for a case's float64 references before its first row's --case-timeout
+# starts (the worker says "truth" when they are ready): a JAX compile in a fresh worker took 9 s
+# on a 2-core machine at load 8 (2026-12-03), longer than a short --case-timeout, and it is not
+# the target's time. Bounded all the same, so a reference that hangs cannot stall the run.
+TRUTH_TIMEOUT = 300.0
 
 
 def shape_group(config: RNNConfig) -> Hashable:
@@ -324,7 +329,7 @@ class WorkerPool:
             for worker in [w for w in active if w in self.workers]:
                 if worker.job is not None and now > worker.deadline:
                     self._stop(worker, grace=0)
-                    died(worker, f"timed out after {case_timeout:g} s")
+                    died(worker, f"timed out after {worker.deadline - worker.row_started:g} s")
                 elif worker.process.poll() is not None:
                     died(worker, death_reason(self._stop(worker, grace=5)))
         return results
@@ -342,7 +347,10 @@ class WorkerPool:
     def _assign(self, worker: _Worker, job: Job, row: int, case_timeout: float | None) -> None:
         worker.job, worker.row = job, row
         worker.row_started = time.monotonic()
-        worker.deadline = worker.row_started + (case_timeout or float("inf"))
+        budget = case_timeout or float("inf")
+        if "reference" in self.setup.checks:  # the worker computes the references first, then says "truth"
+            budget = max(budget, TRUTH_TIMEOUT)
+        worker.deadline = worker.row_started + budget
         worker.conn.send((job[0], job[1].id, row))
 
     def _error_row(self, worker: _Worker, reason: str) -> CaseResult:
