@@ -33,7 +33,7 @@ step() {  # step NAME COMMAND...: run, time, remember a failure, go on
     "$@" || status=1
     echo "== $name: $((SECONDS - start)) s"
 }
-mutants=$("$PY" -c 'from gradcheck_rnn.targets.gpu_mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
+mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
 
 # shellcheck disable=SC2086  # $mutants is a list of options
 step "1/3 sweep: fused-gpu and torch-native-cuda, gpu profile" \

@@ -4,9 +4,9 @@ A checker is worth the bugs it catches. Each bug is written once, as a :class:`K
 lines over one hook of the shared algorithm (:class:`~gradcheck_rnn.kernels.algorithm.FusedKernel`),
 re-creating a bug that shipped (its source is in the first line of its docstring) or one a careful
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
-with the fused CPU kernel, and :mod:`~gradcheck_rnn.targets.gpu_mutants` crosses the bugs that
-apply there with the fused GPU kernel (``mutant:gpu-…``, run by name since they need CUDA or the
-Triton interpreter). ``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
+with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
+apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
+they need CUDA or the Triton interpreter). ``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
 which tensor or check caught it.
 """
 
@@ -390,6 +390,16 @@ MUTANTS: dict[str, type] = {
     "reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
 }
 
+# The bugs that apply to the fused GPU kernel, crossed with it when judged. They need CUDA or the
+# Triton interpreter (~4 ms a launch on CPU), so they run by name (``-m gpu-…``; the tests and
+# benchmarks/gpu.sh do) and the default ``gradcheck-rnn mutants`` stays CPU-only and fast.
+GPU_MUTANTS: dict[str, type[KernelBug]] = {
+    "gpu-forget-gate-grad-dropped": ForgetGateGradDropped,
+    # MXNet #19323 on the GPU path: the packing ignores the lengths, the reverse direction starts at T−1
+    "gpu-reverse-starts-in-padding": LengthsIgnored,
+    "gpu-reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
+}
+
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of
 # the default ``gradcheck-rnn mutants`` so that its verdict stays about what must be caught.
 BLIND_SPOTS: dict[str, type] = {
@@ -400,17 +410,14 @@ BLIND_SPOTS: dict[str, type] = {
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
-    from .gpu_mutants import GPU_MUTANTS
-
     cls = MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS[name]
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
 def mutant_target(name: str) -> Target:
     """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
-    :mod:`~gradcheck_rnn.targets.gpu_mutants`); UsageError names the known mutants."""
+    :data:`GPU_MUTANTS`); UsageError names the known mutants."""
     from ..kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget
-    from .gpu_mutants import GPU_MUTANTS
 
     if name in GPU_MUTANTS:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)

@@ -22,7 +22,7 @@ have differed, triton-lang/triton#5895 and #11153), so ``benchmarks/gpu.sh`` swe
 as well. Importing this module does not import triton; the first cell launch does.
 
 Mutants subclass :class:`FusedGPUKernel` and override one hook, as for fused-cpu
-(:mod:`gradcheck_rnn.targets.gpu_mutants`).
+(``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.mutants`).
 """
 
 from __future__ import annotations
