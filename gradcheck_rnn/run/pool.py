@@ -17,9 +17,10 @@ is in flight:
   overrides), so N workers use N cores and do not oversubscribe them.
 
 Workers are forked from ``multiprocessing``'s fork server, which imported torch, jax and the
-judging modules once (:mod:`.preload`): a worker is ready in ~0.3 s instead of the 4 s (idle) to
-9-11 s (busy 2-core machine) that a fresh interpreter importing them takes, and a replacement for
-a crashed worker costs as little. The fork server is a fresh interpreter that never computed
+judging modules once (:mod:`.preload`). Measured on a 2-core machine at load 5-6 (2026-12-03,
+one pool of one worker at a time, fused-cpu and torch-native): the first worker was ready after
+the server's imports, 4.2-4.8 s, every later one (a crashed worker's replacement too) after
+0.06-0.15 s; a fresh interpreter per worker took 3.0-6.3 s each time (9-11 s on a busier one). The fork server is a fresh interpreter that never computed
 anything (no torch, BLAS or XLA threads to lose in a fork), and each worker still takes the
 supervisor's current environment and its thread settings. Unlike ``multiprocessing``'s habit, a
 worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
