@@ -18,7 +18,7 @@ every rnn_relu pre-activation the kernel computed, |pre_kernel − pre_float64| 
 is the model's standard deviation of a correct kernel's error there. The largest ratio seen,
 against ``SIGMAS``, is the margin of the kink detection.
 
-``--kernel per-op`` measures ``mutant:half-rounds-per-op`` (the cells as chains of half ops).
+``--kernel per-op`` measures ``mutant:half-rounds-per-op`` (the kernel before issue 21: every op rounds).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gradcheck_rnn.case import Case  # noqa: E402
-from gradcheck_rnn.kernels.algorithm import FusedKernel# noqa: E402
+from gradcheck_rnn.kernels.algorithm import FusedKernel  # noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget  # noqa: E402
 from gradcheck_rnn.references import drift  # noqa: E402
 
