@@ -10,7 +10,7 @@ A sequence of length 0 runs no step at all: its outputs are the initial states u
 cell equations simply have no bias terms; with projections h = W_hr·(o ⊙ tanh c).
 
 :func:`loop_loss` is the forward alone (no autograd graph): the ``fd`` check
-(:mod:`gradcheck_rnn.fd`) differences it.
+(:mod:`gradcheck_rnn.references.fd`) differences it.
 """
 
 from __future__ import annotations
