@@ -93,3 +93,35 @@ def test_the_readme_fixture_example_runs(pytester):
                    if "rnn_gradcheck" in block)
     result = outcome(pytester, example)
     result.assert_outcomes(passed=2, xfailed=1)
+
+
+def test_a_failure_shows_the_users_line_not_the_plugins_source(pytester):
+    result = outcome(pytester, """
+        def test_mutant(rnn_gradcheck):
+            rnn_gradcheck.check("mutant:truncated-bptt", "lstm-L1-uni-I1-H1-T2-B1-len2-f32-s918273")
+    """)
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert 'rnn_gradcheck.check("mutant:truncated-bptt"' in text  # the user's own line
+    assert "__tracebackhide__" not in text and "def _judge" not in text and "CaseResult(" not in text
+
+
+def test_sweep_narrows_the_draw_like_the_command_line(pytester):
+    result = outcome(pytester, """
+        from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
+
+        class GruOnly:
+            name = "gru-only"
+
+            def supports(self, config):
+                return True if config.mode == "gru" and config.num_layers == 1 else "one-layer GRU only"
+
+            def run(self, case):
+                return FusedCPUTarget().run(case)
+
+        def test_gru(rnn_gradcheck):
+            results = rnn_gradcheck.sweep(GruOnly(), cases=4, seed=2, checks=["reference"], modes=["gru"], layers=1)
+            assert len(results) == 4 and all(r.status in ("pass", "skip") for r in results)
+            assert sum(r.status == "pass" for r in results) >= 3  # narrowed: not a quarter of the cases
+    """)
+    result.assert_outcomes(passed=1)
