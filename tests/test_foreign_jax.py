@@ -1,6 +1,10 @@
 """The flax and keras targets, run for real in the venv tests/foreign_env.py makes (this venv's
 jax, flax 0.12.8, Keras 3.15.1), through the foreign-interpreter client.
 
+Marked slow: each client imports JAX and compiles every case (about 60 s of CPU on the shared
+2-core machine, over the default suite's budget); run them with
+``python -m pytest -m slow tests/test_foreign_jax.py`` (the first run makes the venv, ~1 min).
+
 The mapping is checked both ways: the real targets pass cases of every mode (gradients of our
 parameters come back through the same map), and a planted slip of the kind a misread gate order
 or bias placement produces fails on the tensors it touches.
@@ -16,6 +20,8 @@ import pytest
 from foreign_env import flax_keras_python, foreign_path  # noqa: F401  (fixtures)
 from gradcheck_rnn import Case
 from gradcheck_rnn.targets import resolve_target
+
+pytestmark = pytest.mark.slow
 
 try:  # one check of one target on one case: gradcheck_rnn.judge, runner.check_case before it
     from gradcheck_rnn.judge import judge_one
