@@ -9,3 +9,8 @@ it into exit code 2 with no traceback, before anything is run or written.
 
 class UsageError(ValueError):
     """Bad input from the user: one clear sentence, exit code 2 at the CLI."""
+
+
+class TargetReported(Exception):
+    """An error a target adapter raises already described in full (a foreign interpreter died, or
+    its target raised there with its own location): the engine adds no frame or location of its own."""

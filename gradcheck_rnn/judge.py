@@ -32,6 +32,7 @@ from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
 from .compare import TensorError, to_float64
 from .context import Arrays, CaseContext
+from .errors import TargetReported
 from .result import CaseResult
 from .targets import Target, as_target
 from .tolerances import Tolerances
@@ -63,6 +64,8 @@ def describe_exception(exc: BaseException, max_frames: int = 6, target: Any = No
     frame is the target's own (it could not even be called: ``run()`` takes no case), the
     message names where ``target`` is defined instead of the engine's line.
     """
+    if isinstance(exc, TargetReported):  # the adapter's message already says where, and ours would mislead
+        return f"{type(exc).__name__}: {exc}", ""
     every = traceback.extract_tb(exc.__traceback__)
     own = [f for f in every if not str(Path(f.filename).resolve()).startswith(_PACKAGE_DIR)]
     frames = (own or every)[-max_frames:]

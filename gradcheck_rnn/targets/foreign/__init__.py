@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...case import Case, Outputs, RNNConfig
-from ...errors import UsageError
+from ...errors import TargetReported, UsageError
 from . import client as protocol
 
 CLIENT = Path(__file__).with_name("client.py")
@@ -45,7 +45,7 @@ FOREIGN_BUILTINS: dict[str, tuple[str, str, dict[str, Any], dict[str, str]]] = {
 }
 
 
-class ForeignTargetError(RuntimeError):
+class ForeignTargetError(TargetReported, RuntimeError):
     """The foreign interpreter could not answer: it died, broke the protocol or failed to load the target."""
 
 
