@@ -3,13 +3,15 @@
 A sweep judges several targets with several checks on each case. Everything that depends only
 on the case — both references and whether they agree, the ``future`` check's pair of
 references, the finite-difference witness — is computed here on first use and shared by every
-check of every target of that case.
+check of every target of that case, and so is the drift allowance of low-precision relu kinks
+(:mod:`gradcheck_rnn.references.drift`), asked for only when a comparison fails without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +20,9 @@ from .case import Case, as_mapping, gradient_names, with_changes
 from .compare import TensorError, compare_tensor, to_float64
 from .references import REFERENCE_NAMES
 from .tolerances import REFERENCE_AGREEMENT
+
+if TYPE_CHECKING:
+    from .references.drift import DriftAllowance
 
 Arrays = dict[str, np.ndarray]
 
@@ -32,6 +37,17 @@ class FuturePair:
     candidates: list[int]  # sequences of length 1..T-1 with a non-zero dy at the step after their end
     dx_before: np.ndarray | None = None
     dx_after: np.ndarray | None = None
+
+    @cached_property
+    def dx_drift(self) -> np.ndarray | None:
+        """How far a correct kernel's dx may move on each of the two cases through relu kinks
+        (their allowances added), or None where no kink reaches dx."""
+        from .references.drift import checked_allowance
+
+        parts = [checked_allowance(c, {"x": dx}).for_tensor("x")
+                 for c, dx in ((self.base, self.dx_before), (self.extended, self.dx_after))]
+        parts = [p for p in parts if p is not None]
+        return sum(parts) if parts else None
 
 
 class CaseContext:
@@ -96,3 +112,10 @@ class CaseContext:
         grads = {ref: {n: self.expected[ref][n] for n in self.case.wants} for ref in REFERENCE_NAMES}
         witness = fd.build_witness(self.case, grads["loop"])
         return witness, fd.reference_rows(witness, grads)
+
+    @cached_property
+    def drift(self) -> "DriftAllowance":
+        """The drift allowance of the case (relu units within the dtype's rounding of 0)."""
+        from .references.drift import checked_allowance
+
+        return checked_allowance(self.case, self.expected["loop"])

@@ -8,17 +8,20 @@ disagree the row is ``reference-disagreement``, never a target failure.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..case import Case
 from ..compare import TensorError, compare_tensor
-from ..references.drift import rejudge_with_drift
+from ..references.drift import DriftAllowance, rejudge_with_drift
 from ..tolerances import Tolerances
 from .base import Check, ReferenceDisagreement
 
 
 def compare_outputs(case: Case, actual: dict, expected: dict[str, dict], tensor_names: list[str],
-                    tolerances: Tolerances) -> list[TensorError]:
+                    tolerances: Tolerances, allowance: Callable[[], DriftAllowance]) -> list[TensorError]:
     """Every compared tensor of a target against each reference in ``expected``; the worse
-    comparison of each tensor is kept."""
+    comparison of each tensor is kept. ``allowance`` gives the case's drift allowance, asked for
+    only when a tensor fails the fixed tolerance."""
     errors = []
     for name in tensor_names:
         tol = tolerances.for_tensor(case.config.dtype, name)
@@ -29,14 +32,15 @@ def compare_outputs(case: Case, actual: dict, expected: dict[str, dict], tensor_
             candidates.append(error)
         errors.append(max(candidates, key=lambda e: (e.status != "pass", e.ratio != e.ratio, e.ratio)))
     # failing tensors are re-judged with the drift a correct kernel of the dtype can have (relu kinks)
-    return rejudge_with_drift(case, actual, expected, tolerances, errors)
+    return rejudge_with_drift(case, actual, expected, tolerances, errors, allowance)
 
 
 def check_reference(context, call, tolerances: Tolerances) -> list[TensorError]:
     if context.disagreement is not None:
         raise ReferenceDisagreement([context.disagreement])
     actual, problems = call.base_with_problems()
-    rows = compare_outputs(context.case, actual, context.expected, context.tensor_names(), tolerances)
+    rows = compare_outputs(context.case, actual, context.expected, context.tensor_names(), tolerances,
+                           lambda: context.drift)
     # NaN/Inf reach the comparison, which fails them and maps where they are; a tensor that is
     # missing, of the wrong shape or dtype is reported as validation found it
     unusable = {p.name: p for p in problems if p.name not in actual}

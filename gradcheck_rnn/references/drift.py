@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -269,21 +269,13 @@ def drift_allowance(case: Case, names: Iterable[str] | None = None) -> DriftAllo
     return allowance
 
 
-# The allowance of the last few cases judged in this process (a case id rebuilds its case bit for
-# bit, so the id is the key): every target judged on a case shares one computation.
-_CACHE: dict[str, DriftAllowance] = {}
-_CACHE_SIZE = 4
-
-
-def case_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftAllowance:
-    """:func:`drift_allowance` of ``case``, cached per case id; with the ``loop`` reference's
-    outputs, an allowance whose own float64 pass disagrees with it is marked unusable."""
+def checked_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftAllowance:
+    """:func:`drift_allowance` of ``case``; with the ``loop`` reference's outputs, an allowance
+    whose own float64 pass disagrees with it is marked unusable. The per-case context
+    (:class:`gradcheck_rnn.context.CaseContext`) computes it once for every target of a case."""
     from ..compare import compare_tensor
     from ..tolerances import REFERENCE_AGREEMENT
 
-    key = f"{case.id}|{loop is not None}"
-    if key in _CACHE:
-        return _CACHE[key]
     drift = drift_allowance(case)
     if drift.kinks and loop is not None:
         for name in drift.tensors:
@@ -291,20 +283,24 @@ def case_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftAl
                     name, drift.base[name], loop[name], REFERENCE_AGREEMENT, case.config).passed:  # type: ignore[attr-defined]
                 drift.usable, drift.reason = False, f"the drift pass disagrees with the loop reference on {name}"
                 break
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = drift
     return drift
 
 
+def widened(allowance: np.ndarray, rtol: float) -> np.ndarray:
+    """What a kernel that flips kinks may add to the bound: it follows the flipped trajectory
+    b' = b + Δ up to its own atol + rtol·|b'|, and rtol·|b'| <= rtol·|b| + rtol·|Δ| (hence
+    1 + rtol); SAFETY for what first order misses."""
+    return allowance * (SAFETY * (1.0 + rtol))
+
+
 def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[str, Mapping[str, Any]],
-                       tolerances: Any, errors: list[Any]) -> list[Any]:
+                       tolerances: Any, errors: list[Any], allowance: Callable[[], DriftAllowance]) -> list[Any]:
     """Re-judge the tensors that failed the fixed tolerance with the drift allowance added.
 
     The one call site is the reference comparison (``compare_outputs``): it passes the target's
-    outputs and each reference's (name -> array mappings; ``expected`` keyed by reference name,
-    ``loop`` among them), the tolerances and its per-tensor errors; what comes back replaces
-    them. Nothing runs unless a tensor failed with a value and the case's mode has kinks, so a
+    outputs and each reference's (name -> array mappings; ``expected`` keyed by reference name),
+    the tolerances, its per-tensor errors and how to get the case's allowance (computed on first
+    call); what comes back replaces them. Nothing runs unless a tensor failed with a value and the case's mode has kinks, so a
     passing comparison costs nothing; a non-finite value still fails (its error is infinite).
     """
     from ..compare import compare_tensor
@@ -312,7 +308,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
     failing = [i for i, e in enumerate(errors) if e.status == "fail" and actual.get(e.name) is not None]
     if not failing or case.config.mode not in KINKED_MODES:
         return errors
-    drift = case_allowance(case, expected.get("loop"))
+    drift = allowance()
     errors = list(errors)
     for i in failing:
         name = errors[i].name
@@ -321,9 +317,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
             errors[i].message += f" (no drift allowance: {drift.reason or drift.describe()})"
             continue
         tol = tolerances.for_tensor(case.config.dtype, name)
-        # the kernel follows the flipped trajectory b' = b + Δ up to its own atol + rtol·|b'|, and
-        # rtol·|b'| <= rtol·|b| + rtol·|Δ|: hence (1 + rtol); SAFETY for what first order misses
-        extra = extra * (SAFETY * (1.0 + tol.rtol))
+        extra = widened(extra, tol.rtol)
         candidates = []
         for ref_name, ref in expected.items():
             error = compare_tensor(name, actual.get(name), ref[name], tol, case.config, allowance=extra)
