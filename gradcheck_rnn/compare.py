@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from .case import RNNConfig
-from .layout import GATE_NAMES, directions
+from .config import GATE_NAMES
+from .layout import directions
 from .tolerances import Tolerance
 
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are

@@ -61,7 +61,7 @@ def ensure_writable(report_dir: str) -> None:
                          f"choose another folder with --report-dir DIR") from None
 
 
-def print_run(results: list[CaseResult], run: Run | None = None) -> None:
+def print_run(results: list[CaseResult]) -> None:
     """Summary tables per target, skip reasons, the failure list and the mistrust note."""
     for table in render.summary_tables(results):
         out.print(table)
@@ -166,7 +166,7 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
     for result in run.results:  # its repro line must stop it too, or it hangs there as it did here
         if result.status == "error" and result.message.startswith("timed out"):
             result.repro_options = f"{result.repro_options} --case-timeout {execution.case_timeout:g}".strip()
-    print_run(run.results, run)
+    print_run(run.results)
     return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt)
 
 
@@ -179,7 +179,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     for result in results:
         result.repro_options = spec.repro_options
     run = Run(results, *verdict(results, spec.named_targets), spec)
-    print_run(results, run)
+    print_run(results)
     return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, fmt=fmt)
 
 

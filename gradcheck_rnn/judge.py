@@ -32,7 +32,7 @@ from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
 from .compare import TensorError, to_float64
 from .context import Arrays, CaseContext
-from .errors import TargetReported
+from .errors import TargetReported, UsageError
 from .result import CaseResult
 from .targets import Target, as_target
 from .tolerances import Tolerances
@@ -257,7 +257,7 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
     checks = list(checks)
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
-        raise KeyError(f"unknown checks {unknown}")
+        raise UsageError(f"unknown checks {', '.join(unknown)}; allowed: {', '.join(CHECKS)}")
     row = 0
     for target in (as_target(t) for t in targets):
         supported, frames = _supported(target, context.case) if row + len(checks) > start else (True, "")

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from .config import DIRECTIONS, GATE_NAMES, GATES, RNNConfig
+from .config import DIRECTIONS, GATES, RNNConfig
 from .errors import UsageError
 
 PACK_STYLES = ("cudnn", "mxnet")

@@ -10,7 +10,8 @@ from gradcheck_rnn import RNNConfig, make_case
 from gradcheck_rnn.case import with_changes
 from gradcheck_rnn.kernels.packing import Packing
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget, FusedRNNFunction, fused_rnn
-from gradcheck_rnn.layout import DIRECTIONS, pack, param_key
+from gradcheck_rnn.config import DIRECTIONS
+from gradcheck_rnn.layout import pack, param_key
 
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")
 TORCH_MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}

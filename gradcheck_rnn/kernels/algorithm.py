@@ -32,7 +32,8 @@ from typing import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..layout import DIRECTIONS, param_key
+from ..config import DIRECTIONS
+from ..layout import param_key
 from .packing import HALF_DTYPES, MODE_SPECS, ModeSpec, Packing, Segment, StepRows, add_rows, take
 
 

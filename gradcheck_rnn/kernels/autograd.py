@@ -12,7 +12,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ..config import RNNConfig
-from ..layout import GATES, pack, param_key, unpack
+from ..config import GATES
+from ..layout import pack, param_key, unpack
 from .algorithm import FusedKernel
 
 

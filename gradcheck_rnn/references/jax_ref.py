@@ -75,7 +75,6 @@ import contextlib
 import os
 import threading
 from functools import partial
-from pathlib import Path
 from typing import Any, Callable
 
 import jax
@@ -84,7 +83,8 @@ import numpy as np
 from jax import lax
 
 from ..case import Case, Outputs, RNNConfig
-from ..layout import GATES, directions, param_key
+from ..config import GATES
+from ..layout import directions, param_key
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",

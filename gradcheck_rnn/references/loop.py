@@ -118,7 +118,7 @@ def run_loop_reference(case: Case) -> Outputs:
     cfg = case.config
     x, h0, c0 = (_tensor(a, True) for a in (case.x, case.h0, case.c0))
     params = {k: _tensor(v, True) for k, v in case.params.items()}
-    T, B, H, S = cfg.max_len, cfg.batch_size, cfg.hidden_size, cfg.state_size
+    T, B, S = cfg.max_len, cfg.batch_size, cfg.state_size
     y = torch.zeros(T, B, cfg.num_directions * S, dtype=torch.float64)
     with torch.enable_grad():
         y_rows, hy_all, cy_all, loss = _loss_terms(case, x, h0, c0, params)

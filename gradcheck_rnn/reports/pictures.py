@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..compare import from_json_number
-from ..layout import GATE_NAMES
+from ..config import GATE_NAMES
 
 RATIO_FLOOR = -4.0  # log10 ratio shown as the palest blue: 1e-4 of the tolerance and below
 RATIO_CEIL = 12.0  # the colour scale never stretches past 1e12 (NaN/Inf are marked, not scaled)
