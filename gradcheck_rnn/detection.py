@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .result import BAD_STATUSES, CaseResult
-from .targets import Target, resolve_target
-from .targets.mutants import MUTANTS, mutant_doc
 
 CORRECT_TARGETS = ("fused-cpu", "torch-native")
 
@@ -42,14 +40,13 @@ class Detection:
                 "repro": None if self.first is None else self.first.repro}
 
 
-def mutant_targets(names: Iterable[str] | None = None) -> list[Target]:
-    return [resolve_target(f"mutant:{name}") for name in (names or MUTANTS)]
-
-
 def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], list[str]]:
     """The names judged by a detection run: the mutants (every one by default; unknown names are a
     UsageError) and the correct kernels judged beside them on the same cases."""
-    mutant_names = [target.name for target in mutant_targets(mutants)]
+    from .targets import resolve_target
+    from .targets.mutants import MUTANTS
+
+    mutant_names = [resolve_target(f"mutant:{name}").name for name in (mutants or MUTANTS)]
     gpu = any(name.startswith("mutant:gpu-") for name in mutant_names)  # GPU mutants: fused-gpu is judged too
     return mutant_names, list(CORRECT_TARGETS + (("fused-gpu",) if gpu else ()))
 
@@ -57,6 +54,8 @@ def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], 
 def summarise(results: list[CaseResult], mutant_names: list[str],
               correct_names: list[str]) -> tuple[list[Detection], list[Detection]]:
     """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows)."""
+    from .targets.mutants import mutant_doc
+
     rows: dict[str, Detection] = {}
     for name in mutant_names + correct_names:
         short = name.removeprefix("mutant:")
