@@ -43,3 +43,15 @@ def test_check_and_repro_stop_a_hanging_target_with_case_timeout(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "timed out after 2 s" in done.stdout
     assert "--target plugin_targets:hangs --case-timeout 2" in done.stdout
+
+
+def test_help_report_and_merge_import_neither_torch_nor_jax(tmp_path):
+    from gradcheck_rnn.reports import write_reports
+
+    run_dir = write_reports([], tmp_path, {"command": "sweep", "verdict": {"exit_code": 5, "reason": "nothing"}})
+    probe = ("import sys; from click.testing import CliRunner; from gradcheck_rnn.cli import main; "
+             "codes = [CliRunner().invoke(main, args).exit_code for args in "
+             "(['--help'], ['report', sys.argv[1]], ['merge', sys.argv[1]])]; "
+             "print(codes, 'torch' in sys.modules, 'jax' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe, str(run_dir)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["[0,", "5,", "2]", "False", "False"], done.stdout + done.stderr
