@@ -58,8 +58,8 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
 def test_default_workers_follow_cases_load_and_isolation(monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 4)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert default_workers(10) == default_workers(99) == 1  # too few cases to pay for a pool: this process
-    assert default_workers(100) == 2
+    assert default_workers(10) == default_workers(199) == 1  # too few cases to pay for a pool: this process
+    assert default_workers(200) == 2
     assert default_workers(10, isolate=True) == 2  # --case-timeout needs worker processes
     assert default_workers(100_000) == 4
     monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))  # this command's own start-up

@@ -27,7 +27,7 @@ __all__ = ["Execution", "RunSpec", "default_workers", "execute", "judge_run", "p
 
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
-CASES_PER_WORKER = 50
+CASES_PER_WORKER = 100
 
 
 def usable_cores() -> int:
@@ -52,15 +52,15 @@ def default_workers(cases: int | None = None, isolate: bool = False) -> int:
     """How many processes judge a run of ``cases`` cases when ``--workers`` is not given.
 
     One per idle core, at most one per CASES_PER_WORKER cases, and 1 (this process: no pool at
-    all) when that is all that helps. Why: worker processes pay a fixed start (the fork server's
-    imports, 2-4 s, and each worker loads its JAX program again) and save about half of a case's
-    ~0.06 s (ci profile, warm, idle) per extra worker, so a second worker pays from about 100
-    cases; and on a core that another process keeps busy, two workers only take turns. Measured
-    on a 2-core machine (benchmarks/sweep_throughput.py, ci profile, 2026-12-03): busy (load 3),
-    2 workers took 5.3 s for 5 cases and 8.9 s for 20 where this process alone took 2.7 s and
-    5.2 s; busy (load 6-7), 200 cases took 32.5 s cold / 32.4 s warm with 2 workers and 18.4 s /
-    28.4 s serially, and this rule chose 1 there. ``isolate`` (a ``--case-timeout`` was given)
-    needs worker processes: then at least 2.
+    all) when that is all that helps. Why: a pool pays a fixed start in its first row (the fork
+    server's imports and each worker's JAX program: 4-5 s more than serial here) and saves about
+    half of a case's ~0.065 s per extra worker (ci profile, warm), so a second worker pays from
+    about 150 cases on an idle machine; and on a core that another process keeps busy, two
+    workers only take turns. Measured on a 2-core machine (benchmarks/sweep_throughput.py, ci
+    profile, 200 cases, 2026-12-03): at load 2.4-3.5, serial 15.7 s cold / 15.1 s warm, 2 workers
+    24.0 s / 20.3 s (first row after 4.6 s serially, 8.7 s with the pool); at load 6-7, serial
+    18.4 s / 28.4 s, 2 workers 32.5 s / 32.4 s. This rule chose 1 in both. ``isolate`` (a
+    ``--case-timeout`` was given) needs worker processes: then at least 2.
     """
     cores = usable_cores()
     if cases is None:
