@@ -187,8 +187,12 @@ def test_reference_comparison_alone_misses_bit_level_nondeterminism(tmp_path):
     assert code == 0, output
 
 
+@pytest.mark.slow
 def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path):
-    """`mutants --workers 2` goes through the run spec and the process pool, row for row as serial."""
+    """`mutants --workers 2` goes through the run spec and the process pool, row for row as serial.
+
+    Slow-marked (13 s idle): the default suite keeps the pool's row-for-row equality with serial
+    (tests/test_scale.py) and the mutants command's stored verdict (tests/test_engine.py)."""
     args = ("mutants", "--mutant", "truncated-bptt", "--mutant", "top-b_hh-zero", "--cases", 3,
             "--check", "reference", "--check", "future")
     documents = []
