@@ -98,7 +98,7 @@ def resolve_profile_path(config: str | Path | None) -> Path:
     if config is None:
         config = "ci"
     path = Path(config)
-    if not path.suffix and not path.exists():
+    if not path.suffix and not path.is_file():  # a folder named like a profile must not shadow it
         path = CONFIG_DIR / f"{config}.toml"
     if not path.is_file():
         raise UsageError(f"profile {str(config)!r} does not exist; give a TOML file or one of: "

@@ -55,3 +55,11 @@ def test_help_report_and_merge_import_neither_torch_nor_jax(tmp_path):
              "print(codes, 'torch' in sys.modules, 'jax' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe, str(run_dir)], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["[0,", "5,", "2]", "False", "False"], done.stdout + done.stderr
+
+
+def test_a_folder_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch):
+    from gradcheck_rnn.generate import CONFIG_DIR, resolve_profile_path
+
+    (tmp_path / "half").mkdir()  # e.g. a report folder of an earlier half sweep
+    monkeypatch.chdir(tmp_path)
+    assert resolve_profile_path("half") == CONFIG_DIR / "half.toml"
