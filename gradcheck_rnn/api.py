@@ -20,10 +20,10 @@ from .result import CaseResult, Run, repro_options
 
 
 def _targets(targets: Any) -> list:
-    from .targets import as_target, resolve_target
+    """One target or a list of them (specs or objects), resolved."""
+    from .targets import resolve_targets
 
-    items = [targets] if isinstance(targets, str) or not isinstance(targets, (list, tuple)) else list(targets)
-    return [resolve_target(t) if isinstance(t, str) else as_target(t) for t in items]
+    return resolve_targets(targets if isinstance(targets, (list, tuple)) else [targets])
 
 
 def _config_name(config: Any) -> str | None:

@@ -36,9 +36,9 @@ def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _resolve_targets(names: tuple[str, ...]):
-    from .targets import default_targets, resolve_target
+    from .targets import default_targets, resolve_targets
 
-    return [resolve_target(n) for n in names] if names else default_targets()
+    return resolve_targets(names) if names else default_targets()
 
 
 target_option = click.option(

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from . import render
 from .errors import UsageError
-from .result import CaseResult, Run, repro_options, verdict
+from .result import CaseResult, Run, plural, repro_options, verdict
 
 
 def _width(stream: Any) -> int | None:
@@ -65,9 +65,8 @@ def print_run(results: list[CaseResult]) -> None:
     """Summary tables per target, skip reasons, the failure list and the mistrust note."""
     for table in render.summary_tables(results):
         out.print(table)
-    lines = render.skipped_target_lines(results) + render.failure_lines(results) + render.mistrusted_lines(results)
-    for line in lines:
-        say(out, line)
+    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
+                       + render.mistrusted_lines(results))
 
 
 def verdict_line(code: int, reason: str, suffix: str = "") -> None:
@@ -83,8 +82,7 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
 
     meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged}
     if not run.complete:
-        for line in render.stopped_early_lines(run.cases_judged, meta.get("cases")):
-            say(out, line)
+        render.print_lines(out, render.stopped_early_lines(run.cases_judged, meta.get("cases")))
     try:
         run_dir = write_reports(run.results, report_dir, meta, extra)
     except OSError as exc:
@@ -92,7 +90,7 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
     publish_format(fmt, run_dir)
-    verdict_line(run.exit_code, run.reason, f" — {render.plural(len(run.results), 'result')}, reports in {run_dir}")
+    verdict_line(run.exit_code, run.reason, f" — {plural(len(run.results), 'result')}, reports in {run_dir}")
     return run.exit_code
 
 
@@ -120,8 +118,7 @@ def print_case_results(results: Iterable[CaseResult], per_step: bool) -> list[Ca
             first, *rest = render.wrapped(f"{result.status}: {result.message}", indent="", hanging="  ")
             say(out, Text.assemble((result.status, render.STATUS_STYLE.get(result.status, "")),
                                    first[len(result.status):]))
-            for line in rest:
-                say(out, line)
+            render.print_lines(out, rest)
         if result.traceback:
             say(out, "target traceback (most recent call last):")
             say(out, result.traceback)
@@ -195,8 +192,7 @@ def judge_mutants(spec: Any, execution: Any, mutant_names: list[str], correct_na
     meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
     table, lines = detection_lines({**meta, **extra})
     out.print(table)
-    for line in lines:
-        say(out, line)
+    render.print_lines(out, lines)
     # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
     run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
     return write_and_finish(run, report_dir, meta, extra)
@@ -262,8 +258,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
 
         table, lines = detection_lines(document)
         out.print(table)
-        for line in lines:
-            say(out, line)
+        render.print_lines(out, lines)
     else:
         print_run(results_from_document(document))
     publish_format(fmt, resolved)

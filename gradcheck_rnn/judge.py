@@ -248,7 +248,8 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
           checks: Iterable[str] = ("reference",), start: int = 0) -> Iterator[CaseResult]:
     """Every enabled check of every target on one case: rows target by target, check by check.
 
-    The case's context (references, witness, base runs) is shared by all of them. ``start``
+    The case's context (references, witness, drift allowance) is shared by all of them, and each
+    target's run on the unchanged case by the checks that may share it. ``start``
     skips the first rows of that order: a worker process resumes a case there after the row
     before crashed its predecessor.
     """

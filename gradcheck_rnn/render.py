@@ -28,7 +28,7 @@ from .compare import TensorError
 from .reports.document import (CHECK_VALUES, breakdown, case_lengths, location_mark, mistrust, mistrust_note,
                                significant_pair, skip_reasons, stopped_early_text, tensor_badness, values_parts)
 from .reports.markdown import sparkline
-from .result import CaseResult
+from .result import CaseResult, plural
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
                 "reference-disagreement": "bold yellow", "nondeterministic": "bold red", "missing": "bold red"}
@@ -49,11 +49,6 @@ def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
     plain strings literally: a traceback or message with "[/b]" in it is text, not markup."""
     for line in lines:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 case``, ``2 cases``."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def wrapped(text: str, indent: str = INDENT, width: int = WIDTH, hanging: str | None = None) -> list[str]:

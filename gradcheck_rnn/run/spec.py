@@ -63,13 +63,10 @@ class RunSpec:
         raising UsageError with one sentence.
         """
         from ..generate import load_profile, resolve_profile_path
-        from ..targets import default_targets, resolve_target
-
-        from ..targets import Target
+        from ..targets import default_targets, resolve_targets
 
         profile = load_profile(config)
-        resolved = [t if isinstance(t, Target) else resolve_target(t) for t in targets] if targets \
-            else default_targets()
+        resolved = resolve_targets(targets) if targets else default_targets()
         spec = cls(profile=profile.name, profile_sha256=hashlib.sha256(resolve_profile_path(config).read_bytes()).hexdigest(),
                    config=config, seed=profile.seed if seed is None else seed,
                    cases=profile.cases if cases is None else cases, targets=tuple(t.name for t in resolved),

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import UsageError
 from .protocol import Target, as_target
 
-__all__ = ["Target", "as_target", "default_targets", "describe_targets", "resolve_target"]
+__all__ = ["Target", "as_target", "default_targets", "describe_targets", "resolve_target", "resolve_targets"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.targets"
 
@@ -56,6 +56,11 @@ def default_targets() -> list[Target]:
     cuda = _cuda_available()
     return [as_target(factory(), name) for name, factory in _builtin_factories().items()
             if cuda or name not in CUDA_TARGETS]
+
+
+def resolve_targets(items: Iterable[Any]) -> list[Target]:
+    """Targets from specs (``"fused-cpu"``, ``"pkg.mod:fn"``) and target objects alike, in order."""
+    return [resolve_target(item) if isinstance(item, str) else as_target(item) for item in items]
 
 
 def _load_plugin(spec: str) -> Any:
