@@ -29,9 +29,16 @@ configs run with zero biases (flax's cells always have them) and return no bias 
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# Loaded by file path in an interpreter that may not have gradcheck_rnn: so is the shared base.
+_spec = importlib.util.spec_from_file_location("_gradcheck_foreign_jax_grad", Path(__file__).with_name("jax_grad.py"))
+jax_grad = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(jax_grad)
 
 _CELL_GATES = {"lstm": "ifgo", "gru": "rzn", "rnn_tanh": "", "rnn_relu": ""}
 
@@ -61,13 +68,10 @@ def to_flax(params: dict[str, Any], config: Any, layer: int, direction: str) -> 
     return tree
 
 
-class FlaxRNN:
+class FlaxRNN(jax_grad.JaxGradTarget):
     """flax.linen nn.RNN stacks; see the module docstring for the mapping and the declines."""
 
     name = "flax"
-
-    def __init__(self) -> None:
-        self._cache: dict[Any, Any] = {}
 
     def supports(self, config: Any) -> bool | str:
         import jax
@@ -115,15 +119,10 @@ class FlaxRNN:
 
         return Stack()
 
-    def _compiled(self, cfg: Any, wants: frozenset, params: tuple[str, ...]) -> Any:
-        """One jitted forward-and-vjp per configuration and request, reused by every run of it
-        (the checks run a case several times), so a sweep compiles each shape once."""
-        import jax
+    def forward_fn(self, cfg: Any, params: tuple[str, ...]) -> Any:
+        """nn.RNN stacks over our arrays: y masked at padded steps, hy (and cy) stacked."""
         import jax.numpy as jnp
 
-        key = (tuple(vars(cfg).items()), wants, params)
-        if key in self._cache:
-            return self._cache[key]
         L, D = cfg.num_layers, cfg.num_directions
         dirs = ("fwd", "bwd")[:D]
         model = self._model(cfg)
@@ -144,31 +143,7 @@ class FlaxRNN:
                 return y, jnp.stack([h for _, h in states]), jnp.stack([c for c, _ in states])
             return y, jnp.stack(states), None
 
-        def step(leaves: dict[str, Any], constants: dict[str, Any], lengths: Any, heads: tuple) -> tuple:
-            def loss(requested: dict[str, Any]) -> tuple[Any, tuple]:
-                outputs = forward(requested, constants, lengths)  # the scalar a user differentiates
-                return sum(jnp.sum(o * h) for o, h in zip(outputs, heads) if o is not None), outputs
-
-            grads, outputs = jax.grad(loss, has_aux=True)(leaves)
-            return outputs, grads
-
-        self._cache[key] = jax.jit(step)
-        return self._cache[key]
-
-    def run(self, case: Any) -> dict[str, Any]:
-        import jax.numpy as jnp
-
-        cfg = case.config
-        dtype = jnp.float64 if cfg.dtype == "f64" else jnp.float32
-        arrays = {"x": case.x, "h0": case.h0, "c0": case.c0, **case.params}
-        leaves = {k: jnp.asarray(v, dtype) for k, v in arrays.items() if k in case.wants}
-        constants = {k: jnp.asarray(v, dtype) for k, v in arrays.items() if k not in case.wants and v is not None}
-        heads = tuple(None if h is None else jnp.asarray(h, dtype)
-                      for h in (case.dy, case.dhy, case.dcy if cfg.mode == "lstm" else None))
-        step = self._compiled(cfg, frozenset(case.wants), tuple(case.params))
-        (y, hy, cy), grads = step(leaves, constants, jnp.asarray(case.seq_lengths, jnp.int32), heads)
-        return {"y": np.asarray(y), "hy": np.asarray(hy), "cy": None if cy is None else np.asarray(cy),
-                "grads": {k: np.asarray(v) for k, v in grads.items()}}
+        return forward
 
 
 def make_target() -> FlaxRNN:

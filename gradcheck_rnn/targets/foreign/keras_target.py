@@ -32,10 +32,15 @@ shows it; float64 rnn_relu while ``jax_enable_x64`` is off (set JAX_ENABLE_X64=1
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 from typing import Any
 
-import numpy as np
+# Loaded by file path in an interpreter that may not have gradcheck_rnn: so is the shared base.
+_spec = importlib.util.spec_from_file_location("_gradcheck_foreign_jax_grad", Path(__file__).with_name("jax_grad.py"))
+jax_grad = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(jax_grad)
 
 _OUR_GATES = {"lstm": "ifgo", "gru": "rzn", "rnn_tanh": "h", "rnn_relu": "h"}
 _KERAS_ORDER = {"lstm": "ifgo", "gru": "zrn", "rnn_tanh": "h", "rnn_relu": "h"}
@@ -62,14 +67,14 @@ def to_keras(params: dict[str, Any], config: Any, layer: int, direction: str) ->
     return out
 
 
-class KerasRNN:
+class KerasRNN(jax_grad.JaxGradTarget):
     """Keras 3 recurrent layers on JAX; see the module docstring for the mapping and the declines."""
 
     name = "keras"
 
     def __init__(self) -> None:
         os.environ.setdefault("KERAS_BACKEND", "jax")  # read when keras is first imported
-        self._cache: dict[Any, Any] = {}
+        super().__init__()
 
     def supports(self, config: Any) -> bool | str:
         import jax
@@ -112,17 +117,13 @@ class KerasRNN:
             layers.append(built)
         return layers
 
-    def _compiled(self, cfg: Any, wants: frozenset, params: tuple[str, ...]) -> Any:
-        """One jitted forward-and-vjp per configuration and request (the checks rerun a case)."""
-        import jax
+    def forward_fn(self, cfg: Any, params: tuple[str, ...]) -> Any:
+        """The Keras layers, stateless, over our arrays: batch-major with a mask, zero outputs there."""
         import jax.numpy as jnp
 
-        key = (tuple(vars(cfg).items()), wants, params)
-        if key in self._cache:
-            return self._cache[key]
         dtype = "float64" if cfg.dtype == "f64" else "float32"
         layers = self._layers(cfg, dtype)
-        L, D = cfg.num_layers, cfg.num_directions
+        D = cfg.num_directions
         dirs = ("fwd", "bwd")[:D]
         lstm = cfg.mode == "lstm"
 
@@ -150,31 +151,7 @@ class KerasRNN:
                         cy.append(states[k * per + 1])
             return jnp.swapaxes(x, 0, 1), jnp.stack(hy), jnp.stack(cy) if lstm else None
 
-        def step(leaves: dict[str, Any], constants: dict[str, Any], lengths: Any, heads: tuple) -> tuple:
-            def loss(requested: dict[str, Any]) -> tuple[Any, tuple]:
-                outputs = forward(requested, constants, lengths)  # the scalar a user differentiates
-                return sum(jnp.sum(o * h) for o, h in zip(outputs, heads) if o is not None), outputs
-
-            grads, outputs = jax.grad(loss, has_aux=True)(leaves)
-            return outputs, grads
-
-        self._cache[key] = jax.jit(step)
-        return self._cache[key]
-
-    def run(self, case: Any) -> dict[str, Any]:
-        import jax.numpy as jnp
-
-        cfg = case.config
-        dtype = jnp.float64 if cfg.dtype == "f64" else jnp.float32
-        arrays = {"x": case.x, "h0": case.h0, "c0": case.c0, **case.params}
-        leaves = {k: jnp.asarray(v, dtype) for k, v in arrays.items() if k in case.wants}
-        constants = {k: jnp.asarray(v, dtype) for k, v in arrays.items() if k not in case.wants and v is not None}
-        heads = tuple(None if h is None else jnp.asarray(h, dtype)
-                      for h in (case.dy, case.dhy, case.dcy if cfg.mode == "lstm" else None))
-        step = self._compiled(cfg, frozenset(case.wants), tuple(case.params))
-        (y, hy, cy), grads = step(leaves, constants, jnp.asarray(case.seq_lengths, jnp.int32), heads)
-        return {"y": np.asarray(y), "hy": np.asarray(hy), "cy": None if cy is None else np.asarray(cy),
-                "grads": {k: np.asarray(v) for k, v in grads.items()}}
+        return forward
 
 
 def make_target() -> KerasRNN:
