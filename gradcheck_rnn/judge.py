@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 import traceback
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .case import Case, Outputs, as_mapping
+from .case import Case, Outputs, as_mapping, private_copy
 from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
 from .compare import TensorError, to_float64
@@ -175,7 +174,7 @@ class TargetCall:
         return self._usable(self._run(case))
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
-        private = copy.deepcopy(case)
+        private = private_copy(case)
         start = time.perf_counter()
         try:
             returned = self.target.run(private)

@@ -41,6 +41,9 @@ class TorchNativeTarget:
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
         self.name = "torch-native" if device == "cpu" else f"torch-native-{device}"
+        # The module of the last configuration: every run overwrites all its parameters, so it
+        # is reused as a user reuses one (building torch.nn RNNs dominated short runs)
+        self._module: tuple[RNNConfig, torch.nn.Module] | None = None
 
     def supports(self, config: RNNConfig) -> bool | str:
         if self.device != "cpu" and not torch.cuda.is_available():
@@ -62,6 +65,11 @@ class TorchNativeTarget:
         return _MODULES[config.mode](config.input_size, config.hidden_size, num_layers=config.num_layers,
                                      bidirectional=config.bidirectional, bias=config.bias, **kwargs)
 
+    def _module_for(self, config: RNNConfig, dtype: torch.dtype) -> torch.nn.Module:
+        if self._module is None or self._module[0] != config:
+            self._module = config, self.build_module(config).to(device=self.device, dtype=dtype)
+        return self._module[1]
+
     def run(self, case: Case) -> Outputs:
         with cuda_matmul_precision():  # cuDNN RNNs use TF32 by default: off unless GRADCHECK_RNN_TF32=1
             return self._run(case)
@@ -74,7 +82,7 @@ class TorchNativeTarget:
             t = torch.tensor(array, dtype=dtype, device=self.device)
             return t.requires_grad_(name in case.wants) if name else t
 
-        module = self.build_module(cfg).to(device=self.device, dtype=dtype)
+        module = self._module_for(cfg, dtype)
         with torch.no_grad():
             for layer in range(cfg.num_layers):
                 for direction in directions(cfg):
