@@ -112,9 +112,16 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
         counts.update(dict.fromkeys([*JAX_EVENTS.values(), "cache hits"], 0))
         spent["jax compile"] = 0.0
         _install_timers(spent, counts)
+    execution = Execution(workers=workers)
+    try:  # as the CLI does: the pool's fork server imports while this process builds the spec
+        from gradcheck_rnn.run import start_pool_early
+    except ImportError:  # checkouts before it
+        pass
+    else:
+        start_pool_early(execution)
     spec = RunSpec.build(profile, cases=cases, targets=TARGETS)
     first: list[float] = []
-    results = execute(spec, Execution(workers=workers), on_result=lambda r: first or first.append(time.perf_counter()))
+    results = execute(spec, execution, on_result=lambda r: first or first.append(time.perf_counter()))
     wall = time.perf_counter() - start
     # The jax reference's time includes its compilation, which is listed on its own.
     spent["reference jax"] -= spent.get("jax compile", 0.0)

@@ -202,13 +202,17 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
       gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
     """
     from .console import judge_and_report
-    from .run import Execution, RunSpec, default_workers, parse_shard
+    from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
 
-    spec = RunSpec.build(config, cases, seed, targets, rtol=rtol, atol=atol, modes=modes, layers=layers,
-                         bidirectional=bidirectional, dtypes=dtypes, shard=parse_shard(shard))
-    execution = Execution(workers=workers or default_workers(len(spec.indices), isolate=case_timeout is not None),
+    shard_range = parse_shard(shard)
+    planned = RunSpec.count_cases(config, cases, shard_range)
+    execution = Execution(workers=workers or default_workers(planned, isolate=case_timeout is not None),
                           executor=executor, scheduler=scheduler,
                           case_timeout=case_timeout, fail_fast=fail_fast)
+    execution.validate()
+    start_pool_early(execution)
+    spec = RunSpec.build(config, cases, seed, targets, rtol=rtol, atol=atol, modes=modes, layers=layers,
+                         bidirectional=bidirectional, dtypes=dtypes, shard=shard_range)
     sys.exit(judge_and_report(spec, execution, "sweep", report_dir, fmt))
 
 
@@ -425,13 +429,14 @@ def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tu
     """
     from .console import judge_mutants
     from .detection import detection_targets
-    from .run import Execution, RunSpec, default_workers
+    from .run import Execution, RunSpec, default_workers, start_pool_early
 
-    mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before anything runs
+    execution = Execution(workers=workers or default_workers())
+    start_pool_early(execution)
+    mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before any case runs
     spec = RunSpec.build(config, cases, seed, tuple(mutant_names + correct_names), checks=checks or None,
                          rtol=rtol, atol=atol)
-    sys.exit(judge_mutants(spec, Execution(workers=workers or default_workers()), mutant_names, correct_names,
-                           report_dir))
+    sys.exit(judge_mutants(spec, execution, mutant_names, correct_names, report_dir))
 
 
 @main.command()

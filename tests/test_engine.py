@@ -65,9 +65,10 @@ def test_a_nondeterministic_kernel_has_its_own_status_and_exit_code():
 
 def test_shared_checks_run_the_target_once_on_the_base_case():
     engine_targets.counting.calls = 0
-    gr.check("engine_targets:counting", CASE, checks=["reference", "padding", "permutation", "linearity"])
-    # one base run + padding 1 + permutation 1 + linearity 2 (without sharing: 4 base runs more)
-    assert engine_targets.counting.calls == 5
+    gr.check("engine_targets:counting", CASE, checks=["reference", "padding", "permutation", "linearity", "stateless"])
+    # one base run + padding 1 + permutation 1 + linearity 2 + stateless 2 (another case, then A
+    # again; its first A is the base run). Without sharing: 5 base runs more
+    assert engine_targets.counting.calls == 7
 
 
 def test_a_stateful_mutant_is_still_caught_with_shared_base_runs():

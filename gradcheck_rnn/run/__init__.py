@@ -23,7 +23,7 @@ from ..result import CaseResult, Run, slim, verdict
 from .spec import RunSpec, parse_shard
 from .worker import WorkerSetup
 
-__all__ = ["Execution", "RunSpec", "default_workers", "execute", "judge_run", "parse_shard"]
+__all__ = ["Execution", "RunSpec", "default_workers", "execute", "judge_run", "parse_shard", "start_pool_early"]
 
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
@@ -88,6 +88,19 @@ class Execution:
         if self.case_timeout is not None and self.executor == "local" and self.workers == 1:
             raise UsageError("--case-timeout needs worker processes, and --workers 1 judges in this process; "
                              "give --workers 2 or more, or drop --case-timeout")
+
+
+def start_pool_early(execution: Execution) -> None:
+    """Start the local pool's fork server now, when ``execution`` will use one, so that its imports
+    (torch and jax, 1.5-2 s) run beside this process's own set-up (the profile, the targets, the
+    cases) instead of after it. Call it once the options are valid and before the spec is built.
+    """
+    if execution.executor != "local" or execution.workers < 2:
+        return
+    from .pool import start_fork_server, use_fork_server
+
+    if use_fork_server():
+        start_fork_server()
 
 
 def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseResult], None]:

@@ -76,6 +76,17 @@ class RunSpec:
         spec.tolerances()  # validate the overrides now, before anything runs
         return spec
 
+    @staticmethod
+    def count_cases(config: str | None = None, cases: int | None = None,
+                    shard: tuple[int, int] | None = None) -> int:
+        """How many cases :meth:`build` with these values will judge, from the profile alone (no
+        target is imported): enough to choose the worker count before the slow part of the set-up."""
+        from ..generate import load_profile
+
+        total = load_profile(config).cases if cases is None else cases
+        k, n = shard or (1, 1)
+        return len(range(k - 1, total, n))
+
     # ------------------------------------------------------------------ what the spec derives
 
     def load_profile(self):
