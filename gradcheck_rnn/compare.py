@@ -109,10 +109,11 @@ class TensorError:
     def location_text(self) -> str:
         return "(" + ",".join(f"{k}={v}" for k, v in self.location.items()) + ")" if self.location else ""
 
-    def to_json(self) -> dict[str, Any]:
-        """Strict-JSON form (results.json, "tensors")."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ratio_map", "drift")}
-        data["ratio_map"] = None if self.ratio_map is None else self.ratio_map.to_json()
+    def to_json(self, ratio_map: bool = True) -> dict[str, Any]:
+        """Strict-JSON form (results.json, "tensors"); ``ratio_map=False`` stores none (a row that
+        passed: the maps exist to draw failures)."""
+        data = {name: getattr(self, name) for name in _STORED_FIELDS}
+        data["ratio_map"] = None if self.ratio_map is None or not ratio_map else self.ratio_map.to_json()
         if self.drift is not None:
             data["drift"] = self.drift
         return json_safe(data)
@@ -132,8 +133,19 @@ class TensorError:
                    drift=None if drift is None else from_json_number(drift), **numbers)
 
 
+_STORED_FIELDS = tuple(f.name for f in fields(TensorError) if f.name not in ("ratio_map", "drift"))
+_PLAIN = (str, int, bool, type(None))
+
+
 def json_safe(value: Any) -> Any:
     """Strict-JSON copy: NaN becomes null and ±Inf the strings "inf"/"-inf" (never a silent pass)."""
+    kind = type(value)  # exact types first: every row of a run goes through here
+    if kind is float:
+        return value if math.isfinite(value) else (None if math.isnan(value) else str(value))
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (np.generic, np.ndarray)):
         value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):

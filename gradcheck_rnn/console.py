@@ -74,7 +74,7 @@ def verdict_line(code: int, reason: str, suffix: str = "") -> None:
 
 
 def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None,
-                     fmt: str = "console") -> int:
+                     fmt: str = "console", log: Any = None) -> int:
     """Write the reports of a judged run (its verdict stored in them), print the verdict line,
     and return the exit code. The tables are already on the console: if the reports cannot be
     written after all, say so in one sentence and return non-zero (1 unless the verdict is worse)."""
@@ -84,7 +84,7 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
     if not run.complete:
         render.print_lines(out, render.stopped_early_lines(run.cases_judged, meta.get("cases")))
     try:
-        run_dir = write_reports(run.results, report_dir, meta, extra)
+        run_dir = write_reports(run.results, report_dir, meta, extra, log=log)
     except OSError as exc:
         print_error(f"the reports could not be written to {report_dir!r} ({exc.strerror or exc}); "
                     f"the verdict was: {run.reason}")
@@ -144,27 +144,45 @@ def progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
         yield advance
 
 
-def judge_with_progress(spec: Any, execution: Any) -> Run:
-    """Judge a run spec (process set up, a progress bar on stderr); the judged run."""
+def judge_with_progress(spec: Any, execution: Any, log: Any = None) -> Run:
+    """Judge a run spec (process set up, a progress bar on stderr); the judged run. Each row goes
+    to ``log`` (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) as it arrives, so the
+    rows are on disk, in their results.json form, while the workers still judge."""
     from .run import judge_run
     from .runtime import set_up_process
 
     execution.validate()
     set_up_process()
     with progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
-        return judge_run(spec, execution, on_result=advance)
+        def arrived(row: CaseResult) -> None:
+            advance(row)
+            if log is not None:
+                log.add(row)
+
+        return judge_run(spec, execution, on_result=arrived)
+
+
+@contextlib.contextmanager
+def row_log(report_dir: str, command: str, seed: int | None) -> Iterator[Any]:
+    """The run's row log, made when judging starts and discarded if the command ends before
+    :func:`write_and_finish` published it (an error, Ctrl-C)."""
+    from .reports import RowLog, run_name
+
+    log = RowLog(report_dir, run_name(command, seed))
+    try:
+        yield log
+    finally:
+        log.discard()  # a no-op once published
 
 
 def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, fmt: str = "console") -> int:
     """``sweep``: judge, print the tables, write the reports; the exit code."""
     execution.validate()
     ensure_writable(report_dir)
-    run = judge_with_progress(spec, execution)
-    for result in run.results:  # its repro line must stop it too, or it hangs there as it did here
-        if result.status == "error" and result.message.startswith("timed out"):
-            result.repro_options = f"{result.repro_options} --case-timeout {execution.case_timeout:g}".strip()
-    print_run(run.results)
-    return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt)
+    with row_log(report_dir, command, spec.seed) as log:
+        run = judge_with_progress(spec, execution, log)
+        print_run(run.results)
+        return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt, log=log)
 
 
 def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
@@ -183,10 +201,16 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 def judge_mutants(spec: Any, execution: Any, mutant_names: list[str], correct_names: list[str],
                   report_dir: str) -> int:
     """``mutants``: judge, print the detection table, store the detection verdict; the exit code."""
+    ensure_writable(report_dir)
+    with row_log(report_dir, "mutants", spec.seed) as log:
+        judged = judge_with_progress(spec, execution, log)
+        return _report_mutants(judged, spec, mutant_names, correct_names, report_dir, log)
+
+
+def _report_mutants(judged: Run, spec: Any, mutant_names: list[str], correct_names: list[str], report_dir: str,
+                    log: Any) -> int:
     from .detection import detection_lines, detection_verdict, summarise
 
-    ensure_writable(report_dir)
-    judged = judge_with_progress(spec, execution)
     mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
     extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
     meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
@@ -195,7 +219,7 @@ def judge_mutants(spec: Any, execution: Any, mutant_names: list[str], correct_na
     render.print_lines(out, lines)
     # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
     run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
-    return write_and_finish(run, report_dir, meta, extra)
+    return write_and_finish(run, report_dir, meta, extra, log=log)
 
 
 def judge_calibration(spec: Any, execution: Any, margin: float) -> int:

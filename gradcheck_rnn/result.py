@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .compare import TensorError, from_json_number
+from .compare import TensorError, from_json_number, json_safe
 
 STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic")
 # Statuses that make a run fail (exit 1); pass and skip do not.
@@ -76,14 +76,15 @@ class CaseResult:
         options = f" {self.repro_options}" if self.repro_options else ""
         return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, ratio_maps: bool = True) -> dict[str, Any]:
+        """Strict-JSON form (a results.json row); ``ratio_maps=False`` leaves the tensors' maps out."""
         worst = self.worst
         return {
             "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
-            "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": round(self.seconds, 6),
-            "compared": self.compared, "worst_ratio": None if worst is None else worst.to_json()["ratio"],
+            "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": json_safe(round(self.seconds, 6)),
+            "compared": self.compared, "worst_ratio": None if worst is None else json_safe(worst.ratio),
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
-            "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
+            "tensors": [t.to_json(ratio_maps) for t in self.tensors], "case_index": self.case_index,
         }
 
     @classmethod

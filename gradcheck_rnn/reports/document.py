@@ -75,11 +75,7 @@ def document_row(result: CaseResult) -> dict[str, Any]:
     """One row of ``results``, in strict-JSON form. Ratio maps are kept only for rows that did not
     pass: they exist to draw failures, and dropping them elsewhere keeps a large green run's
     results.json small."""
-    row = result.to_json()
-    if result.status in ("pass", "skip"):
-        for tensor in row["tensors"]:
-            tensor["ratio_map"] = None
-    return json_safe(row)
+    return result.to_json(ratio_maps=result.status not in ("pass", "skip"))
 
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],

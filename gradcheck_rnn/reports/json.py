@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import IO, Any
+from typing import IO, Any, Iterable, Iterator
 
 from ..compare import json_safe
 
@@ -23,12 +23,21 @@ def write(document: dict[str, Any], stream: IO[bytes]) -> None:
     stream.write(((text[:-2] + ",\n") if head else "{\n").encode("utf-8"))
     stream.write(b'  "results": [')
     first = True
-    for row in document.get("results", []):
-        stream.write(("\n    " if first else ",\n    ").encode("utf-8"))
-        stream.write(json.dumps(json_safe(row), separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-                     .encode("utf-8"))
+    for line in _row_lines(document.get("results", [])):
+        stream.write(b"\n    " if first else b",\n    ")
+        stream.write(line)
         first = False
     stream.write(b"]\n}\n" if first else b"\n  ]\n}\n")
+
+
+def _row_lines(rows: Iterable[Any]) -> Iterator[bytes]:
+    """Each row as one compact strict-JSON line: the stored text of rows read back from a run's
+    results.jsonl (written by the same json.dumps settings), else dumped here."""
+    if hasattr(rows, "lines"):
+        yield from rows.lines()
+        return
+    for row in rows:
+        yield json.dumps(json_safe(row), separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
 
 
 def render(document: dict[str, Any]) -> bytes:

@@ -128,10 +128,15 @@ class StoredRows:
         return len(self.offsets)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (json.loads(line) for line in self.lines())
+
+    def lines(self) -> Iterator[bytes]:
+        """Each row's strict-JSON text as stored (one line, no newline), in case order: results.json
+        copies them as they are instead of parsing and writing every row again."""
         with open(self.path, "rb") as stream:
             if self.in_order:
                 for line in stream:
-                    yield json.loads(line)
+                    yield line.rstrip(b"\n")
                 return
             import numpy as np
 
@@ -139,7 +144,7 @@ class StoredRows:
             order = np.argsort(np.frombuffer(self.keys, dtype=np.int64), kind="stable")
             for i in order:
                 stream.seek(self.offsets[int(i)])
-                yield json.loads(stream.readline())
+                yield stream.readline().rstrip(b"\n")
 
 
 class RowLog:

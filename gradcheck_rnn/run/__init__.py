@@ -143,9 +143,15 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
               targets: list | None = None) -> Run:
     """Judge a run and compute its one verdict (exit code and reason), which every report stores
     and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early."""
-    results = execute(spec, execution, on_result, targets)
-    for result in results:
-        result.repro_options = spec.repro_options
+    def finish_row(row: CaseResult) -> None:
+        """The repro options every row carries, set as it arrives (so streamed rows have them)."""
+        row.repro_options = spec.repro_options
+        if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
+            row.repro_options = f"{row.repro_options} --case-timeout {execution.case_timeout:g}".strip()
+        if on_result is not None:
+            on_result(row)
+
+    results = execute(spec, execution, finish_row, targets)
     code, reason = verdict(results, spec.named_targets)
     expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
     return Run(results, code, reason, spec, complete=len(results) >= expected)
