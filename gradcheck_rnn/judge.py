@@ -169,12 +169,15 @@ class TargetCall:
         self.target, self.context = target, context
         self.seconds = 0.0
         self._base: tuple[Arrays, list[TensorError]] | TargetRaised | InvalidOutputs | None = None
+        # the latest call, if it returned: the case it ran and what it gave
+        self._latest: tuple[Case, tuple[Arrays, list[TensorError]]] | None = None
 
     def run(self, case: Case) -> Arrays:
         return self._usable(self._run(case))
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
         private = private_copy(case)
+        self._latest = None
         start = time.perf_counter()
         try:
             returned = self.target.run(private)
@@ -182,7 +185,17 @@ class TargetCall:
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
         finally:
             self.seconds += time.perf_counter() - start
-        return validate(case, returned)
+        validated = validate(case, returned)
+        self._latest = case, validated
+        return validated
+
+    def latest_run_of(self, case: Case) -> Arrays | None:
+        """What the target's latest call returned if that call ran ``case`` itself (the same
+        object), else None: nothing ran since, so a check that needs two back-to-back runs of the
+        case may take it as the first (determinism after the base run)."""
+        if self._latest is None or self._latest[0] is not case:
+            return None
+        return self._usable(self._latest[1])
 
     def base(self) -> Arrays:
         return self._usable(self.base_with_problems())

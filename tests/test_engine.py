@@ -71,6 +71,18 @@ def test_shared_checks_run_the_target_once_on_the_base_case():
     assert engine_targets.counting.calls == 7
 
 
+@pytest.mark.parametrize("checks, runs", [
+    (["reference", "determinism"], 2),  # the base run is the first of determinism's two
+    (["determinism"], 2),
+    (["reference", "padding", "determinism"], 4),  # padding's run came between: two fresh runs
+])
+def test_determinism_takes_the_base_run_only_when_nothing_ran_between(checks, runs):
+    engine_targets.counting.calls = 0
+    results = gr.check("engine_targets:counting", CASE, checks=checks)
+    assert engine_targets.counting.calls == runs
+    assert all(r.status == "pass" for r in results)
+
+
 def test_a_stateful_mutant_is_still_caught_with_shared_base_runs():
     results = gr.check("mutant:stale-dh0-buffer", "lstm-L1-uni-I2-H3-T4-B2-len4.2-f64-s3", checks=CHECKS)
     assert any(r.status in ("fail", "nondeterministic") for r in results)

@@ -26,7 +26,7 @@ from ..config import CHECK_NAMES
 from .base import Check
 
 CHECKS: dict[str, Check] = {module.CHECK.name: module.CHECK for module in (
-    reference, padding, permutation, future, determinism, linearity, stateless, fd)}
+    reference, determinism, padding, permutation, future, linearity, stateless, fd)}
 ALL_CHECKS = CHECK_NAMES
 assert tuple(CHECKS) == CHECK_NAMES, "config.CHECK_NAMES names every registered check, in order"
 # The checks besides the reference comparison.

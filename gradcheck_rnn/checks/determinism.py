@@ -1,7 +1,10 @@
 """``determinism``: two fresh runs of the same case are bit-identical, or the row is
 ``nondeterministic`` (as torch.autograd.gradcheck reports non-determinism apart from wrong
 gradients). Both runs are validated first, so a non-finite result is a ``fail`` that says so,
-never non-determinism."""
+never non-determinism.
+
+The two runs are back to back: the first is the target's latest run when that ran this very case
+(the shared base run, since determinism comes right after reference), else a fresh one."""
 
 from __future__ import annotations
 
@@ -11,7 +14,11 @@ from .base import Check, Nondeterministic, differences
 
 
 def check_determinism(context, call, tolerances: Tolerances) -> list[TensorError]:
-    rows = differences(context.case, call.run(context.case), call.run(context.case))
+    case = context.case
+    first = call.latest_run_of(case)  # the base run, when determinism follows reference
+    if first is None:
+        first = call.run(case)
+    rows = differences(case, first, call.run(case))
     differing = [row for row in rows if not row.passed]
     for row in differing:
         row.message = f"{row.name}: two runs of the same case differ by up to {row.max_abs:.3g}"
