@@ -298,14 +298,39 @@ def test_one_program_per_bucket():
 
 _CHILD = """
 import json, sys
-import jax, jax.numpy as jnp, numpy as np
+import jax, jax.monitoring, jax.numpy as jnp, numpy as np
+events = {"traced": 0, "lowered": 0}
+names = {"/jax/core/compile/jaxpr_trace_duration": "traced", "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowered"}
+def on_duration(name, seconds, **_):
+    if name in names:
+        events[names[name]] += 1
+jax.monitoring.register_event_duration_secs_listener(on_duration)
 from gradcheck_rnn import Case
 import gradcheck_rnn.references.jax_ref as m
+exec(sys.argv[2] if len(sys.argv) > 2 else "")  # a test's own set-up
 out = m.run_jax_reference(Case.from_id(sys.argv[1]))
+counted = dict(events)  # the reference's own (jnp.zeros below traces a program too)
 print(json.dumps({"cache_dir": jax.config.jax_compilation_cache_dir, "x64": bool(jax.config.jax_enable_x64),
-                  "user_dtype": str(jnp.zeros(1).dtype), "compiled": m.compile_count(),
+                  "user_dtype": str(jnp.zeros(1).dtype), "compiled": m.compile_count(), "loaded": m.load_count(),
+                  "written": m.write_count(), **counted,
                   "y": out.y.tolist(), "dx": out.grads["x"].tolist()}))
 """
+
+
+def _child_env(cache) -> dict[str, str]:
+    env = {**os.environ, "GRADCHECK_RNN_JAX_CACHE": str(cache), "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_ENABLE_X64", None)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _child(cache, case_id: str, setup: str = "") -> dict:
+    """The reference of ``case_id`` in a new process with the cache folder ``cache``."""
+    done = subprocess.run([sys.executable, "-c", _CHILD, case_id, setup], env=_child_env(cache),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_scoped_x64_and_a_warm_process_gives_the_same_numbers(tmp_path, monkeypatch):
@@ -321,19 +346,89 @@ def test_scoped_x64_and_a_warm_process_gives_the_same_numbers(tmp_path, monkeypa
     if not x64_before:
         assert jnp.zeros(1).dtype == np.float32
 
-    env = {**os.environ, "GRADCHECK_RNN_JAX_CACHE": str(tmp_path), "JAX_PLATFORMS": "cpu"}
-    env.pop("JAX_ENABLE_X64", None)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    for _ in range(2):  # cold, then warm from the persistent compilation cache
-        done = subprocess.run([sys.executable, "-c", _CHILD, case_id], env=env, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        child = json.loads(done.stdout.strip().splitlines()[-1])
+    for run in ("cold", "warm"):
+        child = _child(tmp_path, case_id)
         assert child["cache_dir"] == str(tmp_path) and any(tmp_path.iterdir())
         assert (child["x64"], child["user_dtype"]) == (False, "float32")
         np.testing.assert_array_equal(np.array(child["y"]), here.y)
         np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
+        if run == "cold":  # compiled, and written beside the compilation cache
+            assert (child["compiled"], child["loaded"], child["written"]) == (1, 0, 1)
+            assert len(list((tmp_path / "gradcheck-rnn-programs").glob("*.bin"))) == 1
+        else:  # loaded: _forward_backward neither traced nor lowered
+            assert (child["compiled"], child["loaded"], child["traced"], child["lowered"]) == (0, 1, 0, 0)
+
+
+# The old rule (before 9be385b): serialize whatever .compile() returned, here a program that XLA
+# loaded from the persistent compilation cache. Its serialization lacks XLA:CPU's object code.
+_OLD_RULE = """
+real = m._compile
+m._compile = lambda args, name: (real(args, name)[0], True)
+"""
+
+
+def test_a_bad_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch):
+    """Garbage bytes, and an incomplete executable that deserializes and then fails when called
+    ("NOT_FOUND: Function wrapped_iota not found"): both are compiled again (past the compilation
+    cache, which holds the program) and rewritten, with the numbers of a fresh compile."""
+    from gradcheck_rnn.references import artifacts
+
+    case_id = "lstm-L1-uni-I2-H3-T4-B2-len4.3-f32-s5"
+    case = Case.from_id(case_id)
+    here = run_jax_reference(case)  # the test process compiles (no cache)
+    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
+    with jax_ref.x64():
+        artifact = artifacts.path_for(jax_ref.bucket_key(case.config), jax_ref._fingerprint())
+    artifact.parent.mkdir(parents=True)
+    artifact.write_bytes(os.urandom(4096))
+    child = _child(tmp_path, case_id)
+    assert (child["compiled"], child["loaded"], child["written"]) == (1, 0, 1)
+    np.testing.assert_array_equal(np.array(child["y"]), here.y)
+    np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
+
+    artifact.unlink()  # a process that finds the program in the compilation cache, old rule
+    assert _child(tmp_path, case_id, _OLD_RULE)["written"] == 1
+    child = _child(tmp_path, case_id)  # loads it, the call fails, compiles past the cache, rewrites
+    assert (child["compiled"], child["loaded"], child["written"]) == (1, 1, 1)
+    np.testing.assert_array_equal(np.array(child["y"]), here.y)
+    np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
+
+    child = _child(tmp_path, case_id)  # and the rewritten one is whole
+    assert (child["compiled"], child["loaded"], child["traced"], child["lowered"]) == (0, 1, 0, 0)
+    np.testing.assert_array_equal(np.array(child["y"]), here.y)
+
+
+_SERIAL_CI = """
+import json
+import gradcheck_rnn.references.jax_ref as m
+from gradcheck_rnn.run import Execution, RunSpec, execute
+rows = execute(RunSpec.build("ci", cases=3, targets=("fused-cpu",)), Execution(workers=1))
+print(json.dumps({"statuses": sorted({r.status for r in rows}), "rows": len(rows),
+                  "reference": sorted({r.status for r in rows if r.check == "reference"}),
+                  "compiled": m.compile_count(), "loaded": m.load_count()}))
+"""
+
+
+def _reference_rows(rows) -> set[str]:
+    return {r.status for r in rows if r.check == "reference"}
+
+
+def test_artifacts_written_by_forked_pool_workers_serve_a_new_process(tmp_path, monkeypatch):
+    """The failure of 9be385b: workers forked from the pool's fork server write the artifacts;
+    a new process loads them and every reference row passes."""
+    from gradcheck_rnn.run import Execution, RunSpec, execute
+
+    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
+    rows = execute(RunSpec.build("ci", cases=3, targets=("fused-cpu",)), Execution(workers=2))
+    assert rows and {r.status for r in rows} <= {"pass", "skip"} and _reference_rows(rows) == {"pass"}
+    assert list((tmp_path / "gradcheck-rnn-programs").glob("*.bin"))
+    done = subprocess.run([sys.executable, "-c", _SERIAL_CI], env=_child_env(tmp_path), capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    assert child["statuses"] == sorted({r.status for r in rows}) and child["rows"] == len(rows)
+    assert child["reference"] == ["pass"]
+    assert (child["compiled"], child["loaded"]) == (0, 1)
 
 
 def test_zero_length_sequence():

@@ -54,15 +54,32 @@ each and 2.5-4.5 ms per case); a 60-case serial ci sweep spent 54 s in JAX cold 
 before, 4.9 s and 0.3 s now, with the same verdicts. ``python -m gradcheck_rnn.references.jax_ref``
 prints the in-process numbers.
 
-Warm runs: JAX's persistent compilation cache
----------------------------------------------
-JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``) saves the XLA compile; jax still
-traces and lowers the function to compute the cache key (~0.25-0.4 s per program here, and the ci
-profile is one program). Serialized executables (:mod:`jax.experimental.serialize_executable`)
-would skip that too, and were tried: an executable serialized in a worker forked from the pool's
-preloaded fork server failed in every later process with ``JaxRuntimeError: NOT_FOUND: Function
-wrapped_iota not found`` (jax 0.10.2, CPU, 2026-12-03), which made every reference row of a
-default sweep an error. A third of a second per program per process is not worth that risk.
+Warm runs load the program: no trace, no lowering, no compile
+-------------------------------------------------------------
+JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``) saves only the XLA compile: jax
+still traces and lowers the function to compute the cache key (~0.25-0.4 s per program per
+process here). So each bucket's compiled program is also written, serialized
+(:mod:`jax.experimental.serialize_executable`), beside that cache in
+``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/`` (:mod:`.artifacts`), named by the bucket and a
+fingerprint of jax, jaxlib, the backend, the CPU, the compile options, x64 and this file's
+source. A new process (a warm run, every pool worker) deserializes it and calls it: 0 traced,
+0 lowered, ~0.05 s per program. ``GRADCHECK_RNN_JAX_CACHE=""`` turns both off.
+
+Only an executable that its process really compiled is written. An earlier version (9be385b)
+serialized whatever ``.compile()`` returned, and that is usually a program XLA:CPU *loaded from
+the persistent cache*, whose serialization lacks the object code: 0.49 MB instead of 0.66 MB for
+the ci program, and every later process failed to call it with ``JaxRuntimeError: NOT_FOUND:
+Function wrapped_iota not found`` (jax 0.10.2, CPU, 2026-12-03). Pool workers hit the cache, hence
+"forked workers"; the fork itself does not matter. So: a compile that records a persistent-cache
+hit (jax.monitoring, this thread) is not serialized; a process that finds the program only in the
+cache compiles it once more under a one-off name (a cache miss, and no cache entry written) to
+write the artifact. The program's name carries the fingerprint, so a new jax or an edit of this
+file is a cache miss as well, and the first process writes the artifact from its own compile.
+Writes are atomic (temp file, ``os.replace``); an artifact that cannot be read or deserialized,
+or whose program fails when called, is deleted and the program compiled again (:func:`_call`),
+so a bad artifact costs a compile, never an error row. Results are bit-identical either way
+(tests/test_jax_reference.py). jax.export was measured too: it needs ``flatbuffers``, and a warm
+process still lowers the exported module (0.27-0.44 s), no better than tracing again.
 
 Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``): it halves the
 compile of a new program (1.4-1.7 s against 3.0-5.3 s for the ci program) for ~0.35 ms more per
@@ -74,10 +91,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable
 
 import jax
+import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -85,10 +105,11 @@ from jax import lax
 from ..case import Case, Outputs, RNNConfig
 from ..config import GATES
 from ..layout import directions, param_key
+from . import artifacts
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
-           "compile_count", "cached_buckets", "x64"]
+           "compile_count", "load_count", "write_count", "cached_buckets", "x64"]
 
 _CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
 if os.environ.get(_CACHE_ENV):
@@ -205,12 +226,32 @@ def _forward_backward(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy
 
 _LOCK = threading.Lock()
 _COMPILED: dict[BucketKey, Any] = {}
-_COUNTS = {"compiled": 0}
+_FROM_ARTIFACT: dict[BucketKey, Any] = {}  # bucket -> the artifact's path, for programs loaded from one
+_COUNTS = {"compiled": 0, "loaded": 0, "written": 0}
+_SEEN = threading.local()  # persistent-cache hits of this thread's compiles
+
+
+def _on_jax_event(name: str, **_: Any) -> None:
+    if name == "/jax/compilation_cache/cache_hits":  # recorded in the thread that compiles
+        _SEEN.hits = getattr(_SEEN, "hits", 0) + 1
+
+
+jax.monitoring.register_event_listener(_on_jax_event)
 
 
 def compile_count() -> int:
     """Programs this process traced, lowered and compiled (an XLA cache hit still counts)."""
     return _COUNTS["compiled"]
+
+
+def load_count() -> int:
+    """Programs this process loaded from an artifact (no trace, no lowering, no compile)."""
+    return _COUNTS["loaded"]
+
+
+def write_count() -> int:
+    """Artifacts this process wrote."""
+    return _COUNTS["written"]
 
 
 def cached_buckets() -> list[BucketKey]:
@@ -219,14 +260,91 @@ def cached_buckets() -> list[BucketKey]:
         return list(_COMPILED)
 
 
-def _program(key: BucketKey, args: tuple) -> Any:
+def _fingerprint() -> str:
+    """The artifacts' fingerprint: jax, jaxlib, backend, CPU, options, x64 (now), this model's source."""
+    here = Path(__file__)
+    x64_now = jax.dtypes.canonicalize_dtype(np.float64) == np.float64
+    return artifacts.fingerprint((str(here), str(here.with_name("buckets.py"))),
+                                 repr(sorted(COMPILER_OPTIONS.items())), bool(x64_now))
+
+
+def _compile(args: tuple, name: str) -> tuple[Any, bool]:
+    """Trace, lower and compile ``_forward_backward`` as ``name``; and whether XLA really compiled
+    it (False: loaded from JAX's persistent compilation cache, which must not be serialized)."""
+
+    def program(*a):
+        return _forward_backward(*a)
+
+    program.__name__ = program.__qualname__ = name  # a new function: no in-memory trace or compile reuse
+    hits = getattr(_SEEN, "hits", 0)
+    fn = jax.jit(program).lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
+    return fn, getattr(_SEEN, "hits", 0) == hits
+
+
+def _no_cache_writes() -> contextlib.AbstractContextManager:
+    """This thread's compiles write no persistent-cache entry (jax's thread-local config state)."""
+    try:
+        from jax._src import config as jax_config
+
+        return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
+    except Exception:  # another jax: the one-off fresh program leaves an unused cache entry
+        return contextlib.nullcontext()
+
+
+def _load_or_compile(key: BucketKey, args: tuple, use_artifact: bool) -> Any:
+    fp = _fingerprint()
+    path = artifacts.path_for(key, fp)
+    if use_artifact:
+        fn = artifacts.load(path)
+        if fn is not None:
+            _COUNTS["loaded"] += 1
+            _FROM_ARTIFACT[key] = path
+            return fn
+    # The persistent compilation cache's key includes the module name: a new fingerprint (a new
+    # jax, an edit of this file) is a new cache entry too, so the first process really compiles.
+    fn, compiled_here = _compile(args, f"gradcheck_rnn_{fp}")
+    _COUNTS["compiled"] += 1
+    if path is None:
+        return fn
+    if not compiled_here:
+        # Loaded from the persistent cache, so its serialization would lack XLA:CPU's object code
+        # ("Function wrapped_iota not found" in the next process). Unless another process wrote the
+        # artifact meanwhile, compile once more, past the cache, to write a complete one.
+        if path.exists() or not artifacts.writable():
+            return fn
+        with _no_cache_writes():
+            fresh, compiled_here = _compile(args, f"gradcheck_rnn_{fp}_fresh_{os.getpid()}_{time.monotonic_ns()}")
+        if not compiled_here:
+            return fn
+        fn = fresh
+    if artifacts.store(path, fn):
+        _COUNTS["written"] += 1
+    return fn
+
+
+def _program(key: BucketKey, args: tuple, use_artifact: bool = True) -> Any:
     with _LOCK:
         fn = _COMPILED.get(key)
         if fn is None:
-            fn = jax.jit(_forward_backward).lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
-            _COUNTS["compiled"] += 1
-            _COMPILED[key] = fn
+            fn = _COMPILED[key] = _load_or_compile(key, args, use_artifact)
     return fn
+
+
+def _call(key: BucketKey, args: tuple) -> tuple:
+    """Run the bucket's program on ``args`` (under x64). A program loaded from an artifact that
+    fails is forgotten, its file deleted, and the program compiled again: never an error row."""
+    fn = _program(key, args)
+    try:
+        return jax.device_get(fn(*args))
+    except Exception:
+        with _LOCK:
+            path = _FROM_ARTIFACT.pop(key, None)
+            if path is None:
+                raise
+            if _COMPILED.get(key) is fn:
+                del _COMPILED[key]
+        artifacts.discard(path)
+    return jax.device_get(_program(key, args, use_artifact=False)(*args))
 
 
 # --------------------------------------------------------------------------- padding
@@ -299,8 +417,7 @@ def run_padded(case: Case, bucketed: bool = True) -> Outputs:
 
     args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(L), lengths, x, h0, c0, params, dy, dhy, dcy)
     with x64():
-        fn = _program(key, args)
-        y, hy, cy, gx, gh0, gc0, gparams = jax.device_get(fn(*args))
+        y, hy, cy, gx, gh0, gc0, gparams = _call(key, args)
 
     def states(a: np.ndarray, width: int) -> np.ndarray:  # (Lp, 2, Bp, Hp) -> (L·D, B, width)
         return np.ascontiguousarray(a[:L, :D, :B, :width], dtype=np.float64).reshape(L * D, B, width)
@@ -352,7 +469,7 @@ def _measure() -> None:  # pragma: no cover - prints the numbers quoted in bench
     for case in cases:
         run_jax_reference(case)
     per_case = (time.perf_counter() - t0) / len(cases)
-    print(f"ci profile, 200 cases: first call {first:.3f} s (compiled {compile_count()}), then {per_case * 1e3:.2f} ms per case; buckets {cached_buckets()}")
+    print(f"ci profile, 200 cases: first call {first:.3f} s (compiled {compile_count()}, loaded {load_count()}), then {per_case * 1e3:.2f} ms per case; buckets {cached_buckets()}")
 
 
 if __name__ == "__main__":  # pragma: no cover
