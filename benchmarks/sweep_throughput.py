@@ -22,8 +22,9 @@ Rows:
   both sides;
 - ``JAX programs compiled``: new entries in the JAX compilation cache folder during the run (one
   per program XLA compiled, in any process); ``traced``/``lowered``/``cache hits``: jax's own
-  monitoring events in the serial runs (a warm run of a persistent-cache-only reference still
-  traces and lowers every program to find it in the cache);
+  monitoring events in the serial runs (a warm run that loads the serialized programs traces and
+  lowers none; checkouts that only had the persistent cache traced and lowered each program to
+  find it there);
 - where the time goes, serial runs: the float64 references (loop; jax without its compilation),
   JAX trace + lower + compile (jax.monitoring's compile events, cache loads included), each
   target's ``run`` and the rest (comparisons, the checks' own work, drawing cases, imports).
