@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -370,3 +372,23 @@ def test_parameter_keys_cover_every_layer_and_direction():
     grads = FusedCPUTarget().run(case).grads
     expected = {param_key(l, d, k) for l in range(3) for d in DIRECTIONS for k in ("w_ih", "w_hh", "b_ih", "b_hh")}
     assert expected <= grads.keys()
+
+
+@pytest.mark.parametrize("cfg", [RNNConfig(mode, 2, True, 3, 5, 7, 5, "f32") for mode in MODES]
+                         + [RNNConfig("lstm", 2, True, 3, 5, 7, 5, "f32", proj_size=3),
+                            RNNConfig("gru", 3, True, 3, 4, 7, 5, "f32", bias=False)], ids=lambda c: c.prefix)
+def test_onednn_gemms_match_float64(cfg, monkeypatch):
+    """Every GEMM on the oneDNN route (which only large float32 products take): float32 rounding of
+    the float64 result, and bit-identical from run to run."""
+    from gradcheck_rnn.kernels import gemm
+
+    if gemm._ONEDNN_LINEAR is None:
+        pytest.skip("this torch build has no oneDNN linear op")
+    monkeypatch.setattr(gemm, "ONEDNN_MIN_MACS", 0)
+    case = make_case(cfg, UNEVEN, seed=3)
+    f32 = outputs(FusedCPUTarget().run(case))
+    assert_matches(f32, outputs(FusedCPUTarget().run(with_changes(case, config=dataclasses.replace(cfg, dtype="f64")))),
+                   rtol=1e-4, atol=1e-5)
+    again = outputs(FusedCPUTarget().run(case))
+    for name, value in f32.items():
+        np.testing.assert_array_equal(again[name], value, err_msg=name)

@@ -3,7 +3,7 @@
 A fused kernel here is :class:`FusedKernel` plus eight pointwise cell passes (forward and
 backward of relu, tanh, LSTM and GRU). Everything else — sorting and packing the sequences,
 the state buffers, the walk order of each direction, the recurrent and input/weight-gradient
-GEMMs (torch: MKL on CPU, cuBLAS on CUDA), the BPTT hand-off, the final-state gather — is one
+GEMMs (torch: MKL or oneDNN on CPU, see :mod:`.gemm`; cuBLAS on CUDA), the BPTT hand-off, the final-state gather — is one
 algorithm, written once here and documented with its measurements in
 :mod:`gradcheck_rnn.kernels.fused_cpu`. :class:`~gradcheck_rnn.kernels.fused_cpu.FusedCPUKernel`
 writes the cells as aten ops, :class:`~gradcheck_rnn.kernels.fused_gpu.FusedGPUKernel` as
@@ -34,6 +34,7 @@ from torch import Tensor
 
 from ..config import DIRECTIONS
 from ..layout import param_key
+from .gemm import matmul
 from .packing import HALF_DTYPES, MODE_SPECS, ModeSpec, Packing, Segment, StepRows, add_rows, take
 
 
@@ -79,9 +80,9 @@ class Unit:
     def name(self) -> str:
         return f"l{self.layer}.{DIRECTIONS[int(self.reverse)]}"
 
-    @property
+    @cached_property
     def hidden_size(self) -> int:
-        """H, the width of each gate block (and of c)."""
+        """H, the width of each gate block (and of c); read several times a step, so computed once."""
         return self.w_hh.shape[0] // self.spec.gates
 
     @property
@@ -215,7 +216,7 @@ class FusedKernel(ABC):
             gates = torch.addmm(bias, x.float(), w_ih.float().t()).to(x.dtype)
         else:
             bias = b_ih + b_hh if spec.fold_hidden_bias else b_ih
-            gates = torch.addmm(bias, x, w_ih.t())
+            gates = matmul(x, w_ih.t(), bias=bias)
         self._load_initial(h[init], h0, packing)
         c = aux = None
         if spec.has_cell_state:
@@ -260,20 +261,20 @@ class FusedKernel(ABC):
 
     def project(self, step: Step, out: Tensor) -> None:
         """LSTM projection: h_t = hraw_t·W_hrᵀ, written into the state rows ``out`` (bs, P)."""
-        torch.mm(step.h, step.unit.w_hr.t(), out=out)
+        matmul(step.h, step.unit.w_hr.t(), out)
 
     def project_backward(self, step: Step, dh: Tensor, out: Tensor) -> None:
         """dL/dhraw_t = dL/dh_t·W_hr: the P-wide state gradient back to the cell's H-wide output."""
-        torch.mm(dh, step.unit.w_hr, out=out)
+        matmul(dh, step.unit.w_hr, out)
 
     def recurrent_projection(self, step: Step) -> None:
         """The only per-step GEMM: h_prev·W_hhᵀ added to the gates (b_hh already folded
         into the input projection), or for GRU written with b_hh into ``aux``."""
         unit = step.unit
         if unit.spec.fold_hidden_bias:
-            step.gates.addmm_(step.h_prev, unit.w_hh_t)
+            matmul(step.h_prev, unit.w_hh_t, step.gates, accumulate=True)
         else:
-            torch.addmm(unit.b_hh, step.h_prev, unit.w_hh_t, out=step.aux)
+            matmul(step.h_prev, unit.w_hh_t, step.aux, bias=unit.b_hh)
 
 
     def final_state(self, unit: Unit, packing: Packing) -> tuple[Tensor, Tensor | None]:
@@ -363,9 +364,9 @@ class FusedKernel(ABC):
             target = unit.dh[segments[0][0]:segments[0][1]]
             if step.dh_direct is not None:
                 target.add_(step.dh_direct)
-            target.addmm_(dgates, unit.w_hh)
+            matmul(dgates, unit.w_hh, target, accumulate=True)
         else:
-            d_prev = torch.mm(dgates, unit.w_hh)
+            d_prev = matmul(dgates, unit.w_hh)
             if step.dh_direct is not None:
                 d_prev.add_(step.dh_direct)
             add_rows(unit.dh, segments, d_prev)
@@ -439,11 +440,8 @@ class FusedKernel(ABC):
             for col, row, width in unit.spec.input_blocks:
                 dgates = unit.dgates[:, col * H:(col + width) * H]
                 weight = unit.w_ih[row * H:(row + width) * H]
-                if first:
-                    torch.mm(dgates, weight, out=out)
-                    first = False
-                else:
-                    out.addmm_(dgates, weight)
+                matmul(dgates, weight, out, accumulate=not first)
+                first = False
 
     @torch.no_grad()
     def backward_weights(self, state: ForwardState,
@@ -471,7 +469,7 @@ class FusedKernel(ABC):
         """dW_hr = Σ_t dL/dh_tᵀ·hraw_t over all steps at once (the state rows of the packed steps
         hold the complete dL/dh_t once the backward is done)."""
         dh = unit.dh[packing.batch:packing.batch + packing.rows]
-        torch.mm(dh.t(), unit.hraw, out=out)
+        matmul(dh.t(), unit.hraw, out)
 
     def weight_grads(self, unit: Unit, packing: Packing, grads: Mapping[str, Tensor]) -> None:
         """dW_ih = dG_xᵀ·X, dW_hh = dG_hᵀ·H_prev over all steps at once; db = column sums."""
@@ -479,12 +477,12 @@ class FusedKernel(ABC):
         a, b = unit.spec.recurrent
         d_hidden = unit.dgates[:, a * H:b * H]
         h_prev = take(unit.h, packing.history_segments(unit.reverse))
-        torch.mm(d_hidden.t(), h_prev, out=grads["w_hh"])
+        matmul(d_hidden.t(), h_prev, grads["w_hh"])
         torch.sum(d_hidden, 0, out=grads["b_hh"])
         for col, row, width in unit.spec.input_blocks:
             d_input = unit.dgates[:, col * H:(col + width) * H]
             rows = slice(row * H, (row + width) * H)
-            torch.mm(d_input.t(), unit.x, out=grads["w_ih"][rows])
+            matmul(d_input.t(), unit.x, grads["w_ih"][rows])
             if unit.spec.fold_hidden_bias:
                 grads["b_ih"][rows] = grads["b_hh"][rows]
             else:

@@ -32,8 +32,8 @@ Layout (the cuDNN / PackedSequence tricks)
 
 Route and measurements
 ----------------------
-Plain torch tensor ops under ``torch.no_grad`` (MKL GEMMs; ``addmm_``/``out=``/in-place
-pointwise ops into preallocated buffers; the activation derivatives are autograd's own fused
+Plain torch tensor ops under ``torch.no_grad`` (GEMMs through :mod:`.gemm`: oneDNN for large
+float32 products, MKL otherwise; in-place pointwise ops into preallocated buffers; the activation derivatives are autograd's own fused
 ``aten::{sigmoid,tanh,threshold}_backward`` ops). Measured with ``benchmarks/cpu_kernel.py``
 on the project's 2-core machines (T=64, B=32, I=H=256, float32, forward + backward, fused
 time / torch.nn time):
@@ -47,10 +47,9 @@ time / torch.nn time):
   each of our gate passes is about ten aten ops, ~100 µs a step with the Python dispatch.
 
 Tried and dropped: running independent lanes (the two directions, or halves of the batch)
-in Python threads with single-threaded ops — GIL hand-offs made it slower, not faster; oneDNN
-matmuls through the private ``torch.ops.mkldnn`` ops (~25 % faster per-step GEMM, not worth
-depending on a private API); precomputing the gate-derivative factors of all steps at once
-(estimated to cost as much memory traffic as the per-step ops it saves; not built). A truly fused gate pass needs a
+in Python threads with single-threaded ops — GIL hand-offs made it slower, not faster;
+precomputing the gate-derivative factors of all steps at once (estimated to cost as much memory
+traffic as the per-step ops it saves; not built). A truly fused gate pass needs a
 compiler at run time (TorchScript's CPU fuser needs LLVM, which the torch wheels lack;
 inductor and C++ extensions compile on first use) or a new dependency (numba, whose
 transcendentals do not vectorise without SVML).
