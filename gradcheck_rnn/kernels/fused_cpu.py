@@ -38,13 +38,15 @@ float32 products, MKL otherwise; in-place pointwise ops into preallocated buffer
 on the project's 2-core machines (T=64, B=32, I=H=256, float32, forward + backward, fused
 time / torch.nn time):
 
-* variable lengths (uniform in 1..T, torch through pack_padded_sequence): 0.5–0.75 in every
+* variable lengths (uniform in 1..T, torch through pack_padded_sequence): 0.55–0.65 in every
   mode, layer count and direction — no work on padded steps, no per-step autograd;
-* fixed length, GRU and tanh RNN: 0.85–1.0 (torch runs its own per-step aten cells there);
-* fixed length, LSTM: 1.25–1.45. torch sends a dense LSTM to oneDNN's fused RNN primitive:
-  JIT GEMMs on packed weights and one fused pointwise kernel per step. Our MKL GEMMs alone
-  (four T·B-row GEMMs plus 2·T per-step ones) take about as long as that whole primitive, and
-  each of our gate passes is about ten aten ops, ~100 µs a step with the Python dispatch.
+* fixed length, GRU and tanh RNN: 0.75–0.9 (torch runs its own per-step aten cells there; the
+  tanh RNN without weight gradients ~1.1);
+* fixed length, LSTM: 1.4–2.0 (measured 2026-12-03 on AMD EPYC, benchmarks/RESULTS.md). torch
+  sends a dense LSTM to oneDNN's fused RNN primitive: JIT GEMMs on packed weights and one fused
+  pointwise kernel per step. Our GEMMs alone (four T·B-row GEMMs plus 2·T per-step ones), on
+  oneDNN too, take about as long as that whole primitive, and each of our gate passes is about
+  ten aten ops with the Python dispatch.
 
 Tried and dropped: running independent lanes (the two directions, or halves of the batch)
 in Python threads with single-threaded ops — GIL hand-offs made it slower, not faster;

@@ -38,9 +38,12 @@ def _onednn(a: Tensor, b: Tensor) -> bool:
             and a.shape[0] * a.shape[1] * b.shape[1] >= ONEDNN_MIN_MACS and a.is_cpu)
 
 
-def _dense(t: Tensor) -> bool:
-    """Row-major or column-major without gaps."""
-    return t.is_contiguous() or t.t().is_contiguous()
+def _dense(t: Tensor) -> Tensor:
+    """``t``, or where it has gaps a dense copy in its own major order (row by row, not a
+    transposing copy, which costs as much as the GEMM)."""
+    if t.is_contiguous() or t.t().is_contiguous():
+        return t
+    return t.t().contiguous().t() if t.stride(0) == 1 else t.contiguous()
 
 
 def matmul(a: Tensor, b: Tensor, out: Tensor | None = None, *, bias: Tensor | None = None,
@@ -51,10 +54,9 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None = None, *, bias: Tensor | No
         # oneDNN reads a row-major ``a`` with any row stride, and dense operands, at full speed; other
         # strides (a bidirectional layer's h columns, GRU's dgates blocks transposed in the weight
         # gradients) take a reference path, measured ~1000× slower: those are copied dense first
-        if a.stride(1) != 1 and not _dense(a):
-            a = a.contiguous()
-        if not _dense(b):
-            b = b.contiguous()
+        if a.stride(1) != 1:
+            a = _dense(a)
+        b = _dense(b)
         # oneDNN's linear is a·wᵀ with w (n, k): b.t() is a view, which it reads without a copy
         if accumulate:
             result = _ONEDNN_LINEAR.binary(a, out, b.t(), None, "add")
