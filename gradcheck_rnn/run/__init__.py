@@ -52,14 +52,14 @@ def default_workers(cases: int | None = None, isolate: bool = False) -> int:
     """How many processes judge a run of ``cases`` cases when ``--workers`` is not given.
 
     One per idle core, at most one per CASES_PER_WORKER cases, and 1 (this process: no pool at
-    all) when that is all that helps. Why: a pool pays a fixed start in its first row (the fork
-    server's imports and each worker's JAX program: 4-5 s more than serial here) and saves about
-    half of a case's ~0.065 s per extra worker (ci profile, warm), so a second worker pays from
-    about 150 cases on an idle machine; and on a core that another process keeps busy, two
-    workers only take turns. Measured on a 2-core machine (benchmarks/sweep_throughput.py, ci
-    profile, 200 cases, 2026-12-03): at load 2.4-3.5, serial 15.7 s cold / 15.1 s warm, 2 workers
-    24.0 s / 20.3 s (first row after 4.6 s serially, 8.7 s with the pool); at load 6-7, serial
-    18.4 s / 28.4 s, 2 workers 32.5 s / 32.4 s. This rule chose 1 in both. ``isolate`` (a
+    all) when that is all that helps. Why: a pool's first row comes later than a serial run's
+    (the fork server is a fresh interpreter that imports torch and jax, ~1.7 s, beside the
+    supervisor's own set-up: 2.4 s against 1.5 s), and from then on two workers judge twice as
+    fast as one (ci profile, warm, idle 2-core machine, 2026-12-03: the middle half of 200 cases
+    in 1.48 s against 3.07 s), saving ~15 ms a case. So a second worker pays from about 60 cases
+    warm and 75 cold; 100 leaves a margin for a load that changes during the run. On a core that
+    another process keeps busy, two workers only take turns: measured earlier at load 6-7,
+    serial 18.4 s / 28.4 s, 2 workers 32.5 s / 32.4 s, and this rule chose 1. ``isolate`` (a
     ``--case-timeout`` was given) needs worker processes: then at least 2.
     """
     cores = usable_cores()
