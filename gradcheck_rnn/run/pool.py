@@ -269,6 +269,7 @@ class WorkerPool:
         results: dict[int, list[CaseResult]] = {}
         resume: dict[int, int] = {}  # index -> first row still to judge, for cases whose worker died
         stopping = False
+        next_liveness_check = 0.0  # asking each process is a system call: every _TICK, not every message
 
         def record(row: CaseResult) -> None:
             nonlocal stopping
@@ -327,11 +328,14 @@ class WorkerPool:
                 if worker.row == len(self.pairs):
                     worker.job = None
             now = time.monotonic()
+            check_alive = now >= next_liveness_check
+            if check_alive:
+                next_liveness_check = now + _TICK
             for worker in [w for w in active if w in self.workers]:
                 if worker.job is not None and now > worker.deadline:
                     self._stop(worker, grace=0)
                     died(worker, f"timed out after {worker.deadline - worker.row_started:g} s")
-                elif worker.process.poll() is not None:
+                elif check_alive and worker.process.poll() is not None:
                     died(worker, death_reason(self._stop(worker, grace=5)))
         return results
 
