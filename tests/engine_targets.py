@@ -9,10 +9,16 @@ _fused = FusedCPUTarget()
 
 
 def writes_into_its_inputs(case):
-    """Correct results, then scales the case's x in place (a kernel reusing its input buffer)."""
+    """Correct results, then overwrites every array of the case in place (a kernel reusing its
+    input buffers): no other run, of this target or another, may see it."""
     outputs = _fused.run(case)
     case.x *= 3.0
     case.params[next(iter(case.params))] *= 2.0
+    for name in ("h0", "c0", "dy", "dhy", "dcy"):
+        array = getattr(case, name)
+        if array is not None:
+            array += 1.0
+    case.seq_lengths[:] = 1
     return outputs
 
 
