@@ -103,9 +103,16 @@ def _cache_entries(folder: str) -> int:
 def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     """One run in this process (GRADCHECK_RNN_JAX_CACHE already set): wall time and breakdown."""
     start = time.perf_counter()  # imports count: a user's sweep pays them too
-    _limit_threads()
     from gradcheck_rnn.run import Execution, RunSpec, execute
 
+    execution = Execution(workers=workers)
+    try:  # as the CLI does: the pool's fork server imports while this process sets up and builds the spec
+        from gradcheck_rnn.run import start_pool_early
+    except ImportError:  # checkouts before it
+        pass
+    else:
+        start_pool_early(execution)
+    _limit_threads()
     cache = os.environ["GRADCHECK_RNN_JAX_CACHE"]
     entries = _cache_entries(cache)
     spent: dict[str, float] = defaultdict(float)
@@ -114,13 +121,6 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
         counts.update(dict.fromkeys([*JAX_EVENTS.values(), "cache hits"], 0))
         spent["jax compile"] = 0.0
         _install_timers(spent, counts)
-    execution = Execution(workers=workers)
-    try:  # as the CLI does: the pool's fork server imports while this process builds the spec
-        from gradcheck_rnn.run import start_pool_early
-    except ImportError:  # checkouts before it
-        pass
-    else:
-        start_pool_early(execution)
     spec = RunSpec.build(profile, cases=cases, targets=TARGETS)
     first: list[float] = []
     results = execute(spec, execution, on_result=lambda r: first or first.append(time.perf_counter()))
