@@ -65,6 +65,13 @@ def test_spec_round_trips_through_results_json_and_draws_the_sweep_cases():
     assert spec.repro_options == "--config ci --rtol 0.001"
 
 
+@pytest.mark.parametrize("cases, shard", [(None, None), (7, (2, 3)), (7, (3, 3)), (2, (3, 3)), (None, (1, 4))])
+def test_the_worker_count_is_chosen_from_the_cases_the_spec_will_judge(cases, shard):
+    """sweep picks --workers before the slow set-up (RunSpec.count_cases reads only the profile)."""
+    spec = RunSpec.build("ci", cases=cases, targets=("fused-cpu",), shard=shard)
+    assert RunSpec.count_cases("ci", cases, shard) == len(spec.indices)
+
+
 def test_a_profile_edited_after_the_spec_was_made_is_refused(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text("[sweep]\ncases = 2\n")
