@@ -20,7 +20,10 @@ Workers are forked from ``multiprocessing``'s fork server, which imported torch,
 judging modules once (:mod:`.preload`). Measured on a 2-core machine at load 5-6 (2026-12-03,
 one pool of one worker at a time, fused-cpu and torch-native): the first worker was ready after
 the server's imports, 4.2-4.8 s, every later one (a crashed worker's replacement too) after
-0.06-0.15 s; a fresh interpreter per worker took 3.0-6.3 s each time (9-11 s on a busier one). The fork server is a fresh interpreter that never computed
+0.06-0.15 s; a fresh interpreter per worker took 3.0-6.3 s each time (9-11 s on a busier one).
+Idle, with the server started before the supervisor's own set-up (:func:`..run.start_pool_early`:
+the supervisor's torch import and the server's imports run on two cores), both workers were
+ready 1.4 s after the command started and the first row came at 1.5 s, as in a serial run. The fork server is a fresh interpreter that never computed
 anything (no torch, BLAS or XLA threads to lose in a fork), and each worker still takes the
 supervisor's current environment and its thread settings. Unlike ``multiprocessing``'s habit, a
 worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
