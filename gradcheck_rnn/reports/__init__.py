@@ -63,7 +63,10 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
     try:
         document = results_document(results, meta, extra, rows=log.rows())
         log.close()
-        streaming = {"results.json": json.write} if WRITERS.get("results.json") is json.render else {}
+        # the default writers of these two write row by row (a test may swap a writer for its own)
+        streaming = {name: write for name, (render, write) in
+                     {"results.json": (json.render, json.write), "junit.xml": (junit.render, junit.write)}.items()
+                     if WRITERS.get(name) is render}
         log.write_files(document, WRITERS, streaming)
         final = log.finish()
     except BaseException:

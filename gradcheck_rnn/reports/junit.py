@@ -7,12 +7,16 @@ stored verdict (never recomputed) and, for a run stopped early, how far it got; 
 one line per failing tensor (worst first) and the repro command; ``error`` and
 ``reference-disagreement`` (the references, not the target, are in doubt) are ``<error>``s of
 that type; ``skip`` is ``<skipped>`` with its reason.
+
+Written one testcase at a time (:func:`write`): an element tree of every row was most of the
+supervisor's memory per row of a large run.
 """
 
 from __future__ import annotations
 
+import io
 import re
-from typing import Any
+from typing import IO, Any
 from xml.etree import ElementTree as ET
 
 from ..compare import from_json_number
@@ -32,12 +36,24 @@ def _seconds(value: Any) -> str:
     return f"{seconds:.3f}" if seconds == seconds and abs(seconds) != float("inf") else "0.000"
 
 
-def _counts(rows: list[dict[str, Any]]) -> dict[str, str]:
-    statuses = [r["status"] for r in rows]
-    return {"tests": str(len(rows)), "failures": str(statuses.count("fail") + statuses.count("nondeterministic")),
-            "errors": str(statuses.count("error") + statuses.count("reference-disagreement")),
-            "skipped": str(statuses.count("skip")),
-            "time": _seconds(sum(from_json_number(r.get("seconds", 0.0)) for r in rows))}
+class _Counts:
+    """Tests, failures, errors, skips and seconds of a set of rows, counted one row at a time."""
+
+    def __init__(self) -> None:
+        self.tests = self.failures = self.errors = self.skipped = 0
+        self.seconds = 0.0
+
+    def add(self, row: dict[str, Any]) -> None:
+        status = row["status"]
+        self.tests += 1
+        self.failures += status in ("fail", "nondeterministic")
+        self.errors += status in ("error", "reference-disagreement")
+        self.skipped += status == "skip"
+        self.seconds += from_json_number(row.get("seconds", 0.0))
+
+    def attributes(self) -> dict[str, str]:
+        return {"tests": str(self.tests), "failures": str(self.failures), "errors": str(self.errors),
+                "skipped": str(self.skipped), "time": _seconds(self.seconds)}
 
 
 def failure_text(row: dict[str, Any]) -> str:
@@ -52,31 +68,64 @@ def failure_text(row: dict[str, Any]) -> str:
     return "\n".join(lines + [f"reproduce: {row['repro']}"])
 
 
-def render(document: dict[str, Any]) -> bytes:
-    """The JUnit XML of a results document."""
+def _testcase(target: str, row: dict[str, Any]) -> ET.Element:
+    case = ET.Element("testcase", classname=clean(target), name=clean(f"{row['case_id']} [{row.get('check', 'reference')}]"),
+                      time=_seconds(row.get("seconds", 0.0)))
+    status, message = row["status"], clean(row.get("message") or row["status"])
+    if status in ("fail", "nondeterministic"):  # two runs of one case differing is the target's failure
+        ET.SubElement(case, "failure", message=message, type=status).text = clean(failure_text(row))
+    elif status in ("error", "reference-disagreement"):
+        ET.SubElement(case, "error", message=message, type=status).text = clean(failure_text(row))
+    elif status == "skip":
+        ET.SubElement(case, "skipped", message=message)
+    return case
+
+
+def _element(element: ET.Element, level: int) -> bytes:
+    """One element as indented XML text at ``level`` (one space per level), with its line break."""
+    ET.indent(element, space=" ", level=level)
+    return b" " * level + ET.tostring(element, encoding="utf-8", xml_declaration=False) + b"\n"
+
+
+def _open_tag(tag: str, attributes: dict[str, str], level: int) -> bytes:
+    text = ET.tostring(ET.Element(tag, attributes), encoding="utf-8", xml_declaration=False)
+    return b" " * level + text.replace(b" />", b">") + b"\n"
+
+
+def write(document: dict[str, Any], stream: IO[bytes]) -> None:
+    """Write the JUnit XML of a results document, one testcase at a time.
+
+    The rows are read twice, never held together: once to count each target's statuses (a
+    ``<testsuite>`` carries its counts before its testcases), then once per target to write its
+    testcases (``document["results"]`` may be a run's rows read back from its results.jsonl).
+    """
+    rows = document["results"]
+    totals, suites = _Counts(), {}
+    for row in rows:
+        totals.add(row)
+        suites.setdefault(row["target"], _Counts()).add(row)
+    code, reason = stored_verdict(document)
+    stopped = progress_note(document)
     name = f"gradcheck-rnn {document.get('command', '')}".strip()
-    targets: dict[str, list[dict[str, Any]]] = {}
-    for row in document["results"]:  # one pass: rows may be read back from the run's file
-        targets.setdefault(row["target"], []).append(row)
-    root = ET.Element("testsuites", name=name, **_counts([row for rows in targets.values() for row in rows]))
-    for target, target_rows in targets.items():
-        suite = ET.SubElement(root, "testsuite", name=clean(target), timestamp=str(document.get("created", "")),
-                              **_counts(target_rows))
-        properties = ET.SubElement(suite, "properties")
-        code, reason = stored_verdict(document)
+    stream.write(b"<?xml version='1.0' encoding='utf-8'?>\n")
+    stream.write(_open_tag("testsuites", {"name": name, **totals.attributes()}, 0))
+    for target, counts in suites.items():
+        stream.write(_open_tag("testsuite", {"name": clean(target), "timestamp": str(document.get("created", "")),
+                                             **counts.attributes()}, 1))
+        properties = ET.Element("properties")
         ET.SubElement(properties, "property", name="verdict", value=clean(f"{reason} (exit code {code})"))
-        if (stopped := progress_note(document)) is not None:
+        if stopped is not None:
             ET.SubElement(properties, "property", name="stopped early", value=clean(stopped))
-        for row in target_rows:
-            case = ET.SubElement(suite, "testcase", classname=clean(target),
-                                 name=clean(f"{row['case_id']} [{row.get('check', 'reference')}]"),
-                                 time=_seconds(row.get("seconds", 0.0)))
-            status, message = row["status"], clean(row.get("message") or row["status"])
-            if status in ("fail", "nondeterministic"):  # two runs of one case differing is the target's failure
-                ET.SubElement(case, "failure", message=message, type=status).text = clean(failure_text(row))
-            elif status in ("error", "reference-disagreement"):
-                ET.SubElement(case, "error", message=message, type=status).text = clean(failure_text(row))
-            elif status == "skip":
-                ET.SubElement(case, "skipped", message=message)
-    ET.indent(root, space=" ")
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+        stream.write(_element(properties, 2))
+        for row in rows:
+            if row["target"] == target:
+                stream.write(_element(_testcase(target, row), 2))
+        stream.write(b" </testsuite>\n")
+    stream.write(b"</testsuites>\n")
+
+
+def render(document: dict[str, Any]) -> bytes:
+    """The JUnit XML of a results document, as :func:`write` writes it."""
+    buffer = io.BytesIO()
+    write(document, buffer)
+    return buffer.getvalue()
