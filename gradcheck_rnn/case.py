@@ -310,6 +310,20 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
                 dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads)
 
 
+@dataclass(frozen=True)
+class CaseRef:
+    """What a process that sends cases away keeps of each: its id (the receiver rebuilds the case
+    from it), config and wants group, without the arrays (~3 kB a case a large run need not hold)."""
+
+    id: str
+    config: RNNConfig
+    wants_group: str
+
+    @classmethod
+    def of(cls, case: Case) -> "CaseRef":
+        return cls(case.id, case.config, case.wants_group)
+
+
 def private_copy(case: Case) -> Case:
     """A copy of ``case`` that shares no mutable data with it: every array is copied (the config
     is frozen, the rest immutable), so a target's in-place writes reach nobody else. Much

@@ -13,9 +13,9 @@ with ``benchmarks/memory.py`` (tiny GRU profile, reference check only, 2 workers
 when results.json was rendered from the rows held in memory, the supervisor's peak RSS grew by
 ~36 kB per row (the rows, their JSON dicts, the JSON text and junit's element tree all at once):
 249 MB for 300 cases, 345 MB for 3,000. Streamed, results.json and junit.xml are written row by
-row from the file, and no list of every row's JSON is ever built: 5,000 cases peak at 1.29
-times 500 cases' (16 kB per extra row, of which the drawn cases the run holds are ~3 kB and the
-CaseResults ~5 kB).
+row from the file, and no list of every row's JSON is ever built: 5,000 cases peak at 1.26
+times 500 cases' (14.6 kB per extra row, ~7 kB of it the CaseResults the run keeps for its
+tables and verdict).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from ..case import CaseRef
 from ..errors import UsageError
 from ..result import CaseResult, Run, slim, verdict
 from .spec import RunSpec, parse_shard
@@ -121,13 +122,15 @@ def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult
     """
     execution.validate()
     tolerances = spec.tolerances()
-    jobs = list(spec.draw())
     on_result = _slimming(on_result)
     if execution.executor == "local" and execution.workers == 1:
         from .serial import judge_serially
 
-        return judge_serially(jobs, targets or spec.resolve_targets(), tolerances, spec.checks,
+        # drawn one at a time: a judged case's arrays are freed before the next is drawn
+        return judge_serially(spec.draw(), targets or spec.resolve_targets(), tolerances, spec.checks,
                               execution.fail_fast, on_result)
+    # the workers rebuild each case from its id: the run keeps no case's arrays (~3 kB a case)
+    jobs = [(index, CaseRef.of(case)) for index, case in spec.draw()]
     setup = WorkerSetup(spec.targets, tolerances, spec.checks, tuple(p for p in sys.path if p))
     if execution.executor == "dask":
         from .dask_executor import judge_on_dask

@@ -52,12 +52,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Callable, Hashable, Iterable, Iterator
 
-from ..case import Case, RNNConfig
+from ..case import Case, CaseRef, RNNConfig
 from ..errors import UsageError
 from ..result import CaseResult
 from .worker import WorkerSetup
 
-Job = tuple[int, Case]  # (sweep index, case)
+Job = tuple[int, Case | CaseRef]  # (sweep index, the case or its id, config and wants group)
 START_FAILURES = 3  # workers that die before their first case, in a row, before the run gives up
 # Not ``-m gradcheck_rnn.run.worker``: the package imports that module first, and runpy warns.
 WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
