@@ -31,6 +31,16 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(match.group(1)), int(match.group(2))
 
 
+def shard_indices(cases: int, shard: tuple[int, int] | None) -> range:
+    """The sweep indices of shard k/n of ``cases`` cases: every case, or every n-th from k-1.
+
+    Interleaving (not contiguous blocks) gives each shard the same mix of modes and sizes, so
+    shards of one CI matrix take about as long as each other.
+    """
+    k, n = shard or (1, 1)
+    return range(k - 1, cases, n)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What a run judges. Two runs with equal specs judge the same rows; shards differ only in ``shard``."""
@@ -83,9 +93,7 @@ class RunSpec:
         target is imported): enough to choose the worker count before the slow part of the set-up."""
         from ..generate import load_profile
 
-        total = load_profile(config).cases if cases is None else cases
-        k, n = shard or (1, 1)
-        return len(range(k - 1, total, n))
+        return len(shard_indices(load_profile(config).cases if cases is None else cases, shard))
 
     # ------------------------------------------------------------------ what the spec derives
 
@@ -114,13 +122,8 @@ class RunSpec:
 
     @property
     def indices(self) -> range:
-        """The sweep indices this run judges: every case, or every n-th from k-1 for shard k/n.
-
-        Interleaving (not contiguous blocks) gives each shard the same mix of modes and sizes, so
-        shards of one CI matrix take about as long as each other.
-        """
-        k, n = self.shard or (1, 1)
-        return range(k - 1, self.cases, n)
+        """The sweep indices this run judges (:func:`shard_indices`)."""
+        return shard_indices(self.cases, self.shard)
 
     def draw(self) -> Iterator[tuple[int, Case]]:
         """``(index, case)`` for every case this run judges, in index order."""
