@@ -201,25 +201,20 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 def judge_mutants(spec: Any, execution: Any, mutant_names: list[str], correct_names: list[str],
                   report_dir: str) -> int:
     """``mutants``: judge, print the detection table, store the detection verdict; the exit code."""
+    from .detection import detection_lines, detection_verdict, summarise
+
     ensure_writable(report_dir)
     with row_log(report_dir, "mutants", spec.seed) as log:
         judged = judge_with_progress(spec, execution, log)
-        return _report_mutants(judged, spec, mutant_names, correct_names, report_dir, log)
-
-
-def _report_mutants(judged: Run, spec: Any, mutant_names: list[str], correct_names: list[str], report_dir: str,
-                    log: Any) -> int:
-    from .detection import detection_lines, detection_verdict, summarise
-
-    mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
-    extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
-    meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
-    table, lines = detection_lines({**meta, **extra})
-    out.print(table)
-    render.print_lines(out, lines)
-    # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
-    run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
-    return write_and_finish(run, report_dir, meta, extra, log=log)
+        mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
+        extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
+        meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
+        table, lines = detection_lines({**meta, **extra})
+        out.print(table)
+        render.print_lines(out, lines)
+        # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
+        run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
+        return write_and_finish(run, report_dir, meta, extra, log=log)
 
 
 def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
