@@ -7,6 +7,7 @@ beside their own file), so it works in a foreign interpreter with only numpy and
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 import numpy as np
@@ -15,16 +16,16 @@ import numpy as np
 Forward = Callable[[dict[str, Any], dict[str, Any], Any], tuple[Any, Any, Any]]
 
 
-class JaxGradTarget:
+class JaxGradTarget(ABC):
     """A target whose gradients are JAX's derivative of ``sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)``
     with respect to the requested arrays only; subclasses give the library's forward pass."""
 
     def __init__(self) -> None:
         self._cache: dict[Any, Any] = {}
 
+    @abstractmethod
     def forward_fn(self, cfg: Any, params: tuple[str, ...]) -> Forward:
         """The library's forward pass for ``cfg`` over our arrays (parameters named ``params``)."""
-        raise NotImplementedError
 
     def _compiled(self, cfg: Any, wants: frozenset, params: tuple[str, ...]) -> Any:
         """One jitted forward-and-vjp per configuration and request, reused by every run of it
