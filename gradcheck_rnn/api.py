@@ -6,8 +6,8 @@
     run = gr.sweep([my_target], cases=50, modes=["lstm"])
     assert run.exit_code == 0, run.reason
 
-Both judge through the same engine as the command line (:func:`gradcheck_rnn.judge.judge`, the
-run spec and its executors) and set up the process the same way (:mod:`gradcheck_rnn.runtime`).
+Both judge through the same pipeline as the command line: a run spec resolved once, judged by
+:func:`gradcheck_rnn.run.judge_run` through an executor (worker processes by default).
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from typing import Any, Iterable, Sequence
 
 from .case import Case
 from .errors import UsageError
-from .result import CaseResult, Run, repro_options
+from .result import CaseResult, Run
 
 
-def _targets(targets: Any) -> list:
-    """One target or a list of them (specs or objects), resolved."""
-    from .targets import resolve_targets
-
-    return resolve_targets(targets if isinstance(targets, (list, tuple)) else [targets])
+def _target_items(targets: Any) -> tuple:
+    """One target or a list of them (specs or objects), as a tuple."""
+    return tuple(targets) if isinstance(targets, (list, tuple)) else (targets,)
 
 
 def _config_name(config: Any) -> str | None:
@@ -45,47 +43,57 @@ def valid_checks(checks: Iterable[str] | str | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(chosen))
 
 
+def _execution(resolved: list, workers: int, in_process: bool) -> Any:
+    """Worker processes (isolated: a target that exits or crashes is an error row), unless asked
+    otherwise or a target is an object no other process can import, which this process judges."""
+    from .run import Execution
+
+    lost = [t.name for t in resolved if not t.importable]
+    if lost and workers > 1:
+        raise UsageError(f"workers={workers} judges in other processes, which import each target by name, "
+                         f"and {', '.join(lost)} is not importable as module:qualname; define it at module "
+                         f"level or use workers=1")
+    return Execution(workers=workers, in_process=in_process or bool(lost))
+
+
 def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None, rtol: float | None = None,
-          atol: float | None = None, config: str = "ci") -> list[CaseResult]:
+          atol: float | None = None, config: str = "ci", in_process: bool = False) -> list[CaseResult]:
     """Judge ``target`` (a target spec such as ``"fused-cpu"``, or a target object) on one case (a
-    :class:`Case` or a case id) with the named checks (default: the profile's); one row per check."""
-    from .generate import load_profile
-    from .judge import judge
+    :class:`Case` or a case id) with the named checks (default: the profile's); one row per check.
+
+    The case is judged in a worker process (a run of one case), so a target that exits or crashes
+    is an ``error`` row; ``in_process=True`` judges in this process instead (for a debugger; not
+    isolated), as does a target object that is not importable as ``module:qualname``.
+    """
+    from .run import RunSpec, judge_run
     from .runtime import set_up_process
 
     set_up_process()
     case = Case.from_id(case) if isinstance(case, str) else case
-    profile = load_profile(config)
-    chosen = valid_checks(checks) or tuple(profile.enabled_checks)
-    # per-kind overrides (emitted tests) have no command-line form: the repro line names the profile
-    options = repro_options(_config_name(config), *(None if isinstance(v, dict) else v for v in (rtol, atol)))
-    results = list(judge(case, _targets(target), profile.tolerance_table(rtol, atol), chosen))
-    for result in results:
-        result.repro_options = options
-    return results
+    resolved: list = []
+    spec = RunSpec.build(_config_name(config), targets=_target_items(target), checks=valid_checks(checks),
+                         rtol=rtol, atol=atol, case_ids=(case.id,), resolved=resolved)
+    # the case travels whole: its data may be the caller's own, not what its id draws
+    return judge_run(spec, _execution(resolved, 1, in_process), targets=resolved, jobs=[(0, case)]).results
 
 
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
           modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
           dtypes: Sequence[str] | None = None, checks: Iterable[str] | None = None, workers: int = 1,
-          rtol: float | None = None, atol: float | None = None) -> Run:
+          rtol: float | None = None, atol: float | None = None, in_process: bool = False) -> Run:
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
 
-    With ``workers`` > 1 each worker process resolves the targets by name, so a target object
-    must be importable as ``module:qualname`` (defined at module level).
+    Judged in ``workers`` worker processes (isolated, as ``check``; ``in_process=True`` for a
+    debugger). Each worker process resolves the targets by name, so a target object judged there
+    must be importable as ``module:qualname`` (defined at module level); one that is not is judged
+    in this process with ``workers=1``.
     """
-    from .run import Execution, RunSpec, judge_run
+    from .run import RunSpec, judge_run
     from .runtime import set_up_process
 
     set_up_process()
-    resolved = _targets(targets)
-    if workers > 1:
-        lost = [t.name for t in resolved if not t.importable]
-        if lost:
-            raise UsageError(f"workers={workers} judges in other processes, which import each target by name, "
-                             f"and {', '.join(lost)} is not importable as module:qualname; define it at module "
-                             f"level or use workers=1")
-    spec = RunSpec.build(_config_name(config), cases, seed, tuple(resolved), checks=valid_checks(checks),
+    resolved: list = []
+    spec = RunSpec.build(_config_name(config), cases, seed, _target_items(targets), checks=valid_checks(checks),
                          rtol=rtol, atol=atol, modes=tuple(modes or ()), layers=layers,
-                         bidirectional=bidirectional, dtypes=tuple(dtypes or ()))
-    return judge_run(spec, Execution(workers=workers), targets=resolved)
+                         bidirectional=bidirectional, dtypes=tuple(dtypes or ()), resolved=resolved)
+    return judge_run(spec, _execution(resolved, workers, in_process), targets=resolved)

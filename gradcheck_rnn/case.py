@@ -156,11 +156,8 @@ class Case:
 
     @property
     def id(self) -> str:
-        lengths = ".".join(str(int(v)) for v in self.seq_lengths)
-        suffix = "" if self.wants_group == "all" else f"-w{self.wants_group}"
-        suffix += "" if self.heads == "all" else f"-g{self.heads}"
-        suffix += "-z" if self.h0 is None else ""
-        return f"{self.config.prefix}-len{lengths}-{self.config.dtype}-s{self.seed}{suffix}"
+        return format_case_id(self.config, self.seq_lengths, self.seed, self.wants_group, self.heads,
+                              self.h0 is not None)
 
     @property
     def initial_state(self) -> bool:
@@ -310,6 +307,16 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
                 dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads)
 
 
+def format_case_id(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants_group: str = "all",
+                   heads: str = "all", initial_state: bool = True) -> str:
+    """The case id of the case these values make (``Case.id``), without drawing its data."""
+    lengths = ".".join(str(int(v)) for v in seq_lengths)
+    suffix = "" if wants_group == "all" else f"-w{wants_group}"
+    suffix += "" if heads == "all" else f"-g{heads}"
+    suffix += "" if initial_state else "-z"
+    return f"{config.prefix}-len{lengths}-{config.dtype}-s{seed}{suffix}"
+
+
 @dataclass(frozen=True)
 class CaseRef:
     """What a process that sends cases away keeps of each: its id (the receiver rebuilds the case
@@ -322,6 +329,18 @@ class CaseRef:
     @classmethod
     def of(cls, case: Case) -> "CaseRef":
         return cls(case.id, case.config, case.wants_group)
+
+    @classmethod
+    def from_id(cls, case_id: str) -> "CaseRef":
+        """The reference of the case ``case_id`` names, checked as ``Case.from_id`` would, no array drawn."""
+        spec = parse_case_id(case_id)
+        try:
+            check_size_budget(spec["config"])
+            validate_lengths(spec["config"], spec["seq_lengths"])
+        except UsageError as exc:
+            raise UsageError(f"case id {case_id!r}: {exc}") from None
+        return cls(format_case_id(spec["config"], spec["seq_lengths"], spec["seed"], spec["wants"], spec["heads"],
+                                  spec["initial_state"]), spec["config"], spec["wants"])
 
 
 def private_copy(case: Case) -> Case:

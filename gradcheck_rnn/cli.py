@@ -7,78 +7,16 @@ Heavy imports (torch, jax) happen only when a command runs, so ``--help`` is fas
 
 from __future__ import annotations
 
-import functools
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from .config import DTYPES, HEADS, MODES, WANTS_GROUPS
+from . import cli_options as opt
 from .config import CHECK_NAMES as ALL_CHECKS
-from .errors import UsageError
-from .result import repro_options
-
-
-def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Set up the process, then turn a UsageError anywhere below a command into one sentence and exit 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from .console import print_error
-
-        try:
-            return func(*args, **kwargs)
-        except UsageError as exc:
-            print_error(str(exc))
-            sys.exit(2)
-
-    return wrapper
-
-
-def _resolve_targets(names: tuple[str, ...]):
-    from .targets import default_targets, resolve_targets
-
-    return resolve_targets(names) if names else default_targets()
-
-
-target_option = click.option(
-    "--target", "-t", "targets", multiple=True, metavar="NAME",
-    help="Target to check (repeatable): fused-cpu, torch-native, mutant:<name>, an entry point of "
-         "gradcheck_rnn.targets, or package.module:callable. Default: every built-in target this machine runs.")
-tolerance_options = [
-    click.option("--rtol", type=click.FloatRange(min=0), default=None,
-                 help="Override the relative tolerance for every tensor (default: per dtype and tensor kind)."),
-    click.option("--atol", type=click.FloatRange(min=0), default=None,
-                 help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
-]
-check_option = click.option(
-    "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]),
-    default=("reference",), show_default=True,
-    help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
-
-
-def _expand_checks(checks: tuple[str, ...]) -> list[str]:
-    return list(ALL_CHECKS) if "all" in checks else list(dict.fromkeys(checks))
-
-
-format_option = click.option(
-    "--format", "fmt", type=click.Choice(["auto", "console", "github"]), default="auto", show_default=True,
-    help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
-         "summary to $GITHUB_STEP_SUMMARY; auto: github when GITHUB_ACTIONS=true.")
-config_option = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-                             help="Sweep profile: a TOML file, or a name in configs/ (ci, nightly, soak, half, interp, gpu). Default: ci.")
-
-
-case_timeout_option = click.option(
-    "--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-    help="Judge in a worker process and stop a target still running one check after SECONDS "
-         "(that row is an error), as the sweep that found the case did.")
-
-
-def with_tolerances(func: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(tolerance_options):
-        func = option(func)
-    return func
+from .config import DTYPES, HEADS, MODES, WANTS_GROUPS
+from .cli_options import usage_errors
+from .errors import Terminated, UsageError
 
 
 class OneLineErrors(click.Group):
@@ -102,11 +40,16 @@ class OneLineErrors(click.Group):
 
             print_error(exc.format_message())
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except (click.Abort, KeyboardInterrupt):  # Ctrl-C before or after judging: nothing was judged
             from .console import print_error
 
-            print_error("aborted")
-            sys.exit(1)
+            print_error("interrupted (SIGINT) before any case was judged")
+            sys.exit(130)
+        except Terminated:
+            from .console import print_error
+
+            print_error("interrupted (SIGTERM) before any case was judged")
+            sys.exit(143)
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -127,69 +70,26 @@ def main() -> None:
     """
 
 
-draw_options = [
-    click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
-                 help="Draw only these modes (repeatable; default: the profile's)."),
-    click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
-    click.option("--bidirectional/--unidirectional", "bidirectional", default=None,
-                 help="Draw only bidirectional or only unidirectional configs."),
-    click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES),
-                 help="Draw only these dtypes (repeatable; default: the profile's)."),
-]
-
-
-def with_draw_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(draw_options):
-        func = option(func)
-    return func
-
-
-execution_options = [
-    click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
-                 help="Worker processes, each on one torch/BLAS thread (default: the number of cores; "
-                      "$GRADCHECK_RNN_WORKERS). 1 judges in this process."),
-    click.option("--shard", default=None, metavar="K/N",
-                 help="Judge only the K-th of N interleaved parts of the cases; join the N runs with "
-                      "gradcheck-rnn merge."),
-    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-                 help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
-    click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
-    click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-                 help="With worker processes: a target still running one check of one case after SECONDS "
-                      "is stopped, and that row is an error."),
-]
-
-
-def with_execution_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(execution_options):
-        func = option(func)
-    return func
-
-
 @main.command()
-@config_option
-@click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
-@click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
-@target_option
-@with_draw_options
-@with_tolerances
-@click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
-              help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
-                   "<dir>/latest names the newest run.")
+@opt.config
+@opt.cases_and_seed
+@opt.target
+@opt.draw
+@opt.tolerances
+@opt.report_dir
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
-@with_execution_options
-@format_option
+@opt.isolation
+@opt.distribution
+@opt.fmt
 @usage_errors
-def sweep(config: str | None, cases: int | None, seed: int | None, targets: tuple[str, ...],
-          modes: tuple[str, ...], layers: int | None, bidirectional: bool | None, dtypes: tuple[str, ...],
-          rtol: float | None, atol: float | None, report_dir: str, fail_fast: bool, workers: int | None,
-          shard: str | None, executor: str, scheduler: str | None, case_timeout: float | None, fmt: str) -> None:
+def sweep(**values: Any) -> None:
     """Draw random cases from a profile and judge every target on each.
 
     Prints a summary per target (by mode and by wants group), then the failures (failing cases
     first, each with its case id and repro command) and writes the reports. Exit 0 when all
     pass, 1 on any fail/error/disagreement, 2 on bad usage, 5 when nothing was checked (every
-    result skipped, or a target named with --target judged on no case).
+    result skipped, or a target named with --target judged on no case), 130/143 when SIGINT/SIGTERM
+    stopped it (the reports then hold what was judged, marked interrupted).
 
     \b
     Examples:
@@ -201,26 +101,17 @@ def sweep(config: str | None, cases: int | None, seed: int | None, targets: tupl
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
       gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
     """
-    from .console import judge_and_report
-    from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
+    from .console import ensure_writable, judge_and_report
 
-    shard_range = parse_shard(shard)
-    planned = RunSpec.count_cases(config, cases, shard_range)
-    execution = Execution(workers=workers or default_workers(planned, isolate=case_timeout is not None),
-                          executor=executor, scheduler=scheduler,
-                          case_timeout=case_timeout, fail_fast=fail_fast)
-    execution.validate()
-    start_pool_early(execution)
-    spec = RunSpec.build(config, cases, seed, targets, rtol=rtol, atol=atol, modes=modes, layers=layers,
-                         bidirectional=bidirectional, dtypes=dtypes, shard=shard_range)
-    sys.exit(judge_and_report(spec, execution, "sweep", report_dir, fmt))
+    ensure_writable(values["report_dir"])
+    spec, execution, resolved = opt.build_run(values)
+    sys.exit(judge_and_report(spec, execution, "sweep", values["report_dir"], values["fmt"], targets=resolved))
 
 
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, metavar="DIR...")
-@click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
-              help="Folder that receives the merged <run>/results.json and reports; <dir>/latest names it.")
-@format_option
+@opt.report_dir
+@opt.fmt
 @usage_errors
 def merge(run_dirs: tuple[str, ...], report_dir: str, fmt: str) -> None:
     """Join the shards of one run (sweep --shard K/N) into the whole run: tables, reports, exit code.
@@ -261,16 +152,13 @@ CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "l
 @click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
               help="Which head gradients are non-zero: all, y, states, last.")
 @click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path.")
-@target_option
-@check_option
-@with_tolerances
-@case_timeout_option
+@opt.target
+@opt.check
+@opt.tolerances
+@opt.isolation
 @usage_errors
 @click.pass_context
-def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
-          lengths: str, max_len: int | None, dtype: str, seed: int, wants: str, heads: str,
-          no_initial_state: bool, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None,
-          case_timeout: float | None) -> None:
+def check(ctx: click.Context, **values: Any) -> None:
     """Build one case from flags (or --case-id) and print the full per-tensor table.
 
     \b
@@ -279,37 +167,38 @@ def check(ctx: click.Context, case_id: str | None, mode: str, layers: int, bidir
       gradcheck-rnn check --case-id gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx -t mutant:bptt-skipped-when-frozen
       gradcheck-rnn check --mode lstm --wants inputs --check all -t my_pkg.rnn:target
     """
-    from .case import Case, case_from_options
+    from .case import case_from_options
     from .console import judge_case
 
-    if case_id is not None:
+    if values["case_id"] is not None:
         given = [f"--{name.replace('_', '-')}" for name in CASE_FLAGS
                  if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
         if given:
             raise UsageError(f"--case-id names the whole case, so {', '.join(given)} cannot be given with it; "
                              f"drop {'it' if len(given) == 1 else 'them'} or drop --case-id")
-        case = Case.from_id(case_id)
+        case_id = values["case_id"]
     else:
-        case = case_from_options(mode, layers, bidirectional, input_size, hidden_size, lengths, max_len, dtype,
-                                 seed, wants, heads, initial_state=not no_initial_state)
-    sys.exit(judge_case(case, _resolve_targets(targets), _expand_checks(checks), None, rtol, atol, per_step=False,
-                        named_targets=targets, case_timeout=case_timeout))
+        case_id = case_from_options(*(values[name] for name in CASE_FLAGS[:-1]),
+                                    initial_state=not values["no_initial_state"]).id
+    spec, execution, _ = opt.build_run({**values, "seed": None}, 1, case_ids=(case_id,),
+                                       checks=opt.expand_checks(values["checks"]), modes=(), layers=None,
+                                       bidirectional=None)
+    sys.exit(judge_case(spec, execution, per_step=False))
 
 
 @main.command()
 @click.argument("case_id")
-@target_option
-@check_option
-@with_tolerances
+@opt.target
+@opt.check
+@opt.tolerances
 @click.option("--config", "-c", "config", default=None, metavar="PROFILE",
               help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
 @click.option("--emit-test", "emit_test", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write a standalone pytest file that rebuilds this case and asserts the target "
                    "(exactly one --target) against the references, with these tolerances.")
-@case_timeout_option
+@opt.isolation
 @usage_errors
-def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol: float | None, atol: float | None,
-          config: str | None, emit_test: str | None, case_timeout: float | None) -> None:
+def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
     """Re-run one case bit for bit from its id: per-tensor table and error per time step.
 
     A truncated-BPTT bug shows as errors that grow toward early time steps.
@@ -320,26 +209,19 @@ def repro(case_id: str, targets: tuple[str, ...], checks: tuple[str, ...], rtol:
       gradcheck-rnn repro <case id> -t fused-cpu --emit-test tests/test_rnn_regression.py
     """
     from .case import Case
-    from .console import judge_case
+    from .console import err, judge_case, say
+    from .regression import emit_test as emitted, write_test
 
-    case = Case.from_id(case_id)
+    spec, execution, _ = opt.build_run(values, 1, case_ids=(case_id,), checks=opt.expand_checks(values["checks"]))
     if emit_test is not None:
-        _emit_test(case, targets, _expand_checks(checks), emit_test, config, rtol, atol)
-    sys.exit(judge_case(case, _resolve_targets(targets), _expand_checks(checks), config, rtol, atol, per_step=True,
-                        named_targets=targets, case_timeout=case_timeout))
-
-
-def _emit_test(case, targets: tuple[str, ...], checks: list[str], path: str, config: str | None,
-               rtol: float | None, atol: float | None) -> None:
-    from .console import err, say
-    from .generate import load_profile
-    from .regression import emit_test, write_test
-
-    if len(targets) != 1:
-        raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; got {len(targets)}")
-    tolerances = load_profile(config).tolerance_table(rtol, atol)
-    written = write_test(path, emit_test(case, targets[0], checks, tolerances, repro_options(config, rtol, atol)))
-    say(err, f"regression test written to {written} (run it: python -m pytest {written})")
+        if len(values["targets"]) != 1:
+            raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; "
+                             f"got {len(values['targets'])}")
+        source = emitted(Case.from_id(case_id), values["targets"][0], list(spec.checks), spec.tolerances(),
+                         spec.repro_options)
+        written = write_test(emit_test, source)
+        say(err, f"regression test written to {written} (run it: python -m pytest {written})")
+    sys.exit(judge_case(spec, execution, per_step=True))
 
 
 @main.command()
@@ -352,12 +234,13 @@ def _emit_test(case, targets: tuple[str, ...], checks: list[str], path: str, con
 @click.option("--max-steps", type=click.IntRange(min=1), default=300, show_default=True,
               help="Budget: how many candidate cases may be judged.")
 @click.option("--json", "as_json", is_flag=True, help="Print the shrink path as JSON instead of a table.")
-@with_tolerances
+@opt.tolerances
 @click.option("--config", "-c", "config", default=None, metavar="PROFILE",
               help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@opt.isolation
 @usage_errors
 def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: int, as_json: bool,
-           rtol: float | None, atol: float | None, config: str | None) -> None:
+           **values: Any) -> None:
     """Shrink a failing case to the smallest case that fails the same way (same check, same tensor).
 
     Deterministic and greedy: fewer layers, unidirectional, fewer sequences, smaller T, shorter
@@ -369,97 +252,64 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
       gradcheck-rnn shrink lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273 -t mutant:truncated-bptt
       gradcheck-rnn shrink <case id> -t my_pkg.rnn:target --check future --json
     """
-    from .case import Case
-    from .console import out, print_error, say
-    from .generate import load_profile
-    from .runtime import set_up_process
-    from .shrink import DidNotReproduce, shrink as shrink_case, steps_lines
-    from .targets import resolve_target
+    from .console import shrink_case
 
-    case = Case.from_id(case_id)
-    tolerances = load_profile(config).tolerance_table(rtol, atol)
-    resolved = resolve_target(target)
-    set_up_process()
-    try:
-        result = shrink_case(case, resolved, check, tolerances, any_tensor=any_tensor, max_steps=max_steps,
-                             repro_options=repro_options(config, rtol, atol))
-    except DidNotReproduce as exc:
-        print_error(str(exc))
-        sys.exit(1)
-    if as_json:
-        import json
-
-        click.echo(json.dumps(result.to_json(), indent=2))
-        return
-    lines = steps_lines(result)
-    if result.exhausted:
-        lines.append(f"stopped after {result.tried} candidates (--max-steps {max_steps}); the case may shrink further")
-    lines += [f"minimal case: {result.minimal.case_id} ({len(result.steps) - 1} steps, {result.tried} candidates "
-              f"judged)", f"reproduce: {result.repro}"]
-    for line in lines:  # unwrapped lines: a case id or a repro command is never cut
-        say(out, line)
+    spec, execution, _ = opt.build_run({**values, "workers": values["workers"] or 1}, 1, case_ids=(case_id,),
+                                       targets=(target,), checks=(check,))
+    sys.exit(shrink_case(spec, execution, any_tensor, max_steps, as_json))
 
 
 @main.command()
-@config_option
-@click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
-@click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
+@opt.config
+@opt.cases_and_seed
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
-@click.option("--check", "checks", multiple=True,
-              type=click.Choice(ALL_CHECKS),
+@click.option("--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
               help="Only these checks (repeatable; default: the profile's), e.g. to see what the "
                    "reference comparison alone catches.")
-@with_tolerances
-@click.option("--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
-              help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
-                   "<dir>/latest names the newest run.")
-@execution_options[0]
+@opt.tolerances
+@opt.report_dir
+@opt.isolation
 @usage_errors
-def mutants(config: str | None, cases: int | None, seed: int | None, mutants: tuple[str, ...],
-            checks: tuple[str, ...], rtol: float | None, atol: float | None, report_dir: str,
-            workers: int | None) -> None:
+def mutants(mutants: tuple[str, ...], **values: Any) -> None:
     """Measure detection power: every mutant (a fused kernel with one historical bug) and the
     correct kernels on the same cases.
 
     Prints, per mutant, the cases run, the cases that caught it, the first catching case id and
     the check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any
-    mutant survives or any false alarm occurs. Cases are judged in --workers processes, as in
-    sweep.
+    mutant survives or any false alarm occurs.
     """
-    from .console import judge_mutants
+    from .console import ensure_writable, judge_and_report, present_mutants
     from .detection import detection_targets
-    from .run import Execution, RunSpec, default_workers, start_pool_early
 
-    execution = Execution(workers=workers or default_workers())
-    start_pool_early(execution)
+    ensure_writable(values["report_dir"])
     mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before any case runs
-    spec = RunSpec.build(config, cases, seed, tuple(mutant_names + correct_names), checks=checks or None,
-                         rtol=rtol, atol=atol)
-    sys.exit(judge_mutants(spec, execution, mutant_names, correct_names, report_dir))
+    spec, execution, resolved = opt.build_run(values, targets=tuple(mutant_names + correct_names),
+                                              checks=values["checks"] or None)
+    sys.exit(judge_and_report(spec, execution, "mutants", values["report_dir"],
+                              present=present_mutants(mutant_names, correct_names), targets=resolved))
 
 
 @main.command()
 @click.option("--target", "-t", "target", required=True, metavar="NAME", help="A target known to be correct.")
-@config_option
-@click.option("--cases", "-n", type=click.IntRange(min=1), default=None, help="Number of cases (default: the profile's).")
-@click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's).")
+@opt.config
+@opt.cases_and_seed
 @click.option("--margin", type=click.FloatRange(min=1), default=10.0, show_default=True,
               help="Safety factor between the worst error seen and the proposed tolerance.")
+@opt.isolation
 @usage_errors
-def calibrate(target: str, config: str | None, cases: int | None, seed: int | None, margin: float) -> None:
+def calibrate(target: str, margin: float, **values: Any) -> None:
     """Show how close a correct target comes to the references (error ratio under the current
     tolerances: median, p99, max, per dtype × tensor kind) and propose tolerances with a margin."""
     from .console import judge_calibration
-    from .run import Execution, RunSpec, default_workers
 
-    spec = RunSpec.build(config, cases, seed, (target,), checks=("reference",))
-    sys.exit(judge_calibration(spec, Execution(workers=default_workers()), margin))
+    spec, execution, _ = opt.build_run(values, targets=(target,), checks=("reference",))
+    sys.exit(judge_calibration(spec, execution, margin))
 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True))
-@format_option
+@opt.fmt
 @usage_errors
 def report(run_dir: str, fmt: str) -> None:
     """Re-render a run's console tables, report.md, junit.xml and report.html from its

@@ -11,14 +11,14 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.text import Text
 
 from . import render
-from .errors import UsageError
-from .result import CaseResult, Run, plural, repro_options, verdict
+from .errors import INTERRUPTS, UsageError
+from .result import CaseResult, Run, plural, verdict
 
 
 def _width(stream: Any) -> int | None:
@@ -80,8 +80,9 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
     written after all, say so in one sentence and return non-zero (1 unless the verdict is worse)."""
     from .reports import write_reports
 
-    meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged}
-    if not run.complete:
+    meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
+            "interrupted": run.interrupted}
+    if not run.complete and not run.interrupted:  # an interrupted run's verdict line says how far it got
         render.print_lines(out, render.stopped_early_lines(run.cases_judged, meta.get("cases")))
     try:
         run_dir = write_reports(run.results, report_dir, meta, extra, log=log)
@@ -102,30 +103,26 @@ def publish_format(fmt: str, run_dir: Path) -> None:
         github.publish(load_document(run_dir), run_dir, lambda line: say(out, line))
 
 
-def print_case_results(results: Iterable[CaseResult], per_step: bool) -> list[CaseResult]:
-    """The full per-tensor table of each row as it comes (``check`` and ``repro``); the rows."""
-    shown = []
-    for result in results:
-        shown.append(result)
-        title, table, tolerances = render.tensor_table(result)
-        say(out, title)
-        if result.tensors:
-            out.print(table)
-            if tolerances:
-                say(out, tolerances)
-        # A failed comparison is the table itself; other checks, errors and skips explain themselves.
-        if result.message and (result.status != "fail" or result.check != "reference"):
-            first, *rest = render.wrapped(f"{result.status}: {result.message}", indent="", hanging="  ")
-            say(out, Text.assemble((result.status, render.STATUS_STYLE.get(result.status, "")),
-                                   first[len(result.status):]))
-            render.print_lines(out, rest)
-        if result.traceback:
-            say(out, "target traceback (most recent call last):")
-            say(out, result.traceback)
-        if per_step and (timed := render.worst_time_tensor(result)) is not None:
-            out.print(render.per_step_table(timed))
-        say(out, f"reproduce: {result.repro}")
-    return shown
+def print_case_result(result: CaseResult, per_step: bool) -> None:
+    """The full per-tensor table of one row (``check`` and ``repro``), printed as it arrives."""
+    title, table, tolerances = render.tensor_table(result)
+    say(out, title)
+    if result.tensors:
+        out.print(table)
+        if tolerances:
+            say(out, tolerances)
+    # A failed comparison is the table itself; other checks, errors and skips explain themselves.
+    if result.message and (result.status != "fail" or result.check != "reference"):
+        first, *rest = render.wrapped(f"{result.status}: {result.message}", indent="", hanging="  ")
+        say(out, Text.assemble((result.status, render.STATUS_STYLE.get(result.status, "")),
+                               first[len(result.status):]))
+        render.print_lines(out, rest)
+    if result.traceback:
+        say(out, "target traceback (most recent call last):")
+        say(out, result.traceback)
+    if per_step and (timed := render.worst_time_tensor(result)) is not None:
+        out.print(render.per_step_table(timed))
+    say(out, f"reproduce: {result.repro}")
 
 
 @contextlib.contextmanager
@@ -144,28 +141,50 @@ def progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
         yield advance
 
 
-def judge_with_progress(spec: Any, execution: Any, log: Any = None) -> Run:
-    """Judge a run spec (process set up, a progress bar on stderr); the judged run. Each row goes
-    to ``log`` (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) as it arrives, so the
-    rows are on disk, in their results.json form, while the workers still judge."""
-    from .run import judge_run
-    from .runtime import set_up_process
+@contextlib.contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    """While a command judges, SIGTERM raises :class:`~gradcheck_rnn.errors.Terminated` in this
+    (the main) thread, as SIGINT raises KeyboardInterrupt, so both end the run the same way: the
+    workers stopped, what was judged published as interrupted. The previous handler comes back after."""
+    import signal
+    import threading
 
-    execution.validate()
-    set_up_process()
+    from .errors import Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: list | None = None) -> Run:
+    """Judge a run spec with a progress bar on stderr; the judged run. Each row goes to ``log``
+    (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) as it arrives, so the rows are on
+    disk, in their results.json form, while the workers still judge. A signal raises out of here
+    with the run judged so far as the exception's ``run``."""
+    from .run import judge_run
+
     with progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
         def arrived(row: CaseResult) -> None:
             advance(row)
             if log is not None:
                 log.add(row)
 
-        return judge_run(spec, execution, on_result=arrived)
+        return judge_run(spec, execution, on_result=arrived, targets=targets)
 
 
 @contextlib.contextmanager
 def row_log(report_dir: str, command: str, seed: int | None) -> Iterator[Any]:
     """The run's row log, made when judging starts and discarded if the command ends before
-    :func:`write_and_finish` published it (an error, Ctrl-C)."""
+    :func:`write_and_finish` published it (an error, a second Ctrl-C while writing)."""
     from .reports import RowLog, run_name
 
     log = RowLog(report_dir, run_name(command, seed))
@@ -175,14 +194,29 @@ def row_log(report_dir: str, command: str, seed: int | None) -> Iterator[Any]:
         log.discard()  # a no-op once published
 
 
-def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, fmt: str = "console") -> int:
-    """``sweep``: judge, print the tables, write the reports; the exit code."""
-    execution.validate()
+def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, fmt: str = "console",
+                     present: Callable[[Run], tuple[Run, dict[str, Any] | None]] | None = None,
+                     targets: list | None = None) -> int:
+    """Judge a run, print it, write its reports; the exit code (``sweep``, ``mutants``).
+
+    ``present`` prints the command's own tables for a judged run and returns the run to store
+    (a mutants run has its own verdict) and extra top-level keys for results.json; by default the
+    summary tables and the failure list. A run stopped by SIGINT or SIGTERM is published as judged
+    so far with the verdict ``interrupted``, after one line, and exits 130 or 143.
+    """
     ensure_writable(report_dir)
-    with row_log(report_dir, command, spec.seed) as log:
-        run = judge_with_progress(spec, execution, log)
-        print_run(run.results)
-        return write_and_finish(run, report_dir, spec.meta(command), fmt=fmt, log=log)
+    meta = spec.meta(command)
+    with row_log(report_dir, command, spec.seed) as log, terminate_as_exception():
+        try:
+            run = judge_with_progress(spec, execution, log, targets)
+        except INTERRUPTS as exc:
+            return write_and_finish(exc.run, report_dir, meta, fmt=fmt, log=log)
+        extra = None
+        if present is None:
+            print_run(run.results)
+        else:
+            run, extra = present(run)
+        return write_and_finish(run, report_dir, meta, extra, fmt=fmt, log=log)
 
 
 def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
@@ -198,30 +232,34 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, fmt=fmt)
 
 
-def judge_mutants(spec: Any, execution: Any, mutant_names: list[str], correct_names: list[str],
-                  report_dir: str) -> int:
-    """``mutants``: judge, print the detection table, store the detection verdict; the exit code."""
+def present_mutants(mutant_names: list[str], correct_names: list[str]) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
+    """``mutants``: print the detection table of a judged run; the run with the detection verdict
+    (every mutant flagged and no correct kernel) and the detection rows for results.json."""
     from .detection import detection_lines, detection_verdict, summarise
 
-    ensure_writable(report_dir)
-    with row_log(report_dir, "mutants", spec.seed) as log:
-        judged = judge_with_progress(spec, execution, log)
+    def present(judged: Run) -> tuple[Run, dict[str, Any]]:
         mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
-        extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows]}
-        meta = {**spec.meta("mutants"), "checks": list(spec.checks)}
-        table, lines = detection_lines({**meta, **extra})
+        extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows],
+                 "checks": list(judged.spec.checks)}
+        table, lines = detection_lines({**judged.spec.meta("mutants"), **extra})
         out.print(table)
         render.print_lines(out, lines)
-        # A mutants run passes when every mutant is flagged and no correct kernel is: its own verdict.
-        run = Run(judged.results, *detection_verdict(mutant_rows, correct_rows), spec, complete=judged.complete)
-        return write_and_finish(run, report_dir, meta, extra, log=log)
+        return Run(judged.results, *detection_verdict(mutant_rows, correct_rows), judged.spec,
+                   complete=judged.complete), extra
+
+    return present
 
 
 def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
     """``calibrate``: judge a correct target, print the error ratios and the proposal; the exit code."""
     from .calibrate import calibrate, calibration_table
 
-    run = judge_with_progress(spec, execution)
+    with terminate_as_exception():
+        try:
+            run = judge_with_progress(spec, execution)
+        except INTERRUPTS as exc:
+            verdict_line(exc.run.exit_code, exc.run.reason)
+            return exc.run.exit_code
     out.print(calibration_table(calibrate(run.results, spec.tolerances(), margin), run, margin))
     if run.failures:
         say(out, f"{len(run.failures)} results did not pass: is {spec.targets[0]} really correct? "
@@ -229,39 +267,63 @@ def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
     return 1 if run.failures else 0
 
 
-def judge_case(case: Any, targets: list, checks: list[str], config: str | None, rtol: float | None,
-               atol: float | None, per_step: bool, named_targets: Iterable[str] = (),
-               case_timeout: float | None = None) -> int:
-    """``check`` and ``repro``: judge one case, print each row's full table; the exit code.
+def judge_case(spec: Any, execution: Any, per_step: bool) -> int:
+    """``check`` and ``repro``: judge a run of one case, print each row's full table as it
+    arrives; the exit code (130/143 with one line when a signal stops it)."""
+    from .run import judge_run
 
-    With ``case_timeout`` the case is judged in one worker process that is stopped when a
-    target runs one check longer than that (the row is then an error), as in the sweep."""
-    from .generate import load_profile
-    from .judge import judge
-    from .runtime import set_up_process
+    with terminate_as_exception():
+        try:
+            run = judge_run(spec, execution, on_result=lambda row: print_case_result(row, per_step))
+        except INTERRUPTS as exc:
+            run = exc.run
+    verdict_line(run.exit_code, run.reason)
+    return run.exit_code
 
-    tolerances = load_profile(config).tolerance_table(rtol, atol)
-    set_up_process()
-    options = " ".join(filter(None, [repro_options(config, rtol, atol),
-                                     None if case_timeout is None else f"--case-timeout {case_timeout:g}"]))
 
-    def judged() -> Iterable[CaseResult]:
-        if case_timeout is None:
-            return judge(case, targets, tolerances, checks)
-        from .run.pool import judge_in_pool
-        from .run.worker import WorkerSetup
+def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_json: bool) -> int:
+    """``shrink``: judge the candidates one run of one case at a time through one open executor
+    (one worker process by default); print the accepted steps or the JSON; the exit code."""
+    import dataclasses
 
-        setup = WorkerSetup(tuple(t.name for t in targets), tolerances, tuple(checks), tuple(p for p in sys.path if p))
-        return judge_in_pool([(0, case)], setup, 1, case_timeout)
+    from .case import Case
+    from .run import execute, open_executor
+    from .shrink import DidNotReproduce, shrink, steps_lines
 
-    def rows() -> Iterator[CaseResult]:
-        for result in judged():
-            result.repro_options = options
-            yield result
+    check = spec.checks[0]
+    executor = open_executor(spec, execution, jobs=1)
 
-    code, reason = verdict(print_case_results(rows(), per_step), named_targets)
-    verdict_line(code, reason)
-    return code
+    def judge(case: Case) -> CaseResult:
+        one = dataclasses.replace(spec, case_ids=(case.id,), cases=1)
+        row = execute(one, execution, executor=executor, jobs=[(0, case)])[0]
+        row.repro_options = spec.repro_options
+        return row
+
+    with terminate_as_exception():
+        try:
+            result = shrink(Case.from_id(spec.case_ids[0]), spec.targets[0], check, any_tensor=any_tensor,
+                            max_steps=max_steps, repro_options=spec.repro_options, judge=judge)
+        except DidNotReproduce as exc:
+            print_error(str(exc))
+            return 1
+        except INTERRUPTS as exc:
+            print_error(f"shrinking was interrupted ({type(exc).__name__})")
+            return 130 if isinstance(exc, KeyboardInterrupt) else 143
+        finally:
+            executor.close()
+    if as_json:
+        import json
+
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    lines = steps_lines(result)
+    if result.exhausted:
+        lines.append(f"stopped after {result.tried} candidates (--max-steps {max_steps}); the case may shrink further")
+    lines += [f"minimal case: {result.minimal.case_id} ({len(result.steps) - 1} steps, {result.tried} candidates "
+              f"judged)", f"reproduce: {result.repro}"]
+    for line in lines:  # unwrapped lines: a case id or a repro command is never cut
+        say(out, line)
+    return 0
 
 
 def rerender_run(run_dir: str, fmt: str) -> int:

@@ -14,3 +14,11 @@ class UsageError(ValueError):
 class TargetReported(Exception):
     """An error a target adapter raises already described in full (a foreign interpreter died, or
     its target raised there with its own location): the engine adds no frame or location of its own."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while a command judged (raised by its handler, like KeyboardInterrupt for SIGINT)."""
+
+
+# What stops a run rather than being a target's error: the user's Ctrl-C and SIGTERM.
+INTERRUPTS = (KeyboardInterrupt, Terminated)

@@ -27,7 +27,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
+from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig, check_size_budget, format_case_id,
+                   make_case)
 from .errors import UsageError
 from .config import CHECK_NAMES as ALL_CHECKS
 from .tolerances import Tolerances
@@ -219,6 +220,19 @@ def draw_lengths(rng: np.random.Generator, pattern: str, T: int, B: int) -> list
 
 def draw_case(profile: Profile, sweep_seed: int, index: int) -> Case:
     """Case ``index`` of the sweep with seed ``sweep_seed``: deterministic, independent of other cases."""
+    config, lengths, seed, wants, heads, initial_state = _draw_description(profile, sweep_seed, index)
+    return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state)
+
+
+def draw_case_ref(profile: Profile, sweep_seed: int, index: int) -> CaseRef:
+    """What :func:`draw_case` names, without its arrays: a process that sends cases away keeps this."""
+    config, lengths, seed, wants, heads, initial_state = _draw_description(profile, sweep_seed, index)
+    check_size_budget(config)  # as make_case would: refused here, not in a worker
+    return CaseRef(format_case_id(config, lengths, seed, wants, heads, initial_state), config, wants)
+
+
+def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RNNConfig, list[int], int, str, str, bool]:
+    """Config, lengths, data seed, wants group, heads and initial-state switch of case ``index``."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index])))
     mode = _choice(rng, profile.modes)
     T, B = _between(rng, profile.max_len), _between(rng, profile.batch_size)
@@ -236,7 +250,7 @@ def draw_case(profile: Profile, sweep_seed: int, index: int) -> Case:
     initial_state = bool(rng.random() < profile.initial_state)
     seed = int(rng.integers(SEED_LIMIT))
     config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
-    return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state)
+    return config, lengths, seed, wants, heads, initial_state
 
 
 def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,

@@ -31,7 +31,7 @@ from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
 from .compare import TensorError, to_float64
 from .context import Arrays, CaseContext
-from .errors import TargetReported, UsageError
+from .errors import INTERRUPTS, TargetReported, UsageError
 from .result import CaseResult
 from .targets import Target, as_target
 from .tolerances import Tolerances
@@ -181,11 +181,18 @@ class TargetCall:
         start = time.perf_counter()
         try:
             returned = self.target.run(private)
-        except Exception as exc:  # a target that raises is an "error" row; the sweep goes on
+        except INTERRUPTS:
+            raise
+        except BaseException as exc:  # SystemExit too: a target that raises is an "error" row, never the run's end
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
         finally:
             self.seconds += time.perf_counter() - start
-        validated = validate(case, returned)
+        try:  # reading what it returned runs the target's code too (properties, array conversions)
+            validated = validate(case, returned)
+        except (InvalidOutputs, *INTERRUPTS):
+            raise
+        except BaseException as exc:
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
         self._latest = case, validated
         return validated
 
@@ -251,7 +258,9 @@ def _supported(target: Target, case: Case) -> tuple[bool | str, str]:
     """The target's answer to supports/supports_case, and its frames if asking raised."""
     try:
         return target.supports_case(case), ""
-    except Exception as exc:
+    except INTERRUPTS:
+        raise
+    except BaseException as exc:  # SystemExit too
         message, frames = describe_exception(exc)
         return f"supports_case raised {message}", frames
 

@@ -27,6 +27,8 @@ STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeter
 BAD_STATUSES = ("fail", "error", "reference-disagreement", "nondeterministic")
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
+# An interrupted run exits as a shell reports a process ended by the signal: 128 + its number.
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
 # What a repro line says for a target object that the command line cannot name.
 NOT_IMPORTABLE = "not reproducible from the command line: the target is not importable as module:qualname"
@@ -119,8 +121,9 @@ def slim(row: CaseResult) -> CaseResult:
 def repro_options(config: str | None, rtol: float | None, atol: float | None) -> str:
     """The options a repro command needs to judge as the run did: ``--config nightly --rtol 0.01``
     (the profile whose tolerances applied and the command-line overrides; none at the defaults)."""
+    # per-kind overrides (a dict, from an emitted test) have no command-line form: the profile names them
     return " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
-                    if value is not None)
+                    if value is not None and not isinstance(value, dict))
 
 
 def top_skip_reasons(results: Iterable[CaseResult], target: str | None = None, count: int = 2) -> str:
@@ -166,7 +169,8 @@ class Run:
     exit_code: int
     reason: str
     spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
-    complete: bool = True  # False when --fail-fast stopped the run before its last row
+    complete: bool = True  # False when --fail-fast or a signal stopped the run before its last row
+    interrupted: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped it
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -176,6 +180,16 @@ class Run:
     def verdict_json(self) -> dict[str, Any]:
         """The stored verdict: what results.json records under ``"verdict"``."""
         return {"exit_code": self.exit_code, "reason": self.reason}
+
+    @classmethod
+    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int) -> "Run":
+        """The run a signal stopped: what was judged, with the verdict ``interrupted`` (never a pass)."""
+        results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
+        bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
+        found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
+        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name)
+        run.reason = f"interrupted by {signal_name}: {run.cases_judged} of {planned} cases judged{found}"
+        return run
 
     @property
     def cases_judged(self) -> int:

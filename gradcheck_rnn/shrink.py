@@ -35,9 +35,8 @@ from typing import Any, Callable, Iterator
 from .case import Case, make_case
 from .errors import UsageError
 from .checks import ALL_CHECKS
-from .judge import judge_one
 from .result import CaseResult
-from .targets import Target, as_target
+from .targets import as_target
 from .tolerances import Tolerances
 
 DEFAULT_MAX_STEPS = 300
@@ -134,11 +133,6 @@ class ShrinkResult:
                 "steps": [s.to_json() for s in self.steps]}
 
 
-def judge(case: Case, target: Target, check: str, tolerances: Tolerances) -> CaseResult:
-    """One check of one target on one case: the reference comparison or a reference-free check."""
-    return judge_one(case, target, tolerances, check)
-
-
 def _rebuild(case: Case, **changes: Any) -> Case:
     """``case`` with config fields, lengths or variants changed; data drawn afresh from its seed."""
     spec: dict[str, Any] = {"seq_lengths": [int(v) for v in case.seq_lengths], "wants": case.wants_group,
@@ -224,9 +218,9 @@ DIMENSIONS: tuple[Callable[[Case], Iterator[Candidate]], ...] = (_layers, _direc
 class _Shrinker:
     """Greedy search state: the failure kept, the verdict cache by case id and the step budget."""
 
-    def __init__(self, target: Target, check: str, tolerances: Tolerances, failure: Failure,
-                 max_steps: int, on_step: Callable[[Step], None] | None) -> None:
-        self.target, self.check, self.tolerances = target, check, tolerances
+    def __init__(self, judge: CaseJudge, failure: Failure, max_steps: int,
+                 on_step: Callable[[Step], None] | None) -> None:
+        self.judge = judge
         self.failure, self.max_steps, self.on_step = failure, max_steps, on_step
         self.verdicts: dict[str, CaseResult] = {}
         self.tried = 0
@@ -235,7 +229,7 @@ class _Shrinker:
     def verdict(self, case: Case) -> CaseResult:
         if case.id not in self.verdicts:
             self.tried += 1
-            self.verdicts[case.id] = judge(case, self.target, self.check, self.tolerances)
+            self.verdicts[case.id] = self.judge(case)
         return self.verdicts[case.id]
 
     def ratio(self, result: CaseResult) -> float:
@@ -268,21 +262,35 @@ class _Shrinker:
         return case
 
 
+CaseJudge = Callable[[Case], CaseResult]  # one check of one target on one case, as one row
+
+
+def in_process_judge(target: Any, check: str, tolerances: Tolerances | None = None) -> CaseJudge:
+    """Judge candidates in this process (the library's default; ``gradcheck-rnn shrink`` judges
+    them in a worker process through the run's executor instead)."""
+    from .judge import judge_one
+
+    resolved, tolerances = as_target(target), tolerances or Tolerances()
+    return lambda case: judge_one(case, resolved, tolerances, check)
+
+
 def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolerances | None = None,
            any_tensor: bool = False, max_steps: int = DEFAULT_MAX_STEPS, repro_options: str = "",
-           on_step: Callable[[Step], None] | None = None) -> ShrinkResult:
+           on_step: Callable[[Step], None] | None = None, judge: CaseJudge | None = None) -> ShrinkResult:
     """Shrink a failing case to the smallest case that fails the same way (see the module docstring).
 
     Raises :class:`DidNotReproduce` when ``case`` does not fail ``check`` on ``target``.
     ``repro_options`` (e.g. ``--config nightly``) is appended to the minimal case's repro command.
+    ``judge`` judges one candidate (default: :func:`in_process_judge` of ``target``, ``check`` and
+    ``tolerances``).
     """
     if check not in ALL_CHECKS:
         raise UsageError(f"unknown check {check!r}; allowed: {', '.join(ALL_CHECKS)}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"max_steps={max_steps!r} is not allowed; it must be an integer >= 1")
-    target = as_target(target)
-    tolerances = tolerances or Tolerances()
-    start = judge(case, target, check, tolerances)
+    judge = judge or in_process_judge(target, check, tolerances)
+    start = judge(case)
+    name = start.target
     if start.status == "fail":
         worst = start.worst if start.worst in start.failing else start.failing[0]
         failure = Failure(check, "fail", tensor=None if any_tensor else worst.name)
@@ -290,9 +298,9 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
         failure = Failure(check, "error", error_type=start.message.split(":", 1)[0])
     else:
         why = f" ({start.message})" if start.message else ""
-        raise DidNotReproduce(f"the case did not fail: {case.id} is {start.status} on {target.name} "
+        raise DidNotReproduce(f"the case did not fail: {case.id} is {start.status} on {name} "
                               f"under the {check} check{why}, so there is nothing to shrink")
-    shrinker = _Shrinker(target, check, tolerances, failure, max_steps, on_step)
+    shrinker = _Shrinker(judge, failure, max_steps, on_step)
     shrinker.verdicts[case.id] = start
     first = Step(case.id, "start", shrinker.ratio(start), start)
     steps = [first]
@@ -304,7 +312,7 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
         for dimension in DIMENSIONS:
             case = shrinker.shrink_dimension(case, dimension, steps)
         progress = len(steps) > before
-    return ShrinkResult(target.name, failure, steps, shrinker.tried, max_steps, shrinker.exhausted, repro_options)
+    return ShrinkResult(name, failure, steps, shrinker.tried, max_steps, shrinker.exhausted, repro_options)
 
 
 def steps_lines(result: ShrinkResult) -> list[str]:

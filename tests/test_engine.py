@@ -65,7 +65,9 @@ def test_a_nondeterministic_kernel_has_its_own_status_and_exit_code():
 
 def test_shared_checks_run_the_target_once_on_the_base_case():
     engine_targets.counting.calls = 0
-    gr.check("engine_targets:counting", CASE, checks=["reference", "padding", "permutation", "linearity", "stateless"])
+    # counted in this process: judged here (in_process), not in a worker process
+    gr.check("engine_targets:counting", CASE, checks=["reference", "padding", "permutation", "linearity", "stateless"],
+             in_process=True)
     # one base run + padding 1 + permutation 1 + linearity 2 + stateless 2 (another case, then A
     # again; its first A is the base run). Without sharing: 5 base runs more
     assert engine_targets.counting.calls == 7
@@ -78,7 +80,7 @@ def test_shared_checks_run_the_target_once_on_the_base_case():
 ])
 def test_determinism_takes_the_base_run_only_when_nothing_ran_between(checks, runs):
     engine_targets.counting.calls = 0
-    results = gr.check("engine_targets:counting", CASE, checks=checks)
+    results = gr.check("engine_targets:counting", CASE, checks=checks, in_process=True)
     assert engine_targets.counting.calls == runs
     assert all(r.status == "pass" for r in results)
 
@@ -99,7 +101,8 @@ def test_the_reference_does_not_turn_on_x64_for_the_target():
     import jax
 
     assert not jax.config.jax_enable_x64
-    results = gr.check(["fused-cpu", "engine_targets:sees_x64"], CASE, checks=["reference"])
+    # in this process: the references' x64 switch must not leak into the target beside them
+    results = gr.check(["fused-cpu", "engine_targets:sees_x64"], CASE, checks=["reference"], in_process=True)
     assert [r.status for r in results] == ["pass", "pass"], [r.message for r in results]
     assert not jax.config.jax_enable_x64
 

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from foreign_env import foreign_path, mxnet_python  # noqa: F401  (fixtures)
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
+from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.layout import pack
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.foreign import mxnet_target
@@ -105,13 +106,16 @@ def test_a_raising_foreign_target_is_an_error_naming_its_line_and_the_client_sta
     assert judge_one(Case.from_id(TANH.format(seed=2)), target).status == "pass" and target.impl._proc.pid == pid
 
 
-def test_a_foreign_import_error_is_an_error_with_its_message(foreign_path):
-    target = resolve_target(f"foreign_broken:run@{PY}")
-    for seed in (2, 3):  # reported for every case, without restarting the client each time
-        result = judge_one(Case.from_id(TANH.format(seed=seed)), target)
-        assert result.status == "error"
-        assert "could not load its target" in result.message
-        assert "No module named 'a_framework_missing_from_this_interpreter'" in result.message
+def test_a_foreign_import_error_is_one_sentence_and_exit_2_before_anything_runs(foreign_path, tmp_path):
+    """The target is loaded once in its interpreter before the run: an import error there is the
+    interpreter's own error line and exit 2, not an error row per case and check."""
+    with pytest.raises(UsageError, match="No module named 'a_framework_missing_from_this_interpreter'"):
+        resolve_target(f"foreign_broken:run@{PY}")
+    result = CliRunner().invoke(main, ["sweep", "-t", f"foreign_broken:run@{PY}", "-n", "3",
+                                       "--report-dir", str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert "could not load its target" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "latest").exists()
 
 
 def test_a_hang_past_the_case_timeout_is_killed_and_reported(foreign_path, monkeypatch):

@@ -72,19 +72,23 @@ def test_the_worker_count_is_chosen_from_the_cases_the_spec_will_judge(cases, sh
     assert RunSpec.count_cases("ci", cases, shard) == len(spec.indices)
 
 
-def test_a_profile_edited_after_the_spec_was_made_is_refused(tmp_path):
+def test_a_profile_is_read_once_and_an_edited_one_is_refused_to_a_stored_spec(tmp_path):
+    """The spec holds the profile it was built from (one load per run); a spec read back from
+    results.json (merge) refuses a profile file that changed since."""
     path = tmp_path / "mine.toml"
     path.write_text("[sweep]\ncases = 2\n")
     spec = RunSpec.build(str(path), targets=("fused-cpu",))
-    path.write_text("[sweep]\ncases = 3\n")
+    path.write_text("[sweep]\ncases = 3\nmodes = { gru = 1 }\n")
+    assert len(list(spec.draw())) == 2
     with pytest.raises(UsageError, match="has changed since"):
-        list(spec.draw())
+        list(RunSpec.from_json(spec.to_json()).draw())
 
 
 @pytest.mark.parametrize("args, words", [
     (["--shard", "4/3"], "--shard '4/3' is not allowed"),
     (["--shard", "two"], "give K/N with 1 <= K <= N"),
-    (["--workers", "1", "--case-timeout", "5"], "--case-timeout needs worker processes"),
+    (["--in-process", "--case-timeout", "5"], "--case-timeout needs worker processes"),
+    (["--in-process", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:8786"], "choose one"),
     (["--executor", "dask"], "--executor dask needs --scheduler"),
     (["--scheduler", "tcp://127.0.0.1:8786"], "--scheduler is only for --executor dask"),
 ])
@@ -202,7 +206,8 @@ def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
     one, two, three = sweep_shards(tmp_path, 3, "-c", profile, "-n", 3, "-t", "fused-cpu")
     invoke("sweep", "-c", profile, "-n", 3, "-s", 9, "-t", "fused-cpu", "--shard", "3/3",
            "--report-dir", tmp_path / "other-seed")
-    invoke("sweep", "-c", profile, "-n", 3, "-t", "plugin_targets:raises", "-t", "fused-cpu", "--shard", "3/3",
+    # two cases in the shard: --fail-fast lets the case in flight finish and starts no other
+    invoke("sweep", "-c", profile, "-n", 6, "-t", "plugin_targets:raises", "-t", "fused-cpu", "--shard", "3/3",
            "--fail-fast", "--report-dir", tmp_path / "cut-short")
     for dirs, words in (([one, two], "shard 3/3 is missing"),
                         ([one, two, two, three], "shard 2/3 is given twice"),

@@ -288,14 +288,17 @@ def progress_note(document: dict[str, Any]) -> str | None:
     if not isinstance(judged, int):
         judged = len({r["case_id"] for r in document.get("results", [])})
     planned = document.get("cases")
-    return stopped_early_text(judged, planned if isinstance(planned, int) else None)
+    return stopped_early_text(judged, planned if isinstance(planned, int) else None,
+                              str(document.get("interrupted") or "--fail-fast"))
 
 
-def stopped_early_text(judged: int, planned: int | None) -> str:
-    """The one sentence every output gives for a run that stopped before its last case."""
+def stopped_early_text(judged: int, planned: int | None, by: str = "--fail-fast") -> str:
+    """The one sentence every output gives for a run that stopped before its last case: by
+    ``--fail-fast``, or interrupted by a signal (``SIGINT``, ``SIGTERM``)."""
     of = f" of {planned}" if planned is not None else ""
     noun = "case" if judged == 1 and planned is None else "cases"
-    return f"the run stopped early (--fail-fast): {judged}{of} {noun} judged"
+    how = "stopped early (--fail-fast)" if by == "--fail-fast" else f"was interrupted by {by}"
+    return f"the run {how}: {judged}{of} {noun} judged"
 
 
 def mistrust_note(counts: dict[str, int] | None) -> str | None:

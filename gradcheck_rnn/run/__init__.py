@@ -1,14 +1,20 @@
 """Runs: the run spec (:mod:`.spec`), the executors that judge its cases, and shard merging.
 
-Every executor judges the same rows for the same spec, in the same order (case by case in index
-order; within a case target by target, check by check), with the same statuses and numbers:
+One way through: every judging surface (sweep, check, repro, shrink, calibrate, mutants,
+``gr.check``, ``gr.sweep``, the pytest fixture) resolves a :class:`RunSpec` once and hands it to
+:func:`judge_run` (one case is a run of one). Every executor judges the same rows for the same
+spec, in the same order (case by case in index order; within a case target by target, check by
+check), with the same statuses and numbers:
 
-- ``serial`` (``--workers 1``): in this process (:mod:`.serial`);
-- ``pool`` (``--workers N``, the default): N supervised local worker processes (:mod:`.pool`);
-- ``dask`` (``--executor dask --scheduler ADDRESS``): an existing Dask cluster (:mod:`.dask_executor`).
+- ``pool`` (the default, ``--workers N``, N >= 1): N supervised local worker processes (:mod:`.pool`);
+- ``dask`` (``--executor dask --scheduler ADDRESS``): an existing Dask cluster (:mod:`.dask_executor`);
+- ``in-process`` (``--in-process``, for debugging with pdb or a profiler): this process
+  (:mod:`.serial`). **Not isolated**: a target that calls ``os._exit`` or crashes ends the command.
 
-With worker processes (pool or Dask) a crash or a timeout of one target on one case is an
-``error`` row with its reason, and the run goes on.
+Isolation, whatever the executor: anything a target raises, ``SystemExit`` included, is an
+``error`` row of that target (:mod:`gradcheck_rnn.judge`); with worker processes (pool, Dask) a
+target that ends its process or runs past ``--case-timeout`` is an ``error`` row with the reason,
+and the run goes on.
 """
 
 from __future__ import annotations
@@ -16,15 +22,15 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Protocol
 
-from ..case import CaseRef
-from ..errors import UsageError
+from ..errors import INTERRUPTS, UsageError
 from ..result import CaseResult, Run, slim, verdict
-from .spec import RunSpec, parse_shard
+from .spec import Job, RunSpec, parse_shard
 from .worker import WorkerSetup
 
-__all__ = ["Execution", "RunSpec", "default_workers", "execute", "judge_run", "parse_shard", "start_pool_early"]
+__all__ = ["Execution", "Executor", "RunSpec", "default_workers", "execute", "judge_run", "open_executor",
+           "parse_shard", "start_pool_early"]
 
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
@@ -49,46 +55,56 @@ def idle_cores(cores: int) -> int:
     return max(1, min(cores, cores - int(load)))
 
 
-def default_workers(cases: int | None = None, isolate: bool = False) -> int:
-    """How many processes judge a run of ``cases`` cases when ``--workers`` is not given.
+def default_workers(cases: int | None = None) -> tuple[int, str]:
+    """How many worker processes judge a run of ``cases`` cases when ``--workers`` is not given,
+    and why (the run's header prints it).
 
-    One per idle core, at most one per CASES_PER_WORKER cases, and 1 (this process: no pool at
-    all) when that is all that helps. Why: a pool's first row comes later than a serial run's
-    (the fork server is a fresh interpreter that imports torch and jax, ~1.7 s, beside the
-    supervisor's own set-up: 2.4 s against 1.5 s), and from then on two workers judge twice as
-    fast as one (ci profile, warm, idle 2-core machine, 2026-12-03: the middle half of 200 cases
-    in 1.48 s against 3.07 s), saving ~15 ms a case. So a second worker pays from about 60 cases
-    warm and 75 cold; 100 leaves a margin for a load that changes during the run. On a core that
-    another process keeps busy, two workers only take turns: measured earlier at load 6-7,
-    serial 18.4 s / 28.4 s, 2 workers 32.5 s / 32.4 s, and this rule chose 1. ``isolate`` (a
-    ``--case-timeout`` was given) needs worker processes: then at least 2.
+    One per idle core, and at most one per CASES_PER_WORKER cases: a second worker's start-up
+    costs about as much as it saves on fewer cases (benchmarks/sweep_throughput.py; the figures are
+    in benchmarks/RESULTS.md). On a core that another process keeps busy, two workers only take
+    turns, so busy cores do not count.
     """
     cores = usable_cores()
     if cases is None:
-        return cores
-    workers = max(1, min(idle_cores(cores), cases // CASES_PER_WORKER))
-    return max(2, workers) if isolate else workers
+        return cores, f"{cores} usable cores"
+    idle = idle_cores(cores)
+    workers = max(1, min(idle, cases // CASES_PER_WORKER))
+    if workers == idle and idle > 1:
+        return workers, f"default: one per idle core, {idle} of {cores}"
+    if idle == 1:
+        return 1, f"default: 1 idle core of {cores}"
+    return workers, f"default: at most one per {CASES_PER_WORKER} cases"
 
 
 @dataclass(frozen=True)
 class Execution:
-    """How a run is judged, as opposed to what (the spec): never changes a row that passes."""
+    """How a run is judged, as opposed to what (the spec): never changes a row's verdict.
 
-    workers: int = 1
+    Validated when made: options that cannot go together raise UsageError with one sentence.
+    """
+
+    workers: int = 1  # worker processes of the local pool
     executor: str = "local"  # local | dask
     scheduler: str | None = None  # the Dask scheduler's address
-    case_timeout: float | None = None  # seconds per row, enforced only with worker processes
+    case_timeout: float | None = None  # seconds per row, enforced by the worker processes
     fail_fast: bool = False
+    in_process: bool = False  # judge in this process: for debugging, not isolated
 
-    def validate(self) -> None:
-        """One sentence for options that cannot go together, before anything runs."""
+    def __post_init__(self) -> None:
         if self.executor == "dask" and not self.scheduler:
             raise UsageError("--executor dask needs --scheduler ADDRESS, e.g. --scheduler tcp://10.0.0.5:8786")
         if self.executor != "dask" and self.scheduler:
             raise UsageError("--scheduler is only for --executor dask; add --executor dask or drop --scheduler")
-        if self.case_timeout is not None and self.executor == "local" and self.workers == 1:
-            raise UsageError("--case-timeout needs worker processes, and --workers 1 judges in this process; "
-                             "give --workers 2 or more, or drop --case-timeout")
+        if self.in_process and self.executor == "dask":
+            raise UsageError("--in-process judges in this process and --executor dask on a cluster; choose one")
+        if self.in_process and self.case_timeout is not None:
+            raise UsageError("--case-timeout needs worker processes, and --in-process judges in this process; "
+                             "drop one of them")
+
+    @property
+    def uses_pool(self) -> bool:
+        """Whether this process supervises a local pool of worker processes."""
+        return self.executor == "local" and not self.in_process
 
 
 def start_pool_early(execution: Execution) -> None:
@@ -96,12 +112,85 @@ def start_pool_early(execution: Execution) -> None:
     (torch and jax, 1.5-2 s) run beside this process's own set-up (the profile, the targets, the
     cases) instead of after it. Call it once the options are valid and before the spec is built.
     """
-    if execution.executor != "local" or execution.workers < 2:
+    if not execution.uses_pool:
         return
     from .pool import start_fork_server, use_fork_server
 
     if use_fork_server():
         start_fork_server()
+
+
+class Executor(Protocol):
+    """Judges jobs (``(sweep index, case or case reference)``) and streams their rows; reusable
+    for several runs of the same set-up (shrink judges its candidates one run at a time)."""
+
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]: ...
+
+    def close(self) -> None: ...
+
+
+class InProcess:
+    """The ``--in-process`` executor: this process judges, with the targets it resolved itself."""
+
+    def __init__(self, setup: WorkerSetup, targets: list, fail_fast: bool) -> None:
+        self.setup, self.targets, self.fail_fast = setup, targets, fail_fast
+
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]:
+        from .serial import judge_serially
+
+        return judge_serially(jobs, self.targets, self.setup.tolerances, self.setup.checks, self.fail_fast,
+                              on_result)
+
+    def close(self) -> None:
+        pass
+
+
+class LocalPool:
+    """The default executor: a supervised pool of worker processes (:mod:`.pool`)."""
+
+    def __init__(self, setup: WorkerSetup, execution: Execution, jobs: int) -> None:
+        from .pool import WorkerPool
+
+        self.pool = WorkerPool(setup, min(execution.workers, max(1, jobs)))
+        self.execution = execution
+
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]:
+        by_index = self.pool.judge(jobs, self.execution.case_timeout, on_result, self.execution.fail_fast)
+        return [row for index in sorted(by_index) for row in by_index[index]]
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class DaskCluster:
+    """``--executor dask``: the cases go to an existing Dask cluster (:mod:`.dask_executor`)."""
+
+    def __init__(self, setup: WorkerSetup, execution: Execution) -> None:
+        self.setup, self.execution = setup, execution
+
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]:
+        from .dask_executor import judge_on_dask
+
+        return judge_on_dask(jobs, self.setup, self.execution.scheduler or "", self.execution.case_timeout,
+                             on_result, self.execution.fail_fast)
+
+    def close(self) -> None:
+        pass
+
+
+def open_executor(spec: RunSpec, execution: Execution, targets: list | None = None, jobs: int = 1) -> Executor:
+    """The executor ``execution`` names, set up for ``spec``'s targets, tolerances and checks.
+
+    ``targets`` are the spec's targets already resolved in this process (the Python API passes the
+    objects it was given); worker processes resolve ``spec.targets`` by name. ``jobs`` caps the
+    pool's size (no idle workers for a run of one case). Close it when done.
+    """
+    setup = WorkerSetup(spec.targets, spec.tolerances(), spec.checks, tuple(p for p in sys.path if p))
+    if execution.in_process:
+        return InProcess(setup, targets if targets is not None else spec.resolve_targets(), execution.fail_fast)
+    if execution.executor == "dask":
+        return DaskCluster(setup, execution)
+    return LocalPool(setup, execution, jobs)
 
 
 def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseResult], None]:
@@ -114,47 +203,47 @@ def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseR
 
 
 def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
-            targets: list | None = None) -> list[CaseResult]:
+            targets: list | None = None, executor: Executor | None = None,
+            jobs: Iterable[Job] | None = None) -> list[CaseResult]:
     """Judge every case of ``spec`` (its shard only, if any) as ``execution`` says; rows in index order.
 
-    ``targets`` are target objects already resolved for this process (the Python API passes the
-    objects it was given); worker processes always resolve ``spec.targets`` by name.
+    ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
+    ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own.
     """
-    execution.validate()
-    tolerances = spec.tolerances()
     on_result = _slimming(on_result)
-    if execution.executor == "local" and execution.workers == 1:
-        from .serial import judge_serially
-
-        # drawn one at a time: a judged case's arrays are freed before the next is drawn
-        return judge_serially(spec.draw(), targets or spec.resolve_targets(), tolerances, spec.checks,
-                              execution.fail_fast, on_result)
-    # the workers rebuild each case from its id: the run keeps no case's arrays (~3 kB a case)
-    jobs = [(index, CaseRef.of(case)) for index, case in spec.draw()]
-    setup = WorkerSetup(spec.targets, tolerances, spec.checks, tuple(p for p in sys.path if p))
-    if execution.executor == "dask":
-        from .dask_executor import judge_on_dask
-
-        return judge_on_dask(jobs, setup, execution.scheduler or "", execution.case_timeout, on_result,
-                             execution.fail_fast)
-    from .pool import judge_in_pool
-
-    return judge_in_pool(jobs, setup, execution.workers, execution.case_timeout, on_result, execution.fail_fast)
+    # a reference per case (id, config, wants group): workers rebuild each case from its id
+    job_list = list(jobs) if jobs is not None else list(spec.jobs(full=execution.in_process))
+    if executor is not None:
+        return executor.judge(job_list, on_result)
+    opened = open_executor(spec, execution, targets, len(job_list))
+    try:
+        return opened.judge(job_list, on_result)
+    finally:
+        opened.close()
 
 
 def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
-              targets: list | None = None) -> Run:
+              targets: list | None = None, executor: Executor | None = None,
+              jobs: Iterable[Job] | None = None) -> Run:
     """Judge a run and compute its one verdict (exit code and reason), which every report stores
     and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early."""
+    arrived: list[CaseResult] = []
+
     def finish_row(row: CaseResult) -> None:
         """The repro options every row carries, set as it arrives (so streamed rows have them)."""
         row.repro_options = spec.repro_options
         if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
             row.repro_options = f"{row.repro_options} --case-timeout {execution.case_timeout:g}".strip()
+        arrived.append(row)
         if on_result is not None:
             on_result(row)
 
-    results = execute(spec, execution, finish_row, targets)
+    try:
+        results = execute(spec, execution, finish_row, targets, executor, jobs)
+    except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
+        exc.run = Run.interrupted_by("SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM",
+                                     arrived, spec, len(spec.indices))
+        raise
     code, reason = verdict(results, spec.named_targets)
     expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
     return Run(results, code, reason, spec, complete=len(results) >= expected)

@@ -52,12 +52,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Callable, Hashable, Iterable, Iterator
 
-from ..case import Case, CaseRef, RNNConfig
+from ..case import Case, RNNConfig
 from ..errors import UsageError
 from ..result import CaseResult
+from .spec import Job
 from .worker import WorkerSetup
 
-Job = tuple[int, Case | CaseRef]  # (sweep index, the case or its id, config and wants group)
 START_FAILURES = 3  # workers that die before their first case, in a row, before the run gives up
 # Not ``-m gradcheck_rnn.run.worker``: the package imports that module first, and runpy warns.
 WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
@@ -367,7 +367,8 @@ class WorkerPool:
         if "reference" in self.setup.checks:  # the worker computes the references first, then says "truth"
             budget = max(budget, TRUTH_TIMEOUT)
         worker.deadline = worker.row_started + budget
-        worker.conn.send((job[0], job[1].id, row))
+        # a Case made by the caller travels whole (its data need not be what its id draws); else its id
+        worker.conn.send((job[0], job[1] if isinstance(job[1], Case) else job[1].id, row))
 
     def _error_row(self, worker: _Worker, reason: str) -> CaseResult:
         """The ``error`` row for the row a lost worker was judging."""

@@ -1,22 +1,26 @@
 """The run spec: one frozen object that says what a run is, built once by the CLI.
 
 A run is its profile (name and content hash), sweep seed, number of cases, targets, tolerance
-overrides, enabled checks, draw narrowing and shard. Case ``i`` of a run is
-``draw_case(profile, seed, i)`` whichever process, worker or machine judges it, so every executor
-(in-process, process pool, Dask) and ``gradcheck-rnn merge`` work from this object alone, and
-results.json records it under ``"spec"``.
+overrides, enabled checks, draw narrowing and shard, or, instead of the draw, a list of case ids
+(``check``, ``repro``, ``shrink``, ``gr.check``: one case is a run of one). Case ``i`` of a run is
+``draw_case(profile, seed, i)`` (or ``Case.from_id(case_ids[i])``) whichever process, worker or
+machine judges it, so every executor (process pool, Dask, in-process) and ``gradcheck-rnn merge``
+work from this object alone, and results.json records it under ``"spec"``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..case import Case
+from ..case import Case, CaseRef
 from ..errors import UsageError
+
+Job = tuple[int, "Case | CaseRef"]  # (sweep index, the case, or its id, config and wants group)
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -60,29 +64,39 @@ class RunSpec:
     bidirectional: bool | None = None
     dtypes: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
+    case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
 
     @classmethod
     def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
               targets: tuple[str, ...] = (), checks: tuple[str, ...] | None = None, rtol: float | None = None,
               atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
               bidirectional: bool | None = None, dtypes: tuple[str, ...] = (),
-              shard: tuple[int, int] | None = None) -> "RunSpec":
-        """The spec of a sweep from command-line values; the profile fills what is left out.
+              shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
+              resolved: list | None = None) -> "RunSpec":
+        """The spec of a run from command-line values; the profile fills what is left out.
 
-        Validates everything a run needs before it starts (profile, tolerances, target names),
-        raising UsageError with one sentence.
+        Validates everything a run needs before it starts (profile, tolerances, target names, case
+        ids), raising UsageError with one sentence. ``resolved`` receives the resolved targets, so
+        that a caller who judges in this process does not resolve them again.
         """
         from ..generate import load_profile, resolve_profile_path
         from ..targets import default_targets, resolve_targets
 
         profile = load_profile(config)
-        resolved = resolve_targets(targets) if targets else default_targets()
+        case_ids = tuple(CaseRef.from_id(case_id).id for case_id in case_ids)  # checked, in normal form
+        targets_now = resolve_targets(targets) if targets else default_targets()
+        if resolved is not None:
+            resolved[:] = targets_now
         spec = cls(profile=profile.name, profile_sha256=hashlib.sha256(resolve_profile_path(config).read_bytes()).hexdigest(),
                    config=config, seed=profile.seed if seed is None else seed,
-                   cases=profile.cases if cases is None else cases, targets=tuple(t.name for t in resolved),
-                   named_targets=tuple(dict.fromkeys(t.name for t in resolved)) if targets else (), checks=tuple(checks or profile.enabled_checks),
+                   cases=len(case_ids) if case_ids else (profile.cases if cases is None else cases),
+                   targets=tuple(t.name for t in targets_now),
+                   named_targets=tuple(dict.fromkeys(t.name for t in targets_now)) if targets else (),
+                   checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
-                   dtypes=tuple(dtypes), shard=shard)
+                   dtypes=tuple(dtypes), shard=shard, case_ids=tuple(case_ids))
+        spec.__dict__["profile_data"] = profile.narrowed(modes=spec.modes, layers=layers, bidirectional=bidirectional,
+                                                         dtypes=spec.dtypes)
         spec.tolerances()  # validate the overrides now, before anything runs
         return spec
 
@@ -97,8 +111,13 @@ class RunSpec:
 
     # ------------------------------------------------------------------ what the spec derives
 
+    @functools.cached_property
+    def profile_data(self):
+        """The profile, narrowed as the command line asked; loaded once per spec object."""
+        return self.load_profile()
+
     def load_profile(self):
-        """The profile, narrowed as the command line asked; UsageError if its file changed since."""
+        """The profile read from its file, narrowed; UsageError if the file changed since the spec was made."""
         from ..generate import load_profile, resolve_profile_path
 
         digest = hashlib.sha256(resolve_profile_path(self.config).read_bytes()).hexdigest()
@@ -110,9 +129,7 @@ class RunSpec:
 
     def tolerances(self):
         """The profile's tolerance table with the --rtol/--atol overrides."""
-        from ..generate import load_profile
-
-        return load_profile(self.config).tolerance_table(self.rtol, self.atol)
+        return self.profile_data.tolerance_table(self.rtol, self.atol)
 
     def resolve_targets(self):
         """The targets, resolved by name (each process that judges resolves them itself)."""
@@ -127,11 +144,21 @@ class RunSpec:
 
     def draw(self) -> Iterator[tuple[int, Case]]:
         """``(index, case)`` for every case this run judges, in index order."""
-        from ..generate import draw_case
+        return self.jobs(full=True)
 
-        profile = self.load_profile()
+    def jobs(self, full: bool = False) -> Iterator[Job]:
+        """``(index, case)`` for every case this run judges, in index order: each case whole
+        (``full``) or as a :class:`CaseRef` (its id, config and wants group, no arrays drawn)."""
+        from ..generate import draw_case, draw_case_ref
+
         for index in self.indices:
-            yield index, draw_case(profile, self.seed, index)
+            if self.case_ids:
+                case_id = self.case_ids[index]
+                yield index, Case.from_id(case_id) if full else CaseRef.from_id(case_id)
+            elif full:
+                yield index, draw_case(self.profile_data, self.seed, index)
+            else:
+                yield index, draw_case_ref(self.profile_data, self.seed, index)
 
     @property
     def repro_options(self) -> str:
@@ -159,6 +186,8 @@ class RunSpec:
     def from_json(cls, data: Any, where: str = "results.json") -> "RunSpec":
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
+        if isinstance(data, dict):
+            data = {"case_ids": [], **data}  # runs written before named cases were runs
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")

@@ -5,16 +5,21 @@ and the supervisor's environment), or, where a fork server cannot be used (a dae
 as a Dask worker), started as ``python -c '...worker import main; main()' FD``, where FD is its end
 of a socket pair to the supervisor. Messages are pickles (``multiprocessing.connection``):
 
-- in: a :class:`WorkerSetup` first, then ``(index, case_id, start)`` per case, ``None`` to stop;
+- in: a :class:`WorkerSetup` first, then ``(index, case, start)`` per case (the case as its id,
+  or as a ``Case`` when the caller built its data itself), ``None`` to stop;
 - out: ``("ready", pid)`` or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
   for each row of a case, in :func:`~gradcheck_rnn.judge.judge` order from row ``start``.
 
 A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
+
+A worker ignores SIGINT: Ctrl-C reaches every process of the terminal's group, and it is the
+supervisor's to act on (it stops the workers and publishes what was judged).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -60,7 +65,7 @@ def serve(conn: Connection) -> None:
     except UsageError as exc:
         conn.send(("fatal", str(exc)))
         return
-    except Exception as exc:  # a plugin that fails to import here fails the run, with its reason
+    except BaseException as exc:  # a plugin that fails (or exits) while it loads here fails the run, with its reason
         conn.send(("fatal", f"a worker process could not set up the targets ({type(exc).__name__}: {exc})"))
         return
     conn.send(("ready", os.getpid()))
@@ -71,8 +76,8 @@ def serve(conn: Connection) -> None:
             return
         if job is None:
             return
-        index, case_id, start = job
-        context = CaseContext(Case.from_id(case_id))
+        index, case, start = job
+        context = CaseContext(case if isinstance(case, Case) else Case.from_id(case))
         if "reference" in setup.checks:
             # The float64 truth (a JAX compile in a fresh worker) is not the target's time: the
             # supervisor starts the row's --case-timeout deadline again when it is ready.
@@ -92,6 +97,7 @@ def forked_main(conn: Connection, environ: dict[str, str]) -> None:
     """
     os.environ.clear()
     os.environ.update(environ)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         serve(conn)
     finally:
@@ -100,6 +106,7 @@ def forked_main(conn: Connection, environ: dict[str, str]) -> None:
 
 def main() -> None:
     """Entry point of a worker process; its one argument is the socket's file descriptor."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(sys.argv[1]))
     try:
         serve(conn)

@@ -17,7 +17,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any, Callable, Iterable
 
-from ..errors import UsageError
+from ..errors import INTERRUPTS, UsageError
 from .protocol import Target, as_target
 
 __all__ = ["Target", "as_target", "default_targets", "describe_targets", "resolve_target", "resolve_targets"]
@@ -67,7 +67,9 @@ def _load_plugin(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure is the user's plugin, not our bug
+    except INTERRUPTS:
+        raise
+    except BaseException as exc:  # any import failure is the user's plugin, not our bug
         raise UsageError(f"target {spec!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc})") from None
     obj: Any = module
     for part in attr.split("."):
@@ -78,7 +80,18 @@ def _load_plugin(spec: str) -> Any:
 
 
 def resolve_target(spec: str) -> Target:
-    """Turn a target name from the command line into a :class:`Target`; UsageError if unknown."""
+    """Turn a target name from the command line into a :class:`Target`; UsageError if unknown,
+    or if importing or making it raised anything, ``SystemExit`` included (a plugin that exits
+    while it loads must not end the run with its own exit code)."""
+    try:
+        return _resolve(spec)
+    except (UsageError, *INTERRUPTS):
+        raise
+    except BaseException as exc:
+        raise UsageError(f"target {spec!r} could not be loaded ({type(exc).__name__}: {exc})") from None
+
+
+def _resolve(spec: str) -> Target:
     factories = _builtin_factories()
     if spec in factories:
         return as_target(factories[spec](), spec)

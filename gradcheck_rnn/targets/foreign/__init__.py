@@ -7,9 +7,10 @@ documents (docs/foreign-targets.md). One long-lived client per :class:`ForeignTa
 one per worker process; it is started on first use and restarted after it dies.
 
 Failure modes, each an exception that the runner turns into that case's ``error`` result (the
-run goes on): the client was killed or crashed, it broke the protocol, the target failed to
-import there, or it ran past ``GRADCHECK_RNN_CASE_TIMEOUT`` seconds (killed, TimeoutError). A
-missing interpreter is a :class:`UsageError` when the spec is resolved (exit 2, nothing run).
+run goes on): the client was killed or crashed, it broke the protocol, or it ran past
+``GRADCHECK_RNN_CASE_TIMEOUT`` seconds (killed, TimeoutError). A missing interpreter, or a
+target that does not load there, is a :class:`UsageError` when the spec is resolved (exit 2,
+nothing run): the target is loaded once there before the run (:meth:`ForeignTarget.probe`).
 With ``--workers`` the pool's ``--case-timeout`` kills the worker; the client has set
 PR_SET_PDEATHSIG, so it dies with it (and EOF on its stdin ends it anywhere).
 """
@@ -133,6 +134,17 @@ class ForeignTarget:
         if self._proc is None or self._proc.poll() is not None:
             self.close()
             self._start()
+
+    def probe(self) -> None:
+        """Load the target once in its interpreter, before any case: a target that does not import
+        there is a UsageError (exit 2, nothing run) with that interpreter's own error line, not an
+        error row per case and check. The client is stopped again; the first case starts it anew."""
+        try:
+            self._ensure()
+        except ForeignTargetError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Stop the client (EOF, then kill if it lingers)."""
@@ -265,11 +277,14 @@ def foreign_target(spec: str) -> ForeignTarget:
     python = interpreter_path(python_text)
     if name in FOREIGN_BUILTINS:
         file, factory, kwargs, env = FOREIGN_BUILTINS[name]
-        return ForeignTarget(spec, python, {"kind": "file", "path": str(_HERE / file), "factory": factory,
-                                            "kwargs": kwargs}, env)
-    if ":" in name and not name.startswith("mutant:"):
-        return ForeignTarget(spec, python, {"kind": "import", "spec": name})
-    return ForeignTarget(spec, python, {"kind": "builtin", "name": name})
+        target = ForeignTarget(spec, python, {"kind": "file", "path": str(_HERE / file), "factory": factory,
+                                              "kwargs": kwargs}, env)
+    elif ":" in name and not name.startswith("mutant:"):
+        target = ForeignTarget(spec, python, {"kind": "import", "spec": name})
+    else:
+        target = ForeignTarget(spec, python, {"kind": "builtin", "name": name})
+    target.probe()
+    return target
 
 
 class InProcess:

@@ -1,0 +1,156 @@
+"""The command line's shared options, and how they become a run: one :class:`RunSpec` and one
+:class:`Execution` per command, built here once so that no command threads loose values through.
+
+Heavy imports (torch, jax) happen only when a command runs, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import click
+
+from .config import CHECK_NAMES as ALL_CHECKS
+from .config import DTYPES, MODES
+from .errors import UsageError
+
+PROFILE_NAMES = "ci, nightly, soak, half, interp, gpu"
+
+
+def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Apply several click options as one decorator, in the order written."""
+    def apply(func: Any) -> Any:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+target = click.option(
+    "--target", "-t", "targets", multiple=True, metavar="NAME",
+    help="Target to check (repeatable): fused-cpu, torch-native, mutant:<name>, an entry point of "
+         "gradcheck_rnn.targets, package.module:callable, or any of them @PYTHON. Default: every "
+         "built-in target this machine runs.")
+tolerances = options(
+    click.option("--rtol", type=click.FloatRange(min=0), default=None,
+                 help="Override the relative tolerance for every tensor (default: per dtype and tensor kind)."),
+    click.option("--atol", type=click.FloatRange(min=0), default=None,
+                 help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
+)
+check = click.option(
+    "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
+    show_default=True,
+    help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
+fmt = click.option(
+    "--format", "fmt", type=click.Choice(["auto", "console", "github"]), default="auto", show_default=True,
+    help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
+         "summary to $GITHUB_STEP_SUMMARY; auto: github when GITHUB_ACTIONS=true.")
+config = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
+                      help=f"Sweep profile: a TOML file, or a name in configs/ ({PROFILE_NAMES}). Default: ci.")
+report_dir = click.option(
+    "--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
+    help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
+         "<dir>/latest names the newest run.")
+cases_and_seed = options(
+    click.option("--cases", "-n", type=click.IntRange(min=1), default=None,
+                 help="Number of cases (default: the profile's)."),
+    click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's)."),
+)
+draw = options(
+    click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
+                 help="Draw only these modes (repeatable; default: the profile's)."),
+    click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
+    click.option("--bidirectional/--unidirectional", "bidirectional", default=None,
+                 help="Draw only bidirectional or only unidirectional configs."),
+    click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES),
+                 help="Draw only these dtypes (repeatable; default: the profile's)."),
+)
+isolation = options(
+    click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
+                 help="Worker processes that judge, each on one torch/BLAS thread (default: one per idle core, "
+                      "at most one per 100 cases; $GRADCHECK_RNN_WORKERS)."),
+    click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                 help="Stop a target still running one check of one case after SECONDS; that row is an error."),
+    click.option("--in-process", is_flag=True,
+                 help="Judge in this process, for a debugger or profiler. Not isolated: a target that exits or "
+                      "crashes ends the command."),
+)
+distribution = options(
+    click.option("--shard", default=None, metavar="K/N",
+                 help="Judge only the K-th of N interleaved parts of the cases; join the N runs with "
+                      "gradcheck-rnn merge."),
+    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                 help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
+    click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
+)
+
+
+def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
+    """``--check all`` is every check; otherwise the checks named, once each, in order."""
+    return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
+
+
+def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_values: Any) -> tuple[Any, Any, list]:
+    """The run spec, the execution and the resolved targets of a judging command, from its option
+    values (``values``: click's keyword arguments) and ``spec_values`` it sets itself.
+
+    The execution is made (and validated) first and the pool's fork server started, so that its
+    imports run beside the slow part of the set-up (profile, targets); the worker count, when not
+    given, is chosen from the number of cases and printed with its reason on stderr.
+    """
+    from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
+
+    shard = parse_shard(values.get("shard"))
+    workers, why = values.get("workers"), "--workers"
+    if workers is None:
+        planned = cases_planned or RunSpec.count_cases(values.get("config"), values.get("cases"), shard)
+        workers, why = default_workers(planned)
+    execution = Execution(workers=workers, executor=values.get("executor", "local"),
+                          scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
+                          fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False))
+    start_pool_early(execution)
+    resolved: list = []
+    spec_values = {name: values.get(name) for name in ("config", "cases", "seed", "rtol", "atol")} | spec_values
+    spec_values.setdefault("targets", tuple(values.get("targets", ())))
+    for name in ("modes", "dtypes"):
+        spec_values.setdefault(name, tuple(values.get(name, ())))
+    spec_values.setdefault("layers", values.get("layers"))
+    spec_values.setdefault("bidirectional", values.get("bidirectional"))
+    spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved)
+    if not spec.case_ids:  # a sweep's header line; a command on one named case needs none
+        announce(spec, execution, why)
+    return spec, execution, resolved
+
+
+def announce(spec: Any, execution: Any, why: str) -> None:
+    """The run's header on stderr: what is judged, where, and why that many workers."""
+    from .console import err, say
+
+    if execution.in_process:
+        where = "in this process (--in-process: not isolated)"
+    elif execution.executor == "dask":
+        where = f"on the Dask cluster at {execution.scheduler}"
+    else:
+        count = min(execution.workers, max(1, len(spec.indices)))
+        where = f"in {count} worker process{'es' if count > 1 else ''} ({why})"
+    say(err, f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × "
+             f"{', '.join(spec.targets)} {where}")
+
+
+def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a UsageError anywhere below a command into one sentence and exit 2."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from .console import print_error
+
+        try:
+            return func(*args, **kwargs)
+        except UsageError as exc:
+            print_error(str(exc))
+            sys.exit(2)
+
+    return wrapper

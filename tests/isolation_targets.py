@@ -1,0 +1,72 @@
+"""Targets that try to end or fake the run, for tests/test_isolation.py.
+
+Never judge these in the test process itself (``--in-process``): ``hard_exit`` and ``segfaults``
+would end it. Each misbehaves on every call, so its rows do not depend on which case comes first.
+"""
+
+import os
+import signal
+import sys
+
+import numpy as np
+
+from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
+
+_fused = FusedCPUTarget()
+
+
+def exits_zero(case):
+    """A library that calls sys.exit(0) inside its kernel: the run must not end green."""
+    sys.exit(0)
+
+
+def hard_exit(case):
+    """os._exit(0): no exception at all; the process is gone with a success status."""
+    os._exit(0)
+
+
+def segfaults(case):
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class ExitsWhenAsked:
+    """Its supports_case raises SystemExit(3): an error row, never the run's exit code."""
+
+    def supports_case(self, case):
+        raise SystemExit(3)
+
+    def run(self, case):
+        return _fused.run(case)
+
+
+exits_when_asked = ExitsWhenAsked()
+
+
+def nan_outputs(case):
+    """Correct but for NaN in y: a fail that says so."""
+    outputs = _fused.run(case)
+    outputs.y = np.full(np.shape(outputs.y), np.nan)
+    return outputs
+
+
+def writes_into_its_inputs(case):
+    """Correct results, then overwrites its inputs in place: no other run may see it."""
+    outputs = _fused.run(case)
+    case.x *= 3.0
+    for value in case.params.values():
+        value *= 2.0
+    if case.dy is not None:
+        case.dy += 1.0
+    return outputs
+
+
+def slow(case):
+    """Correct and slow (0.3 s a run), and says on its first call that judging has begun, so a
+    test can interrupt a run in the middle: it touches $GRADCHECK_RNN_TEST_MARKER."""
+    import time
+
+    marker = os.environ.get("GRADCHECK_RNN_TEST_MARKER")
+    if marker:
+        open(marker, "a").close()
+    time.sleep(0.3)
+    return _fused.run(case)

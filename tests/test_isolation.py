@@ -1,0 +1,159 @@
+"""A target can never end the run, change its exit code or turn it green (docs/contracts.md,
+"Isolation"): whatever the executor, anything it raises (``SystemExit`` too) is an ``error`` row,
+a target that ends its process is an ``error`` row with the reason, and the run goes on. Signals
+end a run as ``interrupted`` (130 for SIGINT, 143 for SIGTERM), with what was judged published.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck_rnn.cli import main
+
+TESTS = Path(__file__).parent
+MISBEHAVING = ["isolation_targets:exits_zero", "isolation_targets:hard_exit", "isolation_targets:segfaults",
+               "isolation_targets:exits_when_asked", "isolation_targets:nan_outputs",
+               "isolation_targets:writes_into_its_inputs"]
+# Three checks that run the target in different ways (shared base run, back-to-back runs, a run in between).
+PROFILE = """[sweep]
+cases = 3
+seed = 4
+[checks]
+reference = true
+determinism = true
+stateless = true
+padding = false
+permutation = false
+future = false
+linearity = false
+fd = false
+"""
+
+
+@pytest.fixture(autouse=True)
+def targets_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def rows(report_dir: Path) -> list[tuple]:
+    document = json.loads((report_dir / "latest" / "results.json").read_text())
+    return sorted((r["case_id"], r["target"], r["check"], r["status"], r["message"]) for r in document["results"])
+
+
+@pytest.fixture
+def profile(tmp_path) -> str:
+    path = tmp_path / "three.toml"
+    path.write_text(PROFILE)
+    return str(path)
+
+
+def test_the_default_executor_isolates_every_way_a_target_can_end_or_fake_the_run(tmp_path, profile):
+    code, output = invoke("sweep", "-c", profile, "-t", "fused-cpu", *[a for t in MISBEHAVING for a in ("-t", t)],
+                          "--report-dir", tmp_path / "default")
+    assert code == 1, output
+    found = rows(tmp_path / "default")
+    assert len(found) == 3 * 7 * 3  # every case × target × check, none lost with a process
+    by_target = {}
+    for _, target, _, status, message in found:
+        by_target.setdefault(target, set()).add((status, message.split(" (at ")[0]))
+    assert by_target["fused-cpu"] == {("pass", "")}
+    assert by_target["isolation_targets:exits_zero"] == {("error", "SystemExit: 0")}
+    assert by_target["isolation_targets:hard_exit"] == {("error", "the worker process judging it exited with code 0")}
+    assert by_target["isolation_targets:segfaults"] == {
+        ("error", "the worker process judging it was killed by signal 11 (SIGSEGV)")}
+    assert {s for s, _ in by_target["isolation_targets:exits_when_asked"]} == {"error"}
+    assert all("supports_case raised SystemExit: 3" in m for _, m in by_target["isolation_targets:exits_when_asked"])
+    assert {s for s, _ in by_target["isolation_targets:nan_outputs"]} == {"fail"}
+    assert by_target["isolation_targets:writes_into_its_inputs"] == {("pass", "")}
+
+
+@pytest.mark.slow
+def test_every_executor_gives_the_same_rows_and_exit_code(tmp_path, profile):
+    """The default executor, --workers 2 and a Dask LocalCluster: the same rows, the same exit code."""
+    distributed = pytest.importorskip("distributed")
+    args = ["sweep", "-c", profile, "-t", "fused-cpu", *[a for t in MISBEHAVING for a in ("-t", t)]]
+    default_code, _ = invoke(*args, "--report-dir", tmp_path / "default")
+    pool_code, _ = invoke(*args, "--workers", 2, "--report-dir", tmp_path / "pool")
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        dask_code, output = invoke(*args, "--executor", "dask", "--scheduler", cluster.scheduler_address,
+                                   "--report-dir", tmp_path / "dask")
+    assert default_code == pool_code == dask_code == 1, output
+    assert rows(tmp_path / "default") == rows(tmp_path / "pool") == rows(tmp_path / "dask")
+
+
+def test_in_process_judging_gives_the_rows_of_worker_processes_for_targets_that_raise(tmp_path, profile):
+    """--in-process (the debugging option) catches SystemExit too; only a process that dies needs workers."""
+    survivable = ["fused-cpu", "isolation_targets:exits_zero", "isolation_targets:exits_when_asked",
+                  "isolation_targets:nan_outputs", "isolation_targets:writes_into_its_inputs"]
+    args = ["sweep", "-c", profile, *[a for t in survivable for a in ("-t", t)]]
+    code, output = invoke(*args, "--in-process", "--report-dir", tmp_path / "here")
+    pooled_code, _ = invoke(*args, "--report-dir", tmp_path / "pool")
+    assert code == pooled_code == 1, output
+    assert rows(tmp_path / "here") == rows(tmp_path / "pool")
+
+
+def test_a_target_that_exits_zero_cannot_turn_the_api_green():
+    import gradcheck_rnn as gr
+
+    for in_process in (False, True):
+        results = gr.check("isolation_targets:exits_zero", "gru-L1-uni-I2-H3-T5-B1-len5-f32-s7",
+                           checks=["reference"], in_process=in_process)
+        assert [(r.status, r.message.split(" (at ")[0]) for r in results] == [("error", "SystemExit: 0")]
+    results = gr.check("isolation_targets:hard_exit", "gru-L1-uni-I2-H3-T5-B1-len5-f32-s7", checks=["reference"])
+    assert [r.status for r in results] == ["error"] and "exited with code 0" in results[0].message
+
+
+def test_a_plugin_that_exits_while_it_loads_is_one_sentence_and_exit_2(tmp_path):
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        code, output = invoke("sweep", "-t", "exits_on_import:run", "-n", 1, "--report-dir", tmp_path / "r")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert code == 2 and "could not be loaded (SystemExit: 0)" in output and "Traceback" not in output, output
+    assert not (tmp_path / "r" / "latest").exists()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, code):
+    marker = tmp_path / "judging"
+    env = dict(os.environ, GRADCHECK_RNN_TEST_MARKER=str(marker),
+               PYTHONPATH=os.pathsep.join([str(TESTS), *sys.path]))
+    env.pop("GRADCHECK_RNN_WORKERS", None)
+    process = subprocess.Popen([sys.executable, "-c", "from gradcheck_rnn.cli import main; main()", "sweep",
+                                "-t", "isolation_targets:slow", "-n", "20", "--report-dir", str(tmp_path / "r")],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    time.sleep(4)  # a case or two judged
+    # Ctrl-C reaches the terminal's whole process group; SIGTERM (kill PID) the command alone
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == code, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    name = signal.Signals(signum).name
+    assert f"interrupted by {name}:" in output and "of 20 cases judged" in output, output
+    folder = tmp_path / "r"
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no staging folder left
+    document = json.loads((folder / "latest" / "results.json").read_text())
+    assert document["verdict"]["exit_code"] == code and document["interrupted"] == name
+    assert document["complete"] is False and 0 < len({r["case_id"] for r in document["results"]}) < 20
+    assert "passed" not in document["verdict"]["reason"]
