@@ -3,7 +3,7 @@
     python benchmarks/sweep_throughput.py                          # ci profile, 200 cases, this checkout
     git worktree add --detach /tmp/gr-before <commit>              # an earlier commit, outside this checkout
     python benchmarks/sweep_throughput.py --before /tmp/gr-before  # the same table for both, side by side
-    python benchmarks/sweep_throughput.py --cases 60 --workers 1   # the 60-case serial profile only
+    python benchmarks/sweep_throughput.py --cases 60 --workers 0   # the 60-case in-process profile only
 
 Each run is a fresh process (so "cold" means nothing compiled in memory either) that imports the
 package from one checkout (``PYTHONPATH``; this checkout unless ``--before``) and judges the
@@ -105,7 +105,11 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     start = time.perf_counter()  # imports count: a user's sweep pays them too
     from gradcheck_rnn.run import Execution, RunSpec, execute
 
-    execution = Execution(workers=workers)
+    try:  # 0 workers: judged in this process (--in-process); checkouts before it judged there with 1 worker
+        execution = Execution(workers=max(1, workers), in_process=workers == 0)
+    except TypeError:
+        execution = Execution(workers=max(1, workers))
+    here = getattr(execution, "in_process", workers == 1)  # judged in this process: its time is measurable
     try:  # as the CLI does: the pool's fork server imports while this process sets up and builds the spec
         from gradcheck_rnn.run import start_pool_early
     except ImportError:  # checkouts before it
@@ -117,7 +121,7 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     entries = _cache_entries(cache)
     spent: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    if workers == 1:
+    if here:
         counts.update(dict.fromkeys([*JAX_EVENTS.values(), "cache hits"], 0))
         spent["jax compile"] = 0.0
         _install_timers(spent, counts)
@@ -127,7 +131,7 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     wall = time.perf_counter() - start
     # The jax reference's time includes its compilation, which is listed on its own.
     spent["reference jax"] -= spent.get("jax compile", 0.0)
-    if workers == 1:
+    if here:
         spent["rest"] = wall - sum(spent.values())
     rows = [f"{r.case_id} {r.target} {getattr(r, 'check', '')} {r.status}" for r in results]
     try:  # what `sweep` without --workers would use here and now (checkouts before issue 18: the cores)
@@ -136,6 +140,7 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
         chosen = default_workers(cases)
     except TypeError:
         chosen = default_workers()
+    chosen = chosen[0] if isinstance(chosen, tuple) else chosen  # (count, why) since issue 25
     return {"wall": wall, "first_row": first[0] - start, "rows": len(results), "default_workers": chosen,
             "bad": sum(r.status not in ("pass", "skip") for r in results),
             # sorted: the order of a case's checks is not a verdict (determinism moved after reference)
@@ -169,7 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts to measure")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts to measure (0: --in-process)")
     parser.add_argument("--before", type=Path, default=None,
                         help="a checkout of an earlier commit (git worktree) measured beside --after")
     parser.add_argument("--after", type=Path, default=HERE, help="the checkout measured (default: this one)")

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .result import CaseResult
+from .numbers import compact, short_number
 from .tolerances import Tolerance, Tolerances, tensor_kind
 
 
@@ -86,15 +87,6 @@ def calibrate(results: list[CaseResult], tolerances: Tolerances, margin: float =
     return rows
 
 
-def short_number(value: float) -> str:
-    """A tolerance in few columns: 1e-4, 5e-07 → 5e-7, 0.02, 0."""
-    text = f"{value:.3g}"
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}e{int(exponent)}"
-    return text
-
-
 def calibration_table(rows: list[Calibration], run: Any = None, margin: float = 10.0) -> Any:
     """The calibrate command's table, fitting 80 columns (no number is cut): dtype, tensor kind,
     tensors seen (n), median / p99 / max error ratio, current and proposed rtol/atol; ``*``
@@ -119,7 +111,7 @@ def calibration_table(rows: list[Calibration], run: Any = None, margin: float = 
         table.add_column(column, no_wrap=True, justify="left" if column in ("dtype", "kind") else "right")
     for row in rows:
         mark = "*" if row.floored else ""
-        table.add_row(row.dtype, row.kind, str(row.count), _fmt(row.median), _fmt(row.p99), _fmt(row.max),
+        table.add_row(row.dtype, row.kind, str(row.count), compact(row.median), compact(row.p99), compact(row.max),
                       f"{short_number(row.current.rtol)}/{short_number(row.current.atol)}",
                       f"{short_number(row.proposed.rtol)}/{short_number(row.proposed.atol)}{mark}")
     return table
@@ -135,13 +127,3 @@ def notes(rows: list[Calibration], margin: float) -> list[str]:
         lines.append(f"* floor applied: the observed errors allow less than a correct kernel keeps, so the "
                      f"proposal is raised to {FLOOR_ROUNDOFFS} unit roundoffs ({floors}); never 0")
     return lines
-
-
-def _fmt(value: float) -> str:
-    """A ratio in at most 8 columns: 0.00291, 6.12e-4 (not 0.000612), 1.2e+3 → 1.2e3."""
-    if value != value:
-        return "-"
-    if not math.isfinite(value):
-        return f"{value:g}"
-    mantissa, exponent = f"{value:.2e}".split("e")
-    return min(f"{value:.3g}", f"{float(mantissa):g}e{int(exponent)}", key=len)

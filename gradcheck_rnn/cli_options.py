@@ -12,10 +12,9 @@ from typing import Any, Callable
 import click
 
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, MODES
+from .config import DTYPES, MODES, profile_names
 from .errors import UsageError
 
-PROFILE_NAMES = "ci, nightly, soak, half, interp, gpu"
 
 
 def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -48,7 +47,8 @@ fmt = click.option(
     help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
          "summary to $GITHUB_STEP_SUMMARY; auto: github when GITHUB_ACTIONS=true.")
 config = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-                      help=f"Sweep profile: a TOML file, or a name in configs/ ({PROFILE_NAMES}). Default: ci.")
+                      help=f"Sweep profile: a TOML file, or a name in configs/ ({', '.join(profile_names())}). "
+                           f"Default: ci.")
 report_dir = click.option(
     "--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
     help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
@@ -102,10 +102,13 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
     """
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
 
+    from .generate import load_profile
+
     shard = parse_shard(values.get("shard"))
+    profile = load_profile(values.get("config"))
     workers, why = values.get("workers"), "--workers"
     if workers is None:
-        planned = cases_planned or RunSpec.count_cases(values.get("config"), values.get("cases"), shard)
+        planned = cases_planned or RunSpec.count_cases(cases=values.get("cases"), shard=shard, profile=profile)
         workers, why = default_workers(planned)
     execution = Execution(workers=workers, executor=values.get("executor", "local"),
                           scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
@@ -118,7 +121,7 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
         spec_values.setdefault(name, tuple(values.get(name, ())))
     spec_values.setdefault("layers", values.get("layers"))
     spec_values.setdefault("bidirectional", values.get("bidirectional"))
-    spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved)
+    spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved, profile=profile)
     if not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
     return spec, execution, resolved

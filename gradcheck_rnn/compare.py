@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .numbers import from_json_number, location_text  # re-exported: rows and reports read both
+
 from .case import RNNConfig
 from .config import GATE_NAMES
 from .layout import directions
@@ -72,11 +74,6 @@ def _round3(value: float) -> float:
     return float(f"{value:.3g}") if math.isfinite(value) else value
 
 
-def from_json_number(value: Any) -> float:
-    """A number as results.json stores it (null for NaN, "inf"/"-inf" strings) back to a float."""
-    if value is None:
-        return math.nan
-    return float(value)
 
 
 @dataclass
@@ -107,7 +104,7 @@ class TensorError:
         return self.status == "pass"
 
     def location_text(self) -> str:
-        return "(" + ",".join(f"{k}={v}" for k, v in self.location.items()) + ")" if self.location else ""
+        return location_text(self.location)
 
     def to_json(self, ratio_map: bool = True) -> dict[str, Any]:
         """Strict-JSON form (results.json, "tensors"); ``ratio_map=False`` stores none (a row that

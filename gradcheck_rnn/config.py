@@ -7,6 +7,7 @@ case, kernels, references) can name a config without import cycles.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -21,6 +22,13 @@ TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16
 WANTS_GROUPS = ("all", "inputs", "x", "params")
 HEADS = ("all", "y", "states", "last")
 MAX_SEED = 2**63 - 1
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the shipped sweep profiles
+
+
+def profile_names() -> list[str]:
+    """The names of the shipped profiles (``--config NAME``), the one list every message gives."""
+    return [path.stem for path in sorted(CONFIG_DIR.glob("*.toml"))]
+
 # Every check, in the order a case's rows are judged (each is a module of gradcheck_rnn.checks).
 # Judging order. determinism comes right after reference, so that the base run is the first of its
 # two back-to-back runs (one target run fewer per case; gradcheck_rnn/checks/determinism.py).

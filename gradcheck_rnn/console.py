@@ -19,6 +19,7 @@ from rich.text import Text
 from . import render
 from .errors import INTERRUPTS, UsageError
 from .result import CaseResult, Run, plural, verdict
+from .statuses import STYLE
 
 
 def _width(stream: Any) -> int | None:
@@ -114,7 +115,7 @@ def print_case_result(result: CaseResult, per_step: bool) -> None:
     # A failed comparison is the table itself; other checks, errors and skips explain themselves.
     if result.message and (result.status != "fail" or result.check != "reference"):
         first, *rest = render.wrapped(f"{result.status}: {result.message}", indent="", hanging="  ")
-        say(out, Text.assemble((result.status, render.STATUS_STYLE.get(result.status, "")),
+        say(out, Text.assemble((result.status, STYLE.get(result.status, "")),
                                first[len(result.status):]))
         render.print_lines(out, rest)
     if result.traceback:

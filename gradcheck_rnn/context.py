@@ -18,6 +18,7 @@ import numpy as np
 from . import references
 from .case import Case, as_mapping, gradient_names, with_changes
 from .compare import TensorError, compare_tensor, to_float64
+from .names import CELL_STATE, OUTPUTS
 from .references import REFERENCE_NAMES
 from .tolerances import REFERENCE_AGREEMENT
 
@@ -59,7 +60,7 @@ class CaseContext:
     def tensor_names(self) -> list[str]:
         """y, hy, cy (LSTM), then every gradient the case requests, in report order."""
         config = self.case.config
-        outputs = ["y", "hy"] + (["cy"] if config.has_cell_state else [])
+        outputs = [name for name in OUTPUTS if config.has_cell_state or name not in CELL_STATE]
         return outputs + [g for g in gradient_names(config, self.case.initial_state) if g in self.case.wants]
 
     @cached_property

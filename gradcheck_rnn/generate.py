@@ -20,6 +20,7 @@ variants and data seed, now with a projection, without biases or with empty sequ
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig,
                    make_case)
 from .errors import UsageError
 from .config import CHECK_NAMES as ALL_CHECKS
+from .config import CONFIG_DIR, profile_names
 from .tolerances import Tolerances
 
 if sys.version_info >= (3, 11):
@@ -40,7 +42,6 @@ else:  # pragma: no cover
 
 # configs/ at the top level is the profiles' home; gradcheck_rnn/configs links to it and the wheel
 # carries its files as package data, so an installed package finds them here too.
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
 
@@ -50,6 +51,7 @@ class Profile:
     """What a sweep draws and how it judges, read from a TOML file."""
 
     name: str
+    sha256: str = ""  # of the file's bytes: the same name with other content is another profile
     cases: int = 40
     seed: int = 0
     modes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(MODES, 1.0))
@@ -103,7 +105,7 @@ def resolve_profile_path(config: str | Path | None) -> Path:
         path = CONFIG_DIR / f"{config}.toml"
     if not path.is_file():
         raise UsageError(f"profile {str(config)!r} does not exist; give a TOML file or one of: "
-                         f"{', '.join(p.stem for p in sorted(CONFIG_DIR.glob('*.toml')))}")
+                         f"{', '.join(profile_names())}")
     return path
 
 
@@ -138,8 +140,9 @@ def _probability(section: str, value: Any) -> float:
 def load_profile(config: str | Path | None = None) -> Profile:
     """Read and validate a profile; every problem is one UsageError naming the key and value."""
     path = resolve_profile_path(config)
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"profile {str(path)!r} is not valid TOML: {exc}") from None
     known = {"sweep", "draw", "tolerances", "checks"}
@@ -147,7 +150,7 @@ def load_profile(config: str | Path | None = None) -> Profile:
         raise UsageError(f"profile {str(path)!r}: section {sorted(set(data) - known)[0]!r} is not allowed; "
                          f"sections are {', '.join(sorted(known))}")
     sweep, draw = data.get("sweep", {}), data.get("draw", {})
-    profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}))
+    profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}), sha256=hashlib.sha256(raw).hexdigest())
     converters = {
         "modes": lambda k, v: _weights(k, v, MODES),
         "dtypes": lambda k, v: _weights(k, v, DTYPES),

@@ -25,23 +25,16 @@ from rich.table import Table
 from rich.text import Text
 
 from .compare import TensorError
+from .numbers import fmt, fmt_or_dash
 from .reports.document import (CHECK_VALUES, breakdown, case_lengths, location_mark, mistrust, mistrust_note,
                                significant_pair, skip_reasons, stopped_early_text, tensor_badness, values_parts)
 from .reports.markdown import sparkline
 from .result import CaseResult, plural
+from .statuses import LABEL, STYLE, failure_order, is_bad
 
-STATUS_STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
-                "reference-disagreement": "bold yellow", "nondeterministic": "bold red", "missing": "bold red"}
-STATUS_LABEL = {"reference-disagreement": "disagree", "nondeterministic": "nondet."}
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line
 TENSORS_SHOWN = 3  # failing tensors detailed per failure line; the rest are named with their ratios
-
-
-def fmt(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.3g}"
 
 
 def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
@@ -102,7 +95,7 @@ def summary_tables(results: list[CaseResult]) -> list[Table]:
                      str(row.get("reference-disagreement", 0))]
             if nondeterministic:
                 cells.append(str(row.get("nondeterministic", 0)))
-            cells.append(Text(fmt(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
+            cells.append(Text(fmt_or_dash(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
             table.add_row(*cells)
         tables.append(table)
     return tables
@@ -170,14 +163,14 @@ def tensor_lines(tensor: TensorError, check: str, case_id: str, indent: str = IN
 def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
     """Every result that did not pass, failing ones first: status and case id on one line, then
     target and check, the failing tensors worst first (or the error), and the repro command."""
-    bad = [r for r in results if r.status not in ("pass", "skip")]
+    bad = [r for r in results if is_bad(r.status)]
     if not bad:
         return []
-    bad.sort(key=lambda r: (r.status != "fail", -_sort_ratio(r), r.case_id, r.check != "reference"))
+    bad.sort(key=lambda r: failure_order(r.status, _worst_ratio(r), r.case_id, r.target, r.check))
     lines = [Text(f"Failures: {len(bad)}, worst first; each ends with its repro command", style="bold")]
     for r in bad[:limit]:
-        style = STATUS_STYLE.get(r.status, "")
-        lines.append(Text.assemble((f"{STATUS_LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
+        style = STYLE.get(r.status, "")
+        lines.append(Text.assemble((f"{LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
         lines += [Text(line) for line in wrapped(f"{r.target} · {r.check} check")]
         failing = sorted(r.failing, key=lambda t: -_badness(t))
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, r.check, r.case_id)]
@@ -198,11 +191,10 @@ def _badness(tensor: TensorError) -> float:
     return tensor_badness({"status": tensor.status, "ratio": tensor.ratio})
 
 
-def _sort_ratio(result: CaseResult) -> float:
+def _worst_ratio(result: CaseResult) -> float | None:
+    """The row's worst ratio as its results.json row stores it (None: no tensor, or one missing)."""
     worst = result.worst
-    if worst is None or worst.status == "missing" or worst.ratio != worst.ratio:
-        return math.inf
-    return worst.ratio
+    return None if worst is None or worst.status == "missing" else worst.ratio
 
 
 # Short labels for a location's coordinates, so the table fits 80 columns: "l0 fwd h r2 c0".
@@ -223,12 +215,12 @@ def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
 
     check = "" if result.check == "reference" else f" ({result.check} check)"
     title = Text.assemble((result.case_id, "bold"), f" on {result.target}{check}: ",
-                          (result.status, STATUS_STYLE.get(result.status, "")))
+                          (result.status, STYLE.get(result.status, "")))
     tolerances: dict[str, str] = {}
     lengths = _lengths(result.case_id)
     rows: list[list[Text | str]] = []
     for t in result.tensors:
-        style = STATUS_STYLE.get(t.status, "")
+        style = STYLE.get(t.status, "")
         mark = location_mark(t.location, None if lengths is None else list(lengths))
         location = (compact_location(t.location) + (f" ({mark})" if mark else "")) or t.message
         a, b = significant_pair(t.a, t.b) if t.ratio == t.ratio and t.ratio > 1 else (fmt(t.a), fmt(t.b))

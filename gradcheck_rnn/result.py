@@ -1,15 +1,6 @@
 """The result model: one row per case × target × check, and the one verdict of a run.
 
-Statuses (docs/contracts.md, "Statuses and exit codes"):
-
-* ``pass`` / ``fail`` — the check judged the target;
-* ``error`` — the target raised, returned something that is not an ``Outputs``, or its process
-  died or timed out;
-* ``skip`` — the target or the check does not apply to this case (the message says why);
-* ``reference-disagreement`` — the float64 references (or the finite-difference witness) did not
-  agree with each other: never blamed on the target;
-* ``nondeterministic`` — two runs of the same case returned different *finite* values.
-
+The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.statuses`.
 :func:`verdict` turns the rows of a run into its exit code and one-line reason. It is computed
 once per run by the engine, stored in results.json, and every writer reads the stored value.
 """
@@ -21,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .compare import TensorError, from_json_number, json_safe
+from .statuses import BAD_STATUSES, is_bad
 
-STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic")
-# Statuses that make a run fail (exit 1); pass and skip do not.
-BAD_STATUSES = ("fail", "error", "reference-disagreement", "nondeterministic")
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
 # An interrupted run exits as a shell reports a process ended by the signal: 128 + its number.
@@ -87,32 +76,29 @@ class CaseResult:
             "compared": self.compared, "worst_ratio": None if worst is None else json_safe(worst.ratio),
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
             "tensors": [t.to_json(ratio_maps) for t in self.tensors], "case_index": self.case_index,
+            "repro_options": self.repro_options, "importable": self.importable,
         }
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> "CaseResult":
         """Inverse of :meth:`to_json` (a results.json row back to a result, e.g. to merge shards)."""
         check = row.get("check", "reference")
-        prefix = f"gradcheck-rnn repro {row['case_id']} --target {row['target']}" + \
-            ("" if check == "reference" else f" --check {check}")
-        repro = row.get("repro", "")
         return cls(row["case_id"], row["target"], row["status"], row.get("mode", ""), row.get("dtype", ""),
                    row.get("wants", ""), message=row.get("message", ""),
                    seconds=from_json_number(row.get("seconds", 0.0)),
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
-                   repro_options=repro[len(prefix):].strip() if repro.startswith(prefix) else "",
-                   traceback=row.get("traceback", ""), case_index=row.get("case_index"),
-                   importable=not repro.startswith(NOT_IMPORTABLE))
+                   repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
+                   case_index=row.get("case_index"), importable=row.get("importable", True))
 
 
 def slim(row: CaseResult) -> CaseResult:
     """Drop the ratio maps of a row that passed or was skipped, as soon as it arrives.
 
     results.json keeps ratio maps only for rows that did not pass (they exist to draw failures,
-    :func:`gradcheck_rnn.reports.document.document_row`), and in memory they are 30 % of a row:
-    8.6 kB per ci-profile row with them, 6.1 kB without (tracemalloc, 210 rows, 2026-12-03).
+    :func:`gradcheck_rnn.reports.document.document_row`), and in memory they are about a third
+    of a row (benchmarks/RESULTS.md, "Memory").
     """
-    if row.status in ("pass", "skip"):
+    if not is_bad(row.status):
         for tensor in row.tensors:
             tensor.ratio_map = None
     return row

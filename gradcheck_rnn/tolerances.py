@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import UsageError
+from .names import INPUTS, OUTPUTS
 
 KINDS = ("output", "input_grad", "weight_grad")
 
@@ -65,9 +66,9 @@ REFERENCE_AGREEMENT = Tolerance(1e-8, 1e-10)
 
 
 def tensor_kind(name: str) -> str:
-    if name in ("y", "hy", "cy"):
+    if name in OUTPUTS:
         return "output"
-    if name in ("x", "h0", "c0"):
+    if name in INPUTS:
         return "input_grad"
     return "weight_grad"
 

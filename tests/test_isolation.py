@@ -123,7 +123,7 @@ def test_a_plugin_that_exits_while_it_loads_is_one_sentence_and_exit_2(tmp_path)
         code, output = invoke("sweep", "-t", "exits_on_import:run", "-n", 1, "--report-dir", tmp_path / "r")
     finally:
         sys.path.remove(str(tmp_path))
-    assert code == 2 and "could not be loaded (SystemExit: 0)" in output and "Traceback" not in output, output
+    assert code == 2 and "cannot import module 'exits_on_import' (SystemExit: 0)" in output and "Traceback" not in output, output
     assert not (tmp_path / "r" / "latest").exists()
 
 
@@ -134,13 +134,13 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
                PYTHONPATH=os.pathsep.join([str(TESTS), *sys.path]))
     env.pop("GRADCHECK_RNN_WORKERS", None)
     process = subprocess.Popen([sys.executable, "-c", "from gradcheck_rnn.cli import main; main()", "sweep",
-                                "-t", "isolation_targets:slow", "-n", "20", "--report-dir", str(tmp_path / "r")],
+                                "-t", "isolation_targets:slow", "-n", "8", "--report-dir", str(tmp_path / "r")],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
     deadline = time.monotonic() + 120
     while not marker.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
-    time.sleep(4)  # a case or two judged
+    time.sleep(2)  # a case judged, or part of one
     # Ctrl-C reaches the terminal's whole process group; SIGTERM (kill PID) the command alone
     if signum == signal.SIGINT:
         os.killpg(process.pid, signum)
@@ -150,10 +150,10 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
     assert process.returncode == code, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
     name = signal.Signals(signum).name
-    assert f"interrupted by {name}:" in output and "of 20 cases judged" in output, output
+    assert f"interrupted by {name}:" in output and "of 8 cases judged" in output, output
     folder = tmp_path / "r"
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no staging folder left
     document = json.loads((folder / "latest" / "results.json").read_text())
     assert document["verdict"]["exit_code"] == code and document["interrupted"] == name
-    assert document["complete"] is False and 0 < len({r["case_id"] for r in document["results"]}) < 20
+    assert document["complete"] is False and 0 < len({r["case_id"] for r in document["results"]}) < 8
     assert "passed" not in document["verdict"]["reason"]

@@ -402,7 +402,7 @@ _SERIAL_CI = """
 import json
 import gradcheck_rnn.references.jax_ref as m
 from gradcheck_rnn.run import Execution, RunSpec, execute
-rows = execute(RunSpec.build("ci", cases=3, targets=("fused-cpu",)), Execution(workers=1))
+rows = execute(RunSpec.build("ci", cases=3, targets=("fused-cpu",)), Execution(in_process=True))
 print(json.dumps({"statuses": sorted({r.status for r in rows}), "rows": len(rows),
                   "reference": sorted({r.status for r in rows if r.check == "reference"}),
                   "compiled": m.compile_count(), "loaded": m.load_count()}))

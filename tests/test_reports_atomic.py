@@ -59,7 +59,8 @@ if stage == "write":
 from gradcheck_rnn.cli import main
 
 target = "__main__:blocking_target" if stage == "judge" else "torch-native"
-main(["sweep", "-c", profile, "-t", target, "-j", "1", "--report-dir", report_dir])
+# in this process: the blocking target lives in this script's __main__, which no worker imports
+main(["sweep", "-c", profile, "-t", target, "--in-process", "--report-dir", report_dir])
 """
 
 

@@ -78,7 +78,7 @@ def test_a_profile_is_read_once_and_an_edited_one_is_refused_to_a_stored_spec(tm
     path = tmp_path / "mine.toml"
     path.write_text("[sweep]\ncases = 2\n")
     spec = RunSpec.build(str(path), targets=("fused-cpu",))
-    path.write_text("[sweep]\ncases = 3\nmodes = { gru = 1 }\n")
+    path.write_text("[sweep]\ncases = 3\n[draw]\nmodes = { gru = 1 }\n")
     assert len(list(spec.draw())) == 2
     with pytest.raises(UsageError, match="has changed since"):
         list(RunSpec.from_json(spec.to_json()).draw())

@@ -55,18 +55,17 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
     assert "gradcheck_rnn.run.preload" not in sys.modules  # the heavy imports happen in the server only
 
 
-def test_default_workers_follow_cases_load_and_isolation(monkeypatch):
+def test_default_workers_follow_cases_and_load_and_say_why(monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 4)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert default_workers(10) == default_workers(199) == 1  # too few cases to pay for a pool: this process
-    assert default_workers(200) == 2
-    assert default_workers(10, isolate=True) == 2  # --case-timeout needs worker processes
-    assert default_workers(100_000) == 4
+    assert default_workers(10)[0] == default_workers(199)[0] == 1  # one worker process: isolated all the same
+    assert default_workers(200) == (2, "default: at most one per 100 cases")
+    assert default_workers(100_000) == (4, "default: one per idle core, 4 of 4")
     monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))  # this command's own start-up
-    assert default_workers(100_000) == 4
+    assert default_workers(100_000)[0] == 4
     monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # three cores busy elsewhere
-    assert default_workers(100_000) == 1
-    assert default_workers() == 4  # no case count: the cores, as before
+    assert default_workers(100_000) == (1, "default: 1 idle core of 4")
+    assert default_workers()[0] == 4  # no case count: the cores
 
 
 def test_passing_rows_lose_their_ratio_maps_on_arrival():

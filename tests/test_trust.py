@@ -108,7 +108,8 @@ def test_readme_plugin_command_judges_every_case(tmp_path, monkeypatch):
     [command] = [line.strip() for line in readme.splitlines() if line.strip().startswith("gradcheck-rnn sweep --target my_rnn")]
     args = command.split()[1:]
     args[args.index("--cases") + 1] = "4"  # the same draw, fewer cases
-    code, output = invoke(*args, "--report-dir", tmp_path)
+    # in this process: my_rnn exists only in this process's sys.modules, no worker can import it
+    code, output = invoke(*args, "--in-process", "--report-dir", tmp_path)
     assert code == 0, output
     document = json.loads((run_dirs(tmp_path)[0] / "results.json").read_text())
     reference = [r for r in document["results"] if r["check"] == "reference"]

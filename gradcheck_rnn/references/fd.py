@@ -54,12 +54,13 @@ import numpy as np
 
 from ..case import Case, with_changes
 from ..compare import TensorError, to_float64
+from ..names import INPUTS
 
 DIRECTIONS = 3
 STEP = 1e-5
 TOLERANCE = 1e-8
 
-_INPUTS = ("x", "h0", "c0")
+_INPUTS = INPUTS
 
 
 @dataclass

@@ -18,15 +18,13 @@ from typing import Any, Iterable
 import numpy as np
 
 from .. import __version__
-from ..compare import from_json_number, json_safe
+from ..compare import json_safe
 from ..errors import UsageError
-from ..result import STATUSES, CaseResult
+from ..numbers import fmt, from_json_number, location_text
+from ..result import CaseResult
+from ..statuses import JUDGED, SEVERITY, STATUSES, failure_order, is_bad
 
 SCHEMA = 1
-# Most serious first: how a case × target × check row sorts among the failures.
-SEVERITY = ("fail", "nondeterministic", "reference-disagreement", "error")
-# Statuses of rows that judged the target (their ratios count toward "worst ratio").
-JUDGED = ("pass", "fail", "nondeterministic")
 
 
 def summary(results: list[CaseResult]) -> dict[str, int]:
@@ -75,7 +73,7 @@ def document_row(result: CaseResult) -> dict[str, Any]:
     """One row of ``results``, in strict-JSON form. Ratio maps are kept only for rows that did not
     pass: they exist to draw failures, and dropping them elsewhere keeps a large green run's
     results.json small."""
-    return result.to_json(ratio_maps=result.status not in ("pass", "skip"))
+    return result.to_json(ratio_maps=is_bad(result.status))
 
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],
@@ -128,27 +126,11 @@ def results_from_document(document: dict[str, Any]) -> list[CaseResult]:
     return [CaseResult.from_json(row) for row in document["results"]]
 
 
-def badness(row: dict[str, Any]) -> float:
-    """Sort key magnitude of a row: its worst ratio, with NaN, Inf and no ratio at all worst."""
-    ratio = from_json_number(row.get("worst_ratio"))
-    return math.inf if math.isnan(ratio) else ratio
-
-
 def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows that did not pass or skip, worst first: fails by ratio, then disagreements, then errors."""
-    bad = [r for r in document["results"] if r["status"] not in ("pass", "skip")]
-    return sorted(bad, key=lambda r: (SEVERITY.index(r["status"]) if r["status"] in SEVERITY else len(SEVERITY),
-                                      -badness(r), r["case_id"], r["target"], r.get("check", "")))
-
-
-def fmt(value: Any, spec: str = ".3g") -> str:
-    """A stored number for humans: null → "nan", "inf" stays "inf", else formatted with ``spec``."""
-    return format(from_json_number(value), spec)
-
-
-def location_text(location: dict[str, Any] | None) -> str:
-    """(t=1,b=0,unit=2) — the worst element in the tensor's own terms."""
-    return "(" + ",".join(f"{k}={v}" for k, v in location.items()) + ")" if location else ""
+    bad = [r for r in document["results"] if is_bad(r["status"])]
+    return sorted(bad, key=lambda r: failure_order(r["status"], from_json_number(r.get("worst_ratio")), r["case_id"],
+                                                   r["target"], r.get("check", "")))
 
 
 def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:

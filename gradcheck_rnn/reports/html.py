@@ -19,7 +19,8 @@ from collections import Counter
 from typing import Any
 
 from ..compare import from_json_number
-from .document import (by_check, case_lengths, failing_tensors, failures, fmt, mistrust_note, progress_note,
+from ..numbers import fmt
+from .document import (by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        skip_reasons, stored_verdict, tensor_line)
 from .pictures import available, case_png
 

@@ -8,7 +8,8 @@ import math
 from typing import Any
 
 from ..compare import from_json_number
-from .document import (case_lengths, failing_tensors, failures, fmt, mistrust_note, progress_note,
+from ..numbers import fmt
+from .document import (case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        skip_reasons, stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"

@@ -3,19 +3,15 @@
 A :class:`RowLog` opens the run's hidden staging folder ``<report dir>/.<run>.<pid>@<host>.<random>``
 when the run starts and appends each result row to ``results.jsonl`` there as it arrives, in the
 strict-JSON form results.json gives it (:func:`.document.document_row`). At the end,
-:meth:`RowLog.publish` writes ``results.json`` and the other report files into the same folder
+:func:`gradcheck_rnn.reports.write_reports` writes ``results.json`` and the other report files into the same folder
 from that file, rows in case order, and renames the folder into place: a crash, Ctrl-C or SIGKILL
 leaves either the complete run or no run (only the hidden staging folder, which the next run
 clears, see :func:`clear_stale_staging`).
 
-Why rows go to disk: the document of a large run does not fit in memory twice over. Measured
-with ``benchmarks/memory.py`` (tiny GRU profile, reference check only, 2 workers, 2026-12-03):
-when results.json was rendered from the rows held in memory, the supervisor's peak RSS grew by
-~36 kB per row (the rows, their JSON dicts, the JSON text and junit's element tree all at once):
-249 MB for 300 cases, 345 MB for 3,000. Streamed, results.json and junit.xml are written row by
-row from the file, and no list of every row's JSON is ever built: 5,000 cases peak at 1.26
-times 500 cases' (14.6 kB per extra row, ~7 kB of it the CaseResults the run keeps for its
-tables and verdict).
+Why rows go to disk: the document of a large run does not fit in memory twice over (rendered
+from rows held in memory, the supervisor's peak RSS grew by tens of kB per row). Streamed,
+results.json and junit.xml are written row by row from the file, and no list of every row's
+JSON is ever built (``benchmarks/memory.py``; figures in benchmarks/RESULTS.md, "Memory").
 """
 
 from __future__ import annotations
@@ -153,7 +149,9 @@ class RowLog:
     """A run being written: its staging folder, and its rows appended to ``results.jsonl``.
 
     Make it when the run starts (this clears stale staging folders and says so on stderr), call
-    :meth:`add` with each row as it arrives, then :meth:`publish` once, or :meth:`discard`.
+    :meth:`add` with each row as it arrives, then publish it once
+    (:func:`gradcheck_rnn.reports.write_reports` writes the files with :meth:`write_files` and
+    renames the folder into place with :meth:`finish`), or :meth:`discard` it.
     """
 
     def __init__(self, report_dir: str | os.PathLike[str], run: str,

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from ..errors import UsageError
 from ..result import CaseResult
+from ..statuses import is_bad
 from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup
 
@@ -113,7 +114,7 @@ def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_time
                 by_index.setdefault(row.case_index, []).append(row)
                 if on_result:
                     on_result(row)
-                failed = failed or row.status not in ("pass", "skip")
+                failed = failed or is_bad(row.status)
             if fail_fast and failed:
                 client.cancel([f for f in futures if not f.done()])
                 break

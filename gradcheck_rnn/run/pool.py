@@ -17,13 +17,10 @@ is in flight:
   overrides), so N workers use N cores and do not oversubscribe them.
 
 Workers are forked from ``multiprocessing``'s fork server, which imported torch, jax and the
-judging modules once (:mod:`.preload`). Measured on a 2-core machine at load 5-6 (2026-12-03,
-one pool of one worker at a time, fused-cpu and torch-native): the first worker was ready after
-the server's imports, 4.2-4.8 s, every later one (a crashed worker's replacement too) after
-0.06-0.15 s; a fresh interpreter per worker took 3.0-6.3 s each time (9-11 s on a busier one).
-Idle, with the server started before the supervisor's own set-up (:func:`..run.start_pool_early`:
-the supervisor's torch import and the server's imports run on two cores), both workers were
-ready 1.4 s after the command started and the first row came at 1.5 s, as in a serial run. The fork server is a fresh interpreter that never computed
+judging modules once (:mod:`.preload`): the first worker is ready once the server's imports are
+done, every later one (a crashed worker's replacement too) a tenth of a second after it is asked
+for, and the server starts before the supervisor's own set-up (:func:`..run.start_pool_early`),
+so both import at once (benchmarks/RESULTS.md, "Worker start-up"). The fork server is a fresh interpreter that never computed
 anything (no torch, BLAS or XLA threads to lose in a fork), and each worker still takes the
 supervisor's current environment and its thread settings. Unlike ``multiprocessing``'s habit, a
 worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
@@ -55,6 +52,7 @@ from typing import Callable, Hashable, Iterable, Iterator
 from ..case import Case, RNNConfig
 from ..errors import UsageError
 from ..result import CaseResult
+from ..statuses import is_bad
 from .spec import Job
 from .worker import WorkerSetup
 
@@ -63,9 +61,9 @@ START_FAILURES = 3  # workers that die before their first case, in a row, before
 WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
 _TICK = 0.5  # seconds between checks that the workers are alive (a grandchild may hold the socket open)
 # Seconds a worker may take for a case's float64 references before its first row's --case-timeout
-# starts (the worker says "truth" when they are ready): a JAX compile in a fresh worker took 9 s
-# on a 2-core machine at load 8 (2026-12-03), longer than a short --case-timeout, and it is not
-# the target's time. Bounded all the same, so a reference that hangs cannot stall the run.
+# starts (the worker says "truth" when they are ready): a JAX compile in a fresh worker on a busy
+# machine takes longer than a short --case-timeout (benchmarks/RESULTS.md, "Worker start-up"),
+# and it is not the target's time. Bounded all the same, so a reference that hangs cannot stall the run.
 TRUTH_TIMEOUT = 300.0
 
 
@@ -285,7 +283,7 @@ class WorkerPool:
             results.setdefault(row.case_index, []).append(row)
             if on_result:
                 on_result(row)
-            stopping = stopping or (fail_fast and row.status not in ("pass", "skip"))
+            stopping = stopping or (fail_fast and is_bad(row.status))
 
         def died(worker: _Worker, reason: str) -> None:
             if not worker.ready:

@@ -1,8 +1,7 @@
 """What the pool's fork server imports once, so that every worker forked from it starts at once.
 
-A worker that imports torch and jax itself took 3-6 s at load 5-6 on a 2-core machine and 9-11 s
-on a busier one (2026-12-03); one forked from a process that already holds them was ready after
-0.06-0.15 s (see :mod:`.pool`). The fork
+A worker that imports torch and jax itself takes seconds; one forked from a process that already
+holds them is ready in a tenth of that (benchmarks/RESULTS.md, "Worker start-up"). The fork
 server is a fresh interpreter (``multiprocessing``'s forkserver), so it never ran a torch, BLAS
 or XLA computation and holds none of their thread pools: forking it is safe, unlike forking the
 supervisor (which may have judged cases itself, e.g. in a test process).

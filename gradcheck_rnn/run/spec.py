@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -72,22 +71,23 @@ class RunSpec:
               atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
               bidirectional: bool | None = None, dtypes: tuple[str, ...] = (),
               shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
-              resolved: list | None = None) -> "RunSpec":
+              resolved: list | None = None, profile: Any = None) -> "RunSpec":
         """The spec of a run from command-line values; the profile fills what is left out.
 
         Validates everything a run needs before it starts (profile, tolerances, target names, case
         ids), raising UsageError with one sentence. ``resolved`` receives the resolved targets, so
-        that a caller who judges in this process does not resolve them again.
+        that a caller who judges in this process does not resolve them again; ``profile`` is the
+        profile already loaded from ``config``, so that a command reads its file once.
         """
-        from ..generate import load_profile, resolve_profile_path
+        from ..generate import load_profile
         from ..targets import default_targets, resolve_targets
 
-        profile = load_profile(config)
+        profile = profile or load_profile(config)
         case_ids = tuple(CaseRef.from_id(case_id).id for case_id in case_ids)  # checked, in normal form
         targets_now = resolve_targets(targets) if targets else default_targets()
         if resolved is not None:
             resolved[:] = targets_now
-        spec = cls(profile=profile.name, profile_sha256=hashlib.sha256(resolve_profile_path(config).read_bytes()).hexdigest(),
+        spec = cls(profile=profile.name, profile_sha256=profile.sha256,
                    config=config, seed=profile.seed if seed is None else seed,
                    cases=len(case_ids) if case_ids else (profile.cases if cases is None else cases),
                    targets=tuple(t.name for t in targets_now),
@@ -102,12 +102,12 @@ class RunSpec:
 
     @staticmethod
     def count_cases(config: str | None = None, cases: int | None = None,
-                    shard: tuple[int, int] | None = None) -> int:
+                    shard: tuple[int, int] | None = None, profile: Any = None) -> int:
         """How many cases :meth:`build` with these values will judge, from the profile alone (no
         target is imported): enough to choose the worker count before the slow part of the set-up."""
         from ..generate import load_profile
 
-        return len(shard_indices(load_profile(config).cases if cases is None else cases, shard))
+        return len(shard_indices((profile or load_profile(config)).cases if cases is None else cases, shard))
 
     # ------------------------------------------------------------------ what the spec derives
 
@@ -118,13 +118,13 @@ class RunSpec:
 
     def load_profile(self):
         """The profile read from its file, narrowed; UsageError if the file changed since the spec was made."""
-        from ..generate import load_profile, resolve_profile_path
+        from ..generate import load_profile
 
-        digest = hashlib.sha256(resolve_profile_path(self.config).read_bytes()).hexdigest()
-        if digest != self.profile_sha256:
+        profile = load_profile(self.config)
+        if profile.sha256 != self.profile_sha256:
             raise UsageError(f"profile {self.profile!r} has changed since this run was specified "
-                             f"(sha256 {digest[:12]} instead of {self.profile_sha256[:12]}); run it again")
-        return load_profile(self.config).narrowed(modes=self.modes, layers=self.layers,
+                             f"(sha256 {profile.sha256[:12]} instead of {self.profile_sha256[:12]}); run it again")
+        return profile.narrowed(modes=self.modes, layers=self.layers,
                                                   bidirectional=self.bidirectional, dtypes=self.dtypes)
 
     def tolerances(self):
