@@ -63,7 +63,7 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
         for d, direction in enumerate(directions(cfg)):
             state = layer * cfg.num_directions + d
             h = zeros_h if h0 is None else h0[state, b]
-            c = (zeros_c if c0 is None else c0[state, b]) if cfg.mode == "lstm" else None
+            c = (zeros_c if c0 is None else c0[state, b]) if cfg.has_cell_state else None
             w = [params.get(param_key(layer, direction, k)) for k in ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")]
             steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
             hs: list[Tensor | None] = [None] * length
