@@ -244,11 +244,12 @@ def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RN
             B = 1
         else:
             T = 1
+    options = family(mode).draw_options(np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2]))))
     config = RNNConfig(mode=mode, num_layers=_between(rng, profile.layers),
                        # drawn for every family, so a family that runs forward only shifts no other draw
                        bidirectional=bool(rng.random() < profile.bidirectional) and family(mode).bidirectional,
                        input_size=_between(rng, profile.input_size), hidden_size=_between(rng, profile.hidden_size),
-                       max_len=T, batch_size=B, dtype=_choice(rng, profile.dtypes))
+                       max_len=T, batch_size=B, dtype=_choice(rng, profile.dtypes), options=options)
     lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B)
     wants, heads = _choice(rng, profile.wants), _choice(rng, profile.heads)
     initial_state = bool(rng.random() < profile.initial_state)
@@ -272,9 +273,7 @@ def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConf
         lengths = list(lengths)
         for b in rng.choice(B, size=count, replace=False):
             lengths[int(b)] = 0
-    options_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2])))
-    options = config.family.draw_options(options_rng, config)
-    return dataclasses.replace(config, proj_size=proj_size, bias=bias, options=options), lengths
+    return dataclasses.replace(config, proj_size=proj_size, bias=bias), lengths
 
 
 def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:

@@ -14,13 +14,15 @@ from .gru import GRU
 from .lstm import LSTM
 from .rnn_relu import RNN_RELU
 from .rnn_tanh import RNN_TANH
+from .s6 import S6
 
 __all__ = ["CUDNN_MODES", "DIRECTIONS", "Family", "Option", "family", "modes", "param_key", "param_shapes",
            "register"]
 
-_REGISTRY: dict[str, Family] = {f.token: f for f in (RNN_RELU, RNN_TANH, LSTM, GRU)}
-CUDNN_MODES: tuple[str, ...] = tuple(_REGISTRY)
+CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
+_REGISTRY: dict[str, Family] = {f.token: f for f in (RNN_RELU, RNN_TANH, LSTM, GRU, S6)}
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
+
 
 
 def modes() -> tuple[str, ...]:

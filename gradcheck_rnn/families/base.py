@@ -125,7 +125,7 @@ class Family:
         """Parameters are drawn uniform in [-bound, bound] (torch.nn's initialisation by default)."""
         return 1.0 / math.sqrt(config.hidden_size)
 
-    def draw_options(self, rng: Any, config: RNNConfig) -> dict[str, Any]:
+    def draw_options(self, rng: Any) -> dict[str, Any]:
         """The family's options for a drawn case (a numpy Generator of their own, so drawing
         them shifts no other draw); none for a family without options."""
         return {}
@@ -143,6 +143,10 @@ class Family:
         """One step of one layer on a batch of rows: x (..., I_l), h (..., h_size), c (..., c_size)
         -> (y (..., S), h', c'). ``ops`` is the array namespace (:mod:`gradcheck_rnn.families.ops`)."""
         raise NotImplementedError  # pragma: no cover - the cuDNN families use the existing references
+
+    def has_step(self) -> bool:
+        """Whether the references run :meth:`step` (every family but cuDNN's four, whose math predates families)."""
+        return type(self).step is not Family.step
 
     def __str__(self) -> str:
         return self.token
