@@ -90,7 +90,7 @@ def test_kernel_matches_the_loop_reference_across_chunk_boundaries(chunk):
 class _CarryDropped(S6CPUKernel):
     """A deliberately broken chunked scan: the state handed across a chunk boundary loses its decay."""
 
-    def carry(self, a_last, b_last, h_start):
+    def carry(self, a_last, b_last, h_start, reverse):
         return b_last + h_start
 
 
@@ -106,3 +106,17 @@ def test_requested_gradients_only_and_half_skipped():
     assert set(FusedCPUTarget().run(case).grads) == {"x"}
     assert "f64 and f32 only" in FusedCPUTarget().supports(dataclasses.replace(case.config, dtype="f16"))
     assert family("s6").h_size(case.config) == 6 and not family("s6").bidirectional
+
+
+@pytest.mark.parametrize("name", ["s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dropped",
+                                  "s6-lower-layer-dhy-dropped"])
+def test_each_s6_mutant_is_caught_by_the_reference_check(name):
+    rows = gr.check(f"mutant:{name}", CASE_ID, checks=["reference"])
+    assert [r.status for r in rows] == ["fail"]
+
+
+def test_the_padded_step_decay_needs_a_softplus_or_a_delta_bias_as_in_mamba_368():
+    plain = CASE_ID.replace("R1-", "R1-nosoftplus-nobias-")
+    assert [r.status for r in gr.check("mutant:s6-padded-step-decay", plain, checks=["reference"])] == ["pass"]
+    assert "the bug is in the s6 kernel" in gr.check("mutant:s6-gate-grad-dropped", "gru-L1-uni-I2-H2-T3-B1-len3-f64-s1",
+                                                     checks=["reference"])[0].message

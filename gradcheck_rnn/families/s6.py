@@ -5,8 +5,8 @@ state dimensions per channel and a rank-R map for Δ:
 
     [u | z] = W_in x_t                      w_in (2H, I_l), (H, I_l) with -nogate
     [δ | B | C] = W_x u                     w_x (R + 2N, H)
-    Δ = softplus(W_dt δ + b_dt)             w_dt (H, R), b_dt (H,) "delta_bias" (absent with -nobias),
-                                            softplus off with -nosoftplus
+    Δ = softplus(W_dt δ + b_dt)             w_dt (H, R), b_dt (H,) "delta_bias" (absent with -nobias);
+                                            with -nosoftplus Δ = (W_dt δ + b_dt)², see below
     A = −exp(a_log)                         a_log (H, N): negative, per channel and state
     h_t = exp(Δ ⊙ A) ⊙ h_{t−1} + (Δ ⊙ u) ⊗ B          h (H, N)
     y_t = (h_t C) + d ⊙ u,  times silu(z) unless -nogate    d (H,)
@@ -16,6 +16,11 @@ no c. y is H wide and is the next layer's input. Padding: a step past a sequence
 h unchanged and outputs 0, which is exactly Δ = 0 there (exp(0·A) = 1, 0·B·u = 0) — what
 Mamba's kernels get by zero-padding Δ, and what they get wrong where a delta_bias or the
 softplus makes Δ of a zero input non-zero (state-spaces/mamba #368).
+
+Without the softplus, Mamba's kernel takes Δ as given and relies on its caller for Δ ≥ 0. A
+random case cannot promise that (a negative Δ makes exp(ΔA) > 1, and three stacked layers
+overflowed float64 in a sweep), so this family squares the map instead: Δ ≥ 0 always, and a zero
+input without delta_bias still gives Δ = 0, the property #368 turns on.
 
 Case id: ``s6-L2-uni-I3-H4-N2-R1[-nosoftplus][-nogate][-nobias]-T7-B3-…``. A selective scan runs
 forward in time only: there is no bidirectional s6 (Mamba gets one by running two layers), so
@@ -63,7 +68,7 @@ class S6Family(Family):
         dt = delta_low @ p["w_dt"].T
         if "b_dt" in p:
             dt = dt + p["b_dt"]
-        delta = ops.softplus(dt) if config.option("softplus") else dt
+        delta = ops.softplus(dt) if config.option("softplus") else dt * dt
         a = -ops.exp(p["a_log"])
         state = h.reshape(h.shape[:-1] + (H, N))
         state = ops.exp(delta[..., :, None] * a) * state + (delta * u)[..., :, None] * b[..., None, :]

@@ -78,12 +78,14 @@ class S6CPUKernel:
             a, b, shift = a_new, b_new, 2 * shift
         return a, b
 
-    def carry(self, a_last: Tensor, b_last: Tensor, h_start: Tensor) -> Tensor:
-        """The state handed across a chunk boundary: the chunk's composed map applied to its start."""
+    def carry(self, a_last: Tensor, b_last: Tensor, h_start: Tensor, reverse: bool) -> Tensor:
+        """The state handed across a chunk boundary (of the forward, or the backward's reverse
+        scan): the chunk's composed map applied to its start."""
         return a_last * h_start + b_last
 
-    def scan(self, a: Tensor, b: Tensor, h0: Tensor) -> Tensor:
-        """h_t = a_t ⊙ h_{t−1} + b_t for t = 0..T−1 from h0: (T, ...) -> (T, ...), chunked."""
+    def scan(self, a: Tensor, b: Tensor, h0: Tensor, reverse: bool = False) -> Tensor:
+        """h_t = a_t ⊙ h_{t−1} + b_t for t = 0..T−1 from h0: (T, ...) -> (T, ...), chunked;
+        ``reverse`` says that the backward runs it on time-reversed sequences."""
         T, K = a.shape[0], self.chunk
         C = math.ceil(T / K)
         pad = C * K - T  # identity maps (a = 1, b = 0) fill the last chunk
@@ -92,11 +94,16 @@ class S6CPUKernel:
         a_bar, b_bar = self.chunk_scan(a_c, b_c)
         starts = [h0]
         for k in range(C - 1):
-            starts.append(self.carry(a_bar[k, -1], b_bar[k, -1], starts[-1]))
+            starts.append(self.carry(a_bar[k, -1], b_bar[k, -1], starts[-1], reverse))
         h = a_bar * torch.stack(starts)[:, None] + b_bar
         return h.reshape((C * K,) + a.shape[1:])[:T]
 
     # ------------------------------------------------------------------ forward
+    @staticmethod
+    def activation(cfg: RNNConfig, dt: Tensor) -> Tensor:
+        """Δ from its pre-activation: softplus, or the square with -nosoftplus (families/s6.py)."""
+        return torch.nn.functional.softplus(dt, threshold=float("inf")) if cfg.option("softplus") else dt * dt
+
     def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
                       index: int) -> tuple[Tensor, Tensor, Layer]:
         H, N, R = cfg.hidden_size, cfg.option("state_dim"), cfg.option("dt_rank")
@@ -109,7 +116,7 @@ class S6CPUKernel:
         dt = delta_low @ p["w_dt"].T
         if "b_dt" in p:
             dt = dt + p["b_dt"]
-        delta = (torch.nn.functional.softplus(dt, threshold=float("inf")) if cfg.option("softplus") else dt) * mask
+        delta = self.activation(cfg, dt) * mask
         a = -torch.exp(p["a_log"])
         decay = torch.exp(delta[..., None] * a)
         h = self.scan(decay, (delta * u)[..., None] * b[:, :, None, :], h0.reshape(B, H, N))
@@ -146,7 +153,7 @@ class S6CPUKernel:
         # λ_t = g_t + a_{t+1} λ_{t+1}, λ after the last step = dhy: a forward scan of reversed time
         shifted = torch.cat([decay[1:], decay.new_ones((1,) + decay.shape[1:])])
         start = self.head_state_grad(dhy, layer, cfg.num_layers).reshape(B, H, N)
-        lam = self.scan(shifted.flip(0), g.flip(0), start).flip(0)
+        lam = self.scan(shifted.flip(0), g.flip(0), start, reverse=True).flip(0)
         dh0 = (decay[0] * lam[0]).reshape(B, H * N) if T else dhy
         d_arg = lam * layer.h_prev * layer.decay                        # dL/d(ΔA)
         lam_b = (lam * layer.b[:, :, None, :]).sum(-1)                  # Σ_n λ B
@@ -154,7 +161,7 @@ class S6CPUKernel:
         du = lam_b * layer.delta + dy_core * p["d"]
         db = (lam * (layer.delta * layer.u)[..., None]).sum(-2)
         dc = (dy_core[..., None] * layer.h).sum(-2)
-        d_dt = d_delta * torch.sigmoid(layer.dt) if cfg.option("softplus") else d_delta
+        d_dt = d_delta * (torch.sigmoid(layer.dt) if cfg.option("softplus") else 2 * layer.dt)
         d_low = d_dt @ p["w_dt"]
         d_proj = torch.cat([d_low, db, dc], dim=-1)
         du = du + d_proj @ p["w_x"]
