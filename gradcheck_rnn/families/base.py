@@ -1,8 +1,9 @@
 """What a cell family is: one object that every other module asks instead of testing mode names.
 
 A family holds its case-id token, its gates, its parameter names and shapes (in the canonical
-order that is also the draw order), the widths of its states, its case-id options, the variants
-it supports and its tolerances (docs/contracts.md, "Cell families"). The math lives with it:
+order that is also the draw order), the widths of its states, its case-id options and the
+variants it supports (docs/contracts.md, "Cell families"); the default tolerances
+(:mod:`gradcheck_rnn.tolerances`) hold for every family so far. The math lives with it:
 the cuDNN families (:mod:`.cudnn`) are computed by the existing references and kernels, the
 others give :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
 both references run.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import UsageError
@@ -66,11 +67,7 @@ class Family:
     cell_state: bool = False
     projections: bool = False
     bidirectional: bool = True
-    half: bool = True
     options: tuple[Option, ...] = ()
-    # Per-dtype tolerance overrides {dtype: {kind: (rtol, atol)}} over gradcheck_rnn.tolerances.DEFAULTS.
-    tolerances: Mapping[str, Mapping[str, tuple[float, float]]] = field(default_factory=dict)
-    description: str = ""
 
     # ------------------------------------------------------------------ shapes
     @property

@@ -3,5 +3,4 @@
 from .cudnn import CudnnFamily
 
 GRU = CudnnFamily(
-    token="gru", gates=("r", "z", "n"), cell_state=False, projections=False,
-    description="GRU, gates r, z, n, the reset gate applied after the hidden bias")
+    token="gru", gates=("r", "z", "n"), cell_state=False, projections=False)

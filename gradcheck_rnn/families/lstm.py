@@ -3,5 +3,4 @@
 from .cudnn import CudnnFamily
 
 LSTM = CudnnFamily(
-    token="lstm", gates=("i", "f", "g", "o"), cell_state=True, projections=True,
-    description="LSTM, gates i, f, g, o; optional projection h = W_hr (o ⊙ tanh c)")
+    token="lstm", gates=("i", "f", "g", "o"), cell_state=True, projections=True)

@@ -3,5 +3,4 @@
 from .cudnn import CudnnFamily
 
 RNN_RELU = CudnnFamily(
-    token="rnn_relu", gates=("h",), cell_state=False, projections=False,
-    description="Elman RNN with relu: h' = relu(W_ih x + b_ih + W_hh h + b_hh)")
+    token="rnn_relu", gates=("h",), cell_state=False, projections=False)

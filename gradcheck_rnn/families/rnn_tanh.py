@@ -3,5 +3,4 @@
 from .cudnn import CudnnFamily
 
 RNN_TANH = CudnnFamily(
-    token="rnn_tanh", gates=("h",), cell_state=False, projections=False,
-    description="Elman RNN with tanh: h' = tanh(W_ih x + b_ih + W_hh h + b_hh)")
+    token="rnn_tanh", gates=("h",), cell_state=False, projections=False)

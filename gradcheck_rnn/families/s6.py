@@ -80,9 +80,8 @@ class S6Family(Family):
 
 
 S6 = S6Family(
-    token="s6", gates=("u", "z"), bidirectional=False, half=False,
+    token="s6", gates=("u", "z"), bidirectional=False,
     options=(Option("state_dim", r"N(\d+)", None, "N<state size>, e.g. N2"),
              Option("dt_rank", r"R(\d+)", None, "R<rank of the Δ map>, e.g. R1"),
              Option("softplus", "nosoftplus", True, "nosoftplus (optional)"),
-             Option("gated", "nogate", True, "nogate (optional)")),
-    description="Mamba's selective scan without the convolution (h = exp(ΔA) h + Δ B u, y = C h + D u, gated)")
+             Option("gated", "nogate", True, "nogate (optional)")))
