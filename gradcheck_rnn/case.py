@@ -39,6 +39,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .config import DTYPES, HEADS, MAX_SEED, MODES, TORCH_DTYPE_NAMES, WANTS_GROUPS, RNNConfig
+from .families import family, modes
 from .errors import UsageError
 from .layout import param_names, param_shapes
 
@@ -56,12 +57,14 @@ MAX_ELEMENTS_ENV = "GRADCHECK_RNN_MAX_ELEMENTS"
 
 def case_elements(config: RNNConfig) -> int:
     """Elements across x, parameters, initial states and head gradients, computed without allocating."""
-    G, H, D, L = config.num_gates, config.hidden_size, config.num_directions, config.num_layers
-    T, B, I, S, P = config.max_len, config.batch_size, config.input_size, config.state_size, config.proj_size
-    per_direction = G * H * (S + 2 * int(config.bias)) + P * H  # w_hh, w_hr, b_ih, b_hh
-    params = D * (per_direction + G * H * I) + (L - 1) * D * (per_direction + G * H * D * S)
-    states = L * D * B * (2 * S + (2 * H if config.has_cell_state else 0))  # h0, dhy (and c0, dcy)
-    return params + T * B * I + T * B * D * S + states
+    D, L, T, B = config.num_directions, config.num_layers, config.max_len, config.batch_size
+    family = config.family
+    # one layer's shapes at a time: a huge config must not build a dict of every key first
+    params = D * sum(int(np.prod(s, dtype=object)) for s in family.unit_shapes(config, 0).values())
+    if L > 1:
+        params += (L - 1) * D * sum(int(np.prod(s, dtype=object)) for s in family.unit_shapes(config, 1).values())
+    states = L * D * B * 2 * (config.h_size + config.c_size)  # h0, dhy (and c0, dcy)
+    return params + T * B * config.input_size + T * B * D * config.state_size + states
 
 
 def check_size_budget(config: RNNConfig) -> None:
@@ -186,14 +189,13 @@ class Outputs:
     grads: dict[str, Any] = field(default_factory=dict)
 
 
-_ID_PATTERNS: list[tuple[str, str, str]] = [
-    ("mode", rf"({'|'.join(MODES)})", f"one of {', '.join(MODES)}"),
+_HEAD_PATTERNS: list[tuple[str, str, str]] = [
     ("num_layers", r"L(\d+)", "L<layers>, e.g. L2"),
     ("bidirectional", r"(uni|bi)", "uni or bi"),
     ("input_size", r"I(\d+)", "I<input size>, e.g. I3"),
     ("hidden_size", r"H(\d+)", "H<hidden size>, e.g. H5"),
-    ("proj_size", r"P(\d+)", "P<projection size>, e.g. P3 (optional)"),
-    ("bias", r"(nobias)", "nobias (optional)"),
+]
+_TAIL_PATTERNS: list[tuple[str, str, str]] = [
     ("max_len", r"T(\d+)", "T<max length>, e.g. T7"),
     ("batch_size", r"B(\d+)", "B<batch>, e.g. B3"),
     ("seq_lengths", r"len(\d+(?:\.\d+)*)", "len<l_0>.<l_1>..., e.g. len7.4.1"),
@@ -205,27 +207,43 @@ _VARIANT_PATTERNS: list[tuple[str, str]] = [
     ("heads", rf"g({'|'.join(HEADS[1:])})"),
     ("initial_state", r"(z)"),
 ]
-# Optional id parts: absent at their default (proj_size 0, bias on).
-_OPTIONAL_PARTS = frozenset({"proj_size", "bias"})
-ID_FORMAT = "<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-nobias]-T<maxlen>-B<batch>-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]"
+ID_FORMAT = ("<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-<family options>][-nobias]-T<maxlen>-B<batch>"
+             "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]")
+
+
+def _surface(mode: str) -> list[tuple[str, str, str, bool]]:
+    """The tokens allowed right after ``H<hidden>`` for a mode, in order: (name, pattern, allowed,
+    required): ``-P<proj>`` (parsed for every family, so that the config names the family that has
+    none), the family's options, ``-nobias``."""
+    parts = [("proj_size", r"P(\d+)", "P<projection size>, e.g. P3 (optional)", False)]
+    parts += [(o.name, o.pattern, o.describe, o.default is None) for o in family(mode).options]
+    return parts + [("bias", r"(nobias)", "nobias (optional)", False)]
 
 
 def parse_case_id(case_id: str) -> dict[str, Any]:
     """Parse a case id into the keyword arguments of :func:`make_case`; UsageError names the bad part."""
     parts = case_id.strip().split("-")
-    required = len(_ID_PATTERNS) - len(_OPTIONAL_PARTS)
-    if len(parts) < required:
+    if len(parts) < 1 + len(_HEAD_PATTERNS) + len(_TAIL_PATTERNS):
         raise UsageError(f"case id {case_id!r} has {len(parts)} parts; expected {ID_FORMAT}")
-    values: dict[str, Any] = {}
-    position = 0
-    for name, pattern, allowed in _ID_PATTERNS:
+    if parts[0] not in modes():
+        raise UsageError(f"case id {case_id!r}: part {parts[0]!r} should be one of {', '.join(modes())}")
+    values: dict[str, Any] = {"mode": parts[0]}
+    options: dict[str, Any] = {}
+    position = 1
+    grammar = [(n, p, a, True) for n, p, a in _HEAD_PATTERNS] + _surface(parts[0]) \
+        + [(n, p, a, True) for n, p, a in _TAIL_PATTERNS]
+    option_names = {o.name: o for o in family(parts[0]).options}
+    for name, pattern, allowed, required in grammar:
         part = parts[position] if position < len(parts) else ""
         match = re.fullmatch(pattern, part)
         if not match:
-            if name in _OPTIONAL_PARTS:
+            if not required:
                 continue
             raise UsageError(f"case id {case_id!r}: part {part!r} should be {allowed}")
-        values[name] = match.group(1)
+        if name in option_names:
+            options[name] = option_names[name].parse(part)
+        else:
+            values[name] = match.group(1)
         position += 1
     variants: dict[str, str] = {}
     remaining = parts[position:]
@@ -245,7 +263,7 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
     if seed > MAX_SEED:
         raise UsageError(f"case id {case_id!r}: seed {seed} is too large; seeds are in 0..{MAX_SEED}")
     try:
-        config = _config_from_id(values)
+        config = _config_from_id(values, options)
     except UsageError as exc:
         raise UsageError(f"case id {case_id!r}: {exc}") from None
     return {
@@ -258,12 +276,12 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
     }
 
 
-def _config_from_id(values: dict[str, Any]) -> RNNConfig:
+def _config_from_id(values: dict[str, Any], options: dict[str, Any]) -> RNNConfig:
     return RNNConfig(
         mode=values["mode"], num_layers=int(values["num_layers"]), bidirectional=values["bidirectional"] == "bi",
         input_size=int(values["input_size"]), hidden_size=int(values["hidden_size"]),
         max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"],
-        proj_size=int(values.get("proj_size", 0)), bias="bias" not in values)
+        proj_size=int(values.get("proj_size", 0)), bias="bias" not in values, options=options)
 
 
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
@@ -274,10 +292,10 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
     if not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
         raise UsageError(f"seed {seed!r} is not allowed; seeds are integers in 0..{MAX_SEED}")
     rng = np.random.Generator(np.random.PCG64(int(seed)))
-    T, B, H = config.max_len, config.batch_size, config.hidden_size
-    states = (config.num_layers * config.num_directions, B, config.state_size)
-    cells = (config.num_layers * config.num_directions, B, H)
-    bound = 1.0 / np.sqrt(H)
+    T, B = config.max_len, config.batch_size
+    states = (config.num_layers * config.num_directions, B, config.h_size)
+    cells = (config.num_layers * config.num_directions, B, config.c_size)
+    bound = config.family.param_bound(config)
     params = {k: rng.uniform(-bound, bound, size=shape) for k, shape in param_shapes(config).items()}
     x = rng.standard_normal((T, B, config.input_size))
     h0 = rng.standard_normal(states)

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import click
 
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, MODES, profile_names
+from .config import DTYPES, profile_names
+from .families import modes as family_modes
 from .errors import UsageError
 
 
@@ -59,7 +60,7 @@ cases_and_seed = options(
     click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's)."),
 )
 draw = options(
-    click.option("--mode", "modes", multiple=True, type=click.Choice(MODES),
+    click.option("--mode", "modes", multiple=True, type=click.Choice(family_modes()),
                  help="Draw only these modes (repeatable; default: the profile's)."),
     click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
     click.option("--bidirectional/--unidirectional", "bidirectional", default=None,

@@ -29,15 +29,12 @@ import numpy as np
 from .numbers import from_json_number, location_text  # re-exported: rows and reports read both
 
 from .case import RNNConfig
-from .config import GATE_NAMES
 from .layout import directions
 from .tolerances import Tolerance
 
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are
 # max-pooled (a 64 × 64 map is 4096 numbers; typical case sizes stay far below and unpooled).
 MAP_MAX = 64
-# Parameter kinds whose rows are gate blocks of H rows each (i, f, g, o / r, z, n).
-GATED_KINDS = ("w_ih", "w_hh", "b_ih", "b_hh")
 # A comparison is mistrusted when zeros would pass it on at least this share of the elements.
 MISTRUST_SHARE = 0.99
 
@@ -173,10 +170,11 @@ def logical_location(name: str, index: tuple[int, ...], config: RNNConfig) -> di
         layer, d = divmod(index[0], config.num_directions)
         return {"layer": layer, "dir": directions(config)[d], "b": index[1], "unit": index[2]}
     layer_text, direction, kind = name.split(".")
-    if kind not in GATED_KINDS:  # w_hr (P, H), the LSTM projection, has no gate blocks
-        return {"layer": int(layer_text[1:]), "dir": direction, "row": index[0], "col": index[1]}
+    family = config.family
+    if kind not in family.gated_kinds():  # e.g. w_hr (P, H), the LSTM projection, has no gate blocks
+        return {"layer": int(layer_text[1:]), "dir": direction, **dict(zip(("row", "col"), index))}
     gate, row = divmod(index[0], config.hidden_size)
-    location = {"layer": int(layer_text[1:]), "dir": direction, "gate": GATE_NAMES[config.mode][gate], "row": row}
+    location = {"layer": int(layer_text[1:]), "dir": direction, "gate": family.gates[gate], "row": row}
     if kind.startswith("w_"):
         location["col"] = index[1]
     return location
@@ -257,7 +255,7 @@ def ratio_map(name: str, ratios: np.ndarray, config: RNNConfig) -> RatioMap | No
         cols = "b"
     else:
         gates, hidden = config.num_gates, config.hidden_size
-        if name.rsplit(".", 1)[-1] not in GATED_KINDS or ratios.ndim not in (1, 2) \
+        if name.rsplit(".", 1)[-1] not in config.family.gated_kinds() or ratios.ndim not in (1, 2) \
                 or ratios.shape[0] != gates * hidden:
             return None
         grid, rows, cols = ratios.reshape(gates, hidden, -1).max(axis=2), "gate", "unit"

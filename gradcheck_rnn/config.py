@@ -1,22 +1,26 @@
 """The vocabulary of a fused RNN call: modes, gates, dtypes, request groups, and RNNConfig.
 
-A leaf module: it imports nothing of the package but errors, so every other module (layout,
-case, kernels, references) can name a config without import cycles.
+A leaf module: it imports nothing of the package but errors and the family registry (itself a
+leaf), so every other module (layout, case, kernels, references) can name a config without
+import cycles. Per-mode facts come from the config's family (:attr:`RNNConfig.family`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 
 from .errors import UsageError
+from .families import CUDNN_MODES, DIRECTIONS, Family, family, modes  # noqa: F401  (DIRECTIONS re-exported)
 
-GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
-GATE_NAMES = {"rnn_relu": ("h",), "rnn_tanh": ("h",), "lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
-DIRECTIONS = ("fwd", "bwd")
-MODES = tuple(GATES)
+# The cuDNN modes and their gates, for the code written for exactly those four (the bucketed JAX
+# program, the fused kernels' gate layouts); everything else asks the config's family.
+MODES = CUDNN_MODES
+GATES = {m: family(m).num_gates for m in MODES}
+GATE_NAMES = {m: family(m).gates for m in MODES}
 DTYPES = ("f64", "f32", "f16", "bf16")
 TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 WANTS_GROUPS = ("all", "inputs", "x", "params")
@@ -49,10 +53,18 @@ class RNNConfig:
     dtype: str = "f64"
     proj_size: int = 0
     bias: bool = True
+    # The family's own options (docs/contracts.md, "Cell families"), e.g. s6's state size:
+    # given as a mapping, stored as sorted (name, value) pairs without the defaults, so equal
+    # configs compare and hash equal.
+    options: Any = ()
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(MODES)}")
+        if self.mode not in modes():
+            raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(modes())}")
+        given = dict(self.options.items() if isinstance(self.options, Mapping) else self.options)
+        defaults = {o.name: o.default for o in self.family.options}
+        object.__setattr__(self, "options", tuple(sorted((k, v) for k, v in given.items()
+                                                         if k not in defaults or v != defaults[k])))
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
         if isinstance(self.batch_size, (int, np.integer)) and not isinstance(self.batch_size, bool) \
@@ -70,15 +82,22 @@ class RNNConfig:
         proj = self.proj_size
         if isinstance(proj, bool) or not isinstance(proj, (int, np.integer)) or proj < 0:
             raise UsageError(f"proj_size={proj!r} is not allowed; it must be an integer >= 0 (0 = no projection)")
-        if proj and self.mode != "lstm":
-            raise UsageError(f"proj_size={proj} is not allowed for {self.mode}; projections are LSTM only")
+        self.family.validate(self)
         if proj and not proj < self.hidden_size:
             raise UsageError(f"proj_size={proj} is not allowed with hidden_size={self.hidden_size}; "
                              f"it must be in 1..H-1")
 
     @property
+    def family(self) -> Family:
+        return family(self.mode)
+
+    def option(self, name: str) -> Any:
+        """The value of one of the family's options (its default when the config leaves it out)."""
+        return self.family.option_values(self)[name]
+
+    @property
     def num_gates(self) -> int:
-        return GATES[self.mode]
+        return self.family.num_gates
 
     @property
     def num_directions(self) -> int:
@@ -86,16 +105,30 @@ class RNNConfig:
 
     @property
     def has_cell_state(self) -> bool:
-        return self.mode == "lstm"
+        """Whether the case has c0 / cy / dcy (the family's second state tensor)."""
+        return self.c_size > 0
 
     @property
     def state_size(self) -> int:
-        """S, the width of h (h0, hy, each direction's part of y): P with projections, else H."""
-        return self.proj_size or self.hidden_size
+        """S, the width of each direction's part of y: P with projections, else H (the family's output width)."""
+        return self.family.output_size(self)
+
+    @property
+    def h_size(self) -> int:
+        """The width of h0 / hy / dhy (S for the cuDNN cells; s6's is H·N)."""
+        return self.family.h_size(self)
+
+    @property
+    def c_size(self) -> int:
+        """The width of c0 / cy / dcy; 0 when the family has none."""
+        return self.family.c_size(self)
 
     @property
     def prefix(self) -> str:
-        """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3`` (``-P3``, ``-nobias`` after H)."""
-        surface = (f"-P{self.proj_size}" if self.proj_size else "") + ("" if self.bias else "-nobias")
+        """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3`` (``-P3``, the family's options,
+        ``-nobias`` after H)."""
+        values = self.family.option_values(self)
+        surface = (f"-P{self.proj_size}" if self.proj_size else "") \
+            + "".join(o.render(values[o.name]) for o in self.family.options) + ("" if self.bias else "-nobias")
         return (f"{self.mode}-L{self.num_layers}-{'bi' if self.bidirectional else 'uni'}"
                 f"-I{self.input_size}-H{self.hidden_size}{surface}-T{self.max_len}-B{self.batch_size}")

@@ -14,7 +14,9 @@ gets a projection, P uniform in 1..H-1), ``bias`` (the probability that biases a
 ``zero_length`` (the probability that some sequences get length 0: usually one, sometimes
 several or all) — is drawn from a second generator, ``SeedSequence([S, i, 1])``. So turning
 these switches on leaves every other draw of case i as it was: the same mode, shapes, lengths,
-variants and data seed, now with a projection, without biases or with empty sequences.
+variants and data seed, now with a projection, without biases or with empty sequences. A
+family's own options (s6's state size, …) come from a third generator, ``SeedSequence([S, i, 2])``,
+and a variant a family does not support (two directions for s6) is never drawn for it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig,
 from .errors import UsageError
 from .config import CHECK_NAMES as ALL_CHECKS
 from .config import CONFIG_DIR, profile_names
+from .families import family, modes as family_modes
 from .tolerances import Tolerances
 
 if sys.version_info >= (3, 11):
@@ -152,7 +155,7 @@ def load_profile(config: str | Path | None = None) -> Profile:
     sweep, draw = data.get("sweep", {}), data.get("draw", {})
     profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}), sha256=hashlib.sha256(raw).hexdigest())
     converters = {
-        "modes": lambda k, v: _weights(k, v, MODES),
+        "modes": lambda k, v: _weights(k, v, family_modes()),
         "dtypes": lambda k, v: _weights(k, v, DTYPES),
         "lengths": lambda k, v: _weights(k, v, LENGTH_PATTERNS),
         "wants": lambda k, v: _weights(k, v, WANTS_GROUPS),
@@ -244,10 +247,12 @@ def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RN
             B = 1
         else:
             T = 1
+    options = family(mode).draw_options(np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2]))))
     config = RNNConfig(mode=mode, num_layers=_between(rng, profile.layers),
-                       bidirectional=bool(rng.random() < profile.bidirectional),
+                       # drawn for every family, so a family that runs forward only shifts no other draw
+                       bidirectional=bool(rng.random() < profile.bidirectional) and family(mode).bidirectional,
                        input_size=_between(rng, profile.input_size), hidden_size=_between(rng, profile.hidden_size),
-                       max_len=T, batch_size=B, dtype=_choice(rng, profile.dtypes))
+                       max_len=T, batch_size=B, dtype=_choice(rng, profile.dtypes), options=options)
     lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B)
     wants, heads = _choice(rng, profile.wants), _choice(rng, profile.heads)
     initial_state = bool(rng.random() < profile.initial_state)
@@ -262,7 +267,7 @@ def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConf
     that the rest of the case is drawn as if these switches were off."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 1])))
     proj_size = 0
-    if rng.random() < profile.proj and config.mode == "lstm" and config.hidden_size >= 2:
+    if rng.random() < profile.proj and config.family.projections and config.hidden_size >= 2:
         proj_size = int(rng.integers(1, config.hidden_size))
     bias = bool(rng.random() < profile.bias)
     if rng.random() < profile.zero_length:

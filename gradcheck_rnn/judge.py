@@ -96,11 +96,11 @@ def _defined_at(target: Any) -> str | None:
 def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:
     """The shape of every tensor a target must return for ``case``: y, hy, cy (LSTM), requested gradients."""
     cfg = case.config
-    T, B, S, H = cfg.max_len, cfg.batch_size, cfg.state_size, cfg.hidden_size
+    T, B, S = cfg.max_len, cfg.batch_size, cfg.state_size
     states = cfg.num_layers * cfg.num_directions
-    shapes: dict[str, tuple[int, ...]] = {"y": (T, B, cfg.num_directions * S), "hy": (states, B, S)}
+    shapes: dict[str, tuple[int, ...]] = {"y": (T, B, cfg.num_directions * S), "hy": (states, B, cfg.h_size)}
     if cfg.has_cell_state:
-        shapes["cy"] = (states, B, H)
+        shapes["cy"] = (states, B, cfg.c_size)
     inputs = {"x": case.x, "h0": case.h0, "c0": case.c0}
     for name in sorted(case.wants):
         shapes[name] = tuple((inputs[name] if name in inputs else case.params[name]).shape)

@@ -1,21 +1,23 @@
 """Parameter names, shapes and flat-vector packing (docs/contracts.md, "Parameters").
 
-Parameters are a dict keyed ``l{layer}.{fwd|bwd}.{w_ih|w_hh|w_hr|b_ih|b_hh}`` with shapes
-w_ih (G·H, I_l), w_hh (G·H, S), b_ih and b_hh (G·H,), I_0 = I and I_l = D·S for l > 0, where
-S is the state width: H, or P for an LSTM with projections (``proj_size`` P), which adds
-w_hr (P, H) — h = W_hr·(o ⊙ tanh c). A config without bias has no b_ih / b_hh keys at all.
-The flat cudnn/mxnet style holds all weights (per layer, per direction: w_ih, w_hh, then
-w_hr where present, as cuDNN's LSTMP packs it), then all biases in the same order (b_ih, b_hh).
+Parameters are a dict keyed ``l{layer}.{fwd|bwd}.{kind}`` with the shapes of the config's family
+(:mod:`gradcheck_rnn.families`). For the cuDNN cells: w_ih (G·H, I_l), w_hh (G·H, S), b_ih and
+b_hh (G·H,), I_0 = I and I_l = D·S for l > 0, where S is the state width: H, or P for an LSTM
+with projections (``proj_size`` P), which adds w_hr (P, H) — h = W_hr·(o ⊙ tanh c). A config
+without bias has no b_ih / b_hh keys at all. Their flat cudnn/mxnet style holds all weights (per
+layer, per direction: w_ih, w_hh, then w_hr where present, as cuDNN's LSTMP packs it), then all
+biases in the same order (b_ih, b_hh); other families pack in canonical order.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from .config import DIRECTIONS, GATES, RNNConfig
+from .config import DIRECTIONS, RNNConfig
 from .errors import UsageError
+from .families import param_key, param_shapes as _family_param_shapes  # noqa: F401  (param_key re-exported)
 
 PACK_STYLES = ("cudnn", "mxnet")
 
@@ -26,36 +28,18 @@ def directions(config: RNNConfig) -> tuple[str, ...]:
 
 def layer_input_size(config: RNNConfig, layer: int) -> int:
     """I_0 = input_size; deeper layers see the [fwd | bwd] concatenation, D·S wide (S = P or H)."""
-    return config.input_size if layer == 0 else config.num_directions * config.state_size
+    return config.family.layer_input_size(config, layer)
 
 
-def unit_kinds(config: RNNConfig) -> tuple[str, ...]:
+def unit_kinds(config: RNNConfig, layer: int = 0) -> tuple[str, ...]:
     """The parameter kinds of one layer and direction, in canonical order."""
-    weights = ("w_ih", "w_hh", "w_hr") if config.proj_size else ("w_ih", "w_hh")
-    return weights + (("b_ih", "b_hh") if config.bias else ())
-
-
-def param_key(layer: int, direction: str, kind: str) -> str:
-    return f"l{layer}.{direction}.{kind}"
-
-
-def _units(config: RNNConfig) -> Iterator[tuple[int, str]]:
-    for layer in range(config.num_layers):
-        for direction in directions(config):
-            yield layer, direction
+    return tuple(config.family.unit_shapes(config, layer))
 
 
 def param_shapes(config: RNNConfig) -> dict[str, tuple[int, ...]]:
-    """Every parameter key with its shape, in canonical order (layer, direction, then
-    w_ih, w_hh, w_hr, b_ih, b_hh as far as the config has them)."""
-    gh = GATES[config.mode] * config.hidden_size
-    shapes: dict[str, tuple[int, ...]] = {}
-    for layer, direction in _units(config):
-        kind_shapes = {"w_ih": (gh, layer_input_size(config, layer)), "w_hh": (gh, config.state_size),
-                       "w_hr": (config.proj_size, config.hidden_size), "b_ih": (gh,), "b_hh": (gh,)}
-        for kind in unit_kinds(config):
-            shapes[param_key(layer, direction, kind)] = kind_shapes[kind]
-    return shapes
+    """Every parameter key with its shape, in canonical order (layer, direction, then the family's
+    kinds: w_ih, w_hh, w_hr, b_ih, b_hh as far as a cuDNN config has them)."""
+    return _family_param_shapes(config.family, config)
 
 
 def param_names(config: RNNConfig) -> list[str]:
@@ -65,10 +49,7 @@ def param_names(config: RNNConfig) -> list[str]:
 def _packed_order(config: RNNConfig, style: str) -> list[str]:
     if style not in PACK_STYLES:
         raise UsageError(f"unknown pack style {style!r}; allowed: {', '.join(PACK_STYLES)}")
-    units, kinds = list(_units(config)), unit_kinds(config)
-    weights = [param_key(l, d, k) for l, d in units for k in kinds if k.startswith("w_")]
-    biases = [param_key(l, d, k) for l, d in units for k in kinds if k.startswith("b_")]
-    return weights + biases
+    return config.family.packed_order(config, style)
 
 
 def pack(params: Mapping[str, Any], config: RNNConfig, style: str = "cudnn") -> Any:

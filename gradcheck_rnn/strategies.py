@@ -29,6 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
 from .errors import UsageError
+from .families import family, modes as family_modes
 
 # Data seeds stay short in case ids, as in sweeps (generate.SEED_LIMIT).
 MAX_DATA_SEED = 2**31 - 1
@@ -79,7 +80,7 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
     sequence for lengths) that shrinks to the plain path. Bad arguments raise UsageError when the
     strategy is made, not while drawing.
     """
-    modes = _choices("modes", modes, MODES)
+    modes = _choices("modes", modes, family_modes())
     dtypes = _choices("dtypes", dtypes, DTYPES)
     wants = _choices("wants", wants, WANTS_GROUPS)
     heads = _choices("heads", heads, HEADS)
@@ -91,18 +92,21 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
     def draw_case(draw: st.DrawFn) -> Case:
         mode = draw(st.sampled_from(modes))
         layers = draw(st.integers(1, max_layers))
-        bidir = draw(st.booleans()) if bidirectional else False
+        bidir = draw(st.booleans()) if bidirectional and family(mode).bidirectional else False
         input_size, hidden_size = draw(st.integers(1, max_size)), draw(st.integers(1, max_size))
         T, B = draw(st.integers(1, max_len)), draw(st.integers(1, max_batch))
         lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
         if zero_lengths:  # False (keep the length) is what shrinking returns to
             lengths = [0 if draw(st.booleans()) else n for n in lengths]
         proj = 0
-        if projections and mode == "lstm" and hidden_size >= 2 and draw(st.booleans()):
+        if projections and family(mode).projections and hidden_size >= 2 and draw(st.booleans()):
             proj = draw(st.integers(1, hidden_size - 1))
         bias = not (no_bias and draw(st.booleans()))
+        # a family's options: integers shrink to 1, flags to their default
+        options = {o.name: (o.default != draw(st.booleans())) if o.is_flag else draw(st.integers(1, max_size))
+                   for o in family(mode).options}
         config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)),
-                           proj_size=proj, bias=bias)
+                           proj_size=proj, bias=bias, options=options)
         group, head = draw(st.sampled_from(wants)), draw(st.sampled_from(heads))
         # booleans shrink to False, so "omit the initial state" shrinks toward the default (given).
         omit_state = draw(st.booleans()) if no_initial_state else False

@@ -98,7 +98,8 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..case import RNNConfig
+from ..case import Case, Outputs, RNNConfig
+from ..families import CUDNN_MODES
 from .packing import add_rows, blocks, HALF_DTYPES, Segment
 from .algorithm import FusedKernel, Step
 from .autograd import apply_kernel, kernel_function
@@ -265,15 +266,35 @@ def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
 
 class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
-    computing only the requested gradients, the way a framework's fused op would."""
+    computing only the requested gradients, the way a framework's fused op would. A family with
+    its own fused kernel (``s6``: :mod:`.s6_cpu`) runs through that one (``family_kernels``)."""
 
-    def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu") -> None:
+    def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
+                 family_kernels: Mapping[str, Any] | None = None) -> None:
         super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu")
+        if family_kernels is None:
+            from .s6_cpu import S6CPUKernel
+
+            family_kernels = {"s6": S6CPUKernel()}
+        self.family_kernels = dict(family_kernels)
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
     def supports(self, config: RNNConfig) -> bool | str:
-        """Every case dtype: f64, f32, and f16/bf16 (half buffers, float32 accumulation)."""
+        """Every case dtype for cuDNN's cells: f64, f32, and f16/bf16 (half buffers, float32
+        accumulation); f64 and f32 for the other families that have a kernel here."""
         if config.dtype not in self.dtypes:
             return f"{self.name} computes in {', '.join(self.dtypes)} only, not {config.dtype}"
+        if config.mode in CUDNN_MODES:
+            return True
+        if config.mode not in self.family_kernels:
+            return f"{self.name} has no {config.mode} kernel"
+        if config.dtype in ("f16", "bf16"):
+            return f"{self.name} computes {config.mode} in f64 and f32 only, not {config.dtype}"
         return True
+
+    def run(self, case: Case) -> Outputs:
+        kernel = self.family_kernels.get(case.config.mode)
+        if kernel is None:
+            return super().run(case)
+        return kernel.run(case, self.dtypes[case.config.dtype])

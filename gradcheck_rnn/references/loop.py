@@ -2,7 +2,9 @@
 
 Each sequence is cut to its own length and run alone through the cell equations written out
 below, layer by layer and direction by direction; gradients come from torch autograd in
-float64 and are summed over samples by one backward pass of the summed scalar. Nothing is
+float64 and are summed over samples by one backward pass of the summed scalar. A family
+other than cuDNN's four runs its own step function (:mod:`gradcheck_rnn.families`) here,
+one sample at a time, the same way. Nothing is
 ever padded, so this reference cannot share a padding or masking bug with a fused kernel.
 
 A sequence of length 0 runs no step at all: its outputs are the initial states untouched
@@ -19,6 +21,7 @@ import numpy as np
 import torch
 
 from ..case import Case, Outputs
+from ..families.ops import torch_ops
 from ..layout import directions, param_key
 
 Tensor = torch.Tensor
@@ -50,28 +53,40 @@ def _cell(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_ih: Tensor, w_hh:
 
 def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: Tensor | None,
                   c0: Tensor | None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-    """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction."""
+    """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction.
+
+    The cuDNN cells go through :func:`_cell`; every other family through its own step function,
+    called on this one sequence's vectors."""
     cfg = case.config
+    family = cfg.family
+    stepper = family.has_step()
+    ops = torch_ops() if stepper else None
     length = int(case.seq_lengths[b])
     layer_input = x[:length, b]
     finals_h: list[Tensor] = []
     finals_c: list[Tensor] = []
-    zeros_h = torch.zeros(cfg.state_size, dtype=torch.float64)
-    zeros_c = torch.zeros(cfg.hidden_size, dtype=torch.float64)
+    zeros_h = torch.zeros(cfg.h_size, dtype=torch.float64)
+    zeros_c = torch.zeros(cfg.c_size, dtype=torch.float64)
     for layer in range(cfg.num_layers):
         outputs = []
         for d, direction in enumerate(directions(cfg)):
             state = layer * cfg.num_directions + d
             h = zeros_h if h0 is None else h0[state, b]
-            c = (zeros_c if c0 is None else c0[state, b]) if cfg.mode == "lstm" else None
-            w = [params.get(param_key(layer, direction, k)) for k in ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")]
+            c = (zeros_c if c0 is None else c0[state, b]) if cfg.has_cell_state else None
+            if stepper:
+                unit = {k: params[param_key(layer, direction, k)] for k in family.unit_shapes(cfg, layer)}
+            else:
+                w = [params.get(param_key(layer, direction, k)) for k in ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")]
             steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
-            hs: list[Tensor | None] = [None] * length
+            ys: list[Tensor | None] = [None] * length
             for t in steps:
-                h, c = _cell(cfg.mode, layer_input[t], h, c, *w)
-                hs[t] = h
+                if stepper:
+                    ys[t], h, c = family.step(ops, unit, layer_input[t], h, c, cfg)
+                else:
+                    h, c = _cell(cfg.mode, layer_input[t], h, c, *w)
+                    ys[t] = h
             # length 0: no step ran, the final state is the initial one
-            outputs.append(torch.stack(hs) if length else zeros_h.new_zeros(0, cfg.state_size))
+            outputs.append(torch.stack(ys) if length else zeros_h.new_zeros(0, cfg.state_size))
             finals_h.append(h)
             if c is not None:
                 finals_c.append(c)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..compare import from_json_number
-from ..config import GATE_NAMES
+from ..families import family, modes
 
 RATIO_FLOOR = -4.0  # log10 ratio shown as the palest blue: 1e-4 of the tolerance and below
 RATIO_CEIL = 12.0  # the colour scale never stretches past 1e12 (NaN/Inf are marked, not scaled)
@@ -92,7 +92,8 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
               default=1.0)
     vmax = min(RATIO_CEIL, max(1.0, math.ceil(math.log10(top)) if top > 0 else 1.0))
     norm = TwoSlopeNorm(vmin=RATIO_FLOOR, vcenter=0.0, vmax=vmax)
-    gate_names = GATE_NAMES.get(row.get("mode", ""), ())
+    mode = row.get("mode", "")
+    gate_names = family(mode).gates if mode in modes() else ()
     gates = len(params[0]["ratio_map"]["ratio"]) if params else 0
     panels = len(timed) + bool(stepped) + bool(states) + gates
     columns = min(3, panels)

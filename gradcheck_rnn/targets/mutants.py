@@ -23,6 +23,7 @@ from ..errors import UsageError
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
+from ..kernels.s6_cpu import Layer as S6Layer, S6CPUKernel
 from .protocol import Target
 
 
@@ -361,6 +362,71 @@ class BpttSkippedWhenFrozen:
         return (self.correct if weights_requested else self.truncated).run(case)
 
 
+class S6PaddedStepDecay:
+    """s6: the backward decays the state at padded steps with exp(softplus(delta_bias)·A) instead of 1 (state-spaces/mamba #368).
+
+    The padded inputs are zero, so Δ of a padded step is 0 only without delta_bias and without
+    the softplus; with either, the reverse scan's decay there is not 1 and dhy reaches the real
+    steps shrunk. As in #368, the bug is invisible on -nosoftplus-nobias cases."""
+
+    def padded_delta(self, layer: S6Layer, cfg: RNNConfig, p: Mapping[str, Tensor], mask: Tensor) -> Tensor:
+        return S6CPUKernel.activation(cfg, layer.dt)
+
+
+class S6ReverseCarryUndecayed:
+    """s6: the backward's reverse scan hands its carry across a chunk boundary without the chunk's decay (proger/accelerated-scan #15).
+
+    Only cases longer than a chunk cross a boundary; with a small decay the carried gradient is
+    tiny anyway, which is how the original hid from its tests."""
+
+    def carry(self, a_last: Tensor, b_last: Tensor, h_start: Tensor, reverse: bool) -> Tensor:
+        return b_last + h_start if reverse else super().carry(a_last, b_last, h_start, reverse)
+
+
+class S6GateGradDropped:
+    """s6: the gradient of the gate z is computed and then dropped, dz = 0 (state-spaces/mamba #342, the fast path)."""
+
+    def gate_backward(self, layer: S6Layer, g: Tensor) -> tuple[Tensor, Tensor | None]:
+        dy_core, dz = super().gate_backward(layer, g)
+        return dy_core, None if dz is None else torch.zeros_like(dz)
+
+
+class S6LowerLayerDhyDropped:
+    """s6, stacked: every layer but the last starts its reverse scan from 0 instead of its dhy (the non-trailing-layer class of pytorch/pytorch #153679)."""
+
+    def head_state_grad(self, dhy: Tensor, layer: S6Layer, num_layers: int) -> Tensor:
+        return dhy if layer.index == num_layers - 1 else torch.zeros_like(dhy)
+
+
+class FamilyMutant:
+    """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others."""
+
+    def __init__(self, family: str, bug: type, kernel: type, name: str) -> None:
+        self.family = family
+        self.target = FusedCPUTarget(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        if config.mode != self.family:
+            return f"the bug is in the {self.family} kernel"
+        return self.target.supports(config)
+
+    def run(self, case: Case) -> Outputs:
+        return self.target.run(case)
+
+
+# Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. Run by
+# name on a profile that draws the family (configs/families.toml):
+# ``gradcheck-rnn mutants -c families -m s6-padded-step-decay …``; the default run's ci profile
+# draws cuDNN's cells only, where these would be skipped on every case.
+FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
+    "s6-padded-step-decay": ("s6", S6PaddedStepDecay),
+    "s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
+    "s6-gate-grad-dropped": ("s6", S6GateGradDropped),
+    "s6-lower-layer-dhy-dropped": ("s6", S6LowerLayerDhyDropped),
+}
+
+_FAMILY_KERNELS = {"s6": S6CPUKernel}
+
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
 MUTANTS: dict[str, type] = {
     "truncated-bptt": TruncatedBPTT,
@@ -410,7 +476,7 @@ BLIND_SPOTS: dict[str, type] = {
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
-    cls = MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS[name]
+    cls = MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name) or FAMILY_MUTANTS[name][1]
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
@@ -422,8 +488,12 @@ def mutant_target(name: str) -> Target:
     if name in GPU_MUTANTS:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
         return Target(f"mutant:{name}", FusedGPUTarget(kernel(), name=f"mutant:{name}"))
+    if name in FAMILY_MUTANTS:
+        family, bug_class = FAMILY_MUTANTS[name]
+        return Target(f"mutant:{name}", FamilyMutant(family, bug_class, _FAMILY_KERNELS[family], f"mutant:{name}"))
     if name not in MUTANTS and name not in BLIND_SPOTS:
-        raise UsageError(f"unknown mutant {name!r}; allowed: {', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS])}")
+        raise UsageError(f"unknown mutant {name!r}; allowed: "
+                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS])}")
     bug = MUTANTS.get(name) or BLIND_SPOTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
         return Target(f"mutant:{name}", bug())

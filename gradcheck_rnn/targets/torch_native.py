@@ -46,6 +46,8 @@ class TorchNativeTarget:
         self._module: tuple[RNNConfig, torch.nn.Module] | None = None
 
     def supports(self, config: RNNConfig) -> bool | str:
+        if config.mode not in _MODULES:
+            return f"torch.nn has no {config.mode} cell"
         if self.device != "cpu" and not torch.cuda.is_available():
             return f"{self.name} needs a CUDA device; this machine has none"
         if self.device == "cpu" and config.dtype not in _CPU_DTYPES:

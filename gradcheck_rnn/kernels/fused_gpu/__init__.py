@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from ...case import Case, Outputs, RNNConfig
+from ...families import CUDNN_MODES
 from ..algorithm import FusedKernel, Step
 from ..autograd import apply_kernel, kernel_function
 from ..target import cuda_matmul_precision, FusedTarget
@@ -137,6 +138,8 @@ class FusedGPUTarget(FusedTarget):
         reason = unavailable_reason()
         if reason is not None:
             return reason.replace("fused-gpu", self.name, 1)
+        if config.mode not in CUDNN_MODES:
+            return f"{self.name} has no {config.mode} kernel"
         if interpreting() and config.dtype not in ("f64", "f32"):
             return (f"{self.name} under TRITON_INTERPRET=1 is checked in f64 and f32 only: the interpreter's "
                     f"{config.dtype} arithmetic is numpy's, not the GPU's")

@@ -1,0 +1,163 @@
+"""What a cell family is: one object that every other module asks instead of testing mode names.
+
+A family holds its case-id token, its gates, its parameter names and shapes (in the canonical
+order that is also the draw order), the widths of its states, its case-id options and the
+variants it supports (docs/contracts.md, "Cell families"); the default tolerances
+(:mod:`gradcheck_rnn.tolerances`) hold for every family so far. The math lives with it:
+the cuDNN families (:mod:`.cudnn`) are computed by the existing references and kernels, the
+others give :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
+both references run.
+
+A leaf module: it imports nothing of the package but errors, so :mod:`gradcheck_rnn.config` can
+build on it without import cycles; configs are passed in, never imported.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import UsageError
+
+# gradcheck_rnn.config.RNNConfig, which builds on this package and so is not imported here.
+RNNConfig = Any
+
+DIRECTIONS = ("fwd", "bwd")
+
+
+@dataclass(frozen=True)
+class Option:
+    """A family-specific config value named in the case id right after ``H<hidden>``.
+
+    ``token`` is a regular expression with one group; an integer option prints as
+    ``token_prefix + value``, a flag (``default`` True or False) prints ``flag_token`` only when
+    it is not at its default. ``default`` None makes the token required.
+    """
+
+    name: str
+    pattern: str
+    default: Any
+    describe: str
+
+    @property
+    def is_flag(self) -> bool:
+        return isinstance(self.default, bool)
+
+    def render(self, value: Any) -> str:
+        if self.is_flag:
+            return "" if value == self.default else "-" + self.pattern
+        return "" if value == self.default else "-" + self.pattern.replace(r"(\d+)", str(value))
+
+    def parse(self, part: str) -> Any:
+        """The option's value if ``part`` is its token, else None."""
+        match = re.fullmatch(self.pattern, part)
+        if match is None:
+            return None
+        return (not self.default) if self.is_flag else int(match.group(1))
+
+
+@dataclass(frozen=True)
+class Family:
+    """One cell family. Subclasses give the shapes; instances are registered in :mod:`gradcheck_rnn.families`."""
+
+    token: str
+    gates: tuple[str, ...]
+    cell_state: bool = False
+    projections: bool = False
+    bidirectional: bool = True
+    options: tuple[Option, ...] = ()
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def num_gates(self) -> int:
+        return len(self.gates)
+
+    def option_values(self, config: RNNConfig) -> dict[str, Any]:
+        """Every option of this family with its value in ``config`` (defaults filled in)."""
+        given = dict(config.options)
+        return {o.name: given.get(o.name, o.default) for o in self.options}
+
+    def validate(self, config: RNNConfig) -> None:
+        """Raise UsageError for a config this family cannot be (one sentence naming the value)."""
+        known = {o.name for o in self.options}
+        for name, _ in config.options:
+            if name not in known:
+                raise UsageError(f"option {name!r} is not allowed for {self.token}; "
+                                 f"allowed: {', '.join(sorted(known)) or 'none'}")
+        for option in self.options:
+            value = self.option_values(config)[option.name]
+            if value is None:
+                raise UsageError(f"{self.token} needs option {option.name} ({option.describe})")
+            if not option.is_flag and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UsageError(f"{option.name}={value!r} is not allowed; it must be an integer >= 1")
+        if config.proj_size and not self.projections:
+            raise UsageError(f"proj_size={config.proj_size} is not allowed for {self.token}; "
+                             f"projections are LSTM only")
+        if config.bidirectional and not self.bidirectional:
+            raise UsageError(f"bidirectional is not allowed for {self.token}; it runs forward in time only")
+
+    def output_size(self, config: RNNConfig) -> int:
+        """S, the width of each direction's part of y (and of the next layer's input per direction)."""
+        return config.proj_size or config.hidden_size
+
+    def h_size(self, config: RNNConfig) -> int:
+        """The width of h0 / hy / dhy."""
+        return self.output_size(config)
+
+    def c_size(self, config: RNNConfig) -> int:
+        """The width of c0 / cy / dcy; 0: the family has no second state tensor."""
+        return config.hidden_size if self.cell_state else 0
+
+    def layer_input_size(self, config: RNNConfig, layer: int) -> int:
+        """I_0 = input_size; deeper layers see the [fwd | bwd] concatenation of the layer below."""
+        return config.input_size if layer == 0 else config.num_directions * self.output_size(config)
+
+    def unit_shapes(self, config: RNNConfig, layer: int) -> dict[str, tuple[int, ...]]:
+        """The parameter kinds of one layer and direction with their shapes, in canonical order."""
+        raise NotImplementedError  # pragma: no cover - every family defines it
+
+    def param_bound(self, config: RNNConfig) -> float:
+        """Parameters are drawn uniform in [-bound, bound] (torch.nn's initialisation by default)."""
+        return 1.0 / math.sqrt(config.hidden_size)
+
+    def draw_options(self, rng: Any) -> dict[str, Any]:
+        """The family's options for a drawn case (a numpy Generator of their own, so drawing
+        them shifts no other draw); none for a family without options."""
+        return {}
+
+    def gated_kinds(self) -> frozenset[str]:
+        """Parameter kinds whose rows are gate blocks of H rows (reports name the gate)."""
+        return frozenset()
+
+    def packed_order(self, config: RNNConfig, style: str) -> list[str]:
+        """Parameter keys in the order of the flat vector: canonical unless a family follows a library's layout."""
+        return list(param_shapes(self, config))
+
+    # ------------------------------------------------------------------ math (non-cuDNN families)
+    def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
+        """One step of one layer on a batch of rows: x (..., I_l), h (..., h_size), c (..., c_size)
+        -> (y (..., S), h', c'). ``ops`` is the array namespace (:mod:`gradcheck_rnn.families.ops`)."""
+        raise NotImplementedError  # pragma: no cover - the cuDNN families use the existing references
+
+    def has_step(self) -> bool:
+        """Whether the references run :meth:`step` (every family but cuDNN's four, whose math predates families)."""
+        return type(self).step is not Family.step
+
+    def __str__(self) -> str:
+        return self.token
+
+
+def param_key(layer: int, direction: str, kind: str) -> str:
+    return f"l{layer}.{direction}.{kind}"
+
+
+def param_shapes(family: Family, config: RNNConfig) -> dict[str, tuple[int, ...]]:
+    """Every parameter key with its shape, in canonical order: layer, direction, then the unit's kinds."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for layer in range(config.num_layers):
+        for direction in DIRECTIONS[:config.num_directions]:
+            for kind, shape in family.unit_shapes(config, layer).items():
+                shapes[param_key(layer, direction, kind)] = shape
+    return shapes

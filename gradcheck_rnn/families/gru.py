@@ -1,0 +1,6 @@
+"""The ``gru`` family: cuDNN's GRU, gates r, z, n, the reset gate applied after the hidden bias."""
+
+from .cudnn import CudnnFamily
+
+GRU = CudnnFamily(
+    token="gru", gates=("r", "z", "n"), cell_state=False, projections=False)

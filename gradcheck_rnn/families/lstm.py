@@ -1,0 +1,6 @@
+"""The ``lstm`` family: cuDNN's LSTM, gates i, f, g, o; optional projection h = W_hr (o ⊙ tanh c)."""
+
+from .cudnn import CudnnFamily
+
+LSTM = CudnnFamily(
+    token="lstm", gates=("i", "f", "g", "o"), cell_state=True, projections=True)

@@ -1,0 +1,31 @@
+"""The array namespace a family's step function is written against, for torch and for jax.numpy.
+
+A family gives its step once (:meth:`gradcheck_rnn.families.Family.step`); the loop reference runs
+it on torch tensors (float64, autograd) and the JAX reference on jax arrays (float64, ``jax.vjp``).
+Both arrays support ``@``, slicing, ``None`` indexing, ``.reshape`` and ``.sum``; what differs
+between the libraries is named here, with the same formula on both sides (softplus as
+``logaddexp(x, 0)``, not torch's thresholded softplus), so that the two references differ only by
+rounding. Nothing is imported before it is asked for.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+
+def torch_ops() -> Any:
+    import torch
+
+    return SimpleNamespace(exp=torch.exp, log=torch.log, tanh=torch.tanh, sigmoid=torch.sigmoid,
+                           softplus=lambda a: torch.logaddexp(a, torch.zeros_like(a)),
+                           maximum=torch.maximum, where=torch.where, stack=torch.stack, cat=torch.cat)
+
+
+def jax_ops() -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    return SimpleNamespace(exp=jnp.exp, log=jnp.log, tanh=jnp.tanh, sigmoid=jax.nn.sigmoid,
+                           softplus=lambda a: jnp.logaddexp(a, 0.0),
+                           maximum=jnp.maximum, where=jnp.where, stack=jnp.stack, cat=jnp.concatenate)
