@@ -1,11 +1,13 @@
 """Checks agree with each other about precision (issue 25): a precision the reference check
-accepts fails no reference-free check."""
+accepts fails no reference-free check, and a case a check derives is put to the target's
+``supports_case`` like the base case."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.checks import CHECKS
 from gradcheck_rnn.checks.base import compare_runs
@@ -51,3 +53,24 @@ def test_a_sum_is_judged_by_the_size_of_its_terms_yet_a_real_difference_fails():
     assert row.max_abs > 1e-9 + 1e-7 * 3.8e-4  # what the old bound, rtol·|g1 + g2|, failed
     [row] = compare_runs(case, {"x": _float32(g1 + g2) + 1e-6}, rounded, Tolerances())
     assert not row.passed and "x: error" in row.message and row.location == {"t": 0, "b": 0, "unit": 0}
+
+
+GY_CASE = "gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1-gy"
+
+
+def test_a_derived_case_the_target_declines_is_a_skip_not_an_error():
+    rows = {r.check: r for r in gr.check(check_targets.only_zero_state_heads, GY_CASE,
+                                         checks=["reference", "linearity"])}
+    assert rows["reference"].status == "pass", rows["reference"].message
+    linearity = rows["linearity"]
+    assert linearity.status == "skip", (linearity.status, linearity.message)
+    assert linearity.message.startswith("the target declines the case this check derives")
+    assert linearity.message.endswith("takes no gradient of the final states")
+
+
+def test_supports_case_raising_on_a_derived_case_is_an_error_row_of_that_check():
+    rows = {r.check: r for r in gr.check("check_targets:state_heads_raise", GY_CASE, checks=["reference", "linearity"])}
+    assert rows["reference"].status == "pass", rows["reference"].message
+    linearity = rows["linearity"]
+    assert linearity.status == "error", (linearity.status, linearity.message)
+    assert linearity.message.startswith("supports_case raised RuntimeError: cannot tell")
