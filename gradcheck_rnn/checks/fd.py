@@ -2,9 +2,9 @@
 and, for float64 targets, the target's directional derivatives uᵀ∇L.
 
 A reference that disagrees with the witness makes the row ``reference-disagreement``; a float64
-target is allowed the witness's tolerance plus its own tolerance along u (:func:`along`); lower
-precision targets are skipped after the references were witnessed (their own error is far
-above what a difference quotient resolves).
+target is allowed the witness's tolerance plus its own tolerance along u
+(:func:`tolerance_along`); lower precision targets are skipped after the references were
+witnessed (their own error is far above what a difference quotient resolves).
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ def check_fd(context, call, tolerances: Tolerances) -> list[TensorError]:
         raise Skip(f"the fd witness judges float64 targets only; the references agree with it on this "
                    f"{context.case.config.dtype} case")
     grads = call.base()
-    return [fd.row(f"target.u{k}", fd.directional(grads, u), witness, k, along(u, grads, context.case, tolerances))
+    return [fd.row(f"target.u{k}", fd.directional(grads, u), witness, k,
+                   tolerance_along(u, grads, context.case, tolerances))
             for k, u in enumerate(witness.directions) if witness.fd[k] is not None]
 
 
-def along(u: dict[str, np.ndarray], grads: dict[str, np.ndarray], case: Case, tolerances: Tolerances) -> float:
+def tolerance_along(u: dict[str, np.ndarray], grads: dict[str, np.ndarray], case: Case,
+                    tolerances: Tolerances) -> float:
     """Σ |u|·(atol + rtol·|g|): how far uᵀg may be off when each element of g is within its
     tensor's tolerance, so that a precision the reference check accepts never fails here."""
     return sum(float(np.sum(np.abs(v) * term_bound(tolerances.for_tensor(case.config.dtype, name), [grads[name]])))
