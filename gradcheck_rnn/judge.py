@@ -173,6 +173,15 @@ class TargetCall:
         self._latest: tuple[Case, tuple[Arrays, list[TensorError]]] | None = None
 
     def run(self, case: Case) -> Arrays:
+        """The target's validated run of ``case``; a case a check derived (any but the context's
+        case) is first put to ``supports_case``, which :func:`judge` asked of the base case only:
+        a decline ends that check as a ``skip``, never as the target's error."""
+        if case is not self.context.case:
+            supported, frames = _supported(self.target, case)
+            if frames:
+                raise TargetRaised(str(supported), frames)
+            if supported is not True:
+                raise Skip(f"the target declines the case this check derives: {supported}")
         return self._usable(self._run(case))
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:

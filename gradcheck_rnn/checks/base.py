@@ -11,7 +11,7 @@ the target's :class:`~gradcheck_rnn.judge.TargetCall` (``call.run(case)`` and th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -64,10 +64,20 @@ def case_rng(case: Case, salt: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, salt])))
 
 
-def compare_all(case: Case, actual: Arrays, expected: Arrays, tolerances: Tolerances) -> list[TensorError]:
-    """Each expected tensor against the actual one under the case's tolerances."""
-    return [compare_tensor(name, actual.get(name), value, tolerances.for_tensor(case.config.dtype, name),
-                           case.config) for name, value in expected.items()]
+def compare_runs(case: Case, actual: Arrays, parts: Sequence[Arrays], tolerances: Tolerances) -> list[TensorError]:
+    """Each tensor of ``parts[0]`` (a run of the target) against the same tensor of ``actual``
+    (another run), which must equal the sum over ``parts`` (one part for padding and permutation,
+    two for linearity). Every run is only as exact as the case's tolerance, so each element is
+    judged by the sum of the runs' bounds (:func:`~gradcheck_rnn.compare.term_bound`), not by
+    atol + rtol·|sum|: a precision the reference check accepts must not fail here."""
+    rows = []
+    for name in parts[0]:
+        values = [part[name] for part in parts]
+        got = actual.get(name)
+        terms = values if got is None else [got, *values]
+        rows.append(compare_tensor(name, got, sum(values[1:], values[0]),
+                                   tolerances.for_tensor(case.config.dtype, name), case.config, terms=terms))
+    return rows
 
 
 def differences(case: Case, first: Arrays, second: Arrays) -> list[TensorError]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compare import TensorError
+from ..compare import TensorError, term_bound
 from ..references.drift import KINKED_MODES, widened
 from ..tolerances import Tolerances
 from .base import Check, Skip
@@ -33,7 +33,7 @@ def check_future(context, call, tolerances: Tolerances) -> list[TensorError]:
     ref_change = ref_new - ref_old
     # Each run of a correct target is within atol + rtol·|reference| of the reference, so their
     # difference is within the sum of the two bounds of the reference's difference.
-    slack = 2 * tol.atol + tol.rtol * (np.abs(ref_old) + np.abs(ref_new))
+    slack = term_bound(tol, [ref_old, ref_new])
     decisive = (np.abs(ref_change) > slack).any(axis=1)
     if not decisive.any():
         raise Skip("the float64 reference's change of dx at each extended sequence's last step is within the x "

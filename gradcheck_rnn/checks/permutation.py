@@ -8,7 +8,7 @@ import numpy as np
 from ..case import with_changes
 from ..compare import TensorError
 from ..tolerances import Tolerances
-from .base import Check, Skip, case_rng, compare_all
+from .base import Check, Skip, case_rng, compare_runs
 
 # Tensors whose axis 1 is the batch; parameter gradients have no batch axis.
 BATCHED = frozenset({"y", "x", "hy", "cy", "h0", "c0"})
@@ -29,7 +29,7 @@ def check_permutation(context, call, tolerances: Tolerances) -> list[TensorError
     moved = with_changes(case, x=permuted(case.x), seq_lengths=case.seq_lengths[perm], h0=permuted(case.h0),
                          c0=permuted(case.c0), dy=permuted(case.dy), dhy=permuted(case.dhy), dcy=permuted(case.dcy))
     expected = {k: (v[:, perm] if k in BATCHED else v) for k, v in call.base().items()}
-    return compare_all(case, call.run(moved), expected, tolerances)
+    return compare_runs(case, call.run(moved), [expected], tolerances)
 
 
 CHECK = Check("permutation", check_permutation, shares_base_run=True,

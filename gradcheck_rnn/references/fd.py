@@ -10,8 +10,10 @@ requested inputs and parameters, and compares the central difference
 
 with the directional derivative uᵀ∇L that each reference's gradients give, and — for float64
 targets — that the target's gradients give. A reference that disagrees with the witness makes
-the row ``reference-disagreement`` (never a target failure); a float64 target that disagrees
-fails; targets computing in lower precision are skipped after the references have been
+the row ``reference-disagreement`` (never a target failure); a float64 target that disagrees by
+more than the tolerance below plus what its own tolerance allows along u (each element of its g
+within atol + rtol·|g|, so uᵀg within Σ|u|·(atol + rtol·|g|): the precision the reference check
+accepts) fails; targets computing in lower precision are skipped after the references have been
 witnessed (their own error is far above what a difference quotient resolves).
 
 Error measure: e(u) = |fd(u) − uᵀg| / (‖g‖ + 1), with ‖g‖ the 2-norm of the loop reference's
@@ -157,17 +159,21 @@ def reference_rows(witness: Witness, reference_grads: dict[str, dict[str, object
             for k, u in enumerate(witness.directions) if witness.fd[k] is not None]
 
 
-def row(label: str, value: float, witness: Witness, k: int) -> TensorError:
-    """One judged direction as a tensor row: a = uᵀg, b = the finite difference."""
+def row(label: str, value: float, witness: Witness, k: int, slack: float = 0.0) -> TensorError:
+    """One judged direction as a tensor row: a = uᵀg, b = the finite difference. ``slack`` is how
+    far uᵀg may move with g's own precision (a target's tolerance; 0 for the references): it is
+    added to the allowed |a − b|, TOLERANCE·(‖g‖ + 1)."""
     fd = witness.fd[k]
     e = error(value, witness, k)
-    row = TensorError(f"fd:{label}", "pass" if e <= TOLERANCE else "fail", abs(value - fd),
-                      abs(value - fd) / abs(fd) if fd else float("inf"), e / TOLERANCE, {"direction": k},
+    allowed = TOLERANCE + slack / (witness.scale + 1.0)
+    row = TensorError(f"fd:{label}", "pass" if e <= allowed else "fail", abs(value - fd),
+                      abs(value - fd) / abs(fd) if fd else float("inf"), e / allowed, {"direction": k},
                       value, fd, rtol=TOLERANCE, atol=TOLERANCE, reference="fd")
     if row.status == "fail":
+        widened = f" + the target's own tolerance along u, {allowed - TOLERANCE:.3g}" if slack else ""
         row.message = (f"{label}: uᵀ∇L = {value:.9g} but the central difference of the float64 loop forward "
                        f"is {fd:.9g} (error {e:.3g} of the gradient norm {witness.scale:.3g}, tolerance "
-                       f"{TOLERANCE:g})")
+                       f"{TOLERANCE:g}{widened})")
     return row
 
 
