@@ -176,13 +176,23 @@ class TargetCall:
         """The target's validated run of ``case``; a case a check derived (any but the context's
         case) is first put to ``supports_case``, which :func:`judge` asked of the base case only:
         a decline ends that check as a ``skip``, never as the target's error."""
+        self._ask_about(case)
+        return self._usable(self._run(case))
+
+    def run_between(self, case: Case) -> None:
+        """Run the target on ``case`` only to have called it (stateless's other case in between):
+        what it returns is not judged. That case is not the one under test, and a correct kernel
+        may legitimately overflow on it in a low precision; only what it raises counts."""
+        self._ask_about(case)
+        self._run(case)
+
+    def _ask_about(self, case: Case) -> None:
         if case is not self.context.case:
             supported, frames = _supported(self.target, case)
             if frames:
                 raise TargetRaised(str(supported), frames)
             if supported is not True:
                 raise Skip(f"the target declines the case this check derives: {supported}")
-        return self._usable(self._run(case))
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
         private = private_copy(case)

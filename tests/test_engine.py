@@ -216,3 +216,12 @@ def test_a_target_that_cannot_take_the_case_is_blamed_at_its_own_definition():
     [result] = gr.check("engine_targets:takes_no_case", CASE, checks=["reference"])
     assert result.status == "error" and "takes 0 positional arguments" in result.message
     assert "calling the target defined at engine_targets.py:" in result.message, result.message
+
+
+def test_stateless_does_not_judge_the_outputs_of_the_case_it_runs_in_between():
+    """The other case is only a call in between: its overflow is not the checked case's failure."""
+    [result] = gr.check("engine_targets:overflows_on_other_seeds", CASE, checks=["stateless"])
+    assert CASE.endswith("-s11") and result.status == "pass", result.message
+    [reference] = gr.check("engine_targets:overflows_on_other_seeds", CASE.replace("-s11", "-s12"),
+                           checks=["reference"])
+    assert reference.status == "fail" and "non-finite" in reference.message  # on its own case it fails
