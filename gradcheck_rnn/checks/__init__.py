@@ -1,22 +1,31 @@
 """The checks, one module each, registered here: adding a check is one module, its tests and docs.
 
-=============  ===========  ===================================================================
-check          base run     what it proves
-=============  ===========  ===================================================================
-reference      shared       outputs and every requested gradient equal both float64 references
-padding        shared       x and dy at padded steps change nothing (MXNet #19323)
-permutation    shared       permuting the batch permutes outputs and input gradients
-future         own runs     extending a sequence changes dx before it (MXNet #21143)
-determinism    own runs     two runs of the same case are bit-identical
-linearity      shared       the backward is linear in the head gradients (PyTorch #1532)
-stateless      own runs     a run of another case in between changes nothing (ONNX RT #3797)
-fd             shared       directional derivatives equal central differences (float64)
-=============  ===========  ===================================================================
+Judged in this order for each case × target (config.CHECK_NAMES):
 
-*Shared* checks judge the target's one run on the unchanged case (computed once per case ×
-target, see :class:`gradcheck_rnn.judge.TargetCall`); determinism and stateless must run the
-target afresh, since repeated and interleaved calls are what they are about, and future runs
-its own pair of cases.
+=============  ==========================  ====================================================
+check          target runs                 what it proves
+=============  ==========================  ====================================================
+reference      the shared base run         outputs and every requested gradient equal both
+                                           float64 references
+determinism    base run + 1 (+2 if others  two runs of the same case are bit-identical
+               ran between)
+padding        base run + 1                x and dy at padded steps change nothing (MXNet #19323)
+permutation    base run + 1                permuting the batch permutes outputs and input
+                                           gradients
+future         its own pair of cases       extending a sequence changes dx before it as the
+                                           reference does (MXNet #21143)
+linearity      base run + 2                the backward is linear in the head gradients
+                                           (PyTorch #1532)
+stateless      base run + another case     a run of another case in between changes nothing
+               + the case again            (ONNX RT #3797); the other run's outputs are not judged
+fd             the shared base run         directional derivatives equal central differences
+                                           (float64 targets)
+=============  ==========================  ====================================================
+
+The base run (the target on the unchanged case) is made once per case × target
+(:class:`gradcheck_rnn.judge.TargetCall`); every case a check derives is first put to the
+target's ``supports_case``. Checks that compare runs of the target with each other judge each
+element by the sum of the runs' bounds (:func:`gradcheck_rnn.compare.term_bound`).
 """
 
 from __future__ import annotations
@@ -29,7 +38,4 @@ CHECKS: dict[str, Check] = {module.CHECK.name: module.CHECK for module in (
     reference, determinism, padding, permutation, future, linearity, stateless, fd)}
 ALL_CHECKS = CHECK_NAMES
 assert tuple(CHECKS) == CHECK_NAMES, "config.CHECK_NAMES names every registered check, in order"
-# The checks besides the reference comparison.
-REFERENCE_FREE = tuple(name for name in CHECKS if name != "reference")
-
-__all__ = ["ALL_CHECKS", "CHECKS", "Check", "REFERENCE_FREE"]
+__all__ = ["ALL_CHECKS", "CHECKS", "Check"]

@@ -50,13 +50,10 @@ CheckFunction = Callable[[Any, Any, Tolerances], list[TensorError]]
 
 @dataclass(frozen=True)
 class Check:
-    """A registered check: its name (``--check NAME``), its function, and whether it judges the
-    target's shared base run (the run on the unchanged case) or only runs of its own."""
+    """A registered check: its name (``--check NAME``) and its function."""
 
     name: str
     run: CheckFunction
-    shares_base_run: bool
-    summary: str
 
 
 def case_rng(case: Case, salt: int) -> np.random.Generator:

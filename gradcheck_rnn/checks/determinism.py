@@ -27,5 +27,4 @@ def check_determinism(context, call, tolerances: Tolerances) -> list[TensorError
     return rows
 
 
-CHECK = Check("determinism", check_determinism, shares_base_run=False,
-              summary="two runs of the same case are bit-identical")
+CHECK = Check("determinism", check_determinism)

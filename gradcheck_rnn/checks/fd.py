@@ -42,5 +42,4 @@ def tolerance_along(u: dict[str, np.ndarray], grads: dict[str, np.ndarray], case
                for name, v in u.items())
 
 
-CHECK = Check("fd", check_fd, shares_base_run=True,
-              summary="directional derivatives against central differences (float64 targets)")
+CHECK = Check("fd", check_fd)

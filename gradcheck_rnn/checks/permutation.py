@@ -32,5 +32,4 @@ def check_permutation(context, call, tolerances: Tolerances) -> list[TensorError
     return compare_runs(case, call.run(moved), [expected], tolerances)
 
 
-CHECK = Check("permutation", check_permutation, shares_base_run=True,
-              summary="permuting the batch permutes outputs and input gradients")
+CHECK = Check("permutation", check_permutation)
