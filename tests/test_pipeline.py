@@ -1,0 +1,46 @@
+"""One way through (issue 25, 8 and 10): a sweep reads its profile once, resolves its targets once
+in the supervisor, keeps no case's arrays there when workers judge, and every command shares one
+definition of each option."""
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import gradcheck_rnn.case as case_module
+import gradcheck_rnn.generate as generate
+import gradcheck_rnn.targets as targets
+from gradcheck_rnn.cli import main
+
+
+def _counting(monkeypatch, module, name: str) -> list:
+    calls: list = []
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_sweep_reads_its_profile_and_resolves_its_targets_once_and_draws_no_arrays(monkeypatch, tmp_path):
+    loads = _counting(monkeypatch, generate, "load_profile")
+    resolved = _counting(monkeypatch, targets, "resolve_target")
+    drawn = _counting(monkeypatch, case_module, "make_case")  # the supervisor's draws; workers are other processes
+    result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "torch-native",
+                                       "--report-dir", str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert len(loads) == 1 and len(resolved) == 2 and drawn == []
+
+
+def _options(command: click.Command) -> dict[str, click.Option]:
+    return {option.name: option for option in command.params if isinstance(option, click.Option)}
+
+
+@pytest.mark.parametrize("name", ["workers", "case_timeout", "in_process", "rtol", "atol", "targets", "report_dir"])
+def test_an_option_shared_by_commands_has_one_definition(name):
+    """--case-timeout once had two helps; an option that several commands take reads the same in each."""
+    helps = {command: _options(main.commands[command])[name].help for command in main.commands
+             if name in _options(main.commands[command])}
+    assert len(helps) >= 2 and len(set(helps.values())) == 1, helps
