@@ -20,6 +20,7 @@ from . import render
 from .errors import INTERRUPTS, UsageError
 from .result import CaseResult, Run, plural, verdict
 from .statuses import STYLE
+from .tally import Tally
 
 
 def _width(stream: Any) -> int | None:
@@ -62,12 +63,13 @@ def ensure_writable(report_dir: str) -> None:
                          f"choose another folder with --report-dir DIR") from None
 
 
-def print_run(results: list[CaseResult]) -> None:
-    """Summary tables per target, skip reasons, the failure list and the mistrust note."""
-    for table in render.summary_tables(results):
+def print_run(results: list[CaseResult], tally: Tally) -> None:
+    """Summary tables per target (from the run's tally), skip reasons, the failure list and the
+    mistrust note."""
+    for table in render.summary_tables(tally):
         out.print(table)
     render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
-                       + render.mistrusted_lines(results))
+                       + render.mistrusted_lines(tally))
 
 
 def verdict_line(code: int, reason: str, suffix: str = "") -> None:
@@ -214,7 +216,7 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
             return write_and_finish(exc.run, report_dir, meta, fmt=fmt, log=log)
         extra = None
         if present is None:
-            print_run(run.results)
+            print_run(run.results, log.tally)
         else:
             run, extra = present(run)
         return write_and_finish(run, report_dir, meta, extra, fmt=fmt, log=log)
@@ -229,7 +231,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     for result in results:
         result.repro_options = spec.repro_options
     run = Run(results, *verdict(results, spec.named_targets), spec)
-    print_run(results)
+    print_run(results, Tally.of_results(results))
     return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, fmt=fmt)
 
 
@@ -342,7 +344,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
         out.print(table)
         render.print_lines(out, lines)
     else:
-        print_run(results_from_document(document))
+        print_run(results_from_document(document), Tally.of(document["results"]))
     publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
     say(out, f"re-rendered {files} from results.json in {resolved}")

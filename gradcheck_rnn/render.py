@@ -26,11 +26,12 @@ from rich.text import Text
 
 from .compare import TensorError
 from .numbers import fmt, fmt_or_dash
-from .reports.document import (CHECK_VALUES, breakdown, case_lengths, location_mark, mistrust, mistrust_note,
-                               significant_pair, skip_reasons, stopped_early_text, tensor_badness, values_parts)
+from .reports.document import (CHECK_VALUES, case_lengths, location_mark, mistrust_note,
+                               significant_pair, stopped_early_text, tensor_badness, values_parts)
 from .reports.markdown import sparkline
 from .result import CaseResult, plural
 from .statuses import LABEL, STYLE, failure_order, is_bad
+from .tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line
@@ -68,18 +69,17 @@ def packed(parts: list[str], indent: str = INDENT, width: int = WIDTH) -> list[s
     return lines
 
 
-def summary_tables(results: list[CaseResult]) -> list[Table]:
+def summary_tables(tally: Tally) -> list[Table]:
     """One table per target: its cases by mode, then by wants group, with verdicts and the worst
-    ratio over every check that judged the target (pass ⇔ ≤ 1)."""
+    ratio over every check that judged the target (pass ⇔ ≤ 1), from the run's tally."""
     tables = []
-    targets = list(dict.fromkeys(r.target for r in results))
-    for target in targets:
-        mine = [r for r in results if r.target == target]
-        cases = len({r.case_id for r in mine})
+    by_key = {key: tally.breakdown(key) for key in ("mode", "wants")}
+    for target in dict.fromkeys(row["target"] for row in by_key["mode"]):
+        cases = sum(row["cases"] for row in by_key["mode"] if row["target"] == target)
         table = Table(title=Text(f"{target}: {plural(cases, 'case')}"), title_justify="left",
                       caption="worst ratio: over every check; pass ⇔ ≤ 1", caption_justify="left")
         rows = [(label.format(row[key]), row) for key, label in (("mode", "{}"), ("wants", "wants={}"))
-                for row in breakdown(mine, key)]
+                for row in by_key[key] if row["target"] == target]
         nondeterministic = any(row.get("nondeterministic") for _, row in rows)
         columns = ["group", "cases", "pass", "fail", "error", "skip", "disagree"]
         columns += ["nondet"] * nondeterministic + ["worst ratio"]
@@ -106,7 +106,7 @@ def skipped_target_lines(results: list[CaseResult], top: int = 3) -> list[Text]:
     anything, how many results it skipped and its ``top`` reasons with their counts: a green run
     that skipped most of its rows must say so on the console."""
     lines = []
-    entries = skip_reasons(results, top)
+    entries = Tally.of_results(results).skip_reasons(top)
     for entry in entries:
         if entry["skipped"] == entry["total"]:  # one line, the reasons follow in the block below
             lines.append(Text.assemble(("warning: ", "bold yellow"),
@@ -127,9 +127,9 @@ def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Te
     return [Text.assemble(("note: ", "bold yellow"), stopped_early_text(cases_judged, cases_planned))]
 
 
-def mistrusted_lines(results: list[CaseResult]) -> list[Text]:
+def mistrusted_lines(tally: Tally) -> list[Text]:
     """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
-    note = mistrust_note(mistrust(results))
+    note = mistrust_note(tally.mistrust())
     if note is None:
         return []
     first, *rest = wrapped(f"note: {note}", indent="")

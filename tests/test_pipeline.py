@@ -44,3 +44,22 @@ def test_an_option_shared_by_commands_has_one_definition(name):
     helps = {command: _options(main.commands[command])[name].help for command in main.commands
              if name in _options(main.commands[command])}
     assert len(helps) >= 2 and len(set(helps.values())) == 1, helps
+
+
+def test_the_reports_come_from_one_row_store_read_back_as_little_as_possible(monkeypatch, tmp_path):
+    """The tallies of results.json are made from exactly its rows as they were written (one source
+    of truth), and publishing reads the row file back for results.json and junit.xml only (eight
+    times before the tallies and failing rows were kept as rows arrived)."""
+    import json
+
+    from gradcheck_rnn.reports import stream
+    from gradcheck_rnn.tally import Tally
+
+    reads = _counting(monkeypatch, stream.StoredRows, "lines")
+    result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "mutant:truncated-bptt",
+                                       "--report-dir", str(tmp_path)], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert len(reads) <= 4  # results.json copies the lines once; junit.xml counts, then writes per target
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    stored = {key: document[key] for key in Tally().document_part()}
+    assert stored == json.loads(json.dumps(Tally.of(document["results"]).document_part()))

@@ -26,6 +26,7 @@ from hypothesis.extra.numpy import arrays
 from junitparser import Error, Failure, JUnitXml, Skipped
 from rich.console import Console
 
+from gradcheck_rnn.tally import Tally
 from gradcheck_rnn import Case, Outputs, render
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.compare import compare_tensor
@@ -174,9 +175,9 @@ def test_special_values_flow_through_every_writer_and_table(references, data):
     github.annotations(document)
     console = Console(file=io.StringIO(), width=80)
     for rows in ([result], results_from_document(json.loads(text))):
-        for table in render.summary_tables(rows):
+        for table in render.summary_tables(Tally.of_results(rows)):
             console.print(table)
-        render.print_lines(console, render.failure_lines(rows) + render.mistrusted_lines(rows))
+        render.print_lines(console, render.failure_lines(rows) + render.mistrusted_lines(Tally.of_results(rows)))
         console.print(*render.tensor_table(rows[0]))
         if (timed := render.worst_time_tensor(rows[0])) is not None:
             console.print(render.per_step_table(timed))
@@ -365,9 +366,9 @@ def test_mistrusted_comparisons_are_counted_and_shown(tmp_path, references):
     assert counts == {"tensors": len(result.tensors), "compared": len(result.tensors), "results": 1}
     assert "**Mistrusted:**" in (run / "report.md").read_text()
     assert "Mistrusted:" in (run / "report.html").read_text()
-    assert render.mistrusted_lines([result])[0].plain.startswith(f"note: {len(result.tensors)} of")
+    assert render.mistrusted_lines(Tally.of_results([result]))[0].plain.startswith(f"note: {len(result.tensors)} of")
     strict = judge_one(references, resolve_target("torch-native"), Tolerances())
-    assert not any(t.mistrusted for t in strict.tensors) and render.mistrusted_lines([strict]) == []
+    assert not any(t.mistrusted for t in strict.tensors) and render.mistrusted_lines(Tally.of_results([strict])) == []
 
 
 # --- the page in a real browser --------------------------------------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from gradcheck_rnn.tally import Tally
 from gradcheck_rnn import Case, CaseResult, render
 from gradcheck_rnn.calibrate import calibrate, calibration_table
 from gradcheck_rnn.compare import TensorError, compare_tensor
@@ -142,7 +143,7 @@ def test_padded_steps_and_empty_sequences_are_marked():
 
 def test_worst_ratio_is_the_worst_over_every_check():
     results = [row([tensor("y", 0.000392)], status="pass"), row([tensor("x", 538)], check="future")]
-    table = "\n".join(printed(*render.summary_tables(results)))
+    table = "\n".join(printed(*render.summary_tables(Tally.of_results(results))))
     assert "538" in table and "0.000392" not in table and "over every check" in table
     document = results_document(results, META)
     assert document["by_mode"][0]["worst_ratio"] == 538
@@ -150,7 +151,7 @@ def test_worst_ratio_is_the_worst_over_every_check():
 
 
 def test_summary_says_1_case():
-    assert printed(*render.summary_tables([row([tensor("y", 0.5)], status="pass")]))[0].strip() == "fused-cpu: 1 case"
+    assert printed(*render.summary_tables(Tally.of_results([row([tensor("y", 0.5)], status="pass")])))[0].strip() == "fused-cpu: 1 case"
 
 
 def skipping_run() -> list[CaseResult]:
@@ -240,7 +241,7 @@ def test_target_text_is_printed_literally_never_as_markup():
     results = [row(status="error", message=message, target="pkg.mod:make[/b]"),
                row([broken], target="pkg.mod:make[/b]"),
                row(status="skip", message="needs [red]CUDA[/]", target="pkg.mod:make[/b]")]
-    text = "\n".join(printed(*render.summary_tables(results), render.skipped_target_lines(results),
+    text = "\n".join(printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(results),
                              render.failure_lines(results), *render.tensor_table(results[1])))
     assert message in text and "pkg.mod:make[/b]: 1 case" in text and "needs [red]CUDA[/]" in text
     lines = printed(["target traceback: ValueError('[/b] in [bold]x')"])
@@ -265,8 +266,8 @@ def test_console_lines_fit_80_columns_and_ids_and_repro_commands_stay_whole():
                            location={"layer": i, "dir": "bwd", "gate": "n", "row": 15, "col": 15}) for i in range(5)],
                    case_id=long_id, target="some_long_package.kernels.fused:bidirectional_gru_target"),
                row(status="error", case_id=long_id, message="RuntimeError: " + "the kernel gave up " * 12)]
-    lines = printed(*render.summary_tables(results), render.skipped_target_lines(results),
-                    render.failure_lines(results), render.mistrusted_lines(results))
+    lines = printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(results),
+                    render.failure_lines(results), render.mistrusted_lines(Tally.of_results(results)))
     repros = [r.repro for r in results]
     for line in lines:
         assert len(line) <= 80 or long_id in line, line

@@ -61,7 +61,7 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
             log.discard()
             raise
     try:
-        document = results_document(results, meta, extra, rows=log.rows())
+        document = results_document(results, meta, extra, rows=log.rows(), tally=log.tally)
         log.close()
         # the default writers of these two write row by row (a test may swap a writer for its own)
         streaming = {name: write for name, (render, write) in

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,51 +21,10 @@ from ..compare import json_safe
 from ..errors import UsageError
 from ..numbers import fmt, from_json_number, location_text
 from ..result import CaseResult
-from ..statuses import JUDGED, SEVERITY, STATUSES, failure_order, is_bad
+from ..statuses import failure_order, is_bad
+from ..tally import Tally
 
 SCHEMA = 1
-
-
-def summary(results: list[CaseResult]) -> dict[str, int]:
-    """Row counts per status and the total (the verdict is the run's, stored apart: ``"verdict"``)."""
-    counts = Counter(r.status for r in results)
-    return {"total": len(results), **{s: counts.get(s, 0) for s in STATUSES}}
-
-
-def case_status(rows: list[CaseResult]) -> str:
-    """One verdict for a case × target from all its check rows: the most serious status wins."""
-    statuses = {r.status for r in rows}
-    for status in SEVERITY:
-        if status in statuses:
-            return status
-    return "pass" if "pass" in statuses else "skip"
-
-
-def breakdown(results: list[CaseResult], key: str) -> list[dict[str, Any]]:
-    """Per target × ``key`` (``mode`` or ``wants``): distinct cases, their verdicts over every
-    check, and the worst ratio of the group over every check that judged the target (pass or
-    fail rows): a row that failed ``future`` at ratio 538 must not hide behind a reference ratio
-    of 0.0004. Disagreement rows are left out, their ratios measure the references."""
-    groups: dict[tuple[str, str], dict[str, list[CaseResult]]] = {}
-    for r in results:
-        groups.setdefault((r.target, getattr(r, key)), {}).setdefault(r.case_id, []).append(r)
-    rows = []
-    for (target, value), cases in groups.items():
-        # A fail without a ratio (shape, missing tensor) is as bad as it gets: inf.
-        ratios = [w.ratio if w.ratio == w.ratio else math.inf for rows_ in cases.values() for r in rows_
-                  if r.status in JUDGED and (w := r.worst) is not None and (w.ratio == w.ratio or r.status == "fail")]
-        counts = Counter(case_status(rows_) for rows_ in cases.values())
-        rows.append({"target": target, key: value, "cases": len(cases),
-                     **{s: counts.get(s, 0) for s in STATUSES}, "worst_ratio": max(ratios, default=None)})
-    return rows
-
-
-def mistrust(results: list[CaseResult]) -> dict[str, int]:
-    """How many compared tensors were mistrusted (zeros would have passed them), out of how many,
-    and in how many result rows; a run whose comparisons are mostly trivial shows here."""
-    compared = [t for r in results for t in r.tensors if t.status != "missing"]
-    return {"tensors": sum(t.mistrusted for t in compared), "compared": len(compared),
-            "results": sum(any(t.mistrusted for t in r.tensors) for r in results)}
 
 
 def document_row(result: CaseResult) -> dict[str, Any]:
@@ -77,14 +35,16 @@ def document_row(result: CaseResult) -> dict[str, Any]:
 
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],
-                     extra: dict[str, Any] | None = None, rows: Iterable[dict[str, Any]] | None = None) -> dict[str, Any]:
+                     extra: dict[str, Any] | None = None, rows: Iterable[dict[str, Any]] | None = None,
+                     tally: Tally | None = None) -> dict[str, Any]:
     """The ``results.json`` object (schema in the README), in strict-JSON form.
 
     ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
-    the engine: every writer reads it from the document and none recomputes it. The tallies
-    (summary, by_mode, ...) are made from ``results``; its ``"results"`` are ``rows`` when given
-    (the same rows as :func:`document_row` makes them, e.g. read back one at a time from a run's
-    results.jsonl by :class:`.stream.StoredRows`, which is kept as it is), else a list made here.
+    the engine: every writer reads it from the document and none recomputes it. Its ``"results"``
+    are ``rows`` when given (the rows of the run's row log, read back one at a time from its
+    results.jsonl by :class:`.stream.StoredRows`) and the tallies (summary, by_mode, ...) are then
+    ``tally``, the log's, made from those very rows as they were written; without them both are
+    made here from ``results``.
     """
     verdict = meta.get("verdict")
     if not isinstance(verdict, dict) or not isinstance(verdict.get("exit_code"), int):
@@ -93,10 +53,7 @@ def results_document(results: list[CaseResult], meta: dict[str, Any],
         "tool": "gradcheck-rnn", "version": __version__, "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **meta,
-        "summary": summary(results),
-        "mistrusted": mistrust(results),
-        "by_mode": breakdown(results, "mode"),
-        "by_wants": breakdown(results, "wants"),
+        **(tally or Tally.of_results(results)).document_part(),
         "results": [],
         **(extra or {}),
     })
@@ -118,6 +75,9 @@ def load_document(run_dir: str | Path) -> dict[str, Any]:
         raise UsageError(f"{path} is not a gradcheck-rnn results document")
     if document.get("schema") != SCHEMA:
         raise UsageError(f"{path} has schema {document.get('schema')!r}; this version reads schema {SCHEMA}")
+    if "by_check" not in document:  # written before these tallies were stored: made from its rows
+        document.update({key: value for key, value in Tally.of(document["results"]).document_part().items()
+                         if key in ("skips", "by_check")})
     return document
 
 
@@ -127,8 +87,10 @@ def results_from_document(document: dict[str, Any]) -> list[CaseResult]:
 
 
 def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows that did not pass or skip, worst first: fails by ratio, then disagreements, then errors."""
-    bad = [r for r in document["results"] if is_bad(r["status"])]
+    """Rows that did not pass or skip, worst first (:func:`gradcheck_rnn.statuses.failure_order`);
+    a run's row log hands them over as kept when they arrived, without reading every row again."""
+    rows = document["results"]
+    bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_bad(r["status"])]
     return sorted(bad, key=lambda r: failure_order(r["status"], from_json_number(r.get("worst_ratio")), r["case_id"],
                                                    r["target"], r.get("check", "")))
 
@@ -234,22 +196,6 @@ def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted((t for t in row.get("tensors", []) if t["status"] != "pass"), key=lambda t: -tensor_badness(t))
 
 
-def skip_reasons(rows: Iterable[Any], top: int = 3) -> list[dict[str, Any]]:
-    """Per target that skipped anything: rows skipped, rows in all, and the ``top`` most frequent
-    reasons with their counts. ``rows`` are results.json rows or CaseResult objects."""
-    totals: Counter[str] = Counter()
-    reasons: dict[str, Counter[str]] = {}
-    for row in rows:
-        get = row.get if isinstance(row, dict) else lambda key, r=row: getattr(r, key)
-        target = get("target")
-        totals[target] += 1
-        if get("status") == "skip":
-            reasons.setdefault(target, Counter())[get("message") or "no reason given"] += 1
-    return [{"target": target, "skipped": sum(counter.values()), "total": totals[target],
-             "reasons": counter.most_common(top), "other": sum(counter.values()) - sum(n for _, n in counter.most_common(top))}
-            for target, counter in reasons.items()]
-
-
 def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:
     """The run's exit code and one-line reason as the engine stored them in results.json; every
     writer shows this and never recomputes it. A file without one (older versions) reads as
@@ -295,14 +241,8 @@ def mistrust_note(counts: dict[str, int] | None) -> str | None:
 
 
 def by_check(document: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Per target: for each check, how many rows were judged and how many did not pass."""
-    checks: list[str] = []
-    table: dict[str, dict[str, Any]] = {}
-    for r in document["results"]:
-        check = r.get("check", "reference")
-        if check not in checks:
-            checks.append(check)
-        row = table.setdefault(r["target"], {"target": r["target"], "checks": {}})
-        cell = row["checks"].setdefault(check, Counter())
-        cell[r["status"]] += 1
-    return checks, list(table.values())
+    """The checks in the order first met, and per target, for each check, rows per status (the
+    run's tally, ``"by_check"``)."""
+    rows = document.get("by_check", [])
+    checks = list(dict.fromkeys(check for row in rows for check in row["checks"]))
+    return checks, rows

@@ -21,7 +21,7 @@ from typing import Any
 from ..compare import from_json_number
 from ..numbers import fmt
 from .document import (by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
-                       skip_reasons, stored_verdict, tensor_line)
+                       stored_verdict, tensor_line)
 from .pictures import available, case_png
 
 DETAIL_CAP = 6  # failing rows drawn: each picture costs 0.4–0.8 s of matplotlib on one core
@@ -88,7 +88,7 @@ def _header(document: dict[str, Any]) -> list[str]:
 
 def _skips(document: dict[str, Any]) -> list[str]:
     """Top skip reasons per target with counts: a green run that skipped most rows says so."""
-    entries = skip_reasons(document.get("results", []))
+    entries = document.get("skips", [])
     if not entries:
         return []
     parts = ["<h3>Top skip reasons</h3><ul>"]
@@ -116,7 +116,7 @@ def _summary(document: dict[str, Any]) -> list[str]:
     for row in rows:
         cells = []
         for check in checks:
-            counter = row["checks"].get(check, Counter())
+            counter = Counter(row["checks"].get(check, {}))
             judged = sum(counter.values())
             bad = judged - counter["pass"] - counter["skip"]
             if not judged:

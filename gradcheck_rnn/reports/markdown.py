@@ -10,7 +10,7 @@ from typing import Any
 from ..compare import from_json_number
 from ..numbers import fmt
 from .document import (case_lengths, failing_tensors, failures, mistrust_note, progress_note,
-                       skip_reasons, stored_verdict, tensor_line)
+                       stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
 NON_FINITE = "!"
@@ -61,7 +61,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         nondet = f"{row.get('nondeterministic', 0)} | " if nondeterministic else ""
         lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
                      f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {nondet}{worst} |")
-    skips = skip_reasons(document.get("results", []))
+    skips = document.get("skips", [])
     if skips:
         lines += ["", "Top skip reasons:", ""]
         for entry in skips:

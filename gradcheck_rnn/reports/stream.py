@@ -28,6 +28,8 @@ from array import array
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+from ..statuses import is_bad
+from ..tally import Tally
 from .document import document_row
 
 STALE_AFTER = 24 * 3600  # seconds without a write after which any staging folder is stale
@@ -119,8 +121,10 @@ class StoredRows:
     order they arrived, which is the engine's order (a case's rows come from one worker in turn).
     """
 
-    def __init__(self, path: Path, keys: array, offsets: array, in_order: bool) -> None:
+    def __init__(self, path: Path, keys: array, offsets: array, in_order: bool,
+                 failing: list[dict[str, Any]] | None = None) -> None:
         self.path, self.keys, self.offsets, self.in_order = path, keys, offsets, in_order
+        self.failing = failing or []  # the rows that did not pass, kept whole as they arrived
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -163,6 +167,8 @@ class RowLog:
         self.staging = Path(tempfile.mkdtemp(prefix=staging_prefix(run), dir=self.root))
         os.chmod(self.staging, 0o777 & ~_umask())  # mkdtemp makes it private; the run folder is not
         self._stream: IO[bytes] | None = open(self.staging / ROWS_FILE, "wb")
+        self.tally = Tally()  # the run's totals, from exactly the rows written here
+        self._failing: list[dict[str, Any]] = []  # rows that did not pass: the reports detail them
         self._keys = array("q")  # sweep index per row (-1: none)
         self._offsets = array("q")  # where each row starts in the file
         self._size = 0
@@ -175,8 +181,11 @@ class RowLog:
         """Append one row (a CaseResult) as the document will hold it."""
         if self._stream is None:
             raise ValueError("this run was already published or discarded")
-        line = json.dumps(document_row(result), separators=(",", ":"), allow_nan=False,
-                          ensure_ascii=False).encode("utf-8") + b"\n"
+        row = document_row(result)
+        self.tally.add(row)
+        if is_bad(row["status"]):
+            self._failing.append(row)
+        line = json.dumps(row, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8") + b"\n"
         key = -1 if result.case_index is None else int(result.case_index)
         self._in_order = self._in_order and (not self._keys or self._keys[-1] <= key)
         self._keys.append(key)
@@ -188,7 +197,7 @@ class RowLog:
         """Every row added so far, in case order (flushes the file first)."""
         if self._stream is not None:
             self._stream.flush()
-        return StoredRows(self.staging / ROWS_FILE, self._keys, self._offsets, self._in_order)
+        return StoredRows(self.staging / ROWS_FILE, self._keys, self._offsets, self._in_order, self._failing)
 
     def write_files(self, document: dict[str, Any], writers: dict[str, Callable[..., Any]],
                     streaming: dict[str, Callable[[dict[str, Any], IO[bytes]], None]]) -> None:

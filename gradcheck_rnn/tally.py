@@ -1,0 +1,120 @@
+"""A run's totals, made once as its rows arrive, from each row's stored form (a results.json row).
+
+One source of truth: the console's summary tables, results.json's ``summary``, ``mistrusted``,
+``by_mode`` and ``by_wants``, and every report read these tallies, which are made from exactly the
+rows written to the run's row log, never recomputed from other objects. A tally keeps counts and,
+per target × group × case, a set of statuses: no row is held.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Iterable
+
+from .numbers import from_json_number
+from .statuses import JUDGED, SEVERITY, STATUSES
+
+GROUP_KEYS = ("mode", "wants")
+
+
+def case_status(statuses: set[str]) -> str:
+    """One verdict for a case × target from all its check rows: the most serious status wins."""
+    for status in SEVERITY:
+        if status in statuses:
+            return status
+    return "pass" if "pass" in statuses else "skip"
+
+
+class Tally:
+    """Counts of a run's rows, added one stored row (a dict) at a time."""
+
+    def __init__(self) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.tensors = self.compared = self.mistrusted_rows = 0
+        # key -> (target, group value) -> {"cases": {case id: statuses}, "ratio": worst or None}
+        self.groups: dict[str, dict[tuple[str, str], dict[str, Any]]] = {key: {} for key in GROUP_KEYS}
+        self.per_target: Counter[str] = Counter()
+        self.skips: dict[str, Counter[str]] = {}  # target -> skip reason -> rows
+        self.checks: dict[str, dict[str, Counter[str]]] = {}  # target -> check -> status -> rows
+
+    @classmethod
+    def of(cls, rows: Iterable[dict[str, Any]]) -> "Tally":
+        tally = cls()
+        for row in rows:
+            tally.add(row)
+        return tally
+
+    @classmethod
+    def of_results(cls, results: Iterable[Any]) -> "Tally":
+        """The tally of CaseResult objects, through their stored form (as the row log makes it)."""
+        from .reports.document import document_row
+
+        return cls.of(document_row(result) for result in results)
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Count one results.json row."""
+        status, target = row["status"], row["target"]
+        self.statuses[status] += 1
+        self.per_target[target] += 1
+        if status == "skip":
+            self.skips.setdefault(target, Counter())[row.get("message") or "no reason given"] += 1
+        self.checks.setdefault(target, {}).setdefault(row.get("check", "reference"), Counter())[status] += 1
+        compared = [t for t in row.get("tensors", []) if t["status"] != "missing"]
+        mistrusted = sum(bool(t.get("mistrusted")) for t in compared)
+        self.compared += len(compared)
+        self.tensors += mistrusted
+        self.mistrusted_rows += bool(mistrusted)
+        # the row's worst ratio counts when it judged the target; a fail without one (a shape,
+        # a missing tensor, NaN) is as bad as it gets: inf. Disagreements measure the references.
+        ratio = None
+        if status in JUDGED and row.get("worst_tensor") is not None:
+            value = from_json_number(row.get("worst_ratio"))
+            ratio = value if value == value else (math.inf if status == "fail" else None)
+        for key in GROUP_KEYS:
+            group = self.groups[key].setdefault((row["target"], row.get(key, "")), {"cases": {}, "ratio": None})
+            group["cases"].setdefault(row["case_id"], set()).add(status)
+            if ratio is not None:
+                group["ratio"] = ratio if group["ratio"] is None else max(group["ratio"], ratio)
+
+    def summary(self) -> dict[str, int]:
+        """Row counts per status and the total (the verdict is the run's, stored apart)."""
+        return {"total": sum(self.statuses.values()), **{s: self.statuses.get(s, 0) for s in STATUSES}}
+
+    def mistrust(self) -> dict[str, int]:
+        """How many compared tensors were mistrusted (zeros would have passed them), out of how
+        many, and in how many rows: a run whose comparisons are mostly trivial shows here."""
+        return {"tensors": self.tensors, "compared": self.compared, "results": self.mistrusted_rows}
+
+    def breakdown(self, key: str) -> list[dict[str, Any]]:
+        """Per target × ``key`` (``mode`` or ``wants``), sorted by both (rows of one run arrive in
+        another order with more workers, and the totals must not depend on it): distinct cases, their verdicts over every check, and the worst ratio over every check that judged
+        the target (a row that failed ``future`` at 538 must not hide behind a reference ratio
+        of 0.0004)."""
+        rows = []
+        for (target, value), group in sorted(self.groups[key].items(), key=lambda item: item[0]):
+            counts = Counter(case_status(statuses) for statuses in group["cases"].values())
+            rows.append({"target": target, key: value, "cases": len(group["cases"]),
+                         **{s: counts.get(s, 0) for s in STATUSES}, "worst_ratio": group["ratio"]})
+        return rows
+
+    def skip_reasons(self, top: int = 3) -> list[dict[str, Any]]:
+        """Per target that skipped anything: rows skipped, rows in all, and the ``top`` most
+        frequent reasons with their counts."""
+        entries = []
+        for target, counter in self.skips.items():
+            common = counter.most_common(top)
+            entries.append({"target": target, "skipped": sum(counter.values()), "total": self.per_target[target],
+                            "reasons": [list(pair) for pair in common],
+                            "other": sum(counter.values()) - sum(n for _, n in common)})
+        return entries
+
+    def by_check(self) -> list[dict[str, Any]]:
+        """Per target, for each check: rows per status."""
+        return [{"target": target, "checks": {check: dict(counts) for check, counts in checks.items()}}
+                for target, checks in self.checks.items()]
+
+    def document_part(self) -> dict[str, Any]:
+        """The tallies as results.json stores them."""
+        return {"summary": self.summary(), "mistrusted": self.mistrust(), "by_mode": self.breakdown("mode"),
+                "by_wants": self.breakdown("wants"), "skips": self.skip_reasons(), "by_check": self.by_check()}
