@@ -130,7 +130,7 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
 
 def announce(spec: Any, execution: Any, why: str) -> None:
     """The run's header on stderr: what is judged, where, and why that many workers."""
-    from .console import err, say
+    from .console import err
 
     if execution.in_process:
         where = "in this process (--in-process: not isolated)"
@@ -139,8 +139,15 @@ def announce(spec: Any, execution: Any, why: str) -> None:
     else:
         count = min(execution.workers, max(1, len(spec.indices)))
         where = f"in {count} worker process{'es' if count > 1 else ''} ({why})"
-    say(err, f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × "
-             f"{', '.join(spec.targets)} {where}")
+    line = f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × {', '.join(spec.targets)} {where}"
+    if not spec.named_targets:  # the default targets: say which built-ins this machine leaves out, and why
+        from .targets import left_out_builtins
+
+        if left := left_out_builtins():
+            line += f"; left out: {left}"
+    from .render import print_lines, wrapped
+
+    print_lines(err, wrapped(line, indent="", hanging="  "))  # no case id in it: wrapped at 80 columns
 
 
 def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -63,3 +63,15 @@ def test_the_reports_come_from_one_row_store_read_back_as_little_as_possible(mon
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
     stored = {key: document[key] for key in Tally().document_part()}
     assert stored == json.loads(json.dumps(Tally.of(document["results"]).document_part()))
+
+
+def test_the_header_names_the_executor_and_the_built_ins_a_default_sweep_leaves_out(tmp_path):
+    runner = CliRunner()
+    default = runner.invoke(main, ["sweep", "-n", "1", "--report-dir", str(tmp_path)], catch_exceptions=False)
+    header = " ".join(default.output.split("\n\n")[0].split())
+    assert "judging 1 case × fused-cpu, torch-native in 1 worker process (" in header, default.output
+    assert "left out: torch-native-cuda, fused-gpu (no CUDA device)" in header and "keras" in header
+    named = runner.invoke(main, ["sweep", "-n", "1", "-t", "fused-cpu", "--in-process", "--report-dir",
+                                 str(tmp_path)], catch_exceptions=False)
+    assert "judging 1 case × fused-cpu in this process (--in-process: not isolated)" in named.output
+    assert "left out" not in named.output

@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable
 from ..errors import INTERRUPTS, UsageError
 from .protocol import Target, as_target
 
-__all__ = ["Target", "as_target", "default_targets", "describe_targets", "resolve_target", "resolve_targets"]
+__all__ = ["Target", "as_target", "default_targets", "describe_targets", "left_out_builtins", "resolve_target",
+           "resolve_targets"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.targets"
 
@@ -56,6 +57,23 @@ def default_targets() -> list[Target]:
     cuda = _cuda_available()
     return [as_target(factory(), name) for name, factory in _builtin_factories().items()
             if cuda or name not in CUDA_TARGETS]
+
+
+def left_out_builtins() -> str:
+    """Which built-in targets a default sweep does not judge here, and why, in one phrase for the
+    run's header ("" when none): found without importing any framework (that costs seconds)."""
+    import importlib.util
+
+    from .foreign import _FRAMEWORK, FOREIGN_BUILTINS
+
+    groups: dict[str, list[str]] = {}
+    if not _cuda_available():
+        groups.setdefault("no CUDA device", []).extend(CUDA_TARGETS)
+    for name in FOREIGN_BUILTINS:
+        found = importlib.util.find_spec(_FRAMEWORK[name].split(".")[0]) is not None
+        groups.setdefault("installed: name them with -t" if found else "not installed here; NAME@PYTHON runs them "
+                          "in another interpreter", []).append(name)
+    return "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items())
 
 
 def resolve_targets(items: Iterable[Any]) -> list[Target]:
