@@ -75,3 +75,15 @@ def test_the_header_names_the_executor_and_the_built_ins_a_default_sweep_leaves_
                                  str(tmp_path)], catch_exceptions=False)
     assert "judging 1 case × fused-cpu in this process (--in-process: not isolated)" in named.output
     assert "left out" not in named.output
+
+
+def test_an_unreachable_dask_scheduler_is_exit_2_and_leaves_no_report_folder(monkeypatch, tmp_path):
+    pytest.importorskip("distributed")
+    from gradcheck_rnn.run import dask_executor
+
+    monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT", 1)
+    folder = tmp_path / "new" / "reports"
+    result = CliRunner().invoke(main, ["sweep", "-n", "1", "-t", "fused-cpu", "--executor", "dask", "--scheduler",
+                                       "tcp://127.0.0.1:9", "--report-dir", str(folder)], catch_exceptions=False)
+    assert result.exit_code == 2 and "cannot reach the Dask scheduler" in result.output, result.output
+    assert not folder.exists()

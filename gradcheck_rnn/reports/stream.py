@@ -161,6 +161,7 @@ class RowLog:
     def __init__(self, report_dir: str | os.PathLike[str], run: str,
                  notify: Callable[[Path, list[str]], None] = say_cleared) -> None:
         self.root = Path(report_dir)
+        self._made_root = not self.root.exists()  # a run that ends in an error leaves no folder it made
         self.root.mkdir(parents=True, exist_ok=True)
         notify(self.root, clear_stale_staging(self.root))
         self.run = run
@@ -239,3 +240,8 @@ class RowLog:
         """Remove the staging folder (an error or Ctrl-C before the run was published)."""
         self.close()
         shutil.rmtree(self.staging, ignore_errors=True)
+        if self._made_root:
+            try:
+                self.root.rmdir()  # only if empty: nothing else was written there meanwhile
+            except OSError:
+                pass
