@@ -31,9 +31,11 @@ import gradcheck_rnn as gr
 before = state()
 checked = gr.check("fused-cpu", sys.argv[1], checks=["reference"])
 after_check = state()
+here = gr.check("fused-cpu", sys.argv[1], checks=["reference"], in_process=True)  # the JAX reference runs here
+after_in_process = state()
 run = gr.sweep("fused-cpu", cases=2, seed=1, checks=["reference"], modes=["gru"], workers=1)
-print(json.dumps({"before": before, "after check": after_check, "after sweep": state(),
-                  "statuses": [r.status for r in checked + run.results]}))
+print(json.dumps({"before": before, "after check": after_check, "after in-process check": after_in_process,
+                  "after sweep": state(), "statuses": [r.status for r in checked + here + run.results]}))
 """
 
 _IMPORT = _STATE + """
@@ -68,8 +70,8 @@ def test_check_and_sweep_leave_threads_environment_and_jax_config_as_they_were(t
     child = _child(_API, tmp_path, CASE)
     assert set(child["statuses"]) == {"pass"}
     assert child["before"]["threads"] == 3
-    assert _changes(child["before"], child["after check"]) == {}
-    assert _changes(child["before"], child["after sweep"]) == {}
+    for after in ("after check", "after in-process check", "after sweep"):
+        assert _changes(child["before"], child[after]) == {}, after
     # and the JAX reference still kept its compiled program in the default cache folder
     assert list((tmp_path / ".cache" / "gradcheck-rnn" / "jax" / "gradcheck-rnn-programs").glob("*.bin"))
 
