@@ -79,3 +79,20 @@ def test_check_and_sweep_leave_threads_environment_and_jax_config_as_they_were(t
 def test_importing_the_jax_reference_leaves_jax_config_as_it_was(tmp_path):
     child = _child(_IMPORT, tmp_path, GRADCHECK_RNN_JAX_CACHE=str(tmp_path / "cache"))
     assert _changes(child["before"], child["after import"]) == {}
+
+
+_CLI = """
+import sys
+from gradcheck_rnn.cli import main
+main(["check", "--case-id", sys.argv[1], "-t", "fused-cpu", "--check", "reference"])
+"""
+
+
+def test_the_command_line_sets_up_its_own_process(tmp_path):
+    """Only the command line keeps its set-up: its JAX programs land in the default cache folder."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GRADCHECK_RNN_")}
+    environ.update(HOME=str(tmp_path), JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", _CLI, CASE], env=environ, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list((tmp_path / ".cache" / "gradcheck-rnn" / "jax" / "gradcheck-rnn-programs").glob("*.bin"))
