@@ -7,7 +7,9 @@
     assert run.exit_code == 0, run.reason
 
 Both judge through the same pipeline as the command line: a run spec resolved once, judged by
-:func:`gradcheck_rnn.run.judge_run` through an executor (worker processes by default).
+:func:`gradcheck_rnn.run.judge_run` through an executor (worker processes by default), with the
+command line's threads and JAX cache for the duration of the call only
+(:func:`gradcheck_rnn.runtime.judging`: the caller's process is left as it was).
 """
 
 from __future__ import annotations
@@ -66,15 +68,15 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
     isolated), as does a target object that is not importable as ``module:qualname``.
     """
     from .run import RunSpec, judge_run
-    from .runtime import set_up_process
+    from .runtime import judging
 
-    set_up_process()
     case = Case.from_id(case) if isinstance(case, str) else case
     resolved: list = []
     spec = RunSpec.build(_config_name(config), targets=_target_items(target), checks=valid_checks(checks),
                          rtol=rtol, atol=atol, case_ids=(case.id,), resolved=resolved)
     # the case travels whole: its data may be the caller's own, not what its id draws
-    return judge_run(spec, _execution(resolved, 1, in_process), targets=resolved, jobs=[(0, case)]).results
+    with judging():  # the caller's threads and environment back afterwards
+        return judge_run(spec, _execution(resolved, 1, in_process), targets=resolved, jobs=[(0, case)]).results
 
 
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
@@ -89,11 +91,11 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     in this process with ``workers=1``.
     """
     from .run import RunSpec, judge_run
-    from .runtime import set_up_process
+    from .runtime import judging
 
-    set_up_process()
     resolved: list = []
     spec = RunSpec.build(_config_name(config), cases, seed, _target_items(targets), checks=valid_checks(checks),
                          rtol=rtol, atol=atol, modes=tuple(modes or ()), layers=layers,
                          bidirectional=bidirectional, dtypes=tuple(dtypes or ()), resolved=resolved)
-    return judge_run(spec, _execution(resolved, workers, in_process), targets=resolved)
+    with judging():  # the caller's threads and environment back afterwards
+        return judge_run(spec, _execution(resolved, workers, in_process), targets=resolved)

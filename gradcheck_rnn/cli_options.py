@@ -102,9 +102,11 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
     given, is chosen from the number of cases and printed with its reason on stderr.
     """
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
+    from .runtime import set_up_process
 
     from .generate import load_profile
 
+    set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
     shard = parse_shard(values.get("shard"))
     profile = load_profile(values.get("config"))
     workers, why = values.get("workers"), "--workers"

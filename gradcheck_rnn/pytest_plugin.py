@@ -12,14 +12,15 @@ A result that is not ``pass`` or ``skip`` fails the test with the failure list o
 run is never a pass. ``--gradcheck-rnn-cases N`` makes every sweep judge N cases (nightly runs).
 
 pytest loads this module in every session of an environment where gradcheck-rnn is installed,
-so it imports nothing heavy at import time; torch and jax load when a check runs.
+so it imports nothing heavy at import time; torch and jax load when a check runs. The fixture
+judges through ``gr.check`` and ``gr.sweep``, which set the threads and the JAX cache for the
+call only (:func:`gradcheck_rnn.runtime.judging`): the test process is left as it was.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import pytest
 
@@ -45,19 +46,6 @@ class GradcheckFailed(AssertionError):
     """A sweep or check found a case × target × check that did not pass (or judged nothing)."""
 
 
-@contextlib.contextmanager
-def _torch_threads() -> Iterator[None]:
-    """One torch thread while judging (tiny cases; see runtime.limit_torch_threads), then the user's setting back."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class RNNGradcheck:
     """The ``rnn_gradcheck`` fixture: judge a target from inside a test; fail the test on any failure."""
 
@@ -81,9 +69,8 @@ class RNNGradcheck:
         import gradcheck_rnn as gr
 
         count = self.cases_override or cases
-        with _torch_threads():
-            run = gr.sweep(target, cases=count, seed=seed, config=str(config), checks=checks, rtol=rtol,
-                           atol=atol, modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes)
+        run = gr.sweep(target, cases=count, seed=seed, config=str(config), checks=checks, rtol=rtol,
+                       atol=atol, modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes)
         _judge(run.results, run.exit_code, run.reason, f"sweep of {count} cases (profile {run.spec.profile}, "
                                                        f"seed {run.spec.seed})")
         return run.results
@@ -95,8 +82,7 @@ class RNNGradcheck:
         import gradcheck_rnn as gr
         from gradcheck_rnn.result import verdict
 
-        with _torch_threads():
-            results = gr.check(target, case_id, checks=checks, config=str(config), rtol=rtol, atol=atol)
+        results = gr.check(target, case_id, checks=checks, config=str(config), rtol=rtol, atol=atol)
         _judge(results, *verdict(results), case_id)
         return results
 

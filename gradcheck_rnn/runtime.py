@@ -1,15 +1,25 @@
 """Process set-up, in one place: torch/BLAS threads and the JAX compilation cache.
 
-Every process that judges (the CLI, a worker, the pytest fixture, the Python API) calls
-:func:`set_up_process` before its first case. Nothing here touches JAX's float64 switch: the
-JAX reference computes under JAX's *scoped* x64 switch (see references/jax_ref.py), so a
-JAX-based target sees the process's own ``jax_enable_x64`` setting, as in the user's program.
+Two ways in, because the library must leave its caller's process as it found it (threads,
+environment, JAX config; docs/contracts.md, "Process set-up") while the command line and the
+pool's workers are processes of our own:
+
+- :func:`judging` (``gr.check``, ``gr.sweep``, the pytest fixture): the settings for the duration
+  of a ``with`` block, and the caller's threads and environment back afterwards;
+- :func:`set_up_process` (the command line, a worker): the same settings, kept.
+
+Neither touches ``jax.config``: the JAX reference enters :func:`jax_compilation_cache` around its
+own compiles only (thread-local, restored on exit), and computes under JAX's *scoped* x64 switch
+(see references/jax_ref.py), so a JAX-based target sees the process's own settings
+(``jax_enable_x64`` included), as in the user's program.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Iterator
 
 TORCH_THREADS_ENV = "GRADCHECK_RNN_TORCH_THREADS"
 JAX_CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
@@ -31,11 +41,59 @@ def use_persistent_jax_cache() -> None:
 
     A new program costs ~1.5 s to compile; a new process loads it from the serialized executable
     kept beside this cache (references/artifacts.py) in ~0.05 s without tracing it again. Set $GRADCHECK_RNN_JAX_CACHE to another folder, or to "" to turn it off.
+    The folder is named in the environment so that pool workers, started from it, share it.
     """
     os.environ.setdefault(JAX_CACHE_ENV, str(Path.home() / ".cache" / "gradcheck-rnn" / "jax"))
 
 
 def set_up_process() -> None:
-    """Threads and the JAX cache for a process that is about to judge."""
+    """Threads and the JAX cache for a process of our own (the command line, a worker), kept."""
     limit_torch_threads()
     use_persistent_jax_cache()
+
+
+@contextlib.contextmanager
+def judging() -> Iterator[None]:
+    """:func:`set_up_process` for the duration of the block, in a caller's process: its torch
+    threads and its environment (the JAX cache folder's variable) are restored on exit."""
+    import torch
+
+    threads = torch.get_num_threads()
+    cache = os.environ.get(JAX_CACHE_ENV)
+    try:
+        set_up_process()
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        if cache is None:
+            os.environ.pop(JAX_CACHE_ENV, None)
+        else:
+            os.environ[JAX_CACHE_ENV] = cache
+
+
+def jax_cache_folder() -> str | None:
+    """The JAX reference's cache folder: $GRADCHECK_RNN_JAX_CACHE, None when unset or "" (off)."""
+    return os.environ.get(JAX_CACHE_ENV) or None
+
+
+@contextlib.contextmanager
+def jax_compilation_cache() -> Iterator[None]:
+    """JAX's persistent compilation cache in :func:`jax_cache_folder` for the compiles inside the
+    block, on this thread, every program written (the reference's compile is ~1.5 s either way).
+
+    Thread-local config states, so ``jax.config`` keeps the caller's values. JAX opens its cache
+    once, at the first compile, and keeps that folder for every later compile; so it is closed on
+    entry (our compiles open ours) and on exit (the caller's next compile opens the caller's own).
+    """
+    folder = jax_cache_folder()
+    if folder is None:
+        yield
+        return
+    from jax._src import compilation_cache, config
+
+    compilation_cache.reset_cache()
+    try:
+        with config.compilation_cache_dir(folder), config.persistent_cache_min_compile_time_secs(0.0):
+            yield
+    finally:
+        compilation_cache.reset_cache()

@@ -392,3 +392,36 @@ def test_onednn_gemms_match_float64(cfg, monkeypatch):
     again = outputs(FusedCPUTarget().run(case))
     for name, value in f32.items():
         np.testing.assert_array_equal(again[name], value, err_msg=name)
+
+
+def test_a_changed_onednn_signature_falls_back_to_mm_for_the_rest_of_the_process(monkeypatch):
+    """The oneDNN route calls a private torch op positionally; a torch that changed its arguments
+    must slow the kernel down, not make it raise (issue 25): the failed call is done by torch.mm,
+    one warning says so, and oneDNN is not asked again."""
+    from gradcheck_rnn import Case
+    from gradcheck_rnn.judge import judge_one
+    from gradcheck_rnn.kernels import gemm
+
+    calls = []
+
+    def changed(*args, **kwargs):
+        calls.append(args)
+        raise TypeError("_linear_pointwise() takes from 2 to 3 positional arguments but 6 were given")
+
+    changed.binary = changed
+    monkeypatch.setattr(gemm, "_ONEDNN_LINEAR", changed)
+    generator = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(shape, generator=generator) for shape in [(128, 96), (96, 128), (128, 128)])
+    assert a.shape[0] * a.shape[1] * b.shape[1] >= gemm.ONEDNN_MIN_MACS
+    with pytest.warns(RuntimeWarning, match="torch.mm for the rest of this process") as warned:
+        product = gemm.matmul(a, b)
+        added = gemm.matmul(a, b, c.clone(), accumulate=True)
+    assert len(warned) == 1 and len(calls) == 1
+    assert torch.equal(product, torch.mm(a, b))
+    assert torch.equal(added, c.clone().addmm_(a, b))
+
+    monkeypatch.setattr(gemm, "_ONEDNN_LINEAR", changed)  # every GEMM of a case above the threshold
+    monkeypatch.setattr(gemm, "ONEDNN_MIN_MACS", 0)
+    with pytest.warns(RuntimeWarning, match="torch.mm"):
+        result = judge_one(Case.from_id("lstm-L2-bi-I3-H5-T7-B5-len7.4.1.6.2-f32-s3"), FusedCPUTarget())
+    assert result.status == "pass", result.message

@@ -348,7 +348,8 @@ def test_scoped_x64_and_a_warm_process_gives_the_same_numbers(tmp_path, monkeypa
 
     for run in ("cold", "warm"):
         child = _child(tmp_path, case_id)
-        assert child["cache_dir"] == str(tmp_path) and any(tmp_path.iterdir())
+        # the cache folder serves the reference's compiles while jax.config stays the process's own
+        assert child["cache_dir"] is None and any(tmp_path.glob("jit_gradcheck_rnn_*"))
         assert (child["x64"], child["user_dtype"]) == (False, "float32")
         np.testing.assert_array_equal(np.array(child["y"]), here.y)
         np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])

@@ -12,9 +12,14 @@ CPU linear layers. It is private, so it is looked up once and ``torch.mm`` stays
 is missing, for other dtypes (oneDNN has no float64; the half path keeps its own float32
 accumulation) and off the CPU. It costs ~10 µs a call more than MKL, so products under
 :data:`ONEDNN_MIN_MACS` multiply-adds (every GEMM of the sweeps' tiny cases) stay on MKL.
+Being private, its signature may change in any torch release: a call that raises ``TypeError`` or
+``RuntimeError`` is done by ``torch.mm`` instead, and the process stops using oneDNN (one
+``RuntimeWarning`` says so), so a new torch slows the kernel under test down but never breaks it.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import Tensor
@@ -46,23 +51,36 @@ def _dense(t: Tensor) -> Tensor:
     return t.t().contiguous().t() if t.stride(0) == 1 else t.contiguous()
 
 
+def _onednn_linear(a: Tensor, b: Tensor, addend: Tensor | None, bias: Tensor | None) -> Tensor | None:
+    """``a·b + bias (+ addend)`` on oneDNN; None when the private op refused the call (then oneDNN is
+    off for the rest of the process and the caller takes ``torch.mm``)."""
+    global _ONEDNN_LINEAR
+    # oneDNN reads a row-major ``a`` with any row stride, and dense operands, at full speed; other
+    # strides (a bidirectional layer's h columns, GRU's dgates blocks transposed in the weight
+    # gradients) take a reference path, measured ~1000× slower: those are copied dense first
+    if a.stride(1) != 1:
+        a = _dense(a)
+    b = _dense(b)
+    try:
+        # oneDNN's linear is a·wᵀ with w (n, k): b.t() is a view, which it reads without a copy
+        if addend is not None:
+            return _ONEDNN_LINEAR.binary(a, addend, b.t(), None, "add")
+        return _ONEDNN_LINEAR(a, b.t(), bias, "none", [], "")
+    except (TypeError, RuntimeError) as exc:  # a torch whose private op takes other arguments
+        _ONEDNN_LINEAR = None
+        warnings.warn(f"torch.ops.mkldnn._linear_pointwise failed ({type(exc).__name__}: {exc}); the fused "
+                      f"kernels use torch.mm for the rest of this process", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def matmul(a: Tensor, b: Tensor, out: Tensor | None = None, *, bias: Tensor | None = None,
            accumulate: bool = False) -> Tensor:
     """``a·b (+ bias)``, written into ``out`` when given, or added to it when ``accumulate``;
     returns the result. Any strides (views such as ``w.t()`` or column blocks are read in place)."""
     if _onednn(a, b):
-        # oneDNN reads a row-major ``a`` with any row stride, and dense operands, at full speed; other
-        # strides (a bidirectional layer's h columns, GRU's dgates blocks transposed in the weight
-        # gradients) take a reference path, measured ~1000× slower: those are copied dense first
-        if a.stride(1) != 1:
-            a = _dense(a)
-        b = _dense(b)
-        # oneDNN's linear is a·wᵀ with w (n, k): b.t() is a view, which it reads without a copy
-        if accumulate:
-            result = _ONEDNN_LINEAR.binary(a, out, b.t(), None, "add")
-        else:
-            result = _ONEDNN_LINEAR(a, b.t(), bias, "none", [], "")
-        return result if out is None else out.copy_(result)
+        result = _onednn_linear(a, b, out if accumulate else None, bias)
+        if result is not None:
+            return result if out is None else out.copy_(result)
     if accumulate:
         return out.addmm_(a, b)
     if bias is not None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..runtime import JAX_CACHE_ENV
+from ..runtime import jax_cache_folder
 
 FOLDER = "gradcheck-rnn-programs"
 FORMAT = 1  # bump when the file layout changes
@@ -38,7 +38,7 @@ FORMAT = 1  # bump when the file layout changes
 
 def folder() -> Path | None:
     """Where artifacts live, or None when $GRADCHECK_RNN_JAX_CACHE is unset or "" (off)."""
-    root = os.environ.get(JAX_CACHE_ENV)
+    root = jax_cache_folder()
     return Path(root) / FOLDER if root else None
 
 

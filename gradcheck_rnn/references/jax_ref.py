@@ -56,7 +56,9 @@ prints the in-process numbers.
 
 Warm runs load the program: no trace, no lowering, no compile
 -------------------------------------------------------------
-JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``) saves only the XLA compile: jax
+JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``, set around this module's own
+compiles only, thread-locally: :func:`gradcheck_rnn.runtime.jax_compilation_cache`, so importing
+or calling this module leaves ``jax.config`` as it was) saves only the XLA compile: jax
 still traces and lowers the function to compute the cache key (~0.25-0.4 s per program per
 process here). So each bucket's compiled program is also written, serialized
 (:mod:`jax.experimental.serialize_executable`), beside that cache in
@@ -105,16 +107,12 @@ from jax import lax
 from ..case import Case, Outputs, RNNConfig
 from ..config import GATES
 from ..layout import directions, param_key
+from ..runtime import jax_compilation_cache
 from . import artifacts
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
            "compile_count", "load_count", "write_count", "cached_buckets", "x64"]
-
-_CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
-if os.environ.get(_CACHE_ENV):
-    jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE_ENV])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 MAX_GATES = 4
 # LLVM -O0 for the CPU backend. Measured on the ci program (2-core machine, load ~2): compile
@@ -326,7 +324,8 @@ def _program(key: BucketKey, args: tuple, use_artifact: bool = True) -> Any:
     with _LOCK:
         fn = _COMPILED.get(key)
         if fn is None:
-            fn = _COMPILED[key] = _load_or_compile(key, args, use_artifact)
+            with jax_compilation_cache():  # this compile only: jax.config stays the caller's
+                fn = _COMPILED[key] = _load_or_compile(key, args, use_artifact)
     return fn
 
 

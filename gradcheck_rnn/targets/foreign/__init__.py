@@ -289,17 +289,19 @@ def foreign_target(spec: str) -> ForeignTarget:
 
 class InProcess:
     """A foreign built-in run in this process (its framework imports here): same file, same
-    answers, its dict of outputs turned into :class:`Outputs`."""
+    answers, its dict of outputs turned into :class:`Outputs`.
+
+    ``supports`` and ``supports_case`` are optional in the target protocol, so they are passed on
+    only where the target has them, as the client reports them for ``NAME@PYTHON``: the wrapper
+    must not claim a method that the target lacks (keras has no ``supports_case``).
+    """
 
     def __init__(self, impl: Any) -> None:
         self.impl = impl
         self.name = impl.name
-
-    def supports(self, config: RNNConfig) -> bool | str:
-        return self.impl.supports(config)
-
-    def supports_case(self, case: Case) -> bool | str:
-        return self.impl.supports_case(case)
+        for method in ("supports", "supports_case"):
+            if callable(getattr(impl, method, None)):
+                setattr(self, method, getattr(impl, method))
 
     def run(self, case: Case) -> Outputs:
         out = protocol.outputs_arrays(self.impl.run(case))

@@ -1,0 +1,108 @@
+"""Every built-in target, judged in this process on one tiny case (issue 25).
+
+The slow tests run the foreign built-ins through another interpreter, so a fault of the
+in-process path (``keras`` once raised ``AttributeError`` from ``supports_case`` on every case)
+went unseen by the default suite. Here each built-in resolves by name and is judged as
+``gr.check`` judges it: the correct targets must pass, every mutant must be judged (pass or fail,
+never an error), and a target whose framework does not import here, or which needs CUDA, is skipped
+with its own reason. fused-gpu and the GPU mutants run under Triton's interpreter, as in
+tests/test_fused_gpu.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+from gradcheck_rnn import Case
+from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.judge import judge, judge_one
+from gradcheck_rnn.targets import builtin_names, resolve_target
+from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, InProcess
+from gradcheck_rnn.targets.mutants import BLIND_SPOTS, GPU_MUTANTS, MUTANTS
+
+# float32 (the JAX targets compute float64 only under x64), both directions, one short sequence
+CASE_ID = "lstm-L1-bi-I2-H3-T3-B2-len3.1-f32-s5"
+MUTANT_NAMES = [f"mutant:{name}" for name in (*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS)]
+TRITON = importlib.util.find_spec("triton") is not None
+
+
+@pytest.fixture(scope="module")
+def context() -> CaseContext:
+    """One case context for every target: the references are computed once."""
+    return CaseContext(Case.from_id(CASE_ID))
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    """Triton's CPU interpreter for fused-gpu and the GPU mutants (no other test here imports Triton)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.delenv("GRADCHECK_RNN_TF32", raising=False)
+
+
+def why_not_here(name: str) -> str | None:
+    """Why this machine cannot run the built-in ``name`` in this process, or None when it can."""
+    framework = _FRAMEWORK.get(name)
+    if framework is not None and importlib.util.find_spec(framework) is None:
+        return f"{framework} is not installed in this interpreter"
+    if name == "torch-native-cuda" and not torch.cuda.is_available():
+        return "no CUDA device"
+    if (name == "fused-gpu" or name.removeprefix("mutant:") in GPU_MUTANTS) and not TRITON:
+        return "triton is not installed"
+    return None
+
+
+def judged(context: CaseContext, name: str) -> list:
+    """The rows of every check that touches the target's own paths (supports_case, run, the outputs)."""
+    reason = why_not_here(name)
+    if reason is not None:
+        row = judge_one(context, resolve_target(name))
+        assert row.status == "skip" and row.message, (name, row.status, row.message)
+        pytest.skip(f"{name}: {reason} (the target skips with: {row.message})")
+    return list(judge(context, [resolve_target(name)], checks=("reference", "determinism")))
+
+
+@pytest.mark.parametrize("name", [*builtin_names(), *FOREIGN_BUILTINS])
+def test_each_builtin_target_passes_a_tiny_case_in_process(context, name):
+    rows = judged(context, name)
+    assert [r.status for r in rows] == ["pass", "pass"], [(r.check, r.status, r.message) for r in rows]
+
+
+@pytest.mark.parametrize("name", MUTANT_NAMES)
+def test_each_mutant_is_judged_in_process(context, name):
+    rows = judged(context, name)
+    assert {r.status for r in rows} <= {"pass", "fail", "nondeterministic"}, \
+        [(r.check, r.status, r.message) for r in rows]
+
+
+class _BareTarget:
+    """A file-loaded target that has only what the protocol requires: ``name`` and ``run``."""
+
+    name = "bare"
+
+    def run(self, case: Case) -> dict:
+        out = resolve_target("fused-cpu").run(case)
+        return {"y": out.y, "hy": out.hy, "cy": out.cy, "grads": out.grads}
+
+
+class _DecliningTarget(_BareTarget):
+    """One with both optional methods: each answer reaches the engine."""
+
+    def supports(self, config) -> bool | str:
+        return True
+
+    def supports_case(self, case: Case) -> bool | str:
+        return "declined by supports_case" if (np.asarray(case.seq_lengths) < case.config.max_len).any() else True
+
+
+def test_an_in_process_target_is_asked_only_the_optional_methods_it_has(context):
+    """The root cause of keras's error rows: the in-process wrapper claimed ``supports_case`` for
+    every target and called the target's, which the protocol lets a target leave out."""
+    bare = InProcess(_BareTarget())
+    assert not hasattr(bare, "supports") and not hasattr(bare, "supports_case")
+    assert judge_one(context, bare).status == "pass"
+    declining = judge_one(context, InProcess(_DecliningTarget()))
+    assert (declining.status, declining.message) == ("skip", "declined by supports_case")
