@@ -14,7 +14,6 @@ import click
 
 from . import cli_options as opt
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, HEADS, MODES, WANTS_GROUPS
 from .cli_options import usage_errors
 from .errors import Terminated, UsageError
 
@@ -78,6 +77,7 @@ def main() -> None:
 @opt.tolerances
 @opt.report_dir
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
+@opt.against_runs
 @opt.isolation
 @opt.distribution
 @opt.fmt
@@ -89,7 +89,8 @@ def sweep(**values: Any) -> None:
     first, each with its case id and repro command) and writes the reports. Exit 0 when all
     pass, 1 on any fail/error/disagreement, 2 on bad usage, 5 when nothing was checked (every
     result skipped, or a target named with --target judged on no case), 130/143 when SIGINT/SIGTERM
-    stopped it (the reports then hold what was judged, marked interrupted).
+    stopped it (the reports then hold what was judged, marked interrupted). With --baseline, rows
+    whose ratio grew past --drift-factor are 'drifted': a warning, exit 1 with --fail-on-drift.
 
     \b
     Examples:
@@ -100,12 +101,16 @@ def sweep(**values: Any) -> None:
       gradcheck-rnn sweep -c nightly --workers 8 --case-timeout 60
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
       gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
+      gradcheck-rnn sweep -t fused-cpu --baseline reports/latest --fail-on-drift
+      gradcheck-rnn sweep --last-failed
     """
     from .console import ensure_writable, judge_and_report
 
     ensure_writable(values["report_dir"])
-    spec, execution, resolved = opt.build_run(values)
-    sys.exit(judge_and_report(spec, execution, "sweep", values["report_dir"], values["fmt"], targets=resolved))
+    baseline = opt.load_baseline(values)
+    spec, execution, resolved = opt.build_sweep(values)
+    sys.exit(judge_and_report(spec, execution, "sweep", values["report_dir"], values["fmt"], targets=resolved,
+                              baseline=baseline))
 
 
 @main.command()
@@ -130,28 +135,8 @@ def merge(run_dirs: tuple[str, ...], report_dir: str, fmt: str) -> None:
     sys.exit(report_merged(list(run_dirs), report_dir, fmt))
 
 
-# The options of `check` that describe a case; --case-id replaces them all.
-CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
-              "wants", "heads", "no_initial_state")
-
-
 @main.command()
-@click.option("--case-id", default=None, help="Build the case from its id instead of the flags below.")
-@click.option("--mode", type=click.Choice(MODES), default="lstm", show_default=True)
-@click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--bidirectional/--unidirectional", default=False, show_default=True)
-@click.option("--input-size", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--hidden-size", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--lengths", default="5,3,1", show_default=True,
-              help="Sequence lengths, comma-separated; batch size = their count, T = their max unless --max-len.")
-@click.option("--max-len", type=click.IntRange(min=1), default=None, help="T, the padded length (default: max of --lengths).")
-@click.option("--dtype", type=click.Choice(DTYPES), default="f64", show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Data seed.")
-@click.option("--wants", type=click.Choice(WANTS_GROUPS), default="all", show_default=True,
-              help="Which gradients are requested: all, inputs (frozen weights), x, params (frozen inputs).")
-@click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
-              help="Which head gradients are non-zero: all, y, states, last.")
-@click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path.")
+@opt.case_flags
 @opt.target
 @opt.check
 @opt.tolerances
@@ -171,14 +156,14 @@ def check(ctx: click.Context, **values: Any) -> None:
     from .console import judge_case
 
     if values["case_id"] is not None:
-        given = [f"--{name.replace('_', '-')}" for name in CASE_FLAGS
+        given = [f"--{name.replace('_', '-')}" for name in opt.CASE_FLAGS
                  if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
         if given:
             raise UsageError(f"--case-id names the whole case, so {', '.join(given)} cannot be given with it; "
                              f"drop {'it' if len(given) == 1 else 'them'} or drop --case-id")
         case_id = values["case_id"]
     else:
-        case_id = case_from_options(*(values[name] for name in CASE_FLAGS[:-1]),
+        case_id = case_from_options(*(values[name] for name in opt.CASE_FLAGS[:-1]),
                                     initial_state=not values["no_initial_state"]).id
     spec, execution, _ = opt.build_run({**values, "seed": None}, 1, case_ids=(case_id,),
                                        checks=opt.expand_checks(values["checks"]), modes=(), layers=None,
@@ -324,6 +309,21 @@ def report(run_dir: str, fmt: str) -> None:
     from .console import rerender_run
 
     sys.exit(rerender_run(run_dir, fmt))
+
+
+@main.command()
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("--drift-factor", type=click.FloatRange(min=1, min_open=True), default=4.0, show_default=True,
+              help="Growth of a tensor's ratio from A to B that counts as drift; ratios ending at or below 0.01 never do.")
+@usage_errors
+def diff(run_a: str, run_b: str, drift_factor: float) -> None:
+    """Compare two stored runs: rows of B that drifted since A (ratio then → now) and the rows in
+    one run only. Each RUN is a run folder, <report dir>/latest or a report dir. Exit 1 when a row
+    drifted, 0 when none did, 2 when a RUN holds no results.json."""
+    from .console import diff_stored_runs
+
+    sys.exit(diff_stored_runs(run_a, run_b, drift_factor))
 
 
 @main.command(name="targets")

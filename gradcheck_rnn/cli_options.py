@@ -12,10 +12,9 @@ from typing import Any, Callable
 import click
 
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, profile_names
+from .config import DTYPES, HEADS, MODES, WANTS_GROUPS, profile_names
 from .families import modes as family_modes
 from .errors import UsageError
-
 
 
 def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -86,6 +85,81 @@ distribution = options(
                  help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
     click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
 )
+
+# The options of `check` that describe a case; --case-id replaces them all.
+CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
+              "wants", "heads", "no_initial_state")
+case_flags = options(
+    click.option("--case-id", default=None, help="Build the case from its id instead of the flags below."),
+    click.option("--mode", type=click.Choice(MODES), default="lstm", show_default=True),
+    click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True),
+    click.option("--bidirectional/--unidirectional", default=False, show_default=True),
+    click.option("--input-size", type=click.IntRange(min=1), default=3, show_default=True),
+    click.option("--hidden-size", type=click.IntRange(min=1), default=4, show_default=True),
+    click.option("--lengths", default="5,3,1", show_default=True,
+                 help="Sequence lengths, comma-separated; batch size = their count, T = their max unless --max-len."),
+    click.option("--max-len", type=click.IntRange(min=1), default=None,
+                 help="T, the padded length (default: max of --lengths)."),
+    click.option("--dtype", type=click.Choice(DTYPES), default="f64", show_default=True),
+    click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Data seed."),
+    click.option("--wants", type=click.Choice(WANTS_GROUPS), default="all", show_default=True,
+                 help="Which gradients are requested: all, inputs (frozen weights), x, params (frozen inputs)."),
+    click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
+                 help="Which head gradients are non-zero: all, y, states, last."),
+    click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path."),
+)
+against_runs = options(
+    click.option("--baseline", default=None, metavar="RUN_DIR",
+                 help="Compare each passing row with this stored run's (a run folder, <report dir>/latest or a "
+                      "report dir): a ratio that grew past --drift-factor makes the row 'drifted'."),
+    click.option("--drift-factor", type=click.FloatRange(min=1, min_open=True), default=None,
+                 help="Growth of a tensor's ratio since the baseline that counts as drift (default: 4); ratios "
+                      "ending at or below 0.01 never drift."),
+    click.option("--fail-on-drift", is_flag=True, help="Exit 1 on a drifted row (default: the verdict line warns)."),
+    click.option("--last-failed", is_flag=True,
+                 help="Judge again what did not pass in the latest run of --report-dir (its case ids × targets × "
+                      "checks, with its profile); exit 5 when nothing failed there."),
+)
+# sweep options that choose what is judged, which --last-failed takes from the stored run instead
+LAST_FAILED_CONFLICTS = ("config", "cases", "seed", "targets", "modes", "layers", "bidirectional", "dtypes",
+                         "rtol", "atol", "shard")
+
+
+def load_baseline(values: dict[str, Any]) -> Any:
+    """The sweep's :class:`~gradcheck_rnn.baseline.Baseline`, or None without ``--baseline``."""
+    from .baseline import DRIFT_FACTOR, Baseline
+
+    if values["baseline"] is None:
+        given = [flag for flag, value in (("--drift-factor", values["drift_factor"]),
+                                          ("--fail-on-drift", values["fail_on_drift"])) if value]
+        if given:
+            raise UsageError(f"{' and '.join(given)} compare with a baseline; add --baseline RUN_DIR")
+        return None
+    return Baseline.load(values["baseline"], values["drift_factor"] or DRIFT_FACTOR, values["fail_on_drift"])
+
+
+def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
+    """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
+    not pass in the report folder's latest run (exit 5 with a note when there are none)."""
+    if not values["last_failed"]:
+        return build_run(values)
+    from .console import err, say
+    from .rerun import last_failed
+
+    given = [name for name in LAST_FAILED_CONFLICTS if values.get(name) not in (None, ())]
+    if given:
+        flags = ", ".join(f"--{name.rstrip('s') if name in ('targets', 'modes', 'dtypes') else name}"
+                          .replace("_", "-") for name in given)
+        raise UsageError(f"--last-failed judges what the latest run judged and did not pass, so {flags} cannot "
+                         f"be given with it; drop them or drop --last-failed")
+    failed = last_failed(values["report_dir"])
+    if not failed.case_ids:
+        say(err, f"nothing to rerun: every row of {failed.run_dir} passed or was skipped")
+        sys.exit(5)
+    say(err, f"rerunning the {failed.rows} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
+             f"cases × {', '.join(failed.targets)} ({', '.join(failed.checks)})")
+    return build_run({**values, "config": failed.spec.config}, len(failed.case_ids), case_ids=failed.case_ids,
+                     targets=failed.targets, checks=failed.checks, rtol=failed.spec.rtol, atol=failed.spec.atol)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:

@@ -168,11 +168,13 @@ def terminate_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: list | None = None) -> Run:
+def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: list | None = None,
+                        baseline: Any = None) -> Run:
     """Judge a run spec with a progress bar on stderr; the judged run. Each row goes to ``log``
     (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) as it arrives, so the rows are on
-    disk, in their results.json form, while the workers still judge. A signal raises out of here
-    with the run judged so far as the exception's ``run``."""
+    disk, in their results.json form, while the workers still judge; with a ``baseline``
+    (:class:`~gradcheck_rnn.baseline.Baseline`) already marked drifted or not. A signal raises out
+    of here with the run judged so far as the exception's ``run``."""
     from .run import judge_run
 
     with progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
@@ -181,7 +183,7 @@ def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: lis
             if log is not None:
                 log.add(row)
 
-        return judge_run(spec, execution, on_result=arrived, targets=targets)
+        return judge_run(spec, execution, on_result=arrived, targets=targets, baseline=baseline)
 
 
 @contextlib.contextmanager
@@ -199,24 +201,27 @@ def row_log(report_dir: str, command: str, seed: int | None) -> Iterator[Any]:
 
 def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, fmt: str = "console",
                      present: Callable[[Run], tuple[Run, dict[str, Any] | None]] | None = None,
-                     targets: list | None = None) -> int:
+                     targets: list | None = None, baseline: Any = None) -> int:
     """Judge a run, print it, write its reports; the exit code (``sweep``, ``mutants``).
 
     ``present`` prints the command's own tables for a judged run and returns the run to store
     (a mutants run has its own verdict) and extra top-level keys for results.json; by default the
     summary tables and the failure list. A run stopped by SIGINT or SIGTERM is published as judged
-    so far with the verdict ``interrupted``, after one line, and exits 130 or 143.
+    so far with the verdict ``interrupted``, after one line, and exits 130 or 143. With a
+    ``baseline`` the drifted rows get their own table and results.json its ``"drift"``.
     """
     ensure_writable(report_dir)
     meta = spec.meta(command)
     with row_log(report_dir, command, spec.seed) as log, terminate_as_exception():
         try:
-            run = judge_with_progress(spec, execution, log, targets)
+            run = judge_with_progress(spec, execution, log, targets, baseline)
         except INTERRUPTS as exc:
             return write_and_finish(exc.run, report_dir, meta, fmt=fmt, log=log)
-        extra = None
+        extra = None if baseline is None else {"drift": baseline.to_json()}
         if present is None:
             print_run(run.results, log.tally)
+            if extra is not None:
+                print_drift(extra["drift"])
         else:
             run, extra = present(run)
         return write_and_finish(run, report_dir, meta, extra, fmt=fmt, log=log)
@@ -345,9 +350,51 @@ def rerender_run(run_dir: str, fmt: str) -> int:
         render.print_lines(out, lines)
     else:
         print_run(results_from_document(document), Tally.of(document["results"]))
+    if document.get("drift") is not None:
+        print_drift(document["drift"])
     publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
     say(out, f"re-rendered {files} from results.json in {resolved}")
     code, reason = stored_verdict(document)
     verdict_line(code, reason)
     return code
+
+
+def print_drift(drift: dict[str, Any]) -> None:
+    """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.baseline`), largest growth
+    first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
+    cut); or one line saying how many rows were compared and that none drifted."""
+    from .baseline import drift_rows
+    from .numbers import fmt
+
+    compared = f"{plural(drift['compared'], 'passing row')} compared with {drift['baseline']}"
+    rule = f"ratio grew past ×{drift['factor']:g}, ending above {drift['floor']:g}"
+    if not drift["rows"]:
+        say(out, f"no drift: {compared}, none whose {rule}")
+        return
+    say(out, f"Drifted since the baseline: {plural(len(drift['rows']), 'row')} ({compared}; {rule}), "
+             f"largest growth first:", style="bold yellow")
+    lines: dict[tuple[str, str, str], list[str]] = {}
+    for case_id, target, check, tensor, then, now in drift_rows(drift["rows"]):
+        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
+        lines.setdefault((case_id, target, check), []).append(f"{tensor} {fmt(then)} → {fmt(now)} ({growth})")
+    for (case_id, target, check), changes in lines.items():
+        say(out, Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(changes)}"))
+
+
+def diff_stored_runs(run_a: str, run_b: str, factor: float) -> int:
+    """``diff``: the drift of run B against run A and the rows present in one run only; exit 1
+    when any row drifted past ``factor``, else 0."""
+    from .baseline import diff_runs
+
+    diff = diff_runs(run_a, run_b, factor)
+    print_drift(diff.drift)
+    for label, keys in (("only in A", diff.only_a), ("only in B", diff.only_b)):
+        if keys:
+            say(out, f"{plural(len(keys), 'row')} {label}:")
+            for case_id, target, check in keys:
+                say(out, f"  {case_id} {target} {check}")
+    drifted = len(diff.drift["rows"])
+    verdict_line(1 if drifted else 0, f"{plural(drifted, 'row')} drifted" if drifted else "no drift",
+                 f" — {len(diff.only_a)} rows only in A, {len(diff.only_b)} only in B")
+    return 1 if drifted else 0

@@ -81,8 +81,9 @@ def summary_tables(tally: Tally) -> list[Table]:
         rows = [(label.format(row[key]), row) for key, label in (("mode", "{}"), ("wants", "wants={}"))
                 for row in by_key[key] if row["target"] == target]
         nondeterministic = any(row.get("nondeterministic") for _, row in rows)
+        drifted = any(row.get("drifted") for _, row in rows)
         columns = ["group", "cases", "pass", "fail", "error", "skip", "disagree"]
-        columns += ["nondet"] * nondeterministic + ["worst ratio"]
+        columns += ["nondet"] * nondeterministic + ["drifted"] * drifted + ["worst ratio"]
         for column in columns:
             table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
         for i, (label, row) in enumerate(rows):
@@ -95,6 +96,8 @@ def summary_tables(tally: Tally) -> list[Table]:
                      str(row.get("reference-disagreement", 0))]
             if nondeterministic:
                 cells.append(str(row.get("nondeterministic", 0)))
+            if drifted:
+                cells.append(Text(str(row["drifted"]), style="yellow" if row["drifted"] else ""))
             cells.append(Text(fmt_or_dash(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
             table.add_row(*cells)
         tables.append(table)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .compare import TensorError, from_json_number, json_safe
-from .statuses import BAD_STATUSES, is_bad
+from .statuses import BAD_STATUSES, PASSED, is_bad
 
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
@@ -123,20 +123,23 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = ()) -> tuple[int, str]:
+def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = (),
+            fail_on_drift: bool = False) -> tuple[int, str]:
     """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit codes").
 
-    0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism;
-    5 nothing was checked — no result, every result a skip, or a target named on the command
-    line judged on no case at all (a vacuous run is never "all passed"). 1 wins over 5.
+    0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
+    or a drifted row with ``fail_on_drift``; 5 nothing was checked — no result, every result a
+    skip, or a target named on the command line judged on no case at all (a vacuous run is never
+    "all passed"). 1 wins over 5. Drifted rows without ``fail_on_drift`` pass, with a warning.
     """
     results = list(results)
-    bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
+    failing = BAD_STATUSES | {"drifted"} if fail_on_drift else BAD_STATUSES
+    bad = Counter(r.status for r in results if r.status in failing)
     if bad:
         return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
     if not results:
         return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
-    judged = Counter(r.target for r in results if r.status == "pass")
+    judged = Counter(r.target for r in results if r.status in PASSED)
     if not judged:
         every = "the only result was" if len(results) == 1 else f"all {len(results)} results were"
         return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(results)})"
@@ -144,7 +147,9 @@ def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = ()) ->
         if not judged[name]:
             return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
                                           f"({top_skip_reasons(results, name) or 'it ran on no case'})")
-    return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged"
+    drifted = sum(r.status == "drifted" for r in results)
+    warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
+    return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"
 
 
 @dataclass

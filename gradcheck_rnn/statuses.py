@@ -7,23 +7,29 @@ sort and how every writer (console, report.md, report.html, junit, github) shows
 * ``skip`` — the target or the check does not apply to this case (the message says why);
 * ``reference-disagreement`` — the float64 references (or the finite-difference witness) did not
   agree with each other: never blamed on the target;
-* ``nondeterministic`` — two runs of the same case returned different *finite* values.
+* ``nondeterministic`` — two runs of the same case returned different *finite* values;
+* ``drifted`` — only with ``--baseline``: the row passed, but a tensor's ratio grew past the drift
+  factor since the baseline run (:mod:`gradcheck_rnn.baseline`); a run fails on it only with
+  ``--fail-on-drift``.
 """
 
 from __future__ import annotations
 
 import math
 
-STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic")
+STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic", "drifted")
 # Statuses that make a run fail (exit 1); pass and skip do not.
 BAD_STATUSES = frozenset({"fail", "error", "reference-disagreement", "nondeterministic"})
 # Most serious first: how a row sorts among the failures, in every writer.
 SEVERITY = ("fail", "nondeterministic", "reference-disagreement", "error")
 # Statuses of rows that judged the target (their ratios count toward "worst ratio").
-JUDGED = ("pass", "fail", "nondeterministic")
+JUDGED = ("pass", "fail", "nondeterministic", "drifted")
+# Statuses of rows within every tolerance (a drifted row passed, its ratio only grew).
+PASSED = ("pass", "drifted")
 
 STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
-         "reference-disagreement": "bold yellow", "nondeterministic": "bold red", "missing": "bold red"}
+         "reference-disagreement": "bold yellow", "nondeterministic": "bold red", "missing": "bold red",
+         "drifted": "bold yellow"}
 LABEL = {"reference-disagreement": "disagree", "nondeterministic": "nondet."}  # 8 columns in failure lines
 
 

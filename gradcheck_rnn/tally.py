@@ -20,10 +20,10 @@ GROUP_KEYS = ("mode", "wants")
 
 def case_status(statuses: set[str]) -> str:
     """One verdict for a case × target from all its check rows: the most serious status wins."""
-    for status in SEVERITY:
+    for status in (*SEVERITY, "drifted", "pass"):
         if status in statuses:
             return status
-    return "pass" if "pass" in statuses else "skip"
+    return "skip"
 
 
 class Tally:

@@ -18,6 +18,7 @@ import html
 from collections import Counter
 from typing import Any
 
+from ..baseline import drift_rows
 from ..compare import from_json_number
 from ..numbers import fmt
 from .document import (by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
@@ -41,7 +42,7 @@ tr.repro td{border-top:0;background:#f6f8fa}
 table{display:block;overflow-x:auto;max-width:100%}
 .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
-.nondeterministic{color:#bc4c00;font-weight:600}
+.nondeterministic{color:#bc4c00;font-weight:600}.drifted{color:#9a6700;font-weight:600}
 .bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
 .chips span{display:inline-block;margin:0 10px 4px 0}.note{background:#fff8c5;padding:6px 10px;border-radius:4px}
 .scroll{max-height:70vh;overflow:auto}.meta{color:#57606a}img{max-width:100%;height:auto;display:block;margin:6px 0}
@@ -118,14 +119,15 @@ def _summary(document: dict[str, Any]) -> list[str]:
         for check in checks:
             counter = Counter(row["checks"].get(check, {}))
             judged = sum(counter.values())
-            bad = judged - counter["pass"] - counter["skip"]
+            bad = judged - counter["pass"] - counter["skip"] - counter["drifted"]
             if not judged:
                 cells.append('<td class="none">–</td>')
             elif bad:
                 cells.append(f'<td class="bad">{bad} of {judged}</td>')
             else:
-                skipped = f" ({counter['skip']} skipped)" if counter["skip"] else ""
-                cells.append(f'<td class="ok">{counter["pass"]}{skipped}</td>')
+                notes = [f"{counter[s]} {w}" for s, w in (("drifted", "drifted"), ("skip", "skipped")) if counter[s]]
+                notes_text = f" ({', '.join(notes)})" if notes else ""
+                cells.append(f'<td class="ok">{counter["pass"] + counter["drifted"]}{notes_text}</td>')
         ratio = worst.get(row["target"])
         ratio_css = ' class="bad"' if ratio is not None and not ratio <= 1 else ""
         parts.append(f'<tr><td class=l>{_e(row["target"])}</td><td>{cases[row["target"]]}</td>{"".join(cells)}'
@@ -173,6 +175,30 @@ def _mutants(document: dict[str, Any]) -> list[str]:
                      f'<td class="{css}">{_e(flagged)}</td><td class=id>{_e(row.get("first_case_id") or "–")}</td>'
                      f"<td class=l>{_e(row.get('caught_by') or '–')}</td></tr>")
     return parts + ["</table>"]
+
+
+def _drift(drift: dict[str, Any] | None) -> list[str]:
+    """The drift section (``sweep --baseline``): per drifted tensor, largest growth first, ratio then and now."""
+    if drift is None:
+        return []
+    rows = drift_rows(drift["rows"])
+    parts = [f"<h2>Drift since the baseline ({len(drift['rows'])} rows)</h2>",
+             f"<p>Baseline <code>{_e(drift['baseline'])}</code>: {_e(drift['compared'])} passing rows compared; a row "
+             f"drifts when a tensor's ratio grew past ×{drift['factor']:g} and ends above {drift['floor']:g}"
+             + (" (--fail-on-drift: drift fails the run)" if drift.get("fail_on_drift") else "") + ".</p>"]
+    if not rows:
+        return parts + ['<p class="pass">No drift.</p>']
+    parts.append('<div class="scroll"><table><tr><th class=l>case id</th><th class=l>target</th><th class=l>check</th>'
+                 "<th class=l>tensor</th><th>ratio then</th><th>ratio now</th><th>growth</th></tr>")
+    for case_id, target, check, tensor, then, now in rows[:TABLE_CAP]:
+        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
+        parts.append(f"<tr><td class=id>{_e(case_id)}</td><td class=l>{_e(target)}</td><td class=l>{_e(check)}</td>"
+                     f"<td class=l>{_e(tensor)}</td><td>{fmt(then)}</td><td>{fmt(now)}</td>"
+                     f'<td class="drifted">{growth}</td></tr>')
+    parts.append("</table></div>")
+    if len(rows) > TABLE_CAP:
+        parts.append(f"<p>… and {len(rows) - TABLE_CAP} more drifted tensors: see results.json.</p>")
+    return parts
 
 
 def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
@@ -232,7 +258,7 @@ def render(document: dict[str, Any]) -> bytes:
     counts = document.get("summary", {})
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")
-    body = _header(document) + _summary(document) + _failure_table(bad) + _details(bad, available())
+    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(bad) + _details(bad, available())
     body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference '
                 "(the reference-free checks say what a and b are); pass ⇔ ratio ≤ 1. Pictures, colour = log10 of "
                 "the ratio: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance (ratio 1, "

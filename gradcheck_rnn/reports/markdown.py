@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from ..compare import from_json_number
+from ..baseline import drift_rows
 from ..numbers import fmt
 from .document import (case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
@@ -72,9 +73,30 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def drift_lines(drift: dict[str, Any] | None, limit: int = 100) -> list[str]:
+    """The drift section (``sweep --baseline``): per drifted tensor, largest growth first, ratio then → now."""
+    if drift is None:
+        return []
+    rows = drift_rows(drift["rows"])
+    lines = ["", f"## Drift since the baseline ({len(drift['rows'])} rows)", "",
+             f"Baseline `{_cell(drift['baseline'])}`: {drift['compared']} passing rows compared; a row drifts when a "
+             f"tensor's ratio grew past ×{drift['factor']:g} and ends above {drift['floor']:g}"
+             + (" (--fail-on-drift: drift fails the run)." if drift.get("fail_on_drift") else "."), ""]
+    if not rows:
+        return lines + ["No drift."]
+    lines += ["| case id | target | check | tensor | ratio then → now | growth |", "|---|---|---|---|---|---|"]
+    for case_id, target, check, tensor, then, now in rows[:limit]:
+        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
+        lines.append(f"| `{case_id}` | {_cell(target)} | {check} | {_cell(tensor)} | {fmt(then)} → {fmt(now)} | {growth} |")
+    if len(rows) > limit:
+        lines.append(f"… and {len(rows) - limit} more drifted tensors: see results.json.")
+    return lines
+
+
 def render(document: dict[str, Any], limit: int = 100) -> bytes:
     """The markdown report; at most ``limit`` failures are detailed, the rest are counted."""
     lines = [f"# gradcheck-rnn {document.get('command', '')} report", ""] + summary_lines(document)
+    lines += drift_lines(document.get("drift"))
     bad = failures(document)
     if bad:
         lines += ["", f"## Failures ({len(bad)}, worst first)", ""]

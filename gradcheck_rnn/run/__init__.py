@@ -22,12 +22,15 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError
 from ..result import CaseResult, Run, slim, verdict
 from .spec import Job, RunSpec, parse_shard
 from .worker import WorkerSetup
+
+if TYPE_CHECKING:
+    from ..baseline import Baseline
 
 __all__ = ["Execution", "Executor", "RunSpec", "default_workers", "execute", "judge_run", "open_executor",
            "parse_shard", "start_pool_early"]
@@ -224,9 +227,11 @@ def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult
 
 def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
               targets: list | None = None, executor: Executor | None = None,
-              jobs: Iterable[Job] | None = None) -> Run:
+              jobs: Iterable[Job] | None = None, baseline: Baseline | None = None) -> Run:
     """Judge a run and compute its one verdict (exit code and reason), which every report stores
-    and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early."""
+    and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early. With a
+    ``baseline`` (``sweep --baseline``) each passing row is compared with it as it arrives, before
+    anyone sees it, and drifted rows fail the run only with its ``fail_on_drift``."""
     arrived: list[CaseResult] = []
 
     def finish_row(row: CaseResult) -> None:
@@ -234,6 +239,8 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         row.repro_options = spec.repro_options
         if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
             row.repro_options = f"{row.repro_options} --case-timeout {execution.case_timeout:g}".strip()
+        if baseline is not None:
+            baseline.mark(row)
         arrived.append(row)
         if on_result is not None:
             on_result(row)
@@ -244,6 +251,6 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         exc.run = Run.interrupted_by("SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM",
                                      arrived, spec, len(spec.indices))
         raise
-    code, reason = verdict(results, spec.named_targets)
+    code, reason = verdict(results, spec.named_targets, baseline is not None and baseline.fail_on_drift)
     expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
     return Run(results, code, reason, spec, complete=len(results) >= expected)

@@ -1,0 +1,34 @@
+"""A target for tests/test_baseline.py: the fused CPU kernel, or (GROWTH = 50) a copy of it whose
+gradients carry 50× its own rounding error, still under tolerance: the change ``--baseline`` must notice."""
+
+from __future__ import annotations
+
+import torch
+
+from gradcheck_rnn import Outputs
+from gradcheck_rnn.case import Case
+from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
+
+# How many times its own error each gradient of kernel() carries: 1 is the correct kernel. Tests set it,
+# and judge in their own process (--in-process), where the target reads it.
+GROWTH = 1.0
+
+
+class InFloat64(FusedCPUTarget):
+    """fused-cpu run in float64 whatever the case's dtype: what the noisy copy's error is measured against."""
+
+    dtypes = {"f64": torch.float64, "f32": torch.float64}
+
+
+_fused, _exact = FusedCPUTarget(), InFloat64()
+
+
+def kernel(case: Case) -> Outputs:
+    """The fused CPU kernel with each gradient's error (against itself in float64) made GROWTH times larger."""
+    outputs = _fused.run(case)
+    if GROWTH == 1.0:
+        return outputs
+    exact = _exact.run(case)
+    grads = {name: (exact.grads[name] + GROWTH * (value.double() - exact.grads[name])).to(value.dtype)
+             for name, value in outputs.grads.items()}
+    return Outputs(outputs.y, outputs.hy, outputs.cy, grads)
