@@ -1,13 +1,15 @@
 """Judging: the one place that calls a target and turns what happens into result rows.
 
-:func:`judge` alone, for each target on a case:
+:func:`judge` alone, for each target on a case (in a worker process, or in this one with
+``--in-process``; :mod:`gradcheck_rnn.run`):
 
 1. asks the target's ``supports(config)`` / ``supports_case(case)``: a reason makes every row a
-   ``skip``;
+   ``skip``; every case a check derives is asked too (a decline skips that check);
 2. runs each enabled check (:mod:`gradcheck_rnn.checks`) through a :class:`TargetCall`, which
-   hands the target a *private deep copy* of the case on every call (a target that writes into
-   its inputs can only hurt its own verdict), times it, catches its exceptions keeping the
-   target's own frames, and validates what it returned once — an ``Outputs``; every compared
+   hands the target a *private copy* of the case on every call (a target that writes into its
+   inputs can only hurt its own verdict), times it, catches anything it raises (``SystemExit``
+   too; only SIGINT and SIGTERM stop the run) keeping the target's own frames, and validates
+   what it returned once — an ``Outputs``; every compared
    tensor present, of a float dtype, of the right shape and finite — so no check ever reaches
    into an unvalidated result;
 3. assigns the row's status from how the check ended: its tensors (``pass``/``fail``),
