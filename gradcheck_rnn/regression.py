@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from . import __version__
+from .version import __version__
 from .case import Case
 from .errors import UsageError
 from .tolerances import KINDS, Tolerances

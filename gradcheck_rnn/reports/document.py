@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..compare import json_safe
 from ..errors import UsageError
 from ..numbers import fmt, from_json_number, location_text
