@@ -120,3 +120,30 @@ def test_the_padded_step_decay_needs_a_softplus_or_a_delta_bias_as_in_mamba_368(
     assert [r.status for r in gr.check("mutant:s6-padded-step-decay", plain, checks=["reference"])] == ["pass"]
     assert "the bug is in the s6 kernel" in gr.check("mutant:s6-gate-grad-dropped", "gru-L1-uni-I2-H2-T3-B1-len3-f64-s1",
                                                      checks=["reference"])[0].message
+
+
+def test_stacked_layers_stay_finite_in_float32_because_each_layer_input_is_normalised():
+    # Without the pre-norm this case's three layers grew like x^64 and overflowed float32 (y = inf),
+    # a false alarm of the stateless check on a correct kernel.
+    case = Case.from_id("s6-L3-uni-I3-H1-N2-R2-T4-B2-len4.2-f32-s490214521")
+    out = as_mapping(S6CPUKernel().run(case, torch.float32))
+    expected = as_mapping(run_reference("loop", case))
+    for name, value in out.items():
+        assert torch.isfinite(value).all(), name
+        np.testing.assert_allclose(value.numpy(), expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_one_bucketed_jax_program_serves_other_sizes_and_switches_exactly():
+    from gradcheck_rnn.references.jax_family import program_count, run_jax_family_reference
+
+    ids = ["s6-L2-uni-I3-H2-N3-R2-nosoftplus-nogate-nobias-T6-B2-len6.0-f64-s3",
+           "s6-L2-uni-I1-H4-N1-R1-T3-B3-len3.1.2-f64-s4"]
+    before = program_count()
+    bucketed = [as_mapping(run_jax_family_reference(Case.from_id(i))) for i in ids]
+    assert program_count() - before <= 1  # one program for both (none if an earlier test compiled it)
+    for case_id, got in zip(ids, bucketed):
+        exact = as_mapping(run_jax_family_reference(Case.from_id(case_id), bucketed=False))
+        assert set(got) == set(exact)
+        for name, value in got.items():
+            assert value.shape == exact[name].shape, name
+            np.testing.assert_allclose(value, exact[name], rtol=1e-13, atol=1e-14, err_msg=f"{case_id} {name}")

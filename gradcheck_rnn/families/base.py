@@ -141,6 +141,30 @@ class Family:
         -> (y (..., S), h', c'). ``ops`` is the array namespace (:mod:`gradcheck_rnn.families.ops`)."""
         raise NotImplementedError  # pragma: no cover - the cuDNN families use the existing references
 
+    # ------------------------------------------------------------------ one JAX program for many configs (optional)
+    def bucket(self, config: RNNConfig) -> RNNConfig | None:
+        """The config whose compiled JAX program also computes this one, by zero padding that is exact
+        for the family (every dtype-independent size padded up, switches as data), or None: the JAX
+        reference compiles for the config itself. A family that returns one gives the four
+        placements below."""
+        return None
+
+    def pad_unit(self, config: RNNConfig, padded: RNNConfig, layer: int, unit: Mapping[str, Any]) -> dict[str, Any]:
+        """One unit's parameters in the bucket's shapes, plus any data its step reads."""
+        raise NotImplementedError  # pragma: no cover - only for a family whose bucket() is not None
+
+    def unpad_unit(self, config: RNNConfig, padded: RNNConfig, layer: int, grads: Mapping[str, Any]) -> dict[str, Any]:
+        """The real parameters' gradients out of the bucket's."""
+        raise NotImplementedError  # pragma: no cover
+
+    def pad_state(self, config: RNNConfig, padded: RNNConfig, h: Any) -> Any:
+        """h0 / dhy (..., h_size) in the bucket's (..., h_size)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def unpad_state(self, config: RNNConfig, padded: RNNConfig, h: Any) -> Any:
+        """The real part of a bucket state (..., h_size)."""
+        raise NotImplementedError  # pragma: no cover
+
     def has_step(self) -> bool:
         """Whether the references run :meth:`step` (every family but cuDNN's four, whose math predates families)."""
         return type(self).step is not Family.step

@@ -17,7 +17,7 @@ from typing import Any
 def torch_ops() -> Any:
     import torch
 
-    return SimpleNamespace(exp=torch.exp, log=torch.log, tanh=torch.tanh, sigmoid=torch.sigmoid,
+    return SimpleNamespace(exp=torch.exp, log=torch.log, sqrt=torch.sqrt, tanh=torch.tanh, sigmoid=torch.sigmoid,
                            softplus=lambda a: torch.logaddexp(a, torch.zeros_like(a)),
                            maximum=torch.maximum, where=torch.where, stack=torch.stack, cat=torch.cat)
 
@@ -26,6 +26,6 @@ def jax_ops() -> Any:
     import jax
     import jax.numpy as jnp
 
-    return SimpleNamespace(exp=jnp.exp, log=jnp.log, tanh=jnp.tanh, sigmoid=jax.nn.sigmoid,
+    return SimpleNamespace(exp=jnp.exp, log=jnp.log, sqrt=jnp.sqrt, tanh=jnp.tanh, sigmoid=jax.nn.sigmoid,
                            softplus=lambda a: jnp.logaddexp(a, 0.0),
                            maximum=jnp.maximum, where=jnp.where, stack=jnp.stack, cat=jnp.concatenate)

@@ -2,7 +2,8 @@
 
 Semantics are :mod:`gradcheck_rnn.families.s6`. Nothing goes through autograd. Per layer:
 
-* Forward: the padded inputs are zeroed (as Mamba's callers pad with zeros), then every
+* Forward: the padded inputs are zeroed (as Mamba's callers pad with zeros) and every row
+  RMS-normalised (x̂ = x / r, r = sqrt(mean(x²) + 1), the family's pre-norm), then every
   projection is one GEMM over all T·B rows (``[u | z]``, ``[δ | B | C]``, Δ); Δ is multiplied by
   the length mask, so a padded step has exp(ΔA) = 1 and ΔBu = 0 and leaves the state as it was.
   The recurrence h_t = a_t ⊙ h_{t−1} + b_t (a = exp(ΔA), b = ΔBu) is a chunked scan: time is
@@ -13,7 +14,8 @@ Semantics are :mod:`gradcheck_rnn.families.s6`. Nothing goes through autograd. P
 * Backward: λ_t = dL/dh_t (all paths) obeys λ_t = g_t + a_{t+1} ⊙ λ_{t+1} with λ after the last
   step = dhy: the same chunked scan run on the time-reversed sequence, whose carry crosses the
   chunk boundaries the other way. Every parameter gradient is then a reduction or a GEMM over
-  all T·B rows; dx of the layer is the gradient of the layer below's output.
+  all T·B rows; dx of the layer is the gradient of the layer below's output, through the norm:
+  dx = (dx̂ − x̂·mean(x̂ ⊙ dx̂)) / r.
 
 ``chunk`` is small by default so that the short cases of a sweep (T ≤ 8 in ci) already cross
 chunk boundaries; tests run other chunk sizes. Each stage is a method, so that a mutant
@@ -33,6 +35,7 @@ import torch
 from torch import Tensor
 
 from ..case import Case, Outputs, RNNConfig
+from ..families.s6 import NORM_EPS
 from ..layout import param_key
 
 DEFAULT_CHUNK = 4
@@ -43,7 +46,8 @@ class Layer:
     """What the forward of one layer keeps for its backward."""
 
     index: int
-    x: Tensor          # (T, B, I_l), padded steps zeroed
+    x: Tensor          # (T, B, I_l), normalised, padded steps zeroed
+    rms: Tensor        # (T, B, 1), the norm's r
     u: Tensor          # (T, B, H)
     z: Tensor | None   # (T, B, H), None without the gate
     delta_low: Tensor  # (T, B, R)
@@ -109,6 +113,8 @@ class S6CPUKernel:
         H, N, R = cfg.hidden_size, cfg.option("state_dim"), cfg.option("dt_rank")
         T, B = x.shape[:2]
         x = x * mask
+        rms = torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
+        x = x / rms
         uz = x @ p["w_in"].T
         u, z = uz[..., :H], (uz[..., H:] if cfg.option("gated") else None)
         proj = u @ p["w_x"].T
@@ -123,7 +129,7 @@ class S6CPUKernel:
         h_prev = torch.cat([h0.reshape(1, B, H, N), h[:-1]])
         y_core = (h * c[:, :, None, :]).sum(-1) + p["d"] * u
         y = y_core * torch.nn.functional.silu(z) if z is not None else y_core
-        state = Layer(index, x, u, z, delta_low, b, c, dt, delta, a, decay, h_prev, h, y_core)
+        state = Layer(index, x, rms, u, z, delta_low, b, c, dt, delta, a, decay, h_prev, h, y_core)
         return y * mask, h[-1].reshape(B, H * N) if T else h0, state
 
     # ------------------------------------------------------------------ backward
@@ -166,7 +172,10 @@ class S6CPUKernel:
         d_proj = torch.cat([d_low, db, dc], dim=-1)
         du = du + d_proj @ p["w_x"]
         duz = torch.cat([du, dz], dim=-1) if dz is not None else du
-        dx = (duz @ p["w_in"]) * mask if need_x else None
+        dx = None
+        if need_x:
+            dx_hat = duz @ p["w_in"]
+            dx = (dx_hat - layer.x * (layer.x * dx_hat).mean(-1, keepdim=True)) / layer.rms * mask
         grads: dict[str, Tensor] = {}
         if need_weights:
             rows = T * B

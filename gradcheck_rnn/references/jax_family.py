@@ -8,11 +8,15 @@ cotangents. The reverse direction (for a family that has one) runs on the time-f
 so it starts each sequence at its own last step. Layers are unrolled in Python: a family's
 layer 0 and deeper layers differ in input width.
 
-Programs: one per config with T and B padded to powers of two (extra steps are masked, extra
-rows have length 0 and zero head gradients, both exact), compiled with the options of the
-cuDNN program (:data:`gradcheck_rnn.references.jax_ref.COMPILER_OPTIONS`) and kept for the
-process. Unlike the cuDNN program this one is not bucketed over sizes: a family's math cannot be
-padded in H without knowing what zero units do in it.
+Programs are compiled with the options of the cuDNN program
+(:data:`gradcheck_rnn.references.jax_ref.COMPILER_OPTIONS`) and kept for the process. A sweep of
+random shapes would compile one per config (1.7-3 s each for s6), so T and B are padded to
+buckets (:func:`gradcheck_rnn.references.buckets.bucket`; extra steps are masked, extra rows have
+length 0 and zero head gradients, both exact) and, for a family that knows which zero padding is
+exact in its own math (:meth:`gradcheck_rnn.families.Family.bucket`, s6), every size and switch
+too: the family places the case's parameters and states into the bucket's shapes (with its
+switches as data) and takes the real gradients back out. The bucketed result equals the
+exact-shape one to float64 rounding (tests/test_s6.py).
 """
 
 from __future__ import annotations
@@ -30,19 +34,17 @@ from jax import lax
 from ..case import Case, Outputs, RNNConfig
 from ..families.ops import jax_ops
 from ..layout import directions, param_key
+from .buckets import bucket
 from .jax_ref import COMPILER_OPTIONS, x64
 
 _LOCK = threading.Lock()
 _PROGRAMS: dict[tuple, Any] = {}
 
 
-def _power_of_two(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
 def _forward(cfg: RNNConfig, lengths: jax.Array, x: jax.Array, h0: jax.Array, c0: jax.Array | None,
-             params: dict[str, jax.Array]) -> tuple:
-    """y (T, B, D·S), hy (L·D, B, h_size), cy (L·D, B, c_size) or None, over the padded batch."""
+             params: dict[str, dict[str, jax.Array]]) -> tuple:
+    """y (T, B, D·S), hy (L·D, B, h_size), cy (L·D, B, c_size) or None, over the padded batch;
+    ``params`` holds each unit's arrays (and any data its step reads) under ``l<layer>.<direction>``."""
     family, ops = cfg.family, jax_ops()
     valid = (jnp.arange(x.shape[0])[:, None] < lengths[None, :])[..., None]  # (T, B, 1)
     inp, finals_h, finals_c = x, [], []
@@ -50,7 +52,7 @@ def _forward(cfg: RNNConfig, lengths: jax.Array, x: jax.Array, h0: jax.Array, c0
         outputs = []
         for d, direction in enumerate(directions(cfg)):
             state = layer * cfg.num_directions + d
-            unit = {k: params[param_key(layer, direction, k)] for k in family.unit_shapes(cfg, layer)}
+            unit = params[_unit_key(layer, direction)]
             reverse = direction == "bwd"
 
             def step(carry, inputs, unit=unit):
@@ -90,14 +92,22 @@ def program_count() -> int:
     return len(_PROGRAMS)
 
 
-def run_jax_family_reference(case: Case) -> Outputs:
-    """Outputs and every gradient of ``case`` in float64, the padded batch at once (see the module docstring)."""
-    cfg = case.config
-    T, B, I, S = cfg.max_len, cfg.batch_size, cfg.input_size, cfg.num_directions * cfg.state_size
-    Tp, Bp = _power_of_two(T), _power_of_two(B)
-    padded = dataclasses.replace(cfg, dtype="f64", max_len=Tp, batch_size=Bp)
-    states = cfg.num_layers * cfg.num_directions
-    cell = cfg.has_cell_state
+def _unit_key(layer: int, direction: str) -> str:
+    return f"l{layer}.{direction}"
+
+
+def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
+    """Outputs and every gradient of ``case`` in float64, the padded batch at once (see the module
+    docstring); ``bucketed=False`` compiles for the case's exact shapes (tests)."""
+    cfg, family = case.config, case.config.family
+    T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
+    sized = family.bucket(cfg) if bucketed else None  # the family pads sizes and switches too
+    if sized is not None and cfg.has_cell_state:
+        raise NotImplementedError(f"{family.token}: bucketing a family with a cell state")
+    program = dataclasses.replace(sized or cfg, dtype="f64", max_len=bucket(T) if bucketed else T,
+                                  batch_size=bucket(B) if bucketed else B)
+    Tp, Bp, states, cell = program.max_len, program.batch_size, L * D, cfg.has_cell_state
+    S, Sp = cfg.state_size, program.state_size
 
     def pad(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
         out = np.zeros(shape)
@@ -105,20 +115,39 @@ def run_jax_family_reference(case: Case) -> Outputs:
             out[tuple(slice(0, n) for n in a.shape)] = a
         return out
 
+    def state_in(a: np.ndarray | None) -> np.ndarray:
+        a = np.zeros((states, B, cfg.h_size)) if a is None else np.asarray(a, dtype=np.float64)
+        return pad(family.pad_state(cfg, program, a) if sized else a, (states, Bp, program.h_size))
+
+    def state_out(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a[:, :B], dtype=np.float64)
+        return family.unpad_state(cfg, program, a) if sized else a
+    units = {}
+    for layer in range(L):
+        for direction in directions(cfg):
+            unit = {k: np.asarray(case.params[param_key(layer, direction, k)], dtype=np.float64)
+                    for k in family.unit_shapes(cfg, layer)}
+            units[_unit_key(layer, direction)] = family.pad_unit(cfg, program, layer, unit) if sized else unit
+    dy = np.zeros((Tp, Bp, D * Sp))
+    for d in range(D):  # each direction's part of y starts at d·Sp in the program
+        dy[:T, :B, d * Sp:d * Sp + S] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
     lengths = np.zeros(Bp, dtype=np.int32)
     lengths[:B] = case.seq_lengths
-    args = (lengths, pad(case.x, (Tp, Bp, I)), pad(case.h0, (states, Bp, cfg.h_size)),
-            pad(case.c0, (states, Bp, cfg.c_size)) if cell else None,
-            {k: np.asarray(v, dtype=np.float64) for k, v in case.params.items()},
-            pad(case.dy, (Tp, Bp, S)), pad(case.dhy, (states, Bp, cfg.h_size)),
-            pad(case.dcy, (states, Bp, cfg.c_size)) if cell else None)
+    args = (lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0),
+            pad(case.c0, (states, Bp, cfg.c_size)) if cell else None, units,
+            dy, state_in(case.dhy), pad(case.dcy, (states, Bp, cfg.c_size)) if cell else None)
     with x64():
-        y, hy, cy, gx, gh0, gc0, gparams = jax.device_get(_program(padded, args)(*args))
-    grads = {"x": np.array(gx[:T, :B], dtype=np.float64)}
+        y, hy, cy, gx, gh0, gc0, gunits = jax.device_get(_program(program, args)(*args))
+    grads = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
     if case.h0 is not None:
-        grads["h0"] = np.array(gh0[:, :B], dtype=np.float64)
+        grads["h0"] = state_out(gh0)
         if cell:
             grads["c0"] = np.array(gc0[:, :B], dtype=np.float64)
-    grads.update({k: np.array(v, dtype=np.float64) for k, v in gparams.items()})
-    return Outputs(y=np.array(y[:T, :B], dtype=np.float64), hy=np.array(hy[:, :B], dtype=np.float64),
+    for layer in range(L):
+        for direction in directions(cfg):
+            g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
+            g = family.unpad_unit(cfg, program, layer, g) if sized else g
+            grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
+    y_out = np.concatenate([y[:T, :B, d * Sp:d * Sp + S] for d in range(D)], axis=-1)
+    return Outputs(y=np.array(y_out, dtype=np.float64), hy=state_out(hy),
                    cy=np.array(cy[:, :B], dtype=np.float64) if cell else None, grads=grads)
