@@ -12,7 +12,7 @@ Public API (docs/contracts.md, "Public API")::
 Everything else is internal. torch and jax are imported only when a reference or a kernel runs.
 """
 
-from .version import __version__
+from .version import __version__  # noqa: F401  (gradcheck_rnn.__version__)
 
 from .api import check, sweep
 from .case import Case, Outputs, RNNConfig, make_case

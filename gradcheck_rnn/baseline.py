@@ -17,7 +17,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .numbers import from_json_number
 from .result import CaseResult
@@ -120,11 +120,3 @@ def diff_runs(run_a: str, run_b: str, factor: float = DRIFT_FACTOR) -> Diff:
             if changes := grown(rows_a[key][1], ratios, factor):
                 baseline.drifted.append(drift_entry(key, changes))
     return Diff(baseline.to_json(), sorted(rows_a.keys() - rows_b.keys()), sorted(rows_b.keys() - rows_a.keys()))
-
-
-def drift_rows(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, str, float, float]]:
-    """(case id, target, check, tensor, then, now) per drifted tensor, largest growth first: the
-    rows of the console table and the report sections."""
-    rows = [(e["case_id"], e["target"], e["check"], t["name"], from_json_number(t["then"]),
-             from_json_number(t["now"])) for e in entries for t in e["tensors"]]
-    return sorted(rows, key=lambda r: (-(r[5] / r[4]) if r[4] > 0 else -math.inf, r[:4]))

@@ -364,7 +364,7 @@ def print_drift(drift: dict[str, Any]) -> None:
     """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.baseline`), largest growth
     first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
     cut); or one line saying how many rows were compared and that none drifted."""
-    from .baseline import drift_rows
+    from .reports.document import drift_rows
     from .numbers import fmt
 
     compared = f"{plural(drift['compared'], 'passing row')} compared with {drift['baseline']}"

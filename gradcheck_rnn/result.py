@@ -95,13 +95,20 @@ def slim(row: CaseResult) -> CaseResult:
     """Drop the ratio maps of a row that passed or was skipped, as soon as it arrives.
 
     results.json keeps ratio maps only for rows that did not pass (they exist to draw failures,
-    :func:`gradcheck_rnn.reports.document.document_row`), and in memory they are about a third
+    :func:`document_row`), and in memory they are about a third
     of a row (benchmarks/RESULTS.md, "Memory").
     """
     if not is_bad(row.status):
         for tensor in row.tensors:
             tensor.ratio_map = None
     return row
+
+
+def document_row(result: CaseResult) -> dict[str, Any]:
+    """A row as results.json stores it, in strict-JSON form. Ratio maps are kept only for rows
+    that did not pass: they exist to draw failures, and dropping them elsewhere keeps a large
+    green run's results.json small."""
+    return result.to_json(ratio_maps=is_bad(result.status))
 
 
 def repro_options(config: str | None, rtol: float | None, atol: float | None) -> str:

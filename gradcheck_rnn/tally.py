@@ -48,7 +48,7 @@ class Tally:
     @classmethod
     def of_results(cls, results: Iterable[Any]) -> "Tally":
         """The tally of CaseResult objects, through their stored form (as the row log makes it)."""
-        from .reports.document import document_row
+        from .result import document_row
 
         return cls.of(document_row(result) for result in results)
 

@@ -20,18 +20,11 @@ from ..version import __version__
 from ..compare import json_safe
 from ..errors import UsageError
 from ..numbers import fmt, from_json_number, location_text
-from ..result import CaseResult
+from ..result import CaseResult, document_row
 from ..statuses import failure_order, is_bad
 from ..tally import Tally
 
 SCHEMA = 1
-
-
-def document_row(result: CaseResult) -> dict[str, Any]:
-    """One row of ``results``, in strict-JSON form. Ratio maps are kept only for rows that did not
-    pass: they exist to draw failures, and dropping them elsewhere keeps a large green run's
-    results.json small."""
-    return result.to_json(ratio_maps=is_bad(result.status))
 
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],
@@ -246,3 +239,11 @@ def by_check(document: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]
     rows = document.get("by_check", [])
     checks = list(dict.fromkeys(check for row in rows for check in row["checks"]))
     return checks, rows
+
+
+def drift_rows(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, str, float, float]]:
+    """(case id, target, check, tensor, then, now) per drifted tensor, largest growth first: the
+    rows of the console table and the report sections."""
+    rows = [(e["case_id"], e["target"], e["check"], t["name"], from_json_number(t["then"]),
+             from_json_number(t["now"])) for e in entries for t in e["tensors"]]
+    return sorted(rows, key=lambda r: (-(r[5] / r[4]) if r[4] > 0 else -math.inf, r[:4]))

@@ -18,10 +18,9 @@ import html
 from collections import Counter
 from typing import Any
 
-from ..baseline import drift_rows
 from ..compare import from_json_number
 from ..numbers import fmt
-from .document import (by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
+from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png
 

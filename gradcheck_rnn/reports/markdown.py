@@ -8,9 +8,8 @@ import math
 from typing import Any
 
 from ..compare import from_json_number
-from ..baseline import drift_rows
 from ..numbers import fmt
-from .document import (case_lengths, failing_tensors, failures, mistrust_note, progress_note,
+from .document import (drift_rows, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"

@@ -2,7 +2,7 @@
 
 A :class:`RowLog` opens the run's hidden staging folder ``<report dir>/.<run>.<pid>@<host>.<random>``
 when the run starts and appends each result row to ``results.jsonl`` there as it arrives, in the
-strict-JSON form results.json gives it (:func:`.document.document_row`). At the end,
+strict-JSON form results.json gives it (:func:`gradcheck_rnn.result.document_row`). At the end,
 :func:`gradcheck_rnn.reports.write_reports` writes ``results.json`` and the other report files into the same folder
 from that file, rows in case order, and renames the folder into place: a crash, Ctrl-C or SIGKILL
 leaves either the complete run or no run (only the hidden staging folder, which the next run
@@ -30,7 +30,7 @@ from typing import IO, Any, Callable, Iterator
 
 from ..statuses import is_bad
 from ..tally import Tally
-from .document import document_row
+from ..result import document_row
 
 STALE_AFTER = 24 * 3600  # seconds without a write after which any staging folder is stale
 # .<run>.<pid>@<host>.<random>; <run> is run_name()'s <YYYYmmdd-HHMMSS>-<command>[-s<seed>], no dots.
