@@ -73,9 +73,9 @@ isolation = options(
                       "at most one per 100 cases; $GRADCHECK_RNN_WORKERS)."),
     click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
                  help="Stop a target still running one check of one case after SECONDS; that row is an error."),
-    click.option("--in-process", is_flag=True,
-                 help="Judge in this process, for a debugger or profiler. Not isolated: a target that exits or "
-                      "crashes ends the command."),
+    click.option("--in-process", is_flag=True, envvar="GRADCHECK_RNN_IN_PROCESS",
+                 help="Judge in this process, for a debugger or profiler ($GRADCHECK_RNN_IN_PROCESS=1). Not "
+                      "isolated: a target that exits or crashes ends the command."),
 )
 distribution = options(
     click.option("--shard", default=None, metavar="K/N",

@@ -1,9 +1,12 @@
-"""Test-wide settings: one torch thread (see gradcheck_rnn.runtime.limit_torch_threads), one
-worker process per judging command unless a test asks for more, and a JAX cache of this test
-session's own, removed at its end, so tests never write outside their temporary folders.
+"""Test-wide settings: one torch thread (see gradcheck_rnn.runtime.limit_torch_threads), judging
+commands in the test process, and a JAX cache of this test session's own, removed at its end, so
+tests never write outside their temporary folders.
 
-The cache matters since judging happens in worker processes: each new worker loads the JAX
-reference's programs that an earlier one compiled, instead of compiling them again.
+Judging commands run as with ``--in-process`` (GRADCHECK_RNN_IN_PROCESS=1): a worker process per
+command costs ~0.2 s more, over a suite with a time budget, and every executor gives the same
+rows (tests/test_isolation.py). The tests of the default, isolated executor remove the variable
+(the ``worker_processes`` fixture). ``gr.check`` and ``gr.sweep`` judge in workers regardless;
+the cache serves each new worker the JAX programs an earlier one compiled.
 """
 
 import atexit
@@ -15,7 +18,16 @@ _JAX_CACHE = tempfile.mkdtemp(prefix="gradcheck-rnn-test-jax-")
 atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
 os.environ["GRADCHECK_RNN_JAX_CACHE"] = _JAX_CACHE
 os.environ["GRADCHECK_RNN_WORKERS"] = "1"
+os.environ["GRADCHECK_RNN_IN_PROCESS"] = "1"
+
+import pytest  # noqa: E402
 
 from gradcheck_rnn.runtime import limit_torch_threads  # noqa: E402
 
 limit_torch_threads()
+
+
+@pytest.fixture
+def worker_processes(monkeypatch):
+    """Judging commands in worker processes, as for a user (the default executor)."""
+    monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)

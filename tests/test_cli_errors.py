@@ -34,7 +34,7 @@ def test_help_still_exits_0():
     assert result.exit_code == 0 and "--cases" in result.output
 
 
-def test_check_and_repro_stop_a_hanging_target_with_case_timeout(tmp_path):
+def test_check_and_repro_stop_a_hanging_target_with_case_timeout(tmp_path, worker_processes):
     done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'gradcheck-rnn'; "
                            "from gradcheck_rnn.cli import main; main()", "repro",
                            "gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1", "-t", "plugin_targets:hangs",

@@ -188,7 +188,7 @@ def test_reference_comparison_alone_misses_bit_level_nondeterminism(tmp_path):
 
 
 @pytest.mark.slow
-def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path):
+def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path, worker_processes):
     """`mutants --workers 2` goes through the run spec and the process pool, row for row as serial.
 
     Slow-marked (13 s idle): the default suite keeps the pool's row-for-row equality with serial
@@ -196,10 +196,10 @@ def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path):
     args = ("mutants", "--mutant", "truncated-bptt", "--mutant", "top-b_hh-zero", "--cases", 3,
             "--check", "reference", "--check", "future")
     documents = []
-    for workers in (1, 2):
-        code, output = invoke(*args, "--workers", workers, "--report-dir", tmp_path / str(workers))
+    for name, executor in (("here", ["--in-process"]), ("pool", ["--workers", 2])):
+        code, output = invoke(*args, *executor, "--report-dir", tmp_path / name)
         assert code == 0 and "every mutant caught (2), no false alarm" in output, output
-        [run] = [p for p in (tmp_path / str(workers)).iterdir() if p.name != "latest" and not p.name.startswith(".")]
+        [run] = [p for p in (tmp_path / name).iterdir() if p.name != "latest" and not p.name.startswith(".")]
         documents.append(json.loads((run / "results.json").read_text()))
     serial, pooled = ([(r["case_id"], r["target"], r["check"], r["status"], r["worst_ratio"]) for r in d["results"]]
                       for d in documents)

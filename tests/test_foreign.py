@@ -144,7 +144,7 @@ def test_a_missing_interpreter_exits_2_with_one_sentence(tmp_path, spec, words):
     assert not [p for p in tmp_path.iterdir() if p.name != ".gitkeep"]
 
 
-def test_sweep_with_workers_and_repro_carry_the_interpreter(foreign_path, tmp_path):
+def test_sweep_with_workers_and_repro_carry_the_interpreter(foreign_path, tmp_path, worker_processes):
     spec = f"foreign_targets:Slipped@{PY}"
     draw = 'modes = { rnn_tanh = 1 }\nlayers = [1, 1]\nbidirectional = 0.0\nwants = { all = 1 }'
     code, output = invoke("sweep", "--config", profile(tmp_path, draw, cases=4), "--target", spec,

@@ -28,7 +28,7 @@ REFERENCE_ONLY = "[checks]\n" + "".join(f"{name} = {'true' if name == 'reference
 
 
 @pytest.fixture(autouse=True)
-def plugins_importable(monkeypatch):
+def plugins_importable(monkeypatch, worker_processes):
     monkeypatch.syspath_prepend(str(TESTS))
 
 
