@@ -175,10 +175,9 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
     imports run beside the slow part of the set-up (profile, targets); the worker count, when not
     given, is chosen from the number of cases and printed with its reason on stderr.
     """
+    from .generate import load_profile
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
     from .runtime import set_up_process
-
-    from .generate import load_profile
 
     set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
     shard = parse_shard(values.get("shard"))
@@ -215,14 +214,14 @@ def announce(spec: Any, execution: Any, why: str) -> None:
     else:
         count = min(execution.workers, max(1, len(spec.indices)))
         where = f"in {count} worker process{'es' if count > 1 else ''} ({why})"
+    from .render import print_lines, wrapped
+
     line = f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × {', '.join(spec.targets)} {where}"
     if not spec.named_targets:  # the default targets: say which built-ins this machine leaves out, and why
         from .targets import left_out_builtins
 
         if left := left_out_builtins():
             line += f"; left out: {left}"
-    from .render import print_lines, wrapped
-
     print_lines(err, wrapped(line, indent="", hanging="  "))  # no case id in it: wrapped at 80 columns
 
 
