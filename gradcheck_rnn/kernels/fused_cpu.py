@@ -34,16 +34,14 @@ Route and measurements
 ----------------------
 Plain torch tensor ops under ``torch.no_grad`` (GEMMs through :mod:`.gemm`: oneDNN for large
 float32 products, MKL otherwise; in-place pointwise ops into preallocated buffers; the activation derivatives are autograd's own fused
-``aten::{sigmoid,tanh,threshold}_backward`` ops). Measured with ``benchmarks/cpu_kernel.py``
-on the project's 2-core machines (T=64, B=32, I=H=256, float32, forward + backward, fused
-time / torch.nn time):
+``aten::{sigmoid,tanh,threshold}_backward`` ops). ``benchmarks/cpu_kernel.py`` measures it
+against torch.nn (T=64, B=32, I=H=256, float32, forward + backward; benchmarks/RESULTS.md has the
+tables):
 
-* variable lengths (uniform in 1..T, torch through pack_padded_sequence): 0.55–0.65 in every
-  mode, layer count and direction — no work on padded steps, no per-step autograd;
-* fixed length, GRU and tanh RNN: 0.75–0.9 (torch runs its own per-step aten cells there; the
-  tanh RNN without weight gradients ~1.1);
-* fixed length, LSTM: 1.4–2.0 (measured 2026-12-03 on AMD EPYC, benchmarks/RESULTS.md). torch
-  sends a dense LSTM to oneDNN's fused RNN primitive: JIT GEMMs on packed weights and one fused
+* variable lengths: faster than torch.nn in every mode, layer count and direction — no work on
+  padded steps, no per-step autograd;
+* fixed length, GRU and tanh RNN: about as fast (torch runs its own per-step aten cells there);
+* fixed length, LSTM: slower. torch sends a dense LSTM to oneDNN's fused RNN primitive: JIT GEMMs on packed weights and one fused
   pointwise kernel per step. Our GEMMs alone (four T·B-row GEMMs plus 2·T per-step ones), on
   oneDNN too, take about as long as that whole primitive, and each of our gate passes is about
   ten aten ops with the Python dispatch.

@@ -48,11 +48,9 @@ Results are sliced back. None of this changes a number beyond float64 rounding: 
 bucketed program agrees with the exact-shape one and with the loop reference to ~1e-15
 (tests/test_jax_reference.py).
 
-Measured on these 2-core machines (2026-12-03; benchmarks/RESULTS.md has the tables): the ci
-program compiles in 1.4-1.7 s and then costs 1.4 ms per case (the old per-mode programs 0.9-1.3 s
-each and 2.5-4.5 ms per case); a 60-case serial ci sweep spent 54 s in JAX cold and 9.9 s warm
-before, 4.9 s and 0.3 s now, with the same verdicts. ``python -m gradcheck_rnn.references.jax_ref``
-prints the in-process numbers.
+Why one program per bucket: a compile costs about a second and a call about a millisecond, so a
+sweep of random shapes is compile-bound (benchmarks/RESULTS.md, "JAX reference: one program per
+bucket"). ``python -m gradcheck_rnn.references.jax_ref`` prints the in-process numbers.
 
 Warm runs load the program: no trace, no lowering, no compile
 -------------------------------------------------------------
@@ -115,9 +113,9 @@ __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference
            "compile_count", "load_count", "write_count", "cached_buckets", "x64"]
 
 MAX_GATES = 4
-# LLVM -O0 for the CPU backend. Measured on the ci program (2-core machine, load ~2): compile
-# 1.4-1.7 s at -O0 vs 3.0-5.3 s at XLA's default, for 1.4 vs 1.05 ms per case; the ~0.35 ms
-# saved per call repays the longer compile only after ~5,000-10,000 calls in one process.
+# LLVM -O0 for the CPU backend: it halves the compile and costs about a third of a millisecond a
+# call, which repays XLA's default only after thousands of calls in one process
+# (benchmarks/RESULTS.md, "JAX reference: one program per bucket").
 COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0}
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")  # the order of the lax.switch branches
 _MODE_INDEX = {mode: i for i, mode in enumerate(MODES)}
