@@ -45,10 +45,16 @@ def valid_checks(checks: Iterable[str] | str | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(chosen))
 
 
-def _execution(resolved: list, workers: int, in_process: bool) -> Any:
+def _execution(resolved: list, workers: int, in_process: bool | None) -> Any:
     """Worker processes (isolated: a target that exits or crashes is an error row), unless asked
-    otherwise or a target is an object no other process can import, which this process judges."""
+    otherwise (``in_process``; None: $GRADCHECK_RNN_IN_PROCESS, as the command line's
+    ``--in-process``) or a target is an object no other process can import, which this process judges."""
+    import os
+
     from .run import Execution
+
+    if in_process is None:
+        in_process = os.environ.get("GRADCHECK_RNN_IN_PROCESS", "").lower() in ("1", "true", "yes", "on")
 
     lost = [t.name for t in resolved if not t.importable]
     if lost and workers > 1:
@@ -59,7 +65,7 @@ def _execution(resolved: list, workers: int, in_process: bool) -> Any:
 
 
 def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None, rtol: float | None = None,
-          atol: float | None = None, config: str = "ci", in_process: bool = False) -> list[CaseResult]:
+          atol: float | None = None, config: str = "ci", in_process: bool | None = None) -> list[CaseResult]:
     """Judge ``target`` (a target spec such as ``"fused-cpu"``, or a target object) on one case (a
     :class:`Case` or a case id) with the named checks (default: the profile's); one row per check.
 
@@ -82,7 +88,7 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
           modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
           dtypes: Sequence[str] | None = None, checks: Iterable[str] | None = None, workers: int = 1,
-          rtol: float | None = None, atol: float | None = None, in_process: bool = False) -> Run:
+          rtol: float | None = None, atol: float | None = None, in_process: bool | None = None) -> Run:
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
 
     Judged in ``workers`` worker processes (isolated, as ``check``; ``in_process=True`` for a

@@ -4,9 +4,9 @@ tests never write outside their temporary folders.
 
 Judging commands run as with ``--in-process`` (GRADCHECK_RNN_IN_PROCESS=1): a worker process per
 command costs ~0.2 s more, over a suite with a time budget, and every executor gives the same
-rows (tests/test_isolation.py). The tests of the default, isolated executor remove the variable
-(the ``worker_processes`` fixture). ``gr.check`` and ``gr.sweep`` judge in workers regardless;
-the cache serves each new worker the JAX programs an earlier one compiled.
+rows (tests/test_isolation.py). ``gr.check`` and ``gr.sweep`` read the variable too. The tests of
+the default, isolated executor remove it (the ``worker_processes`` fixture); the cache serves
+each new worker the JAX programs an earlier one compiled.
 """
 
 import atexit

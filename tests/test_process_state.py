@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CASE = "gru-L1-uni-I2-H3-T5-B1-len5-f32-s7"
 
 _STATE = """
@@ -64,6 +66,12 @@ def _changes(before: dict, after: dict) -> dict:
         changed.update({f"{part}:{k}": (before[part].get(k), after[part].get(k))
                         for k in sorted(keys) if before[part].get(k) != after[part].get(k)})
     return changed
+
+
+
+@pytest.fixture(autouse=True)
+def worker_processes_here(worker_processes):
+    """gr.check and gr.sweep judge in worker processes here, as for a user."""
 
 
 def test_check_and_sweep_leave_threads_environment_and_jax_config_as_they_were(tmp_path):
