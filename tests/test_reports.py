@@ -29,7 +29,6 @@ from rich.console import Console
 from gradcheck_rnn.tally import Tally
 from gradcheck_rnn import Case, Outputs, render
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.compare import compare_tensor
 from gradcheck_rnn.reports import WRITERS, github, latest_run, results_from_document, write_reports
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports.document import failures, load_document, results_document

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import gradcheck_rnn as gr
-from gradcheck_rnn import Case, RNNConfig
-from gradcheck_rnn.case import as_mapping, make_case, with_changes
+from gradcheck_rnn import Case
+from gradcheck_rnn.case import as_mapping, with_changes
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import family
 from gradcheck_rnn.generate import draw_cases, load_profile
