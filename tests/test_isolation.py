@@ -128,6 +128,12 @@ def test_a_plugin_that_exits_while_it_loads_is_one_sentence_and_exit_2(tmp_path)
     assert not (tmp_path / "r" / "latest").exists()
 
 
+def _default_sigint() -> None:
+    """A command started from a background job inherits SIGINT ignored (CI runs the suite so),
+    and Python then installs no KeyboardInterrupt handler: give the child a terminal's default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, code):
     marker = tmp_path / "judging"
@@ -137,7 +143,7 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
     process = subprocess.Popen([sys.executable, "-c", "from gradcheck_rnn.cli import main; main()", "sweep",
                                 "-t", "isolation_targets:slow", "-n", "4", "--report-dir", str(tmp_path / "r")],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 120
     while not marker.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.1)
