@@ -51,10 +51,17 @@ def _execution(resolved: list, workers: int, in_process: bool | None) -> Any:
     ``--in-process``) or a target is an object no other process can import, which this process judges."""
     import os
 
-    from .run import Execution
+    import click
 
-    if in_process is None:
-        in_process = os.environ.get("GRADCHECK_RNN_IN_PROCESS", "").lower() in ("1", "true", "yes", "on")
+    from .run import Execution
+    from .runtime import IN_PROCESS_ENV
+
+    if in_process is None:  # read as the command line's flag reads it (click's boolean words)
+        raw = os.environ.get(IN_PROCESS_ENV, "")
+        try:
+            in_process = bool(raw) and click.BOOL.convert(raw, None, None)
+        except click.BadParameter:
+            raise UsageError(f"{IN_PROCESS_ENV}={raw!r} is not allowed; give 1 or 0") from None
 
     lost = [t.name for t in resolved if not t.importable]
     if lost and workers > 1:

@@ -15,6 +15,7 @@ from .config import CHECK_NAMES as ALL_CHECKS
 from .config import DTYPES, HEADS, MODES, WANTS_GROUPS, profile_names
 from .families import modes as family_modes
 from .errors import UsageError
+from .runtime import IN_PROCESS_ENV
 
 
 def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -73,7 +74,7 @@ isolation = options(
                       "at most one per 100 cases; $GRADCHECK_RNN_WORKERS)."),
     click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
                  help="Stop a target still running one check of one case after SECONDS; that row is an error."),
-    click.option("--in-process", is_flag=True, envvar="GRADCHECK_RNN_IN_PROCESS",
+    click.option("--in-process", is_flag=True, envvar=IN_PROCESS_ENV,
                  help="Judge in this process, for a debugger or profiler ($GRADCHECK_RNN_IN_PROCESS=1). Not "
                       "isolated: a target that exits or crashes ends the command."),
 )

@@ -295,7 +295,9 @@ def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_
     import dataclasses
 
     from .case import Case
-    from .run import execute, open_executor
+    from .errors import signal_name
+    from .result import EXIT_INTERRUPTED
+    from .run import judge_run, open_executor
     from .shrink import DidNotReproduce, shrink, steps_lines
 
     check = spec.checks[0]
@@ -303,9 +305,7 @@ def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_
 
     def judge(case: Case) -> CaseResult:
         one = dataclasses.replace(spec, case_ids=(case.id,), cases=1)
-        row = execute(one, execution, executor=executor, jobs=[(0, case)])[0]
-        row.repro_options = spec.repro_options
-        return row
+        return judge_run(one, execution, executor=executor, jobs=[(0, case)]).results[0]
 
     with terminate_as_exception():
         try:
@@ -315,8 +315,8 @@ def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_
             print_error(str(exc))
             return 1
         except INTERRUPTS as exc:
-            print_error(f"shrinking was interrupted ({type(exc).__name__})")
-            return 130 if isinstance(exc, KeyboardInterrupt) else 143
+            print_error(f"shrinking was interrupted by {signal_name(exc)}")
+            return EXIT_INTERRUPTED[signal_name(exc)]
         finally:
             executor.close()
     if as_json:

@@ -22,3 +22,8 @@ class Terminated(BaseException):
 
 # What stops a run rather than being a target's error: the user's Ctrl-C and SIGTERM.
 INTERRUPTS = (KeyboardInterrupt, Terminated)
+
+
+def signal_name(interrupt: BaseException) -> str:
+    """The signal an interrupt (one of :data:`INTERRUPTS`) stands for: ``SIGINT`` or ``SIGTERM``."""
+    return "SIGINT" if isinstance(interrupt, KeyboardInterrupt) else "SIGTERM"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 TORCH_THREADS_ENV = "GRADCHECK_RNN_TORCH_THREADS"
+IN_PROCESS_ENV = "GRADCHECK_RNN_IN_PROCESS"  # --in-process; gr.check/gr.sweep read it too
 JAX_CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
 
 

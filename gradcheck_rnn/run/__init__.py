@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
-from ..errors import INTERRUPTS, UsageError
+from ..errors import INTERRUPTS, UsageError, signal_name
 from ..result import CaseResult, Run, slim, verdict
 from .spec import Job, RunSpec, parse_shard
 from .worker import WorkerSetup
@@ -248,8 +248,7 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     try:
         results = execute(spec, execution, finish_row, targets, executor, jobs)
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
-        exc.run = Run.interrupted_by("SIGINT" if isinstance(exc, KeyboardInterrupt) else "SIGTERM",
-                                     arrived, spec, len(spec.indices))
+        exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices))
         raise
     code, reason = verdict(results, spec.named_targets, baseline is not None and baseline.fail_on_drift)
     expected = len(spec.indices) * len(spec.targets) * len(spec.checks)

@@ -378,12 +378,3 @@ class WorkerPool:
         return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
                           message=message, check=check, case_index=index,
                           seconds=time.monotonic() - worker.row_started)
-
-
-def judge_in_pool(jobs: list[Job], setup: WorkerSetup, workers: int, case_timeout: float | None = None,
-                  on_result: Callable[[CaseResult], None] | None = None,
-                  fail_fast: bool = False) -> list[CaseResult]:
-    """Judge ``jobs`` in a fresh pool of ``workers`` processes; every row, in index order."""
-    with WorkerPool(setup, min(workers, len(jobs))) as pool:
-        by_index = pool.judge(jobs, case_timeout, on_result, fail_fast)
-    return [row for index in sorted(by_index) for row in by_index[index]]
