@@ -68,7 +68,7 @@ def print_run(results: list[CaseResult], tally: Tally) -> None:
     mistrust note."""
     for table in render.summary_tables(tally):
         out.print(table)
-    render.print_lines(out, render.skipped_target_lines(results) + render.failure_lines(results)
+    render.print_lines(out, render.skipped_target_lines(tally) + render.failure_lines(results)
                        + render.mistrusted_lines(tally))
 
 

@@ -104,12 +104,12 @@ def summary_tables(tally: Tally) -> list[Table]:
     return tables
 
 
-def skipped_target_lines(results: list[CaseResult], top: int = 3) -> list[Text]:
+def skipped_target_lines(tally: Tally, top: int = 3) -> list[Text]:
     """A warning per target that was judged on no case, then, for every target that skipped
     anything, how many results it skipped and its ``top`` reasons with their counts: a green run
-    that skipped most of its rows must say so on the console."""
+    that skipped most of its rows must say so on the console. From the run's tally."""
     lines = []
-    entries = Tally.of_results(results).skip_reasons(top)
+    entries = tally.skip_reasons(top)
     for entry in entries:
         if entry["skipped"] == entry["total"]:  # one line, the reasons follow in the block below
             lines.append(Text.assemble(("warning: ", "bold yellow"),

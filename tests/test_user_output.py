@@ -164,7 +164,7 @@ def skipping_run() -> list[CaseResult]:
 
 def test_top_skip_reasons_per_target_with_counts_everywhere():
     results = skipping_run()
-    console = "\n".join(printed(render.skipped_target_lines(results)))
+    console = "\n".join(printed(render.skipped_target_lines(Tally.of_results(results))))
     assert "half: 3 of 3 results skipped" in console
     assert "warning: half was judged on no case (every result skipped)" in console
     assert "2× computes in float16 only" in console and "1× needs CUDA" in console
@@ -241,7 +241,7 @@ def test_target_text_is_printed_literally_never_as_markup():
     results = [row(status="error", message=message, target="pkg.mod:make[/b]"),
                row([broken], target="pkg.mod:make[/b]"),
                row(status="skip", message="needs [red]CUDA[/]", target="pkg.mod:make[/b]")]
-    text = "\n".join(printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(results),
+    text = "\n".join(printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(Tally.of_results(results)),
                              render.failure_lines(results), *render.tensor_table(results[1])))
     assert message in text and "pkg.mod:make[/b]: 1 case" in text and "needs [red]CUDA[/]" in text
     lines = printed(["target traceback: ValueError('[/b] in [bold]x')"])
@@ -266,7 +266,7 @@ def test_console_lines_fit_80_columns_and_ids_and_repro_commands_stay_whole():
                            location={"layer": i, "dir": "bwd", "gate": "n", "row": 15, "col": 15}) for i in range(5)],
                    case_id=long_id, target="some_long_package.kernels.fused:bidirectional_gru_target"),
                row(status="error", case_id=long_id, message="RuntimeError: " + "the kernel gave up " * 12)]
-    lines = printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(results),
+    lines = printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(Tally.of_results(results)),
                     render.failure_lines(results), render.mistrusted_lines(Tally.of_results(results)))
     repros = [r.repro for r in results]
     for line in lines:
