@@ -6,21 +6,17 @@ import json
 import re
 from importlib.metadata import EntryPoint
 
-import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 
 import gradcheck_rnn as gr
-from gradcheck_rnn import Case, Outputs, RNNConfig
+from family_targets import MINGRU, mingru_slipped, mingru_target
+from gradcheck_rnn import Case, RNNConfig, families
+from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import GATE_NAMES
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.families import CUDNN_MODES, Family, family, modes, register
+from gradcheck_rnn.families import CUDNN_MODES, family, modes, register
 from gradcheck_rnn.layout import param_shapes
-
-from family_targets import MINGRU, mingru_slipped, mingru_target
-from gradcheck_rnn import families
-from gradcheck_rnn.cli import main
 
 
 def test_cudnn_cells_are_the_first_families_in_their_historical_order():
