@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .config import DTYPES, HEADS, MAX_SEED, MODES, TORCH_DTYPE_NAMES, WANTS_GROUPS, RNNConfig
-from .families import family, modes
+from .families import family, known, modes
 from .errors import UsageError
 from .layout import param_names, param_shapes
 
@@ -227,7 +227,7 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
     parts = case_id.strip().split("-")
     if len(parts) < 1 + len(_HEAD_PATTERNS) + len(_TAIL_PATTERNS):
         raise UsageError(f"case id {case_id!r} has {len(parts)} parts; expected {ID_FORMAT}")
-    if parts[0] not in modes():
+    if not known(parts[0]):
         raise UsageError(f"case id {case_id!r}: part {parts[0]!r} should be one of {', '.join(modes())}")
     values: dict[str, Any] = {"mode": parts[0]}
     options: dict[str, Any] = {}

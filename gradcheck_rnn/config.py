@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import UsageError
-from .families import CUDNN_MODES, DIRECTIONS, Family, family, modes  # noqa: F401  (DIRECTIONS re-exported)
+from .families import CUDNN_MODES, DIRECTIONS, Family, family, known, modes  # noqa: F401  (DIRECTIONS re-exported)
 
 # The cuDNN modes and their gates, for the code written for exactly those four (the bucketed JAX
 # program, the fused kernels' gate layouts); everything else asks the config's family.
@@ -61,7 +61,7 @@ class RNNConfig:
     long_memory: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in modes():
+        if not known(self.mode):
             raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(modes())}")
         given = dict(self.options.items() if isinstance(self.options, Mapping) else self.options)
         defaults = {o.name: o.default for o in self.family.options}

@@ -14,6 +14,7 @@ time that token is asked for, in any process.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from importlib.metadata import entry_points
@@ -27,7 +28,7 @@ from .rnn_tanh import RNN_TANH
 from .s6 import S6
 
 __all__ = ["CUDNN_MODES", "DIRECTIONS", "ENTRY_POINT_GROUP", "Family", "Option", "family", "load", "load_all",
-           "modes", "param_key", "param_shapes", "register", "user_families"]
+           "known", "modes", "param_key", "param_shapes", "register", "user_families"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
@@ -38,9 +39,16 @@ _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 
 
 
+@functools.cache
 def _installed() -> dict:
-    """The entry points of :data:`ENTRY_POINT_GROUP` by name (each name is a mode token)."""
+    """The entry points of :data:`ENTRY_POINT_GROUP` by name (each name is a mode token); read once
+    per process (reading the installed metadata costs ~10 ms, and every config asks)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known(token: str) -> bool:
+    """Whether ``token`` names a family (registered, or an installed entry point)."""
+    return token in _REGISTRY or token in _installed()
 
 
 def modes() -> tuple[str, ...]:
