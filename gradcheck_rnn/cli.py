@@ -74,6 +74,7 @@ def main() -> None:
 @opt.cases_and_seed
 @opt.target
 @opt.draw
+@opt.narrowing
 @opt.tolerances
 @opt.report_dir
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
@@ -97,6 +98,7 @@ def sweep(**values: Any) -> None:
       gradcheck-rnn sweep                                  # ci profile, every built-in target
       gradcheck-rnn sweep -c nightly -n 200 -s 7 -t fused-cpu
       gradcheck-rnn sweep -t my_pkg.rnn:target --mode gru --layers 1 --unidirectional
+      gradcheck-rnn sweep -t my_pkg.rnn:lstm --mode lstm --no-projections --hidden-size 2..4
       gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
       gradcheck-rnn sweep -c nightly --workers 8 --case-timeout 60
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
