@@ -133,10 +133,14 @@ def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Te
 def mistrusted_lines(tally: Tally) -> list[Text]:
     """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
     note = mistrust_note(tally.mistrust())
-    if note is None:
-        return []
-    first, *rest = wrapped(f"note: {note}", indent="")
-    return [Text.assemble(("note:", "bold yellow"), first[len("note:"):]), *(Text(line) for line in rest)]
+    return [] if note is None else note_lines(f"note: {note}")
+
+
+def note_lines(text: str) -> list[Text]:
+    """A note (``note: …``, ``next: …``) wrapped at 80 columns, its first word in bold yellow."""
+    first, *rest = wrapped(text, indent="")
+    word = first.split(":", 1)[0] + ":"
+    return [Text.assemble((word, "bold yellow"), first[len(word):]), *(Text(line) for line in rest)]
 
 
 @lru_cache(maxsize=256)
