@@ -71,7 +71,7 @@ def _narrowing_steps(results: list) -> list[str]:
     return steps
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(name: str) -> Any:
     """A shipped profile, read once per process."""
     from .generate import load_profile
