@@ -123,8 +123,8 @@ def print_case_result(result: CaseResult, per_step: bool) -> None:
     if result.traceback:
         say(out, "target traceback (most recent call last):")
         say(out, result.traceback)
-    if per_step and (timed := render.worst_time_tensor(result)) is not None:
-        out.print(render.per_step_table(timed))
+    if per_step and (picture := render.error_picture(result)) is not None:
+        out.print(picture)
     say(out, f"reproduce: {result.repro}")
 
 
