@@ -178,8 +178,7 @@ def check(ctx: click.Context, **values: Any) -> None:
 @opt.target
 @opt.check
 @opt.tolerances
-@click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-              help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@opt.tolerance_profile
 @click.option("--emit-test", "emit_test", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write a standalone pytest file that rebuilds this case and asserts the target "
                    "(exactly one --target) against the references, with these tolerances.")
@@ -222,8 +221,7 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
               help="Budget: how many candidate cases may be judged.")
 @click.option("--json", "as_json", is_flag=True, help="Print the shrink path as JSON instead of a table.")
 @opt.tolerances
-@click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-              help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@opt.tolerance_profile
 @opt.isolation
 @usage_errors
 def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: int, as_json: bool,

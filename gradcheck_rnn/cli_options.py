@@ -50,6 +50,10 @@ fmt = click.option(
 config = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
                       help=f"Sweep profile: a TOML file, or a name in configs/ ({', '.join(profile_names())}). "
                            f"Default: ci.")
+tolerance_profile = click.option(
+    "--config", "-c", "config", default=None, metavar="PROFILE",
+    help=f"Profile whose tolerances apply, as in the sweep that found the case: a TOML file, or a name in configs/ "
+         f"({', '.join(profile_names())}). Default: ci.")
 report_dir = click.option(
     "--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
     help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
