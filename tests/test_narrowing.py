@@ -214,3 +214,16 @@ def test_the_done_when_sweep_judges_forty_cases_without_a_skip(tmp_path):
     reference = [r for r in rows if r.get("check", "reference") == "reference"]
     assert len({r["case_id"] for r in reference}) == CASES and all(r["status"] == "pass" for r in reference)
     assert not [r for r in rows if r["status"] == "skip" and r.get("message") in ("LSTM only", "no projections")]
+
+
+def test_the_pytest_fixture_takes_the_same_narrowing():
+    from gradcheck_rnn.pytest_plugin import GradcheckFailed, RNNGradcheck
+
+    fixture = RNNGradcheck()
+    results = fixture.sweep(TARGET, cases=3, checks=["reference"], modes=["lstm"], projections=False,
+                            hidden_size=(2, 3))
+    assert len(results) == 3 and {r.status for r in results} == {"pass"}
+    with pytest.raises(GradcheckFailed, match="nothing was checked"):  # without it: refused, a vacuous run
+        fixture.sweep(TARGET, cases=3, checks=["reference"], modes=["gru"])
+    with pytest.raises(UsageError, match="--projections leaves nothing to draw"):
+        fixture.sweep(TARGET, cases=3, modes=["gru"], projections=True)
