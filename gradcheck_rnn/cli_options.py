@@ -194,7 +194,7 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
     not pass in the report folder's latest run (exit 5 with a note when there are none)."""
     if not values["last_failed"]:
-        return build_run(values)
+        return build_run(values, narrowing=narrowing_of(values))
     from .console import err, say
     from .rerun import last_failed
 
@@ -248,7 +248,6 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
         spec_values.setdefault(name, tuple(values.get(name, ())))
     spec_values.setdefault("layers", values.get("layers"))
     spec_values.setdefault("bidirectional", values.get("bidirectional"))
-    spec_values.setdefault("narrowing", narrowing_of(values))
     spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved, profile=profile)
     if not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
