@@ -66,6 +66,7 @@ class RunSpec:
     narrowing: Narrowing = NO_NARROWING  # projections, bias, sizes, … (gradcheck_rnn/narrowing.py)
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
     case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
+    families: tuple[str, ...] = ()  # user families (--family package.module:NAME) every process loads first
 
     @classmethod
     def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
@@ -73,7 +74,7 @@ class RunSpec:
               atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
               bidirectional: bool | None = None, dtypes: tuple[str, ...] = (), narrowing: Narrowing = NO_NARROWING,
               shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
-              resolved: list | None = None, profile: Any = None) -> "RunSpec":
+              families: tuple[str, ...] = (), resolved: list | None = None, profile: Any = None) -> "RunSpec":
         """The spec of a run from command-line values; the profile fills what is left out.
 
         Validates everything a run needs before it starts (profile, tolerances, target names, case
@@ -81,9 +82,11 @@ class RunSpec:
         that a caller who judges in this process does not resolve them again; ``profile`` is the
         profile already loaded from ``config``, so that a command reads its file once.
         """
+        from ..families import load_all
         from ..generate import load_profile
         from ..targets import default_targets, resolve_targets
 
+        load_all(families)  # before anything reads a mode token of theirs (profile, case ids)
         profile = profile or load_profile(config)
         case_ids = tuple(CaseRef.from_id(case_id).id for case_id in case_ids)  # checked, in normal form
         targets_now = resolve_targets(targets) if targets else default_targets()
@@ -96,7 +99,8 @@ class RunSpec:
                    named_targets=tuple(dict.fromkeys(t.name for t in targets_now)) if targets else (),
                    checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
-                   dtypes=tuple(dtypes), narrowing=narrowing, shard=shard, case_ids=tuple(case_ids))
+                   dtypes=tuple(dtypes), narrowing=narrowing, shard=shard, case_ids=tuple(case_ids),
+                   families=tuple(families))
         spec.__dict__["profile_data"] = spec.narrow(profile)
         spec.tolerances()  # validate the overrides now, before anything runs
         return spec
@@ -172,7 +176,7 @@ class RunSpec:
         """What a repro command needs to judge like this run: ``--config nightly --rtol 0.01``."""
         from ..result import repro_options
 
-        return repro_options(self.config, self.rtol, self.atol)
+        return repro_options(self.config, self.rtol, self.atol, self.families)
 
     def unsharded(self) -> "RunSpec":
         """The spec of the whole run this shard is part of."""
@@ -195,7 +199,7 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            data = {"case_ids": [], "narrowing": None, **data}  # runs written before named cases, narrowing
+            data = {"case_ids": [], "families": [], "narrowing": None, **data}  # runs written before them
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")
