@@ -25,6 +25,7 @@ DTYPES = ("f64", "f32", "f16", "bf16")
 TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 WANTS_GROUPS = ("all", "inputs", "x", "params")
 HEADS = ("all", "y", "states", "last")
+LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 MAX_SEED = 2**63 - 1
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the shipped sweep profiles
 

@@ -34,7 +34,7 @@ from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig,
                    make_case)
 from .errors import UsageError
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import CONFIG_DIR, profile_names
+from .config import CONFIG_DIR, LENGTH_PATTERNS, profile_names
 from .families import family, modes as family_modes
 from .tolerances import Tolerances
 
@@ -45,7 +45,6 @@ else:  # pragma: no cover
 
 # configs/ at the top level is the profiles' home; gradcheck_rnn/configs links to it and the wheel
 # carries its files as package data, so an installed package finds them here too.
-LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
 
 
