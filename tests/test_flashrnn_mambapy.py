@@ -9,6 +9,7 @@ length, and one with the whole batch for a fixed-length case. Each decline says 
 
 from __future__ import annotations
 
+import runpy
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,14 @@ def test_declines_say_why():
     assert "self.A_log.float()" in mamba.supports_case(Case.from_id(s6.format("", "f64")))
     assert "always applies softplus" in mamba.supports_case(Case.from_id(s6.format("-nosoftplus", "f32")))
     assert "always gates its output" in mamba.supports_case(Case.from_id(s6.format("-nogate", "f32")))
+
+
+def test_the_standalone_scripts_show_each_library_behaviour(monkeypatch, capsys):
+    """docs/flashrnn-1.0.8/refusals.py and docs/mambapy-1.2.0/float64_ssm.py, run here (both libraries
+    are in this venv); the interpreter refusal needs TRITON_INTERPRET=1 before FlashRNN's kernels load."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    for script in (DOCS / "flashrnn-1.0.8" / "refusals.py", DOCS / "mambapy-1.2.0" / "float64_ssm.py"):
+        runpy.run_path(str(script), run_name="__main__")
+    verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("CONFIRMED", "NOT REPRODUCED"))]
+    assert verdicts == ["CONFIRMED FlashRNN 1.0.8 refuses what the flashrnn targets decline",
+                        "CONFIRMED mambapy computes A and D in float32 in a float64 block"]

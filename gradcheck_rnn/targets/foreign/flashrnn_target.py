@@ -45,7 +45,8 @@ _R_GATES = {"lstm": "ifgo", "gru": "nrz", "rnn_tanh": "h"}
 _B_GATES = {"lstm": (("i", "sum"), ("f", "sum"), ("g", "sum"), ("o", "sum")),
             "gru": (("n", "hh"), ("r", "sum"), ("z", "sum"), ("n", "ih")), "rnn_tanh": (("h", "sum"),)}
 _OURS = {"lstm": "ifgo", "gru": "rzn", "rnn_tanh": "h"}
-# What Triton's interpreter raises on FlashRNN's kernels (tl.make_block_ptr), Triton 3.9.
+# What Triton's interpreter raises on FlashRNN's kernels (tl.make_block_ptr), Triton 3.9
+# (docs/flashrnn-1.0.8/refusals.py shows it and every other refusal quoted here).
 TRITON_INTERPRETER_REFUSES = "Block pointers have been removed in favor of the tensor descriptor API"
 
 
@@ -100,9 +101,10 @@ class FlashRNNTarget(torch_grad.TorchGradTarget):
                     f"only: \"Function {FUNCTIONS[config.mode]} not implemented for vanilla_fwbw backend.\")")
         if self.backend == "triton_fused" and config.mode != "lstm":
             return (f"FlashRNN 1.0.8's triton_fused backend has no {FUNCTIONS[config.mode]} kernel (its _get_kernel "
-                    f"defines lstm and slstm only, and fails with UnboundLocalError for any other function)")
+                    f"defines lstm and slstm only: \"UnboundLocalError: cannot access local variable 'fn'\")")
         if self.backend == "vanilla_fwbw" and config.dtype == "f64":
-            return "FlashRNN 1.0.8's vanilla_fwbw has float32, float16 and bfloat16 kernels only (lstm_pt_registry)"
+            return ("FlashRNN 1.0.8's vanilla_fwbw has float32, float16 and bfloat16 kernels only (its lstm_pt_registry "
+                    "raises KeyError: 'float64')")
         if self.device == "cuda":
             if config.dtype == "f64":
                 return f"FlashRNN 1.0.8's {self.backend} backend has float32, float16 and bfloat16 kernels only"
