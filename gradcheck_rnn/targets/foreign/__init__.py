@@ -347,8 +347,8 @@ def _import_error(module: str) -> str | None:
 
 
 def local_builtin(name: str) -> Any:
-    """``mxnet``, ``mxnet-native``: in this process when the framework imports, else a target
-    that is skipped with a reason naming the ``NAME@PYTHON`` form."""
+    """A foreign built-in (``mxnet``, ``flax``, ``flashrnn-vanilla``, ``mambapy``, ...): in this process
+    when its framework imports, else a target that is skipped with a reason naming ``NAME@PYTHON``."""
     framework = _FRAMEWORK[name]
     if _import_error(framework) is not None:
         return Unavailable(name, f"{framework} is not importable here; use {name}@/path/to/venv")
