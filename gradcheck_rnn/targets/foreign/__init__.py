@@ -17,6 +17,7 @@ PR_SET_PDEATHSIG, so it dies with it (and EOF on its stdin ends it anywhere).
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import subprocess
@@ -339,10 +340,15 @@ def _import_error(module: str) -> str | None:
     """None when ``module`` imports in this process, else why not (one line)."""
     if module == "keras":
         os.environ.setdefault("KERAS_BACKEND", "jax")  # the backend the keras target runs on
+    cpp_extension = logging.getLogger("torch.utils.cpp_extension")  # flashrnn's import warns on CPU
+    level = cpp_extension.level
+    cpp_extension.setLevel(logging.ERROR)
     try:
         __import__(module)
     except Exception as exc:  # not installed, or built against another numpy: both mean "not here"
         return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        cpp_extension.setLevel(level)
     return None
 
 

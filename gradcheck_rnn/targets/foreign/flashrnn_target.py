@@ -28,6 +28,7 @@ they cannot run.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,19 @@ _OURS = {"lstm": "ifgo", "gru": "rzn", "rnn_tanh": "h"}
 # What Triton's interpreter raises on FlashRNN's kernels (tl.make_block_ptr), Triton 3.9
 # (docs/flashrnn-1.0.8/refusals.py shows it and every other refusal quoted here).
 TRITON_INTERPRETER_REFUSES = "Block pointers have been removed in favor of the tensor descriptor API"
+
+
+def import_flashrnn() -> Any:
+    """``flashrnn.flashrnn``, imported without torch's "No CUDA runtime is found" warning: flashrnn
+    imports torch.utils.cpp_extension for its CUDA backends, which says so on every CPU machine."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        from flashrnn import flashrnn
+    finally:
+        logger.setLevel(level)
+    return flashrnn
 
 
 def _block(a: Any, mode: str, gate: str) -> Any:
@@ -121,8 +135,8 @@ class FlashRNNTarget(torch_grad.TorchGradTarget):
 
     def forward_group(self, case: Any, params: dict[str, Any], x: Any, h0: Any, c0: Any) -> tuple[Any, Any, Any]:
         import torch
-        from flashrnn import flashrnn
 
+        flashrnn = import_flashrnn()
         cfg = case.config
         D = cfg.num_directions
         hy, cy = [], []
