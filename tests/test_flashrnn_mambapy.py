@@ -24,9 +24,13 @@ pytest.importorskip("mambapy")
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # Both directions, two layers, variable lengths with a 0, the frozen paths, no initial state.
-FLASHRNN_CASES = ("lstm-L2-bi-I3-H4-T5-B3-len5.2.4-f32-s8", "gru-L2-bi-I3-H4-T5-B3-len5.0.4-f64-s8-wx",
+# The first LSTM case is tests/test_builtin_targets.py's (its JAX reference program is compiled once
+# per session); the two-layer bidirectional LSTM (~6 s of reference compile) is slow-marked.
+FLASHRNN_CASES = ("lstm-L1-bi-I2-H3-T3-B2-len3.1-f32-s5", "gru-L2-bi-I3-H4-T5-B3-len5.0.4-f64-s8-wx",
                   "rnn_tanh-L1-uni-I2-H3-nobias-T4-B2-len2.4-f32-s11-wparams", "lstm-L1-uni-I2-H3-T4-B2-len4.4-f32-s3-z")
-# One s6 case in the default suite (each s6 shape compiles a JAX reference program: ~4 s); the rest slow.
+FLASHRNN_SLOW_CASES = ("lstm-L2-bi-I3-H4-T5-B3-len5.2.4-f32-s8",)
+# One s6 case in the default suite, tests/test_builtin_targets.py's (each s6 bucket compiles a JAX
+# reference program: ~4 s); the rest slow.
 MAMBAPY_CASES = ("s6-L1-uni-I2-H3-N2-R1-T4-B3-len4.0.2-f32-s5",)
 MAMBAPY_SLOW_CASES = ("s6-L2-uni-I3-H4-N2-R1-T7-B3-len7.4.1-f32-s5", "s6-L1-uni-I2-H3-N3-R2-nobias-T5-B2-len5.5-f32-s6-z",
                       "s6-L3-uni-I2-H2-N1-R1-T6-B4-len6.0.3.3-f32-s7-wparams")
@@ -38,6 +42,8 @@ def failing(result) -> set[str]:
 
 @pytest.mark.parametrize(("name", "case_id"), [("flashrnn-vanilla", c) for c in FLASHRNN_CASES]
                          + [("flashrnn-fwbw", FLASHRNN_CASES[0]), ("flashrnn-fwbw", FLASHRNN_CASES[3])]
+                         + [pytest.param(name, c, marks=pytest.mark.slow) for c in FLASHRNN_SLOW_CASES
+                            for name in ("flashrnn-vanilla", "flashrnn-fwbw")]
                          + [("mambapy", c) for c in MAMBAPY_CASES]
                          + [pytest.param("mambapy", c, marks=pytest.mark.slow) for c in MAMBAPY_SLOW_CASES])
 def test_each_target_passes_the_modes_it_takes(name, case_id):
