@@ -3,19 +3,9 @@ real target file by path and breaks one detail of its map, the kind of slip that
 gate order or bias placement wrong produces. Each name is a target object, wrapped as the in-process
 foreign built-ins are (their run returns a dict of arrays)."""
 
-import importlib.util
-from pathlib import Path
+from foreign_files import load_target_file as _load
 
 from gradcheck_rnn.targets.foreign import InProcess
-
-FOREIGN = Path(__file__).resolve().parent.parent / "gradcheck_rnn" / "targets" / "foreign"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"slipped_{name}", FOREIGN / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _flashrnn_slips(backend):
