@@ -129,3 +129,28 @@ def test_the_standalone_scripts_show_each_library_behaviour(monkeypatch, capsys)
     verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("CONFIRMED", "NOT REPRODUCED"))]
     assert verdicts == ["CONFIRMED FlashRNN 1.0.8 refuses what the flashrnn targets decline",
                         "CONFIRMED mambapy computes A and D in float32 in a float64 block"]
+
+
+def test_the_protocol_carries_a_familys_options():
+    """mambapy@PYTHON reads s6's options from the client's config: the host sends them, defaults included."""
+    from gradcheck_rnn.targets.foreign import client, config_fields
+
+    config = Case.from_id("s6-L1-uni-I2-H3-N2-R1-nogate-T4-B1-len4-f32-s3").config
+    fields = config_fields(config)
+    assert fields["options"] == {"state_dim": 2, "dt_rank": 1, "softplus": True, "gated": False}
+    assert client.make_config(fields).options == fields["options"]
+    assert config_fields(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f32-s3").config)["options"] == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "case_id"), [("mambapy", MAMBAPY_SLOW_CASES[0]), ("flashrnn-vanilla", FLASHRNN_CASES[1])])
+def test_each_target_passes_in_another_interpreter(name, case_id):
+    """NAME@PYTHON, with this venv's python as the other interpreter (the client imports torch there)."""
+    import sys
+
+    target = resolve_target(f"{name}@{sys.executable}")
+    try:
+        result = judge_one(Case.from_id(case_id), target)
+    finally:
+        target.impl.close()
+    assert result.status == "pass", result.message
