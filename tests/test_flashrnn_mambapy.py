@@ -97,6 +97,10 @@ def test_equal_lengths_are_one_call_each_and_a_fixed_length_batch_is_never_split
     out = impl.run(Case.from_id(f"{mode}-T5-B5-len5.2.0.2.5-f32-s1"))
     assert calls == [(2, 2), (5, 2)]  # the length 0 makes no call: its y is 0, its hy is h0
     assert (out["y"][:, 2] == 0).all() and (out["y"][2:, 1] == 0).all()
+    calls.clear()
+    empty = Case.from_id(f"{mode}-T5-B2-len0.0-f32-s1-wparams")  # no call at all, and zero gradients
+    out = impl.run(empty)
+    assert calls == [] and all((g == 0).all() for g in out["grads"].values()) and set(out["grads"]) == empty.wants
 
 
 def test_declines_say_why():

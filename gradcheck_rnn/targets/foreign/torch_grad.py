@@ -82,7 +82,9 @@ class TorchGradTarget(ABC):
             loss = loss + (cy * tensor(case.dcy)).sum()
         leaves = {"x": x, "h0": h0, "c0": c0, **params}
         requested = [(k, v) for k, v in leaves.items() if k in case.wants and v is not None]
-        grads = torch.autograd.grad(loss, [v for _, v in requested], allow_unused=True)
+        # every sequence of length 0: no library call, and a loss that depends on no requested array
+        grads = (torch.autograd.grad(loss, [v for _, v in requested], allow_unused=True) if loss.requires_grad
+                 else [None] * len(requested))
         out = {k: np.zeros(v.shape) if g is None else g.detach().cpu().double().numpy()
                for (k, v), g in zip(requested, grads)}
         return {"y": _numpy(y), "hy": _numpy(hy), "cy": _numpy(cy), "grads": out}
