@@ -33,7 +33,7 @@ ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 EXAMPLES = {"python", "sh"}
 NOT_EXAMPLES = {"text", "toml", "yaml", "jsonc"}
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 MARKER = re.compile(r"<!--\s*([\w-]+)\s*(?::\s*(.*?))?\s*-->")
 MARKERS = {"not-run", "slow", "exit"}
 FILE_NAME = re.compile(r"# ([\w-]+\.(?:py|toml))\n")
@@ -178,7 +178,7 @@ def test_shell_examples_run(fence, tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "80"}
     lines = commands(fence.code)
     for line, expected in zip(lines, fence.exit_codes(len(lines))):
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True,
+        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
                               timeout=900)
         assert done.returncode == expected, (f"{fence.where}: `{line}` exited {done.returncode}, expected "
                                              f"{expected}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -211,7 +211,7 @@ def variables_read(folders: list[Path]) -> set[str]:
 
 def undocumented(page: str, names: set[str]) -> set[str]:
     """The names of ``names`` that no row of the environment page's tables starts with."""
-    rows = re.findall(r"^\| ((?:`GRADCHECK_RNN_\w+`(?:, )?)+) \|", page, flags=re.M)
+    rows = re.findall(r"^\| ((?:`GRADCHECK_RNN_\w+`(?:, )?)+) \|", page, flags=re.MULTILINE)
     return names - {name for row in rows for name in re.findall(r"GRADCHECK_RNN_\w+", row)}
 
 
@@ -233,13 +233,15 @@ def keys(value: object) -> set[str]:
     return set()
 
 
-def test_the_schema_page_names_every_key_of_a_results_document():
+def a_results_document() -> dict:
+    """A results document with every optional part: a failing row with a drift allowance and a
+    ratio map, a merge's shards, a baseline's drift, a mutants run's lists."""
+    import numpy as np
+
     from gradcheck_rnn.compare import RatioMap, TensorError
     from gradcheck_rnn.reports.document import results_document
     from gradcheck_rnn.result import CaseResult
     from gradcheck_rnn.run.spec import RunSpec
-
-    import numpy as np
 
     tensor = TensorError("x", "fail", 1.0, 1.0, 2.0, {"t": 0, "b": 0, "unit": 0}, 1.0, 0.0, 1e-4, 1e-5,
                          per_step=[1.0], ratio_map=RatioMap("t", "b", np.ones((1, 1), np.float32), (1, 1)), drift=0.5)
@@ -251,11 +253,21 @@ def test_the_schema_page_names_every_key_of_a_results_document():
     drift = {"baseline": "b", "factor": 4, "floor": 0.01, "fail_on_drift": False, "compared": 1,
              "rows": [{"case_id": "c", "target": "t", "check": "reference", "tensors": [{"name": "x", "then": 1, "now": 8}]}]}
     mutant = {"target": "t", "doc": "", "cases": 1, "flagged": 1, "first_case_id": "c", "caught_by": "", "repro": ""}
-    document = results_document([row], meta, {"drift": drift, "mutants": [mutant], "false_alarms": [mutant]})
+    return results_document([row], meta, {"drift": drift, "mutants": [mutant], "false_alarms": [mutant]})
+
+
+def unnamed(page: str, document: dict) -> set[str]:
+    """The keys of ``document`` that ``page`` never names as ``"key"``."""
+    return keys(document) - set(re.findall(r'"([\w-]+)"', page))
+
+
+def test_the_schema_page_names_every_key_of_a_results_document():
     page = (ROOT / "docs" / "reference" / "results-json.md").read_text(encoding="utf-8")
-    named = set(re.findall(r'"([\w-]+)"', page))
-    missing = keys(document) - named
-    assert not missing, f"docs/reference/results-json.md does not name {sorted(missing)}"
+    document = a_results_document()
+    assert {"traceback", "draw", "shards", "summary", "skips", "by_check", "drift"} <= keys(document)
+    assert '"fd"' in page and '"merge"' in page  # the check and the command, values rather than keys
+    assert not unnamed(page, document), f"docs/reference/results-json.md does not name {sorted(unnamed(page, document))}"
+    assert unnamed(page.replace('"traceback"', '"trace"'), document) == {"traceback"}
 
 
 # --- the site builds ------------------------------------------------------------------------------
@@ -266,5 +278,5 @@ def test_the_docs_site_builds_strict(tmp_path):
     if mkdocs is None:
         pytest.skip('mkdocs is not installed here: pip install -e ".[docs]"')
     done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
+                          capture_output=True, text=True, check=False, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
