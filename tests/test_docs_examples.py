@@ -14,7 +14,8 @@ example folder of its page before that page's examples run, and a Python one tha
 file (``test_*.py``) is also executed. A fence holding only ``--8<-- "PATH"`` is that file
 (pymdownx.snippets includes it in the site). The Python examples of a page run in order in one
 namespace, in a temporary folder; each shell example runs its commands one at a time with bash in
-a temporary folder, with this venv's ``gradcheck-rnn`` and ``python`` first on PATH.
+a temporary folder, with this venv's ``gradcheck-rnn`` and ``python`` first on PATH, judging in
+worker processes as a user's commands do.
 """
 
 from __future__ import annotations
@@ -175,7 +176,9 @@ def test_python_examples_run(page, tmp_path, monkeypatch):
 @pytest.mark.parametrize("fence", shell_fences())
 def test_shell_examples_run(fence, tmp_path):
     example_folder(fence.page, tmp_path)
+    # as a user runs them: judged in worker processes (conftest.py judges in the test process)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "80"}
+    env.pop("GRADCHECK_RNN_IN_PROCESS", None)
     lines = commands(fence.code)
     for line, expected in zip(lines, fence.exit_codes(len(lines))):
         done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
