@@ -273,6 +273,20 @@ def test_the_schema_page_names_every_key_of_a_results_document():
     assert unnamed(page.replace('"traceback"', '"trace"'), document) == {"traceback"}
 
 
+@pytest.mark.slow
+def test_the_sample_output_is_what_the_tool_prints_today(tmp_path):
+    """docs/getting-started.md shows the default sweep's output: the same, but the run folder's name."""
+    [shown] = [f.code for f in fences(ROOT / "docs" / "getting-started.md")
+               if f.language == "text" and "all passed:" in f.code]
+    env = {**os.environ, "COLUMNS": "80"}
+    env.pop("GRADCHECK_RNN_IN_PROCESS", None)
+    done = subprocess.run([str(Path(sys.executable).parent / "gradcheck-rnn"), "sweep", "--report-dir", "reports"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=900)
+    printed = "\n".join(line.rstrip() for line in done.stdout.splitlines()) + "\n"
+    run_folder = re.compile(r"reports/\d{8}-\d{6}-sweep-s0")
+    assert done.returncode == 0 and run_folder.sub("RUN", printed) == run_folder.sub("RUN", shown), printed
+
+
 # --- the site builds ------------------------------------------------------------------------------
 
 @pytest.mark.slow
