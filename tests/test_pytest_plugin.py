@@ -13,7 +13,7 @@ import gradcheck_rnn.references.jax_ref  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+SHRINK_PAGE = (Path(__file__).parent.parent / "docs" / "how-to" / "shrink.md").read_text()
 MINIMAL = "lstm-L1-uni-I1-H1-T2-B1-len2-f32-s918273"  # where `shrink` leaves truncated BPTT (test_shrink.py)
 
 
@@ -90,8 +90,7 @@ def test_the_case_count_option_overrides_every_sweep(pytester):
 
 
 def test_the_readme_fixture_example_runs(pytester):
-    section = README.split("## From a failing seed to a regression test", 1)[1].split("\n## ", 1)[0]
-    example = next(block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    example = next(block for block in re.findall(r"```python\n(.*?)```", SHRINK_PAGE, flags=re.S)
                    if "rnn_gradcheck" in block)
     result = outcome(pytester, example)
     result.assert_outcomes(passed=2, xfailed=1)

@@ -268,7 +268,7 @@ class ZeroLengthDh0Dropped(KernelBug):
 class HalfAccumulatedInHalf(KernelBug):
     """Half precision: dW_hh and db_hh summed row by row in the half dtype instead of float32.
 
-    A known blind spot (README, "Tolerances"): on the half profile's sizes the extra rounding stays
+    A known blind spot (docs/concepts/tolerances.md): on the half profile's sizes the extra rounding stays
     far inside the calibrated f16/bf16 tolerances, so no check catches it.
     """
 
