@@ -9,18 +9,19 @@ with :func:`register`.
 
 from __future__ import annotations
 
-from .base import DIRECTIONS, Family, Option, param_key, param_shapes
+from .base import DIRECTIONS, Convention, Family, Option, param_key, param_shapes
 from .gru import GRU
 from .lstm import LSTM
 from .rnn_relu import RNN_RELU
 from .rnn_tanh import RNN_TANH
 from .s6 import S6
+from .slstm import SLSTM
 
-__all__ = ["CUDNN_MODES", "DIRECTIONS", "Family", "Option", "family", "modes", "param_key", "param_shapes",
+__all__ = ["CUDNN_MODES", "Convention", "DIRECTIONS", "Family", "Option", "family", "modes", "param_key", "param_shapes",
            "register"]
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
-_REGISTRY: dict[str, Family] = {f.token: f for f in (RNN_RELU, RNN_TANH, LSTM, GRU, S6)}
+_REGISTRY: dict[str, Family] = {f.token: f for f in (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM)}
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
 
 

@@ -73,7 +73,7 @@ class S6Family(Family):
     def gated_kinds(self) -> frozenset[str]:
         return frozenset({"w_in"})
 
-    def draw_options(self, rng: Any) -> dict[str, Any]:
+    def draw_options(self, rng: Any, hidden_size: int) -> dict[str, Any]:
         """N in 1..4 and R in 1..3 (small, as every drawn size); each switch off a quarter of the time."""
         return {"state_dim": int(rng.integers(1, 5)), "dt_rank": int(rng.integers(1, 4)),
                 "softplus": bool(rng.random() >= 0.25), "gated": bool(rng.random() >= 0.25)}
