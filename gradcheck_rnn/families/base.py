@@ -148,10 +148,16 @@ class Family:
         (sLSTM's n0 > 0) maps them to a valid state; by default c0 is the draw itself."""
         return drawn
 
+    def reexpresses(self, config: RNNConfig) -> bool:
+        """Whether the config's gradient convention differentiates the final cell state in another
+        form than computed (:meth:`reexpressed_cell_state`); none does by default."""
+        return False
+
     def reexpressed_cell_state(self, ops: Any, config: RNNConfig, cy: Any, base_cy: Any) -> Any:
-        """The final cell state as the config's gradient convention differentiates it, given its
-        value at the base point (the fd witness differences the loss through it); by default cy."""
-        return cy
+        """The final cell state of one sequence (L·D, c_size) as the config's gradient convention
+        differentiates it, given its value at the base point: the fd witness differences the loss
+        through it where :meth:`reexpresses` says so."""
+        raise NotImplementedError  # pragma: no cover - only for a family whose reexpresses() can be True
 
     def gated_kinds(self) -> frozenset[str]:
         """Parameter kinds whose rows are gate blocks of H rows (reports name the gate)."""

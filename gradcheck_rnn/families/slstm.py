@@ -104,12 +104,15 @@ class SLSTMFamily(Family):
         h_new = ops.sigmoid(o) * c_new / n_new
         return h_new, h_new, ops.cat([c_new, n_new, m], -1)
 
+    def reexpresses(self, config: RNNConfig) -> bool:
+        return bool(config.option("m_constant"))
+
     def reexpressed_cell_state(self, ops: Any, config: RNNConfig, cy: Any, base_cy: Any) -> Any:
-        """With ``-mconst``, the final [c | n | m] re-expressed at the base point's stabiliser m̄:
-        (c·e^{m − m̄}, n·e^{m − m̄}, m̄), the same state. Holding every step's m constant
-        differentiates exactly this (h does not depend on m), so the fd witness differences it."""
-        if not config.option("m_constant"):
-            return cy
+        """With ``-mconst``, the final [c | n | m] of a sequence that ran a step, re-expressed at
+        the base point's stabiliser m̄: (c·e^{m − m̄}, n·e^{m − m̄}, m̄), the same state. Holding
+        every step's m constant differentiates exactly this (c_T, n_T computed with m frozen at m̄
+        are the true state scaled by e^{−m̄_T}; h does not depend on m), so the fd witness
+        differences it. (A sequence of length 0 runs no step: its cy is c0 itself.)"""
         H = config.hidden_size
         scale = ops.exp(cy[..., 2 * H:] - base_cy[..., 2 * H:])
         return ops.cat([cy[..., :H] * scale, cy[..., H:2 * H] * scale, base_cy[..., 2 * H:]], -1)
