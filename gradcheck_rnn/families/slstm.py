@@ -44,8 +44,8 @@ from .base import Convention, Family, Option, RNNConfig
 
 GATES = ("i", "f", "z", "o")
 # Data a bucketed JAX program passes in each unit's parameters (never drawn, never reported): the
-# forget gate's switch as 0/1.
-EXPF_ON = "@expf"
+# forget gate's and the stabiliser convention's switches as 0/1.
+EXPF_ON, MCONST_ON = "@expf", "@mconst"
 MIN_BUCKET = 4
 
 
@@ -97,7 +97,8 @@ class SLSTMFamily(Family):
         decayed = log_f + m_prev
         m = ops.where(n_prev == 0, i, ops.maximum(decayed, i))
         if config.option("m_constant"):
-            m = ops.stop_gradient(m)
+            on = p.get(MCONST_ON, 1.0)  # a bucketed program's switch: on·a + (1 − on)·a is a, exactly
+            m = on * ops.stop_gradient(m) + (1.0 - on) * m
         i_s, f_s = ops.exp(i - m), ops.exp(decayed - m)
         c_new = f_s * c_prev + i_s * ops.tanh(z)
         n_new = f_s * n_prev + i_s
@@ -119,15 +120,15 @@ class SLSTMFamily(Family):
 
     # ------------------------------------------------------------------ one JAX program for many configs
     def bucket(self, config: RNNConfig) -> RNNConfig:
-        """I and H padded to powers of two (at least 4), one head, bias on, the forget gate a switch.
+        """I and H padded to powers of two (at least 4), one head, bias on, the forget gate and the
+        stabiliser convention switches (data).
 
         The heads' blocks sit on the diagonal of one dense R (zeros elsewhere add exact zeros).
         An extra unit has zero weights, bias and states: ĩ = f̃ = z̃ = õ = 0, so its c and h stay
         0 and n stays finite (≥ 1 after a step), and no real unit reads it. Extra input columns
         are zero. The program's layer > 0 input is [fwd (Hp) | bwd (Hp)]."""
         return dataclasses.replace(config, input_size=_up(config.input_size), hidden_size=_up(config.hidden_size),
-                                   bias=True, options={"heads": 1, "exp_forget": True,
-                                                       "m_constant": config.option("m_constant")})
+                                   bias=True, options={"heads": 1, "exp_forget": True, "m_constant": True})
 
     def _columns(self, config: RNNConfig, padded: RNNConfig, layer: int) -> list[tuple[slice, slice]]:
         """(real, padded) column ranges of w_ih: x's I columns, or each direction's H columns."""
@@ -151,6 +152,7 @@ class SLSTMFamily(Family):
             if config.bias:
                 out["b"][target] = unit["b"][rows]
         out[EXPF_ON] = np.float64(config.option("exp_forget"))
+        out[MCONST_ON] = np.float64(config.option("m_constant"))
         return out
 
     def unpad_unit(self, config: RNNConfig, padded: RNNConfig, layer: int,
