@@ -98,7 +98,10 @@ def test_kernel_matches_the_loop_reference(case_id):
 
 
 def test_one_bucketed_jax_program_serves_other_sizes_heads_and_switches_exactly():
-    from gradcheck_rnn.references.jax_family import program_count, run_jax_family_reference
+    from gradcheck_rnn.references.jax_family import (
+        program_count,
+        run_jax_family_reference,
+    )
 
     ids = ["slstm-L2-bi-I3-H4-NH2-T6-B2-len6.0-f64-s3", "slstm-L2-bi-I1-H3-expf-nobias-T3-B3-len3.1.2-f64-s4"]
     before = program_count()

@@ -17,7 +17,7 @@ from .rnn_tanh import RNN_TANH
 from .s6 import S6
 from .slstm import SLSTM
 
-__all__ = ["CUDNN_MODES", "Convention", "DIRECTIONS", "Family", "Option", "family", "modes", "param_key", "param_shapes",
+__all__ = ["CUDNN_MODES", "DIRECTIONS", "Convention", "Family", "Option", "family", "modes", "param_key", "param_shapes",
            "register"]
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))

@@ -36,7 +36,8 @@ Case id: ``slstm-L2-bi-I3-H4[-NH2][-expf][-mconst][-nobias]-T7-B3-…``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
