@@ -148,3 +148,46 @@ def test_the_stabilizer_mutant_needs_a_head_gradient_on_cy():
     assert [r.status for r in gr.check("mutant:slstm-stabilizer-grad-to-forget", CASE_ID + "-gy",
                                        checks=["reference"])] == ["pass"]
     assert family("slstm").c_size(Case.from_id(CASE_ID).config) == 12
+
+
+def test_the_hypothesis_strategy_draws_valid_slstm_cases_and_leaves_the_convention_to_the_judge():
+    from hypothesis import given, settings
+
+    from gradcheck_rnn.strategies import cases
+
+    seen = set()
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(cases(modes=("slstm",), no_bias=True, zero_lengths=True))
+    def draw(case):
+        assert case.config.hidden_size % case.config.option("heads") == 0 and not case.config.option("m_constant")
+        assert Case.from_id(case.id).id == case.id
+        seen.add((case.config.option("heads") > 1, case.config.option("exp_forget"), case.config.bidirectional))
+
+    draw()
+    assert {s[0] for s in seen} == {s[1] for s in seen} == {s[2] for s in seen} == {True, False}
+
+
+@pytest.mark.slow
+def test_loop_and_jax_agree_on_200_slstm_cases_under_both_conventions():
+    from gradcheck_rnn.context import CaseContext
+
+    profile = dataclasses.replace(load_profile("families"), modes={"slstm": 1.0}, wants={"all": 1.0})
+    for i, case in enumerate(draw_cases(profile, 2026, 200)):
+        if i % 4 == 0:  # a quarter of them with the stabiliser held constant
+            case = judged_case(case, as_target(HeldStabilizer()))
+        assert CaseContext(case).disagreement is None, case.id
+
+
+@pytest.mark.slow
+def test_a_families_sweep_passes_fused_cpu_and_catches_every_slstm_mutant():
+    mutants = ["slstm-stabilizer-grad-to-forget", "slstm-lower-layer-recurrent-grad", "slstm-padded-step-updates-n"]
+    run = gr.sweep(["fused-cpu", HeldStabilizer(), *(f"mutant:{m}" for m in mutants)], cases=40, config="families",
+                   modes=["slstm"])
+    by_target = {}
+    for row in run.results:
+        by_target.setdefault(row.target, set()).add(row.status)
+    assert by_target["fused-cpu"] <= {"pass", "skip"}
+    assert by_target[next(t for t in by_target if t.endswith("HeldStabilizer"))] <= {"pass", "skip"}
+    for name in mutants:
+        assert "fail" in by_target[f"mutant:{name}"], name
