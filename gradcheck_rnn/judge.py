@@ -294,6 +294,8 @@ def judged_case(case: Case, target: Target) -> Case | str:
     it; a target that declares none is judged on the default. A value the family does not know is
     returned as the sentence that says so."""
     family = case.config.family
+    if not family.conventions:
+        return case
     options = dict(case.config.options)
     for convention in family.conventions:
         default = next(iter(convention.values))
