@@ -182,7 +182,7 @@ def test_loop_and_jax_agree_on_200_slstm_cases_under_both_conventions():
 @pytest.mark.slow
 def test_a_families_sweep_passes_fused_cpu_and_catches_every_slstm_mutant():
     mutants = ["slstm-stabilizer-grad-to-forget", "slstm-lower-layer-recurrent-grad", "slstm-padded-step-updates-n"]
-    run = gr.sweep(["fused-cpu", HeldStabilizer(), *(f"mutant:{m}" for m in mutants)], cases=40, config="families",
+    run = gr.sweep(["fused-cpu", HeldStabilizer, *(f"mutant:{m}" for m in mutants)], cases=40, config="families",
                    modes=["slstm"])
     by_target = {}
     for row in run.results:
