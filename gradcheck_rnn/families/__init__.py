@@ -57,6 +57,12 @@ def modes() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*_REGISTRY, *_installed()]))
 
 
+def convention_attributes() -> tuple[str, ...]:
+    """The target attributes that declare a gradient convention of a registered family
+    (``stabilizer_gradient``): what a wrapper around a target passes on for the judge."""
+    return tuple(dict.fromkeys(c.attribute for f in _REGISTRY.values() for c in f.conventions))
+
+
 def family(token: str) -> Family:
     """The family of a mode token, loading an installed entry point of that name the first time;
     KeyError if there is none (RNNConfig turns that into a UsageError)."""

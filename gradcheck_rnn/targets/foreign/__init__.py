@@ -31,6 +31,7 @@ import numpy as np
 
 from ...case import Case, Outputs, RNNConfig
 from ...errors import TargetReported, UsageError
+from ...families import convention_attributes
 from . import client as protocol
 
 CLIENT = Path(__file__).with_name("client.py")
@@ -126,8 +127,8 @@ class ForeignTarget:
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen([str(self.python), "-u", str(CLIENT)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._stderr, env=env)
-        header, _ = self._request({"type": "load", "protocol": protocol.PROTOCOL, "target": self.target},
-                                  during="loading the target")
+        header, _ = self._request({"type": "load", "protocol": protocol.PROTOCOL, "target": self.target,
+                                   "conventions": list(convention_attributes())}, during="loading the target")
         if header["type"] == "error":
             self._load_error = (f"{self.name} could not load its target in {self.python}: {header['error']}"
                                 + (f" (at {header['where']})" if header.get("where") else ""))
@@ -137,6 +138,8 @@ class ForeignTarget:
             self._fail(f"answered {header['type']!r} for protocol {header.get('protocol')!r} to a "
                        f"protocol {protocol.PROTOCOL} load request")
         self._loaded = header
+        for attribute, value in header.get("conventions", {}).items():  # what the judge reads, as in InProcess
+            setattr(self, attribute, value)
 
     def _ensure(self) -> None:
         if self._load_error is not None:  # the same import error every case: do not restart for it
@@ -303,7 +306,8 @@ class InProcess:
 
     ``supports`` and ``supports_case`` are optional in the target protocol, so they are passed on
     only where the target has them, as the client reports them for ``NAME@PYTHON``: the wrapper
-    must not claim a method that the target lacks (keras has no ``supports_case``).
+    must not claim a method that the target lacks (keras has no ``supports_case``). So are the
+    gradient conventions it declares (flashrnn-fwbw's ``stabilizer_gradient``), which the judge reads.
     """
 
     def __init__(self, impl: Any) -> None:
@@ -312,6 +316,9 @@ class InProcess:
         for method in ("supports", "supports_case"):
             if callable(getattr(impl, method, None)):
                 setattr(self, method, getattr(impl, method))
+        for attribute in convention_attributes():
+            if hasattr(impl, attribute):
+                setattr(self, attribute, getattr(impl, attribute))
 
     def run(self, case: Case) -> Outputs:
         out = protocol.outputs_arrays(self.impl.run(case))

@@ -242,6 +242,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
     send({"type": "loaded", "protocol": PROTOCOL, "name": getattr(target, "name", None),
           "supports": callable(getattr(target, "supports", None)),
           "supports_case": callable(getattr(target, "supports_case", None)),
+          "conventions": {name: getattr(target, name) for name in header.get("conventions", ()) if hasattr(target, name)},
           "python": sys.version.split()[0], "numpy": np.__version__})
     while True:
         request = read_frame(inp)
