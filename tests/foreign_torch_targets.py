@@ -17,6 +17,19 @@ def _flashrnn_slips(backend):
     return InProcess(module.FlashRNNTarget(backend))
 
 
+def _flashrnn_slstm_swapped_bias(backend):
+    """The sLSTM's bias handed to FlashRNN with its i and f gate rows exchanged; the lstm map is untouched."""
+    module = _load("flashrnn_target")
+    correct = module.to_flashrnn
+
+    def slipped(params, config, layer, direction, x):
+        Wx, R, b = correct(params, config, layer, direction, x)
+        return Wx, R, b[[1, 0, 2, 3]] if config.mode == "slstm" else b
+
+    module.to_flashrnn = slipped
+    return InProcess(module.FlashRNNTarget(backend))
+
+
 def _mambapy_slip(slip):
     """mambapy's map with in_proj's halves exchanged (z taken for u), or dt_proj's bias (delta_bias) dropped."""
     module = _load("mambapy_target")
@@ -37,5 +50,7 @@ def _mambapy_slip(slip):
 
 flashrnn_vanilla_slips = _flashrnn_slips("vanilla")
 flashrnn_fwbw_slips = _flashrnn_slips("fwbw")
+flashrnn_vanilla_slstm_swapped_bias = _flashrnn_slstm_swapped_bias("vanilla")
+flashrnn_fwbw_slstm_swapped_bias = _flashrnn_slstm_swapped_bias("fwbw")
 mambapy_swapped_in_proj = _mambapy_slip("swapped_in_proj")
 mambapy_no_delta_bias = _mambapy_slip("no_delta_bias")

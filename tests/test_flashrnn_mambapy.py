@@ -52,6 +52,35 @@ def test_each_target_passes_the_modes_it_takes(name, case_id):
 
 
 S6 = "s6-L1-uni-I2-H3-N2-R1-T4-B3-len4.1.2-f32-s3"
+# Two heads, initial states, lengths 4 and 2; one JAX reference program (bucket) for all its variants.
+SLSTM = "slstm-L1-uni-I2-H4-NH2-T4-B2-len4.2-f32-s3"
+SLSTM_NOBIAS = "slstm-L1-uni-I2-H4-NH2-nobias-T4-B2-len4.2-f32-s3"
+
+
+@pytest.mark.parametrize(("name", "case_id", "judged_as"), [
+    ("flashrnn-vanilla", SLSTM, SLSTM),
+    ("flashrnn-fwbw", f"{SLSTM}-z", SLSTM.replace("-T4", "-mconst-T4") + "-z"),
+    pytest.param("flashrnn-vanilla", "slstm-L2-bi-I3-H4-NH2-T5-B3-len5.0.3-f64-s8", None, marks=pytest.mark.slow),
+    pytest.param("flashrnn-fwbw", f"{SLSTM}-wparams", None, marks=pytest.mark.slow),
+    pytest.param("flashrnn-fwbw", "slstm-L2-bi-I3-H6-NH3-T5-B3-len5.0.3-f32-s8-gstates-z", None, marks=pytest.mark.slow),
+])
+def test_flashrnn_slstm_passes_under_the_convention_its_backend_declares(name, case_id, judged_as):
+    """vanilla (autograd) is judged on the true derivative; vanilla_fwbw, whose backward holds m
+    constant, declares it and is judged on the -mconst case, through the in-process wrapper."""
+    target = resolve_target(name)
+    assert target.impl.stabilizer_gradient == ("constant" if name == "flashrnn-fwbw" else "true")
+    result = judge_one(Case.from_id(case_id), target)
+    assert result.status == "pass", (name, case_id, result.message)
+    assert judged_as is None or result.case_id == judged_as
+
+
+def test_flashrnn_fwbw_drops_the_initial_stabilizer_gradient():
+    """FlashRNN 1.0.8's vanilla_fwbw returns dm0 = 0 (docs/flashrnn-1.0.8/slstm_initial_m.py): with
+    initial states, c0's m third fails and nothing else does; the vanilla backend passes the case."""
+    result = judge_one(Case.from_id(SLSTM), resolve_target("flashrnn-fwbw"))
+    assert result.status == "fail" and failing(result) == {"c0"}, result.message
+    [c0] = [t for t in result.tensors if t.name == "c0"]
+    assert c0.location["unit"] >= 2 * 4 and c0.a == 0, c0.location  # [c | n | m]: the m third, H = 4
 
 
 @pytest.mark.parametrize(("slips", "caught", "untouched"), [
@@ -60,6 +89,8 @@ S6 = "s6-L1-uni-I2-H3-N2-R1-T4-B3-len4.1.2-f32-s3"
      "rnn_tanh-L1-uni-I2-H3-T4-B2-len4.2-f32-s3"),
     ("flashrnn_fwbw_slips", {"lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s3": {"y", "hy", "cy", "l0.fwd.b_ih"}},
      "lstm-L1-uni-I2-H3-nobias-T4-B2-len4.2-f32-s3"),
+    ("flashrnn_vanilla_slstm_swapped_bias", {SLSTM: {"y", "hy", "cy", "l0.fwd.b"}}, SLSTM_NOBIAS),
+    ("flashrnn_fwbw_slstm_swapped_bias", {f"{SLSTM}-z": {"y", "hy", "cy", "l0.fwd.b"}}, f"{SLSTM_NOBIAS}-z"),
     ("mambapy_swapped_in_proj", {S6: {"y", "hy", "x", "l0.fwd.w_in"}}, None),
     ("mambapy_no_delta_bias", {S6: {"y", "hy", "l0.fwd.b_dt"}}, "s6-L1-uni-I2-H3-N2-R1-nobias-T4-B3-len4.1.2-f32-s3"),
 ])
@@ -113,6 +144,10 @@ def test_declines_say_why():
     assert '"Function gru not implemented for vanilla_fwbw backend."' in fwbw.supports_case(gru)
     assert "float32, float16 and bfloat16 kernels only" in fwbw.supports_case(Case.from_id("lstm-L1-uni-I2-H4-T4-B1-len4-f64-s3"))
     assert "triton_fused backend has no gru kernel" in triton.supports_case(gru)
+    for target in (vanilla, fwbw, triton):
+        assert "logsigmoid(fbar)" in target.supports_case(Case.from_id("slstm-L1-uni-I2-H4-expf-T4-B1-len4-f32-s3"))
+    assert "slstm_pt_registry raises KeyError: 'float64'" in fwbw.supports_case(
+        Case.from_id("slstm-L1-uni-I2-H4-T4-B1-len4-f64-s3"))
     if not torch.cuda.is_available():
         lstm = Case.from_id("lstm-L1-uni-I2-H4-T4-B1-len4-f32-s3")
         assert "Block pointers have been removed" in triton.supports_case(lstm)
@@ -128,10 +163,12 @@ def test_the_standalone_scripts_show_each_library_behaviour(monkeypatch, capsys)
     """docs/flashrnn-1.0.8/refusals.py and docs/mambapy-1.2.0/float64_ssm.py, run here (both libraries
     are in this venv); the interpreter refusal needs TRITON_INTERPRET=1 before FlashRNN's kernels load."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    for script in (DOCS / "flashrnn-1.0.8" / "refusals.py", DOCS / "mambapy-1.2.0" / "float64_ssm.py"):
+    for script in (DOCS / "flashrnn-1.0.8" / "refusals.py", DOCS / "flashrnn-1.0.8" / "slstm_initial_m.py",
+                   DOCS / "mambapy-1.2.0" / "float64_ssm.py"):
         runpy.run_path(str(script), run_name="__main__")
     verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("CONFIRMED", "NOT REPRODUCED"))]
     assert verdicts == ["CONFIRMED FlashRNN 1.0.8 refuses what the flashrnn targets decline",
+                        "CONFIRMED FlashRNN 1.0.8's vanilla_fwbw sLSTM drops the initial stabiliser's gradient (dm0 = 0)",
                         "CONFIRMED mambapy computes A and D in float32 in a float64 block"]
 
 
@@ -147,9 +184,11 @@ def test_the_protocol_carries_a_familys_options():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "case_id"), [("mambapy", MAMBAPY_SLOW_CASES[0]), ("flashrnn-vanilla", FLASHRNN_CASES[1])])
+@pytest.mark.parametrize(("name", "case_id"), [("mambapy", MAMBAPY_SLOW_CASES[0]), ("flashrnn-vanilla", FLASHRNN_CASES[1]),
+                                            ("flashrnn-fwbw", f"{SLSTM}-z")])
 def test_each_target_passes_in_another_interpreter(name, case_id):
-    """NAME@PYTHON, with this venv's python as the other interpreter (the client imports torch there)."""
+    """NAME@PYTHON, with this venv's python as the other interpreter (the client imports torch there);
+    the convention flashrnn-fwbw declares comes back from the client, so its rows are the -mconst case's."""
     import sys
 
     target = resolve_target(f"{name}@{sys.executable}")
@@ -158,3 +197,4 @@ def test_each_target_passes_in_another_interpreter(name, case_id):
     finally:
         target.impl.close()
     assert result.status == "pass", result.message
+    assert ("-mconst" in result.case_id) == (name == "flashrnn-fwbw")
