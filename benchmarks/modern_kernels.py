@@ -1,18 +1,24 @@
-"""Forward + backward time of the project's s6 kernel (fused-cpu) against mambapy's pscan, side by side.
+"""Forward + backward time of the project's fused-cpu kernels against real implementations, side by side:
+s6 against mambapy's pscan, slstm against FlashRNN's vanilla backend (and its vanilla_fwbw).
 
-    .venv/bin/python benchmarks/modern_kernels.py            # full table
-    .venv/bin/python benchmarks/modern_kernels.py --quick    # fewer rows and repeats
+    .venv/bin/python benchmarks/modern_kernels.py                 # both tables
+    .venv/bin/python benchmarks/modern_kernels.py --quick         # fewer rows and repeats
+    .venv/bin/python benchmarks/modern_kernels.py --family slstm  # one table
 
-Issue 26 asks how the fused-cpu ``s6`` kernel (gradcheck_rnn/kernels/s6_cpu.py: a chunked scan
-with a hand-written backward) compares with a real Mamba implementation on CPU: mambapy 1.2.0's
-``selective_scan`` over ``pscan`` (a Blelloch scan with a hand-written backward), run through the
-``mambapy`` target (gradcheck_rnn/targets/foreign/mambapy_target.py). Both sides run the same case
-(float32, every sequence of full length, so mambapy makes one call, every gradient requested) and
-return every output and gradient; each timing is one ``run(case)``, forward and backward, the
-numpy-to-torch copies included on both sides. Runs alternate after a warm-up, so background load
-hits both alike; each column is the median of the repeats, and the ratio is fused / mambapy (below
-1.0: the fused kernel is faster). FlashRNN's vanilla backend against the slstm family comes when
-that family lands.
+Issue 26 asks how the fused-cpu kernels compare with real implementations on CPU:
+- ``s6`` (gradcheck_rnn/kernels/s6_cpu.py: a chunked scan with a hand-written backward) against
+  mambapy 1.2.0's ``selective_scan`` over ``pscan`` (a Blelloch scan with a hand-written backward),
+  through the ``mambapy`` target;
+- ``slstm`` (gradcheck_rnn/kernels/slstm_cpu.py: a batched BPTT written by hand) against FlashRNN
+  1.0.8's ``vanilla`` backend (its cell in PyTorch, autograd's backward), through the
+  ``flashrnn-vanilla`` target, with ``vanilla_fwbw`` (FlashRNN's hand-written backward in PyTorch)
+  beside it.
+Every side runs the same case (float32, every sequence of full length, so the libraries make one
+call per layer, every gradient requested) and returns every output and gradient; each timing is
+one ``run(case)``, forward and backward, the numpy-to-torch copies included on every side. Runs
+alternate after a warm-up, so background load hits all alike; each column is the median of the
+repeats, and the ratio is fused-cpu / the first library column (below 1.0: the fused kernel is
+faster).
 """
 
 from __future__ import annotations
@@ -29,13 +35,20 @@ from gradcheck_rnn import Case  # noqa: E402
 from gradcheck_rnn.runtime import limit_torch_threads  # noqa: E402
 from gradcheck_rnn.targets import resolve_target  # noqa: E402
 
-# (layers, I, H, N, R, T, B)
-SIZES = [(1, 16, 16, 4, 1, 64, 4), (1, 64, 64, 16, 4, 256, 8), (2, 64, 64, 16, 4, 256, 8), (1, 64, 64, 16, 4, 1024, 4)]
-QUICK = SIZES[:2]
+# Per family: the library targets, and case ids at a few sizes (float32, full lengths, seed 1).
+FAMILIES = {
+    "s6": (("mambapy",), [f"s6-L{L}-uni-I{I}-H{H}-N{N}-R{R}-T{T}-B{B}" for L, I, H, N, R, T, B in
+                          ((1, 16, 16, 4, 1, 64, 4), (1, 64, 64, 16, 4, 256, 8), (2, 64, 64, 16, 4, 256, 8),
+                           (1, 64, 64, 16, 4, 1024, 4))]),
+    "slstm": (("flashrnn-vanilla", "flashrnn-fwbw"),
+              [f"slstm-L{L}-uni-I{I}-H{H}{f'-NH{NH}' if NH > 1 else ''}-T{T}-B{B}" for L, I, H, NH, T, B in
+               ((1, 16, 16, 1, 64, 4), (1, 64, 64, 4, 128, 8), (2, 64, 64, 4, 128, 8), (1, 64, 64, 4, 512, 4))]),
+}
 
 
-def case_id(layers: int, I: int, H: int, N: int, R: int, T: int, B: int) -> str:
-    return f"s6-L{layers}-uni-I{I}-H{H}-N{N}-R{R}-T{T}-B{B}-len{'.'.join([str(T)] * B)}-f32-s1"
+def case_id(shape: str) -> str:
+    T, B = (int(part[1:]) for part in shape.split("-")[-2:])
+    return f"{shape}-len{'.'.join([str(T)] * B)}-f32-s1"
 
 
 def seconds(target, case: Case) -> float:
@@ -44,25 +57,34 @@ def seconds(target, case: Case) -> float:
     return time.perf_counter() - start
 
 
+def table(family: str, repeats: int, quick: bool) -> None:
+    """One row per size: the median ms of fused-cpu and of each library target, and the ratio."""
+    names, shapes = FAMILIES[family]
+    targets = [resolve_target(name) for name in ("fused-cpu", *names)]
+    print(f"{'case':<56} " + " ".join(f"{t.name + ' ms':>{max(12, len(t.name) + 3)}}" for t in targets) + f" {'ratio':>6}")
+    for shape in shapes[:2] if quick else shapes:
+        case = Case.from_id(case_id(shape))
+        for target in targets:  # warm-up
+            target.run(case)
+        times: list[list[float]] = [[] for _ in targets]
+        for _ in range(repeats):
+            for target, row in zip(targets, times):
+                row.append(seconds(target, case))
+        ms = [statistics.median(row) * 1e3 for row in times]
+        label = case.id if len(case.id) <= 56 else case.id[:40] + "…" + case.id[-15:]
+        print(f"{label:<56} " + " ".join(f"{m:>{max(12, len(t.name) + 3)}.1f}" for t, m in zip(targets, ms))
+              + f" {ms[0] / ms[1]:>6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two sizes, 3 repeats")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     args = parser.parse_args()
     limit_torch_threads()
-    fused, mamba = resolve_target("fused-cpu"), resolve_target("mambapy")
-    repeats = 3 if args.quick else args.repeats
-    print(f"{'case':<56} {'fused-cpu ms':>12} {'mambapy ms':>11} {'ratio':>6}")
-    for size in QUICK if args.quick else SIZES:
-        case = Case.from_id(case_id(*size))
-        fused.run(case), mamba.run(case)  # warm-up
-        times: dict[str, list[float]] = {"fused": [], "mamba": []}
-        for _ in range(repeats):
-            times["fused"].append(seconds(fused, case))
-            times["mamba"].append(seconds(mamba, case))
-        f, m = (statistics.median(times[k]) * 1e3 for k in ("fused", "mamba"))
-        label = case.id if len(case.id) <= 56 else case.id[:40] + "…" + case.id[-15:]
-        print(f"{label:<56} {f:>12.1f} {m:>11.1f} {f / m:>6.2f}")
+    for family in FAMILIES if args.family == "all" else [args.family]:
+        table(family, 3 if args.quick else args.repeats, args.quick)
 
 
 if __name__ == "__main__":
