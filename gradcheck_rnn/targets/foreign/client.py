@@ -15,7 +15,8 @@ archive (``np.savez``), read with ``allow_pickle=False``: arrays and plain value
 Requests (host -> client) and their answers:
 
 - ``load`` {protocol, target: {kind: "file", path, factory, kwargs} | {kind: "import", spec} |
-  {kind: "builtin", name}} -> ``loaded`` {protocol, name, supports, supports_case, python, numpy}
+  {kind: "builtin", name}, conventions: [attribute]} -> ``loaded`` {protocol, name, supports,
+  supports_case, conventions: {attribute: value} (those the target has), python, numpy}
 - ``supports`` {config} -> ``answer`` {value: true | "reason"}
 - ``supports_case`` {case} + case arrays -> ``answer`` {value}
 - ``run`` {case} + case arrays -> ``outputs`` {} + arrays ``y``, ``hy``, ``cy``, ``grad:<name>``
