@@ -29,8 +29,8 @@ state's delta m) hold m constant, so those targets declare ``stabilizer_gradient
 
 Declined, each with the library's own words: rnn_relu (FlashRNN's functions are slstm, lstm, gru,
 elman, and elman is tanh), projections, the sLSTM's exponential forget gate (``-expf``: every
-backend computes ``logsigmoid(fraw)``, its registry entry has no constants), GRU and Elman on ``vanilla_fwbw`` and ``triton_fused``
-(lstm and slstm only), float64 where the backend has no float64 kernel (vanilla_fwbw's registry,
+backend computes ``logsigmoid(fraw)``, its registry entry has no constants), GRU and Elman on
+``vanilla_fwbw`` and ``triton_fused`` (lstm and slstm only), float64 where the backend has no float64 kernel (vanilla_fwbw's registry,
 triton's and CUDA's dtype tables), head sizes Triton's kernels refuse, and the GPU backends where
 they cannot run.
 """
