@@ -7,11 +7,13 @@ once per run by the engine, stored in results.json, and every writer reads the s
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .compare import TensorError, from_json_number, json_safe
+from .case import id_facts
+from .compare import TensorError, expand_tensor, from_json_number, json_safe
 from .statuses import BAD_STATUSES, PASSED, is_bad
 
 
@@ -67,24 +69,43 @@ class CaseResult:
         options = f" {self.repro_options}" if self.repro_options else ""
         return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
 
-    def to_json(self, ratio_maps: bool = True) -> dict[str, Any]:
-        """Strict-JSON form (a results.json row); ``ratio_maps=False`` leaves the tensors' maps out."""
+    def to_json(self) -> dict[str, Any]:
+        """Strict-JSON form, whole (a results.json row that did not pass; see :func:`document_row`)."""
         worst = self.worst
         return {
             "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
             "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": json_safe(round(self.seconds, 6)),
             "compared": self.compared, "worst_ratio": None if worst is None else json_safe(worst.ratio),
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
-            "tensors": [t.to_json(ratio_maps) for t in self.tensors], "case_index": self.case_index,
+            "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
             "repro_options": self.repro_options, "importable": self.importable,
         }
+
+    def compact_json(self) -> dict[str, Any]:
+        """The short form of a row that passed, drifted or was skipped, in results.json
+        (docs/contracts.md, "Row size"): what the tallies, the summary tables, junit.xml, merge
+        and a later ``--baseline`` read, each tensor in :meth:`TensorError.compact_json` form. Left
+        out: what only a failure's reader needs (the repro line, the traceback, the repro options,
+        the worst tensor, which :func:`row_worst` finds among the tensors), the mode, dtype and
+        wants group where the case id says them (:func:`row_field`), ``seconds`` when 0, a
+        message or ``importable`` saying nothing."""
+        said = id_facts(self.case_id)
+        row = {"case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status,
+               "case_index": self.case_index}
+        optional = {"mode": (self.mode, said.get("mode")), "dtype": (self.dtype, said.get("dtype")),
+                    "wants": (self.wants, said.get("wants")), "seconds": (round(self.seconds, 3), 0),
+                    "message": (self.message, ""), "importable": (self.importable, True)}
+        row.update({key: value for key, (value, default) in optional.items() if value != default})
+        row = json_safe(row)
+        row["tensors"] = [t.compact_json() for t in self.tensors]
+        return row
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> "CaseResult":
         """Inverse of :meth:`to_json` (a results.json row back to a result, e.g. to merge shards)."""
         check = row.get("check", "reference")
-        return cls(row["case_id"], row["target"], row["status"], row.get("mode", ""), row.get("dtype", ""),
-                   row.get("wants", ""), message=row.get("message", ""),
+        return cls(row["case_id"], row["target"], row["status"], row_field(row, "mode"), row_field(row, "dtype"),
+                   row_field(row, "wants"), message=row.get("message", ""),
                    seconds=from_json_number(row.get("seconds", 0.0)),
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
@@ -105,10 +126,31 @@ def slim(row: CaseResult) -> CaseResult:
 
 
 def document_row(result: CaseResult) -> dict[str, Any]:
-    """A row as results.json stores it, in strict-JSON form. Ratio maps are kept only for rows
-    that did not pass: they exist to draw failures, and dropping them elsewhere keeps a large
-    green run's results.json small."""
-    return result.to_json(ratio_maps=is_bad(result.status))
+    """A row as results.json stores it, in strict-JSON form: whole (ratio maps, per-step errors,
+    a and b, the repro line) for a row that did not pass, which the reports detail and draw; the
+    short :meth:`CaseResult.compact_json` form for every other row, so that a large green run's
+    results.json stays small (docs/contracts.md, "Row size")."""
+    whole = is_bad(result.status) or any(not t.passed for t in result.tensors)
+    return result.to_json() if whole else result.compact_json()
+
+
+def row_field(row: dict[str, Any], key: str) -> str:
+    """A stored row's ``mode``, ``dtype`` or ``wants``: as stored, or as its case id says where a
+    compact row left it out."""
+    value = row.get(key)
+    return value if value is not None else id_facts(row["case_id"]).get(key, "")
+
+
+def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
+    """The worst tensor of a stored row and its ratio (None and NaN when it compared none): as
+    stored in a whole row, found among the tensors of a compact one as :attr:`CaseResult.worst`
+    finds it."""
+    if "worst_tensor" in row:
+        return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
+    tensors = [expand_tensor(t) for t in row.get("tensors", [])]
+    worst = max(tensors, key=lambda t: (from_json_number(t["ratio"]) != from_json_number(t["ratio"]),
+                                        from_json_number(t["ratio"])), default=None)
+    return (None, math.nan) if worst is None else (worst["name"], from_json_number(worst["ratio"]))
 
 
 def repro_options(config: str | None, rtol: float | None, atol: float | None) -> str:

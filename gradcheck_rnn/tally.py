@@ -12,7 +12,8 @@ import math
 from collections import Counter
 from typing import Any, Iterable
 
-from .numbers import from_json_number
+from .compare import expand_tensor
+from .result import document_row, row_field, row_worst
 from .statuses import JUDGED, SEVERITY, STATUSES
 
 GROUP_KEYS = ("mode", "wants")
@@ -48,8 +49,6 @@ class Tally:
     @classmethod
     def of_results(cls, results: Iterable[Any]) -> "Tally":
         """The tally of CaseResult objects, through their stored form (as the row log makes it)."""
-        from .result import document_row
-
         return cls.of(document_row(result) for result in results)
 
     def add(self, row: dict[str, Any]) -> None:
@@ -60,7 +59,7 @@ class Tally:
         if status == "skip":
             self.skips.setdefault(target, Counter())[row.get("message") or "no reason given"] += 1
         self.checks.setdefault(target, {}).setdefault(row.get("check", "reference"), Counter())[status] += 1
-        compared = [t for t in row.get("tensors", []) if t["status"] != "missing"]
+        compared = [t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "missing"]
         mistrusted = sum(bool(t.get("mistrusted")) for t in compared)
         self.compared += len(compared)
         self.tensors += mistrusted
@@ -68,11 +67,11 @@ class Tally:
         # the row's worst ratio counts when it judged the target; a fail without one (a shape,
         # a missing tensor, NaN) is as bad as it gets: inf. Disagreements measure the references.
         ratio = None
-        if status in JUDGED and row.get("worst_tensor") is not None:
-            value = from_json_number(row.get("worst_ratio"))
+        worst, value = row_worst(row)
+        if status in JUDGED and worst is not None:
             ratio = value if value == value else (math.inf if status == "fail" else None)
         for key in GROUP_KEYS:
-            group = self.groups[key].setdefault((row["target"], row.get(key, "")), {"cases": {}, "ratio": None})
+            group = self.groups[key].setdefault((row["target"], row_field(row, key)), {"cases": {}, "ratio": None})
             group["cases"].setdefault(row["case_id"], set()).add(status)
             if ratio is not None:
                 group["ratio"] = ratio if group["ratio"] is None else max(group["ratio"], ratio)
