@@ -177,7 +177,7 @@ def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: lis
     of here with the run judged so far as the exception's ``run``."""
     from .run import judge_run
 
-    with progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
+    with progress(spec.rows) as advance:
         def arrived(row: CaseResult) -> None:
             advance(row)
             if log is not None:
@@ -231,13 +231,20 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     """``merge``: join the shards, print the tables, write the merged run's reports; the exit code."""
     from .run.merge import merge_shards
 
-    spec, results, folders = merge_shards(run_dirs)
+    spec, results, folders, drift = merge_shards(run_dirs)
     ensure_writable(report_dir)
-    for result in results:
-        result.repro_options = spec.repro_options
-    run = Run(results, *verdict(results, spec.named_targets), spec)
-    print_run(results, Tally.of_results(results))
-    return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, fmt=fmt)
+    fail_on_drift = drift is not None and drift["fail_on_drift"]  # as the shards were judged
+    run = Run(results, *verdict(results, spec.named_targets, fail_on_drift), spec)
+    with row_log(report_dir, "merge", spec.seed) as log:
+        for result in results:
+            result.repro_options = spec.repro_options
+            log.add(result)
+        print_run(results, log.tally)  # the one tally: the console's and the reports'
+        extra = None if drift is None else {"drift": drift}
+        if drift is not None:
+            print_drift(drift)
+        return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]},
+                                extra, fmt=fmt, log=log)
 
 
 def present_mutants(mutant_names: list[str], correct_names: list[str]) -> Callable[[Run], tuple[Run, dict[str, Any]]]:

@@ -82,7 +82,7 @@ class CaseResult:
         }
 
     def compact_json(self) -> dict[str, Any]:
-        """The short form of a row that passed, drifted or was skipped, in results.json
+        """The short form of a row that passed or was skipped, in results.json
         (docs/contracts.md, "Row size"): what the tallies, the summary tables, junit.xml, merge
         and a later ``--baseline`` read, each tensor in :meth:`TensorError.compact_json` form. Left
         out: what only a failure's reader needs (the repro line, the traceback, the repro options,
@@ -125,13 +125,18 @@ def slim(row: CaseResult) -> CaseResult:
     return row
 
 
+# Rows stored short (docs/contracts.md, "Row size"); a drifted row stays whole, as a failure does:
+# there are few, and with --fail-on-drift they are the run's failures.
+SHORT_STATUSES = ("pass", "skip")
+
+
 def document_row(result: CaseResult) -> dict[str, Any]:
-    """A row as results.json stores it, in strict-JSON form: whole (ratio maps, per-step errors,
-    a and b, the repro line) for a row that did not pass, which the reports detail and draw; the
-    short :meth:`CaseResult.compact_json` form for every other row, so that a large green run's
-    results.json stays small (docs/contracts.md, "Row size")."""
-    whole = is_bad(result.status) or any(not t.passed for t in result.tensors)
-    return result.to_json() if whole else result.compact_json()
+    """A row as results.json stores it, in strict-JSON form: the short
+    :meth:`CaseResult.compact_json` form for a row that passed or was skipped, so that a large
+    green run's results.json stays small (docs/contracts.md, "Row size"); whole (ratio maps,
+    per-step errors, a and b, the repro line) for every other row, which the reports detail."""
+    short = result.status in SHORT_STATUSES and all(t.passed for t in result.tensors)
+    return result.compact_json() if short else result.to_json()
 
 
 def row_field(row: dict[str, Any], key: str) -> str:

@@ -236,6 +236,8 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
 
     def finish_row(row: CaseResult) -> None:
         """The repro options every row carries, set as it arrives (so streamed rows have them)."""
+        if not spec.judges(row):  # a row of the product that --last-failed did not ask for
+            return
         row.repro_options = spec.repro_options
         if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
             row.repro_options = f"{row.repro_options} --case-timeout {execution.case_timeout:g}".strip()
@@ -250,6 +252,6 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
         exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices))
         raise
+    results = [row for row in results if spec.judges(row)]
     code, reason = verdict(results, spec.named_targets, baseline is not None and baseline.fail_on_drift)
-    expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
-    return Run(results, code, reason, spec, complete=len(results) >= expected)
+    return Run(results, code, reason, spec, complete=len(results) >= spec.rows)
