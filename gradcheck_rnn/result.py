@@ -166,9 +166,13 @@ def repro_options(config: str | None, rtol: float | None, atol: float | None) ->
                     if value is not None and not isinstance(value, dict))
 
 
-def top_skip_reasons(results: Iterable[CaseResult], target: str | None = None, count: int = 2) -> str:
-    """The most frequent skip reasons (of one target), e.g. ``'needs CUDA' ×40``."""
-    reasons = Counter(r.message for r in results if r.status == "skip" and target in (None, r.target))
+def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, count: int = 2) -> str:
+    """The most frequent skip reasons (of one target, or of all) in a tally's ``skips`` (target ->
+    reason -> rows), e.g. ``'needs CUDA' ×40``."""
+    reasons: Counter[str] = Counter()
+    for name, counter in skips.items():
+        if target in (None, name):
+            reasons.update(counter)
     return "; ".join(f"{reason!r} ×{n}" for reason, n in reasons.most_common(count))
 
 
@@ -179,29 +183,54 @@ def plural(count: int, noun: str) -> str:
 
 def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = (),
             fail_on_drift: bool = False) -> tuple[int, str]:
-    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit codes").
+    """:func:`tally_verdict` of rows held in memory (the pytest fixture, tests)."""
+    return tally_verdict(_Counts(results), named_targets, fail_on_drift)
+
+
+class _Counts:
+    """What :func:`tally_verdict` reads of a :class:`~gradcheck_rnn.tally.Tally`, counted from rows
+    in memory (the tally counts stored rows, and imports this module)."""
+
+    def __init__(self, results: Iterable[CaseResult]) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.checks: dict[str, dict[str, Counter[str]]] = {}
+        self.skips: dict[str, Counter[str]] = {}
+        for row in results:
+            self.statuses[row.status] += 1
+            self.checks.setdefault(row.target, {}).setdefault(row.check, Counter())[row.status] += 1
+            if row.status == "skip":
+                self.skips.setdefault(row.target, Counter())[row.message or "no reason given"] += 1
+
+    @property
+    def rows(self) -> int:
+        return sum(self.statuses.values())
+
+
+def tally_verdict(tally: Any, named_targets: Iterable[str] = (), fail_on_drift: bool = False) -> tuple[int, str]:
+    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
+    codes"), from the run's :class:`~gradcheck_rnn.tally.Tally`: no row need be held.
 
     0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
     or a drifted row with ``fail_on_drift``; 5 nothing was checked — no result, every result a
     skip, or a target named on the command line judged on no case at all (a vacuous run is never
     "all passed"). 1 wins over 5. Drifted rows without ``fail_on_drift`` pass, with a warning.
     """
-    results = list(results)
     failing = BAD_STATUSES | {"drifted"} if fail_on_drift else BAD_STATUSES
-    bad = Counter(r.status for r in results if r.status in failing)
+    bad = {status: n for status, n in tally.statuses.items() if status in failing and n}
     if bad:
         return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
-    if not results:
+    if not tally.rows:
         return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
-    judged = Counter(r.target for r in results if r.status in PASSED)
-    if not judged:
-        every = "the only result was" if len(results) == 1 else f"all {len(results)} results were"
-        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(results)})"
+    judged = Counter({target: sum(counts[s] for counts in checks.values() for s in PASSED)
+                      for target, checks in tally.checks.items()})
+    if not sum(judged.values()):
+        every = "the only result was" if tally.rows == 1 else f"all {tally.rows} results were"
+        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(tally.skips)})"
     for name in dict.fromkeys(named_targets):
         if not judged[name]:
             return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
-                                          f"({top_skip_reasons(results, name) or 'it ran on no case'})")
-    drifted = sum(r.status == "drifted" for r in results)
+                                          f"({top_skip_reasons(tally.skips, name) or 'it ran on no case'})")
+    drifted = tally.statuses["drifted"]
     warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
     return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"
 
@@ -216,6 +245,9 @@ class Run:
     spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
     complete: bool = True  # False when --fail-fast or a signal stopped the run before its last row
     interrupted: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped it
+    # the run's totals (gradcheck_rnn.tally.Tally), made as its rows arrived: with a row log,
+    # ``results`` holds only the rows that did not pass, and the counts of every row are here
+    tally: Any = None
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -227,16 +259,25 @@ class Run:
         return {"exit_code": self.exit_code, "reason": self.reason}
 
     @classmethod
-    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int) -> "Run":
+    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int,
+                       tally: Any = None) -> "Run":
         """The run a signal stopped: what was judged, with the verdict ``interrupted`` (never a pass)."""
         results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
         bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
         found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
-        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name)
+        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name,
+                  tally=tally)
         run.reason = f"interrupted by {signal_name}: {run.cases_judged} of {planned} cases judged{found}"
         return run
 
     @property
+    def rows(self) -> int:
+        """How many rows were judged (``results`` may hold only those that did not pass)."""
+        return len(self.results) if self.tally is None else self.tally.rows
+
+    @property
     def cases_judged(self) -> int:
         """Distinct cases with at least one row."""
+        if self.tally is not None:
+            return self.tally.cases_judged
         return len({r.case_id if r.case_index is None else r.case_index for r in self.results})

@@ -102,3 +102,30 @@ def test_non_finite_numbers_stay_strict_json_and_never_read_as_a_pass_ratio():
     text = json.dumps(document_row(odd), allow_nan=False)
     kept = [expand_tensor(t) for t in json.loads(text)["tensors"]]
     assert kept[3]["max_rel"] == "inf" and kept[5]["max_abs"] is None
+
+
+# --- flat memory: a logged run keeps only the rows that did not pass ---------------------------
+
+def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from gradcheck_rnn.reports import RowLog
+    from gradcheck_rnn.run import Execution, RunSpec, judge_run
+    from gradcheck_rnn.statuses import is_bad
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    spec = RunSpec.build("ci", cases=4, seed=11, targets=("fused-cpu", "plugin_targets:zero_top_bhh"),
+                         checks=("reference", "linearity"))
+    everything = judge_run(spec, Execution(in_process=True))
+    log = RowLog(tmp_path, "20261203-120000-sweep-s11")
+    try:
+        logged = judge_run(spec, Execution(in_process=True), log=log)
+        assert len(everything.results) == everything.rows == logged.rows == len(log) == 4 * 2 * 2
+        assert logged.results and all(is_bad(r.status) for r in logged.results)  # the plugin's bug
+        assert [(r.case_id, r.target, r.check, r.worst.ratio) for r in logged.results] \
+            == [(r.case_id, r.target, r.check, r.worst.ratio) for r in everything.failures]
+        assert (logged.exit_code, logged.reason) == (everything.exit_code, everything.reason) == (1, logged.reason)
+        assert logged.cases_judged == everything.cases_judged == 4 and logged.complete
+        assert logged.tally is log.tally  # one tally: the verdict's, the console's, the reports'
+    finally:
+        log.discard()
