@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from gradcheck_rnn import CaseResult
@@ -14,8 +15,6 @@ from gradcheck_rnn.case import Case, id_facts
 from gradcheck_rnn.compare import RatioMap, TensorError, expand_tensor
 from gradcheck_rnn.result import document_row, row_field, row_worst
 from gradcheck_rnn.tally import Tally
-
-import numpy as np
 
 CASE_ID = "lstm-L2-bi-I3-H5-P3-T7-B3-len7.4.1-f32-s9-winputs-gy"
 
