@@ -207,7 +207,8 @@ _VARIANT_PATTERNS: list[tuple[str, str]] = [
     ("heads", rf"g({'|'.join(HEADS[1:])})"),
     ("initial_state", r"(z)"),
 ]
-ID_FORMAT = ("<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-<family options>][-nobias]-T<maxlen>-B<batch>"
+ID_FORMAT = ("<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-<family options>][-nobias][-longmem]"
+             "-T<maxlen>-B<batch>"
              "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]")
 
 
@@ -226,10 +227,11 @@ def id_facts(case_id: str) -> dict[str, str]:
 def _surface(mode: str) -> list[tuple[str, str, str, bool]]:
     """The tokens allowed right after ``H<hidden>`` for a mode, in order: (name, pattern, allowed,
     required): ``-P<proj>`` (parsed for every family, so that the config names the family that has
-    none), the family's options, ``-nobias``."""
+    none), the family's options, ``-nobias``, ``-longmem``."""
     parts = [("proj_size", r"P(\d+)", "P<projection size>, e.g. P3 (optional)", False)]
     parts += [(o.name, o.pattern, o.describe, o.default is None) for o in family(mode).options]
-    return parts + [("bias", r"(nobias)", "nobias (optional)", False)]
+    return parts + [("bias", r"(nobias)", "nobias (optional)", False),
+                    ("long_memory", r"(longmem)", "longmem (optional)", False)]
 
 
 def parse_case_id(case_id: str) -> dict[str, Any]:
@@ -293,7 +295,8 @@ def _config_from_id(values: dict[str, Any], options: dict[str, Any]) -> RNNConfi
         mode=values["mode"], num_layers=int(values["num_layers"]), bidirectional=values["bidirectional"] == "bi",
         input_size=int(values["input_size"]), hidden_size=int(values["hidden_size"]),
         max_len=int(values["max_len"]), batch_size=int(values["batch_size"]), dtype=values["dtype"],
-        proj_size=int(values.get("proj_size", 0)), bias="bias" not in values, options=options)
+        proj_size=int(values.get("proj_size", 0)), bias="bias" not in values, options=options,
+        long_memory="long_memory" in values)
 
 
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
@@ -309,6 +312,8 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
     cells = (config.num_layers * config.num_directions, B, config.c_size)
     bound = config.family.param_bound(config)
     params = {k: rng.uniform(-bound, bound, size=shape) for k, shape in param_shapes(config).items()}
+    if config.long_memory:  # a fixed shift of the drawn values: every later draw is unchanged
+        params = config.family.hold_memory(config, params)
     x = rng.standard_normal((T, B, config.input_size))
     h0 = rng.standard_normal(states)
     c0 = rng.standard_normal(cells) if config.has_cell_state else None

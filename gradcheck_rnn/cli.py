@@ -173,6 +173,7 @@ def check(ctx: click.Context, **values: Any) -> None:
 
 @main.command()
 @click.argument("case_id")
+@opt.family
 @opt.target
 @opt.check
 @opt.tolerances
@@ -211,6 +212,7 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
 
 @main.command()
 @click.argument("case_id")
+@opt.family
 @click.option("--target", "-t", "target", required=True, metavar="NAME", help="The target that fails on the case.")
 @click.option("--check", "check", type=click.Choice(ALL_CHECKS), default="reference", show_default=True,
               help="The check whose failure is kept while shrinking.")
@@ -278,6 +280,7 @@ def mutants(mutants: tuple[str, ...], **values: Any) -> None:
 @main.command()
 @click.option("--target", "-t", "target", required=True, metavar="NAME", help="A target known to be correct.")
 @opt.config
+@opt.family
 @opt.cases_and_seed
 @click.option("--margin", type=click.FloatRange(min=1), default=10.0, show_default=True,
               help="Safety factor between the worst error seen and the proposed tolerance.")

@@ -12,8 +12,7 @@ from typing import Any, Callable
 import click
 
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, HEADS, MODES, WANTS_GROUPS, profile_names
-from .families import modes as family_modes
+from .config import DTYPES, HEADS, WANTS_GROUPS, profile_names
 from .errors import UsageError
 from .runtime import IN_PROCESS_ENV
 
@@ -28,6 +27,38 @@ def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return apply
 
 
+def _load_families(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]) -> tuple[str, ...]:
+    """--family's callback: load each family at once (an eager option), so that --mode and case ids
+    that name it are read after it; a family that cannot be loaded is a usage error."""
+    from .families import load_all
+
+    try:
+        load_all(specs)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return tuple(specs)
+
+
+class ModeType(click.ParamType):
+    """A mode token, checked when it is read against every family known then (built-in, installed,
+    or loaded by an earlier --family), so that a user family's token is a valid --mode."""
+
+    name = "mode"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from .families import modes
+
+        if value not in modes():
+            self.fail(f"unknown mode {value!r}; allowed: {', '.join(modes())}, or a family loaded with "
+                      f"--family package.module:NAME", param, ctx)
+        return value
+
+
+family = click.option(
+    "--family", "families", multiple=True, metavar="MODULE:NAME", is_eager=True, callback=_load_families,
+    help="Load a cell family defined outside the package (repeatable), e.g. my_cells:MINGRU, so that "
+         "--mode and case ids can name its token; installed entry points of gradcheck_rnn.families "
+         "need no flag.")
 target = click.option(
     "--target", "-t", "targets", multiple=True, metavar="NAME",
     help="Target to check (repeatable): fused-cpu, torch-native, mutant:<name>, an entry point of "
@@ -60,8 +91,10 @@ cases_and_seed = options(
     click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's)."),
 )
 draw = options(
-    click.option("--mode", "modes", multiple=True, type=click.Choice(family_modes()),
-                 help="Draw only these modes (repeatable; default: the profile's)."),
+    family,
+    click.option("--mode", "modes", multiple=True, type=ModeType(),
+                 help="Draw only these modes (repeatable; default: the profile's): rnn_relu, rnn_tanh, lstm, "
+                      "gru, s6, or a user family's token."),
     click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
     click.option("--bidirectional/--unidirectional", "bidirectional", default=None,
                  help="Draw only bidirectional or only unidirectional configs."),
@@ -91,8 +124,9 @@ distribution = options(
 CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
               "wants", "heads", "no_initial_state")
 case_flags = options(
+    family,
     click.option("--case-id", default=None, help="Build the case from its id instead of the flags below."),
-    click.option("--mode", type=click.Choice(MODES), default="lstm", show_default=True),
+    click.option("--mode", type=ModeType(), default="lstm", show_default=True),
     click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True),
     click.option("--bidirectional/--unidirectional", default=False, show_default=True),
     click.option("--input-size", type=click.IntRange(min=1), default=3, show_default=True),
@@ -161,7 +195,7 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
              f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
     return build_run({**values, "config": failed.spec.config}, len(failed.case_ids), case_ids=failed.case_ids,
                      targets=failed.targets, checks=failed.checks, rtol=failed.spec.rtol, atol=failed.spec.atol,
-                     only=failed.rows)
+                     families=failed.spec.families, only=failed.rows)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
@@ -198,6 +232,7 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
     for name in ("modes", "dtypes"):
         spec_values.setdefault(name, tuple(values.get(name, ())))
     spec_values.setdefault("layers", values.get("layers"))
+    spec_values.setdefault("families", tuple(values.get("families", ())))
     spec_values.setdefault("bidirectional", values.get("bidirectional"))
     spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved, profile=profile)
     if not spec.case_ids:  # a sweep's header line; a command on one named case needs none

@@ -57,6 +57,8 @@ class RNNConfig:
     # given as a mapping, stored as sorted (name, value) pairs without the defaults, so equal
     # configs compare and hash equal.
     options: Any = ()
+    # -longmem: the family's long-memory regime (gates held open, decay near 1), see Family.hold_memory
+    long_memory: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in modes():
@@ -77,8 +79,9 @@ class RNNConfig:
                 raise UsageError(f"{name}={value!r} is not allowed; it must be an integer >= 1")
         if not isinstance(self.bidirectional, (bool, np.bool_)):
             raise UsageError(f"bidirectional={self.bidirectional!r} is not allowed; it must be true or false")
-        if not isinstance(self.bias, (bool, np.bool_)):
-            raise UsageError(f"bias={self.bias!r} is not allowed; it must be true or false")
+        for name in ("bias", "long_memory"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise UsageError(f"{name}={getattr(self, name)!r} is not allowed; it must be true or false")
         proj = self.proj_size
         if isinstance(proj, bool) or not isinstance(proj, (int, np.integer)) or proj < 0:
             raise UsageError(f"proj_size={proj!r} is not allowed; it must be an integer >= 0 (0 = no projection)")
@@ -126,9 +129,10 @@ class RNNConfig:
     @property
     def prefix(self) -> str:
         """The config part of a case id: ``lstm-L2-bi-I3-H5-T7-B3`` (``-P3``, the family's options,
-        ``-nobias`` after H)."""
+        ``-nobias``, ``-longmem`` after H)."""
         values = self.family.option_values(self)
         surface = (f"-P{self.proj_size}" if self.proj_size else "") \
-            + "".join(o.render(values[o.name]) for o in self.family.options) + ("" if self.bias else "-nobias")
+            + "".join(o.render(values[o.name]) for o in self.family.options) + ("" if self.bias else "-nobias") \
+            + ("-longmem" if self.long_memory else "")
         return (f"{self.mode}-L{self.num_layers}-{'bi' if self.bidirectional else 'uni'}"
                 f"-I{self.input_size}-H{self.hidden_size}{surface}-T{self.max_len}-B{self.batch_size}")

@@ -73,6 +73,7 @@ class Profile:
     proj: float = 0.0
     bias: float = 1.0
     zero_length: float = 0.0
+    long_memory: float = 0.0
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
 
@@ -171,6 +172,7 @@ def load_profile(config: str | Path | None = None) -> Profile:
         "proj": _probability,
         "bias": _probability,
         "zero_length": _probability,
+        "long_memory": _probability,
     }
     for key, value in draw.items():
         if key not in converters:
@@ -258,7 +260,7 @@ def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RN
     initial_state = bool(rng.random() < profile.initial_state)
     seed = int(rng.integers(SEED_LIMIT))
     config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
-    return config, lengths, seed, wants, heads, initial_state
+    return _draw_long_memory(profile, sweep_seed, index, config), lengths, seed, wants, heads, initial_state
 
 
 def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,
@@ -277,6 +279,15 @@ def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConf
         for b in rng.choice(B, size=count, replace=False):
             lengths[int(b)] = 0
     return dataclasses.replace(config, proj_size=proj_size, bias=bias), lengths
+
+
+def _draw_long_memory(profile: Profile, sweep_seed: int, index: int, config: RNNConfig) -> RNNConfig:
+    """The long-memory regime (``-longmem``) for a share ``profile.long_memory`` of the configs
+    whose family has one, from a generator of its own: a profile without it draws what it drew."""
+    if not profile.long_memory or not config.family.keeps_memory(config):
+        return config
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 3])))
+    return dataclasses.replace(config, long_memory=bool(rng.random() < profile.long_memory))
 
 
 def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:

@@ -158,12 +158,14 @@ def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
     return (None, math.nan) if worst is None else (worst["name"], from_json_number(worst["ratio"]))
 
 
-def repro_options(config: str | None, rtol: float | None, atol: float | None) -> str:
+def repro_options(config: str | None, rtol: float | None, atol: float | None, families: tuple[str, ...] = ()) -> str:
     """The options a repro command needs to judge as the run did: ``--config nightly --rtol 0.01``
-    (the profile whose tolerances applied and the command-line overrides; none at the defaults)."""
+    (the profile whose tolerances applied, the command-line overrides, none at the defaults, and
+    each user family the case ids need, ``--family my_cells:MINGRU``)."""
     # per-kind overrides (a dict, from an emitted test) have no command-line form: the profile names them
-    return " ".join(f"--{name} {value}" for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
-                    if value is not None and not isinstance(value, dict))
+    given = [(name, value) for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+             if value is not None and not isinstance(value, dict)]
+    return " ".join(f"--{name} {value}" for name, value in [*(("family", spec) for spec in families), *given])
 
 
 def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, count: int = 2) -> str:

@@ -206,6 +206,8 @@ def _variants(case: Case) -> Iterator[Candidate]:
         yield "initial state", lambda: _rebuild(case, initial_state=True)
     if case.config.proj_size:
         yield "no projection", lambda: _rebuild(case, proj_size=0)
+    if case.config.long_memory:
+        yield "no long memory", lambda: _rebuild(case, long_memory=False)
     for dtype in _WIDER_DTYPES.get(case.config.dtype, ()):
         yield f"{case.config.dtype}→{dtype}", lambda dtype=dtype: _rebuild(case, dtype=dtype)
 

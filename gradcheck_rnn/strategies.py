@@ -20,6 +20,7 @@ hypothesis is an optional dependency: only this module imports it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 try:
@@ -68,14 +69,15 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
           max_size: int = 4, max_batch: int = 3, bidirectional: bool = True,
           wants: Sequence[str] = WANTS_GROUPS, heads: Sequence[str] = HEADS,
           no_initial_state: bool = True, projections: bool = False, no_bias: bool = False,
-          zero_lengths: bool = False) -> st.SearchStrategy[Case]:
+          zero_lengths: bool = False, long_memory: bool = False) -> st.SearchStrategy[Case]:
     """A strategy of :class:`Case` objects that shrinks toward small cases.
 
     ``modes``, ``dtypes``, ``wants`` and ``heads`` are the choices drawn from (the first is the
     one shrinking ends on); ``max_layers``, ``max_len`` (T), ``max_size`` (I and H) and
     ``max_batch`` (B) bound the sizes; ``bidirectional`` and ``no_initial_state`` allow those
     variants, and ``projections`` (LSTM ``-P<proj>``), ``no_bias`` (``-nobias``) and
-    ``zero_lengths`` (sequences of length 0) the API surface beyond the four modes — off by
+    ``zero_lengths`` (sequences of length 0) the API surface beyond the four modes, and
+    ``long_memory`` (``-longmem``, where the family has that regime) — off by
     default, so that existing property tests draw what they drew; each is a boolean per case (per
     sequence for lengths) that shrinks to the plain path. Bad arguments raise UsageError when the
     strategy is made, not while drawing.
@@ -107,6 +109,8 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
                    for o in family(mode).options}
         config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)),
                            proj_size=proj, bias=bias, options=options)
+        if long_memory and config.family.keeps_memory(config) and draw(st.booleans()):
+            config = dataclasses.replace(config, long_memory=True)
         group, head = draw(st.sampled_from(wants)), draw(st.sampled_from(heads))
         # booleans shrink to False, so "omit the initial state" shrinks toward the default (given).
         omit_state = draw(st.booleans()) if no_initial_state else False

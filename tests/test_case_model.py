@@ -1,5 +1,7 @@
 """Case ids round-trip, data is pinned to the seed, bad input is one clear UsageError."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -183,18 +185,50 @@ def test_size_budget_counts_what_is_drawn(case_id):
 
 
 def test_profile_switches_leave_the_rest_of_each_case_as_drawn():
-    """proj, bias and zero_length come from a generator of their own: with them on, case i keeps its
-    mode, sizes, variants and data seed."""
+    """proj, bias, zero_length and long_memory come from generators of their own: with them on, case
+    i keeps its mode, sizes, variants and data seed."""
     import dataclasses
 
     from gradcheck_rnn.generate import draw_cases, load_profile
 
     profile = load_profile("ci")
-    off = dataclasses.replace(profile, proj=0.0, bias=1.0, zero_length=0.0)
-    changed = 0
+    off = dataclasses.replace(profile, proj=0.0, bias=1.0, zero_length=0.0, long_memory=0.0)
+    changed = held = 0
     for a, b in zip(draw_cases(profile, 3, 60), draw_cases(off, 3, 60)):
-        assert dataclasses.replace(a.config, proj_size=0, bias=True) == b.config
+        assert dataclasses.replace(a.config, proj_size=0, bias=True, long_memory=False) == b.config
+        held += a.config.long_memory
         assert a.seed == b.seed and a.heads == b.heads and a.wants_group == b.wants_group
         assert all(x in (0, y) for x, y in zip(a.seq_lengths, b.seq_lengths))
         changed += a.id != b.id
-    assert changed > 10  # the switches really draw
+    assert changed > 10 and held > 3  # the switches really draw
+
+
+@pytest.mark.parametrize("mode, options", [("lstm", ""), ("gru", ""), ("s6", "-N2-R1")])
+def test_long_memory_keeps_gradients_alive_at_long_lags(mode, options):
+    """-longmem shifts only the parameters that set the decay; the rest of the case is as drawn, and
+    the gradient that reaches the initial state from the final one is far larger (no decay to hide in)."""
+    from gradcheck_rnn.references.loop import run_loop_reference
+
+    for seed in range(3):
+        plain = Case.from_id(f"{mode}-L1-uni-I3-H4{options}-T12-B2-len12.12-f64-s{seed}-gstates")
+        held = Case.from_id(f"{mode}-L1-uni-I3-H4{options}-longmem-T12-B2-len12.12-f64-s{seed}-gstates")
+        assert held.id.endswith(f"-s{seed}-gstates") and "-longmem-" in held.id
+        assert np.array_equal(plain.x, held.x) and np.array_equal(plain.dhy, held.dhy)
+        moved = [k for k in plain.params if not np.array_equal(plain.params[k], held.params[k])]
+        assert moved and all(k.endswith((".b_ih", ".b_hh", ".a_log")) for k in moved)
+
+        def reached(case):
+            grads = run_loop_reference(case).grads
+            return sum(np.abs(grads[name]).sum() for name in ("h0", "c0") if name in grads)
+
+        assert reached(held) > 10 * reached(plain)
+
+
+@pytest.mark.parametrize("case_id, words", [
+    ("rnn_tanh-L1-uni-I2-H3-longmem-T4-B2-len4.2-f64-s5", "no long-memory regime"),
+    ("gru-L1-uni-I2-H3-nobias-longmem-T4-B2-len4.2-f64-s5", "needs them (not with -nobias)"),
+    ("lstm-L1-uni-I2-H3-longmem-nobias-T4-B2-len4.2-f64-s5", "should be"),
+])
+def test_long_memory_is_refused_where_the_family_has_no_such_regime(case_id, words):
+    with pytest.raises(UsageError, match=re.escape(words)):
+        Case.from_id(case_id)

@@ -2,16 +2,20 @@
 the package, judged through both references and caught when its target slips."""
 
 import dataclasses
+import json
+import re
+from importlib.metadata import EntryPoint
 
-import numpy as np
 import pytest
-import torch
+from click.testing import CliRunner
 
 import gradcheck_rnn as gr
-from gradcheck_rnn import Case, Outputs, RNNConfig
+from family_targets import MINGRU, mingru_slipped, mingru_target
+from gradcheck_rnn import Case, RNNConfig, families
+from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import GATE_NAMES
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.families import CUDNN_MODES, Family, family, modes, register
+from gradcheck_rnn.families import CUDNN_MODES, family, modes, register
 from gradcheck_rnn.layout import param_shapes
 
 
@@ -25,44 +29,7 @@ def test_cudnn_cells_are_the_first_families_in_their_historical_order():
         register(dataclasses.replace(family("gru")))
 
 
-class MinGRU(Family):
-    """minGRU (Feng et al. 2024): z = σ(W_z x), h' = (1 − z) ⊙ h + z ⊙ (W_h x); y = h'."""
-
-    def unit_shapes(self, config, layer):
-        return {"w_z": (config.hidden_size, self.layer_input_size(config, layer)),
-                "w_h": (config.hidden_size, self.layer_input_size(config, layer))}
-
-    def step(self, ops, p, x, h, c, config):
-        z = ops.sigmoid(x @ p["w_z"].T)
-        h = (1 - z) * h + z * (x @ p["w_h"].T)
-        return h, h, c
-
-
-MINGRU = register(MinGRU(token="mingru", gates=("h",)))
-
-
-def mingru_target(case, masked: bool = True) -> Outputs:
-    """The user's own batched minGRU in torch autograd; ``masked=False`` is the planted slip (padded steps update the state)."""
-    cfg = case.config
-    params = {k: torch.tensor(v, requires_grad=True) for k, v in case.params.items()}
-    x = torch.tensor(case.x, requires_grad=True)
-    h0 = torch.tensor(case.h0, requires_grad=True)
-    valid = torch.from_numpy(np.arange(cfg.max_len)[:, None] < case.seq_lengths[None, :])[..., None]
-    inp, finals = x, []
-    for layer in range(cfg.num_layers):
-        h, ys = h0[layer], []
-        for t in range(cfg.max_len):
-            z = torch.sigmoid(inp[t] @ params[f"l{layer}.fwd.w_z"].T)
-            new = (1 - z) * h + z * (inp[t] @ params[f"l{layer}.fwd.w_h"].T)
-            h = torch.where(valid[t], new, h) if masked else new
-            ys.append(torch.where(valid[t], new, torch.zeros_like(new)))
-        inp = torch.stack(ys)
-        finals.append(h)
-    hy = torch.stack(finals)
-    loss = (inp * torch.from_numpy(case.dy)).sum() + (hy * torch.from_numpy(case.dhy)).sum()
-    names = ["x", "h0", *params]
-    grads = torch.autograd.grad(loss, [x, h0, *params.values()])
-    return Outputs(y=inp.detach(), hy=hy.detach(), grads=dict(zip(names, grads)))
+register(MINGRU)  # what --family family_targets:MINGRU does in every process
 
 
 def test_a_user_family_is_judged_and_a_slip_in_its_target_is_caught():
@@ -70,5 +37,55 @@ def test_a_user_family_is_judged_and_a_slip_in_its_target_is_caught():
     assert list(param_shapes(case.config)) == ["l0.fwd.w_z", "l0.fwd.w_h", "l1.fwd.w_z", "l1.fwd.w_h"]
     good = gr.check(mingru_target, case, checks=["reference", "padding", "future", "fd"])
     assert {r.status for r in good} == {"pass"}, [r.message for r in good]
-    slipped = gr.check(lambda c: mingru_target(c, masked=False), case, checks=["reference"])
+    slipped = gr.check(mingru_slipped, case, checks=["reference"])
     assert [r.status for r in slipped] == ["fail"]
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_family_flag_loads_a_user_family_in_the_worker_processes_too(tmp_path, worker_processes):
+    """--family is carried by the run spec: two worker processes rebuild minGRU cases from their ids,
+    the repro line names the family, and repro with it catches the slip."""
+    reports = tmp_path / "reports"
+    code, output = invoke("sweep", "--family", "family_targets:MINGRU", "--mode", "mingru", "--unidirectional", "-n", "2",
+                          "--workers", "2",
+                          "-t", "family_targets:mingru_slipped", "--report-dir", reports)
+    assert code == 1, output
+    document = json.loads((reports / "latest" / "results.json").read_text())
+    assert document["spec"]["families"] == ["family_targets:MINGRU"]
+    failing = [row for row in document["results"] if row["status"] == "fail"]
+    assert failing and all(row["repro_options"] == "--family family_targets:MINGRU" for row in failing)
+    code, output = invoke("repro", failing[0]["case_id"], "--family", "family_targets:MINGRU",
+                          "-t", "family_targets:mingru_target")
+    assert code == 0, output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--family", "no_such_module:CELLS"], "cannot import module|could not be loaded"),
+    (["--family", "family_targets:NOT_A_FAMILY"], "is a object, not a gradcheck_rnn.families.Family"),
+    (["--family", "family_targets"], "give package.module:NAME"),
+    (["--mode", "nosuch"], "unknown mode 'nosuch'.*--family package.module:NAME"),
+])
+def test_a_family_that_cannot_be_loaded_is_one_sentence_and_exit_2(args, message):
+    code, output = invoke("sweep", *args, "-n", "1", "-t", "fused-cpu")
+    assert code == 2
+    assert re.search(message, " ".join(output.split())), output
+    assert "Traceback" not in output
+
+
+def test_an_installed_entry_point_family_loads_by_its_token(monkeypatch):
+    point = EntryPoint(name="mingru", value="family_targets:MINGRU", group=families.ENTRY_POINT_GROUP)
+    wrong = EntryPoint(name="mingru_alias", value="family_targets:MINGRU", group=families.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(families, "_installed", lambda: {"mingru": point, "mingru_alias": wrong})
+    assert "mingru_alias" in families.modes()
+    assert families.family("mingru") is MINGRU
+    with pytest.raises(UsageError, match="named by its family's token"):
+        families.family("mingru_alias")
+
+
+def test_registered_user_families_are_named_for_other_processes():
+    assert families.user_families()["mingru"] == "family_targets:MINGRU"
+    assert "lstm" not in families.user_families()

@@ -1,13 +1,29 @@
 """The pytest plugin: the rnn_gradcheck fixture, its failure messages, vacuity and --gradcheck-rnn-cases."""
 
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
 import pytest
 
-# pytester's in-process runs drop the modules they imported when they end, and jaxlib aborts the
-# process when it is imported a second time: import the JAX reference here, before any run.
+# pytester's in-process runs drop the modules they imported when they end: a module first imported
+# inside one would come back as a second copy for the tests that run after this file (another
+# registry, other classes), and jaxlib aborts the process when it is imported a second time. So
+# every module of the package, and the JAX reference, is imported here, before any run.
+import gradcheck_rnn
 import gradcheck_rnn.references.jax_ref  # noqa: F401
+
+
+def _import_the_whole_package() -> None:
+    for module in pkgutil.walk_packages(gradcheck_rnn.__path__, "gradcheck_rnn."):
+        try:
+            importlib.import_module(module.name)
+        except ImportError:  # an optional extra (dask, triton) this machine lacks
+            pass
+
+
+_import_the_whole_package()
 
 pytest_plugins = ["pytester"]
 

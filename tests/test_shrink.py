@@ -77,6 +77,11 @@ def test_a_projection_bug_shrinks_h_and_p_together_and_keeps_its_projection():
     assert "-P" not in correct.minimal.case_id  # a bug off the projection path drops it
 
 
+def test_shrink_drops_long_memory_when_the_failure_does_not_need_it():
+    result = shrink(Case.from_id("gru-L3-uni-I2-H3-longmem-T4-B2-len4.2-f64-s5"), resolve_target("mutant:top-b_hh-zero"))
+    assert result.minimal.case_id.startswith("gru-L1-uni-I1-H1-T1-B1-len1-f64-s5")
+
+
 def test_a_target_that_raises_keeps_its_exception_type():
     fused = resolve_target("fused-cpu")
 

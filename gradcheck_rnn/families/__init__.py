@@ -3,12 +3,22 @@
 Every module that needs a per-mode fact (gate names, states, parameter shapes, what a family
 supports) asks :func:`family` for the config's family instead of comparing mode names. The four
 cuDNN cells come first, in the order that the sweep profiles, the JAX program's branches and the
-tests have always used (:data:`CUDNN_MODES`); further families follow. A user family is added
-with :func:`register`.
+tests have always used (:data:`CUDNN_MODES`); further families follow.
+
+A user family is added three ways (docs/contracts.md, "Cell families"): :func:`register` in the
+user's own code; ``--family package.module:NAME`` on the command line (:func:`load`, which each
+worker process repeats from the run spec); or an entry point of the group
+:data:`ENTRY_POINT_GROUP` in an installed package, named by its mode token and loaded the first
+time that token is asked for, in any process.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
+from importlib.metadata import entry_points
+
+from ..errors import INTERRUPTS, UsageError
 from .base import DIRECTIONS, Family, Option, param_key, param_shapes
 from .gru import GRU
 from .lstm import LSTM
@@ -16,23 +26,94 @@ from .rnn_relu import RNN_RELU
 from .rnn_tanh import RNN_TANH
 from .s6 import S6
 
-__all__ = ["CUDNN_MODES", "DIRECTIONS", "Family", "Option", "family", "modes", "param_key", "param_shapes",
-           "register"]
+__all__ = ["CUDNN_MODES", "DIRECTIONS", "ENTRY_POINT_GROUP", "Family", "Option", "family", "load", "load_all",
+           "modes", "param_key", "param_shapes", "register", "user_families"]
+
+ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
-_REGISTRY: dict[str, Family] = {f.token: f for f in (RNN_RELU, RNN_TANH, LSTM, GRU, S6)}
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6)
+_REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
 
 
 
+def _installed() -> dict:
+    """The entry points of :data:`ENTRY_POINT_GROUP` by name (each name is a mode token)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def modes() -> tuple[str, ...]:
-    """Every registered family token, the cuDNN four first."""
-    return tuple(_REGISTRY)
+    """Every family token: registered ones (the cuDNN four first), then installed entry points."""
+    return tuple(dict.fromkeys([*_REGISTRY, *_installed()]))
 
 
 def family(token: str) -> Family:
-    """The family of a mode token; KeyError if none is registered (RNNConfig turns that into a UsageError)."""
-    return _REGISTRY[token]
+    """The family of a mode token, loading an installed entry point of that name the first time;
+    KeyError if there is none (RNNConfig turns that into a UsageError)."""
+    known = _REGISTRY.get(token)
+    if known is not None:
+        return known
+    entry = _installed().get(token)
+    if entry is None:
+        raise KeyError(token)
+    loaded = _checked(entry.load, f"entry point {token!r} ({entry.value})")
+    if loaded.token != token:
+        raise UsageError(f"entry point {token!r} ({entry.value}) holds the family {loaded.token!r}; "
+                         f"an entry point of {ENTRY_POINT_GROUP} is named by its family's token")
+    return register(loaded)
+
+
+def load(spec: str) -> Family:
+    """Import and register the family ``package.module:NAME`` (``--family``); UsageError with one
+    sentence when it cannot be imported or is not a :class:`Family`. Loading one twice is a no-op."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"--family {spec!r} is not allowed; give package.module:NAME, e.g. my_cells:MINGRU")
+
+    def get() -> object:
+        obj: object = importlib.import_module(module_name)
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise UsageError(f"family {spec!r}: module {module_name!r} has no attribute {attr!r}")
+            obj = getattr(obj, part)
+        return obj
+
+    loaded = _checked(get, f"family {spec!r}")
+    known = _REGISTRY.get(loaded.token)
+    return known if known is loaded else register(loaded)
+
+
+def load_all(specs: tuple[str, ...] | list[str]) -> None:
+    """:func:`load` each spec: what a process does before it rebuilds a case of a user family."""
+    for spec in specs:
+        load(spec)
+
+
+def user_families() -> dict[str, str | None]:
+    """Every registered family that is not built in, by token, with the ``module:NAME`` that loads
+    it in another process (None when no module attribute holds it: only this process knows it)."""
+    found: dict[str, str | None] = {}
+    for token, known in _REGISTRY.items():
+        if any(known is built_in for built_in in _BUILT_IN):
+            continue
+        module = sys.modules.get(type(known).__module__)
+        names = [name for name, value in vars(module).items() if value is known] if module else []
+        found[token] = f"{module.__name__}:{names[0]}" if names and module.__name__ != "__main__" else None
+    return found
+
+
+def _checked(get, what: str) -> Family:
+    """``get()``'s family; anything it raises (SystemExit included) or a non-family is a UsageError."""
+    try:
+        obj = get()
+    except (UsageError, *INTERRUPTS):
+        raise
+    except BaseException as exc:  # the user's module: its failure is a usage error, not our traceback
+        raise UsageError(f"{what} could not be loaded ({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj, Family):
+        raise UsageError(f"{what} is a {type(obj).__name__}, not a gradcheck_rnn.families.Family")
+    return obj
 
 
 def register(new: Family) -> Family:

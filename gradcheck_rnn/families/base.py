@@ -68,6 +68,8 @@ class Family:
     projections: bool = False
     bidirectional: bool = True
     options: tuple[Option, ...] = ()
+    # what -longmem needs, for the refusal's sentence (a family with a long-memory regime says when it has one)
+    long_memory_needs: str = "the family has no long-memory regime"
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -95,6 +97,9 @@ class Family:
         if config.proj_size and not self.projections:
             raise UsageError(f"proj_size={config.proj_size} is not allowed for {self.token}; "
                              f"projections are LSTM only")
+        if config.long_memory and not self.keeps_memory(config):
+            raise UsageError(f"longmem is not allowed for this {self.token} config; "
+                             f"{self.long_memory_needs}")
         if config.bidirectional and not self.bidirectional:
             raise UsageError(f"bidirectional is not allowed for {self.token}; it runs forward in time only")
 
@@ -134,6 +139,17 @@ class Family:
     def packed_order(self, config: RNNConfig, style: str) -> list[str]:
         """Parameter keys in the order of the flat vector: canonical unless a family follows a library's layout."""
         return list(param_shapes(self, config))
+
+    # ------------------------------------------------------------------ long memory (optional)
+    def keeps_memory(self, config: RNNConfig) -> bool:
+        """Whether this config has a long-memory regime (case id ``-longmem``): parameters that make
+        the state decay slowly, so that gradients at long lags stay large enough to judge."""
+        return False
+
+    def hold_memory(self, config: RNNConfig, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The drawn float64 parameters moved into the long-memory regime (a fixed shift of the
+        parameters that set the decay: no random draw, so the case's other data is unchanged)."""
+        raise NotImplementedError  # pragma: no cover - only for a family whose keeps_memory() is True
 
     # ------------------------------------------------------------------ math (non-cuDNN families)
     def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:

@@ -10,15 +10,25 @@ the fused kernels, which predate families.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
+
 from .base import DIRECTIONS, Family, RNNConfig, param_key
 
 
 GATED_KINDS = frozenset({"w_ih", "w_hh", "b_ih", "b_hh"})
+# -longmem adds this to both biases of the gate that keeps the state (LSTM f, GRU z): the gate's
+# pre-activation moves by 4 from a draw of ±1/sqrt(H), so it stays open (σ ≈ 0.98) at every step.
+MEMORY_BIAS = 2.0
 
 
 @dataclass(frozen=True)
 class CudnnFamily(Family):
-    """A cuDNN cell: G gate blocks of H rows over the input and the recurrent state."""
+    """A cuDNN cell: G gate blocks of H rows over the input and the recurrent state.
+
+    ``memory_gate`` is the gate whose opening keeps the state (LSTM's forget gate, GRU's update
+    gate), None for the vanilla cells, which have no long-memory regime."""
+
+    memory_gate: str | None = None
 
     def unit_shapes(self, config: RNNConfig, layer: int) -> dict[str, tuple[int, ...]]:
         gh, S = self.num_gates * config.hidden_size, self.output_size(config)
@@ -31,6 +41,18 @@ class CudnnFamily(Family):
 
     def gated_kinds(self) -> frozenset[str]:
         return GATED_KINDS
+
+    def keeps_memory(self, config: RNNConfig) -> bool:
+        return self.memory_gate is not None and config.bias
+
+    def hold_memory(self, config: RNNConfig, params: Mapping[str, Any]) -> dict[str, Any]:
+        H, gate = config.hidden_size, self.gates.index(self.memory_gate)
+        held = dict(params)
+        for key in held:
+            if key.endswith((".b_ih", ".b_hh")):
+                held[key] = held[key].copy()
+                held[key][gate * H:(gate + 1) * H] += MEMORY_BIAS
+        return held
 
     def packed_order(self, config: RNNConfig, style: str) -> list[str]:
         units = [(layer, d) for layer in range(config.num_layers) for d in DIRECTIONS[:config.num_directions]]

@@ -3,4 +3,5 @@
 from .cudnn import CudnnFamily
 
 GRU = CudnnFamily(
-    token="gru", gates=("r", "z", "n"), cell_state=False, projections=False)
+    token="gru", gates=("r", "z", "n"), cell_state=False, projections=False, memory_gate="z",
+    long_memory_needs="it opens the update gate through the biases, so it needs them (not with -nobias)")

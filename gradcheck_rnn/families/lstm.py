@@ -3,4 +3,5 @@
 from .cudnn import CudnnFamily
 
 LSTM = CudnnFamily(
-    token="lstm", gates=("i", "f", "g", "o"), cell_state=True, projections=True)
+    token="lstm", gates=("i", "f", "g", "o"), cell_state=True, projections=True, memory_gate="f",
+    long_memory_needs="it opens the forget gate through the biases, so it needs them (not with -nobias)")

@@ -51,6 +51,7 @@ NORM_EPS = 1.0
 # the real input width of the layer, and the config's switches as 0/1.
 WIDTH, SOFTPLUS_ON, GATED_ON = "@width", "@softplus", "@gated"
 MIN_BUCKET = 4
+MEMORY_SHIFT = 4.0  # -longmem: a_log − 4
 
 
 class S6Family(Family):
@@ -72,6 +73,14 @@ class S6Family(Family):
 
     def gated_kinds(self) -> frozenset[str]:
         return frozenset({"w_in"})
+
+    def keeps_memory(self, config: RNNConfig) -> bool:
+        return True
+
+    def hold_memory(self, config: RNNConfig, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A = −exp(a_log) shrunk by e^4 (≈ 55×): Δ·A near 0, exp(ΔA) near 1, the "hard mode" of
+        accelerated-scan PR #15, where a wrong carry across chunks can no longer hide in a decay."""
+        return {k: v - MEMORY_SHIFT if k.endswith(".a_log") else v for k, v in params.items()}
 
     def draw_options(self, rng: Any) -> dict[str, Any]:
         """N in 1..4 and R in 1..3 (small, as every drawn size); each switch off a quarter of the time."""

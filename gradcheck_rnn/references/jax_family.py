@@ -104,8 +104,9 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
     sized = family.bucket(cfg) if bucketed else None  # the family pads sizes and switches too
     if sized is not None and cfg.has_cell_state:
         raise NotImplementedError(f"{family.token}: bucketing a family with a cell state")
+    # -longmem is in the parameters' values only: the same program computes it
     program = dataclasses.replace(sized or cfg, dtype="f64", max_len=bucket(T) if bucketed else T,
-                                  batch_size=bucket(B) if bucketed else B)
+                                  batch_size=bucket(B) if bucketed else B, long_memory=False)
     Tp, Bp, states, cell = program.max_len, program.batch_size, L * D, cfg.has_cell_state
     S, Sp = cfg.state_size, program.state_size
 

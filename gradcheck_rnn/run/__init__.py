@@ -193,7 +193,7 @@ def open_executor(spec: RunSpec, execution: Execution, targets: list | None = No
     objects it was given); worker processes resolve ``spec.targets`` by name. ``jobs`` caps the
     pool's size (no idle workers for a run of one case). Close it when done.
     """
-    setup = WorkerSetup(spec.targets, spec.tolerances(), spec.checks, tuple(p for p in sys.path if p))
+    setup = WorkerSetup(spec.targets, spec.tolerances(), spec.checks, tuple(p for p in sys.path if p), spec.families)
     if execution.in_process:
         return InProcess(setup, targets if targets is not None else spec.resolve_targets(), execution.fail_fast)
     if execution.executor == "dask":

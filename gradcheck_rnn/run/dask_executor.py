@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..result import CaseResult
 from ..statuses import is_bad
 from .pool import Job, WorkerPool, group_jobs
-from .worker import WorkerSetup
+from .worker import WorkerSetup, load_user_code
 
 CONNECT_TIMEOUT = 10  # seconds to reach the scheduler before saying it cannot be reached
 MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
@@ -52,6 +52,7 @@ def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]], case_timeout: 
     """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)), in order."""
     from ..case import Case
 
+    load_user_code(setup)
     by_index = _pool(setup).judge([(index, Case.from_id(case_id)) for index, case_id in chunk], case_timeout)
     return [row for index in sorted(by_index) for row in by_index[index]]
 

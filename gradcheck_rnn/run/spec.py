@@ -64,6 +64,7 @@ class RunSpec:
     dtypes: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
     case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
+    families: tuple[str, ...] = ()  # user families (--family package.module:NAME) every process loads first
     # (case id, target, check) of every row judged, when not every case × target × check is
     # (sweep --last-failed judges exactly the rows that did not pass): other rows are dropped
     only: tuple[tuple[str, str, str], ...] = ()
@@ -74,7 +75,7 @@ class RunSpec:
               atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
               bidirectional: bool | None = None, dtypes: tuple[str, ...] = (),
               shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
-              resolved: list | None = None, profile: Any = None,
+              families: tuple[str, ...] = (), resolved: list | None = None, profile: Any = None,
               only: tuple[tuple[str, str, str], ...] = ()) -> "RunSpec":
         """The spec of a run from command-line values; the profile fills what is left out.
 
@@ -83,9 +84,11 @@ class RunSpec:
         that a caller who judges in this process does not resolve them again; ``profile`` is the
         profile already loaded from ``config``, so that a command reads its file once.
         """
+        from ..families import load_all
         from ..generate import load_profile
         from ..targets import default_targets, resolve_targets
 
+        load_all(families)  # before anything reads a mode token of theirs (profile, case ids)
         profile = profile or load_profile(config)
         case_ids = tuple(CaseRef.from_id(case_id).id for case_id in case_ids)  # checked, in normal form
         targets_now = resolve_targets(targets) if targets else default_targets()
@@ -98,7 +101,8 @@ class RunSpec:
                    named_targets=tuple(dict.fromkeys(t.name for t in targets_now)) if targets else (),
                    checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
-                   dtypes=tuple(dtypes), shard=shard, case_ids=tuple(case_ids), only=tuple(only))
+                   dtypes=tuple(dtypes), shard=shard, case_ids=tuple(case_ids), families=tuple(families),
+                   only=tuple(only))
         spec.__dict__["profile_data"] = profile.narrowed(modes=spec.modes, layers=layers, bidirectional=bidirectional,
                                                          dtypes=spec.dtypes)
         spec.tolerances()  # validate the overrides now, before anything runs
@@ -169,7 +173,7 @@ class RunSpec:
         """What a repro command needs to judge like this run: ``--config nightly --rtol 0.01``."""
         from ..result import repro_options
 
-        return repro_options(self.config, self.rtol, self.atol)
+        return repro_options(self.config, self.rtol, self.atol, self.families)
 
     @property
     def rows(self) -> int:
@@ -204,7 +208,8 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            data = {"case_ids": [], "only": [], **data}  # runs written before named cases, chosen rows
+            # runs written before named cases, user families and chosen rows
+            data = {"case_ids": [], "families": [], "only": [], **data}
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")

@@ -34,16 +34,25 @@ class WorkerSetup:
     tolerances: Any  # a gradcheck_rnn.tolerances.Tolerances
     checks: tuple[str, ...]
     sys_path: tuple[str, ...] = ()  # the submitting process's sys.path: plugin targets import from there too
+    families: tuple[str, ...] = ()  # user families to load before the first case id is read
 
 
-def _prepare(setup: WorkerSetup) -> list[Any]:
-    """Threads, import paths, targets and the JAX reference, so the first case's time is its own."""
+def load_user_code(setup: WorkerSetup) -> None:
+    """The submitting process's import paths and user families, before this process reads a case id."""
+    from ..families import load_all
+
     for entry in reversed(setup.sys_path):
         if entry not in sys.path:
             sys.path.insert(0, entry)
+    load_all(setup.families)
+
+
+def _prepare(setup: WorkerSetup) -> list[Any]:
+    """Threads, import paths, user families, targets and the JAX reference, so the first case's time is its own."""
     from ..runtime import limit_torch_threads
     from ..targets import resolve_target
 
+    load_user_code(setup)
     limit_torch_threads()
     targets = [resolve_target(name) for name in setup.targets]
     if "reference" in setup.checks:
