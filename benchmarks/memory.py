@@ -63,9 +63,11 @@ def child(cases: int, workers: int, folder: Path) -> dict[str, object]:
     except SystemExit:
         pass
     wall = time.perf_counter() - start
+    # the peak of the sweep itself, before this script parses the whole results.json below
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     run = (folder / "reports" / "latest").resolve()
     document = json.loads((run / "results.json").read_text())
-    return {"cases": cases, "workers": workers, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    return {"cases": cases, "workers": workers, "peak_mb": peak_mb,
             "wall": wall, "results_json_mb": (run / "results.json").stat().st_size / 2**20,
             "rows": len(document["results"]), "passed": sum(r["status"] == "pass" for r in document["results"])}
 
