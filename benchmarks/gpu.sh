@@ -6,7 +6,11 @@
 # 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16);
 # 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm);
 # 3. times fused-gpu against cuDNN, forward + backward, on DeepBench-like shapes
-#    (benchmarks/gpu_kernel.py: ratios side by side, with the GPU name and the date).
+#    (benchmarks/gpu_kernel.py: ratios side by side, with the GPU name and the date);
+# 4. where flashrnn is installed (extra: flashrnn), sweeps flashrnn-triton, FlashRNN's Triton LSTM,
+#    which cannot run on CPU (docs/foreign-targets.md). flashrnn-cuda is left out: FlashRNN compiles
+#    its CUDA kernels for every hidden size and batch size, minutes each; judge it with a few cases:
+#    gradcheck-rnn sweep -c gpu -t flashrnn-cuda -n 4.
 # Uses .venv/bin/python when present (else python3, or $PYTHON) with the project and its `gpu`
 # extra installed (pip install -e '.[gpu]'); installs nothing itself. TF32 stays off unless
 # GRADCHECK_RNN_TF32=1. Exit status: 0 when every step passed, 1 when a step failed, 3 without CUDA.
@@ -36,9 +40,15 @@ step() {  # step NAME COMMAND...: run, time, remember a failure, go on
 mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
 
 # shellcheck disable=SC2086  # $mutants is a list of options
-step "1/3 sweep: fused-gpu and torch-native-cuda, gpu profile" \
+step "1/4 sweep: fused-gpu and torch-native-cuda, gpu profile" \
     "$PY" -m gradcheck_rnn.cli sweep -c gpu -t fused-gpu -t torch-native-cuda --report-dir "$REPORTS"
-step "2/3 fused-gpu mutants on CUDA" \
+step "2/4 fused-gpu mutants on CUDA" \
     "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
-step "3/3 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
+step "3/4 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
+if "$PY" -c 'import flashrnn' 2>/dev/null; then
+    step "4/4 sweep: flashrnn-triton, gpu profile" \
+        "$PY" -m gradcheck_rnn.cli sweep -c gpu -t flashrnn-triton --report-dir "$REPORTS"
+else
+    echo "== 4/4 skipped: flashrnn is not installed (pip install -e '.[flashrnn]')"
+fi
 exit $status

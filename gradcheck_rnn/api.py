@@ -108,8 +108,19 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
           modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
           dtypes: Sequence[str] | None = None, checks: Iterable[str] | None = None, workers: int = 1,
-          rtol: float | None = None, atol: float | None = None, in_process: bool | None = None) -> Run:
+          rtol: float | None = None, atol: float | None = None, in_process: bool | None = None,
+          projections: bool | None = None, bias: bool | None = None, initial_state: bool | None = None,
+          heads: Sequence[str] | None = None, input_size: int | tuple[int, int] | str | None = None,
+          hidden_size: int | tuple[int, int] | str | None = None, lengths: Sequence[str] | None = None,
+          zero_length: bool | None = None) -> Run:
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
+
+    ``modes``, ``layers``, ``bidirectional`` and ``dtypes`` narrow the draw as ``sweep --mode``,
+    ``--layers``, ``--[uni|bi]directional`` and ``--dtype`` do; the rest intersect it as the
+    command line's narrowing flags (gradcheck_rnn/narrowing.py): ``projections``, ``bias``,
+    ``initial_state``, ``zero_length`` (True: every case has it, False: none), ``heads`` and
+    ``lengths`` (head-gradient variants and length patterns kept), ``input_size`` and
+    ``hidden_size`` (a size, ``(min, max)`` or ``"min..max"``), e.g. ``projections=False``.
 
     Judged in ``workers`` worker processes (isolated, as ``check``; ``in_process=True`` for a
     debugger). Each worker process resolves the targets by name, so a target object judged there
@@ -117,15 +128,20 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     in this process with ``workers=1``.
     """
     from .generate import load_profile
+    from .narrowing import Narrowing
     from .run import RunSpec, judge_run
     from .runtime import judging
 
+    narrowing = Narrowing.build(projections=projections, bias=bias, initial_state=initial_state, heads=heads,
+                                input_size=input_size, hidden_size=hidden_size, lengths=lengths,
+                                zero_length=zero_length)
     resolved: list = []
     profile = load_profile(_config_name(config))
     drawn = tuple(modes or profile.modes)
     spec = RunSpec.build(_config_name(config), cases, seed, _target_items(targets), checks=valid_checks(checks),
                          rtol=rtol, atol=atol, modes=tuple(modes or ()), layers=layers,
-                         bidirectional=bidirectional, dtypes=tuple(dtypes or ()), families=_user_families(drawn)[0],
+                         bidirectional=bidirectional, dtypes=tuple(dtypes or ()), narrowing=narrowing,
+                         families=_user_families(drawn)[0],
                          resolved=resolved, profile=profile)
     with judging():  # the caller's threads and environment back afterwards
         return judge_run(spec, _execution(resolved, workers, in_process, drawn), targets=resolved)

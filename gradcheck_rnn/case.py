@@ -17,10 +17,11 @@ breaking change; tests pin known values). S is the state width: P with projectio
    [-1/sqrt(H), 1/sqrt(H)] like torch.nn's initialisation;
 2. x (T, B, I) standard normal — padded steps too, so padding leaks show;
 3. h0 (L·D, B, S) standard normal;
-4. c0 (L·D, B, H) standard normal, LSTM only;
+4. c0 (L·D, B, c_size) standard normal, for a family with a cell state (LSTM: H wide), mapped
+   to a valid state by the family (sLSTM's [c | n | m]: n0 ≥ 1; the identity for LSTM);
 5. dy (T, B, D·S) standard normal — non-zero at padded steps too;
 6. dhy (L·D, B, S) standard normal;
-7. dcy (L·D, B, H) standard normal, LSTM only.
+7. dcy (L·D, B, c_size) standard normal, for a family with a cell state.
 
 Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``) change nothing else.
 Variants are then applied (zeroed heads, omitted states), and finally every array is rounded
@@ -39,7 +40,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .config import DTYPES, HEADS, MAX_SEED, MODES, TORCH_DTYPE_NAMES, WANTS_GROUPS, RNNConfig
-from .families import family, modes
+from .families import family, known, modes
 from .errors import UsageError
 from .layout import param_names, param_shapes
 
@@ -239,7 +240,7 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
     parts = case_id.strip().split("-")
     if len(parts) < 1 + len(_HEAD_PATTERNS) + len(_TAIL_PATTERNS):
         raise UsageError(f"case id {case_id!r} has {len(parts)} parts; expected {ID_FORMAT}")
-    if parts[0] not in modes():
+    if not known(parts[0]):
         raise UsageError(f"case id {case_id!r}: part {parts[0]!r} should be one of {', '.join(modes())}")
     values: dict[str, Any] = {"mode": parts[0]}
     options: dict[str, Any] = {}
@@ -316,7 +317,7 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
         params = config.family.hold_memory(config, params)
     x = rng.standard_normal((T, B, config.input_size))
     h0 = rng.standard_normal(states)
-    c0 = rng.standard_normal(cells) if config.has_cell_state else None
+    c0 = config.family.initial_cell_state(config, rng.standard_normal(cells)) if config.has_cell_state else None
     dy = rng.standard_normal((T, B, config.num_directions * config.state_size))
     dhy = rng.standard_normal(states)
     dcy = rng.standard_normal(cells) if config.has_cell_state else None

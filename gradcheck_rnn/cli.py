@@ -74,6 +74,7 @@ def main() -> None:
 @opt.cases_and_seed
 @opt.target
 @opt.draw
+@opt.narrowing
 @opt.tolerances
 @opt.report_dir
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
@@ -97,6 +98,7 @@ def sweep(**values: Any) -> None:
       gradcheck-rnn sweep                                  # ci profile, every built-in target
       gradcheck-rnn sweep -c nightly -n 200 -s 7 -t fused-cpu
       gradcheck-rnn sweep -t my_pkg.rnn:target --mode gru --layers 1 --unidirectional
+      gradcheck-rnn sweep -t my_pkg.rnn:lstm --mode lstm --no-projections --hidden-size 2..4
       gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
       gradcheck-rnn sweep -c nightly --workers 8 --case-timeout 60
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
@@ -177,8 +179,7 @@ def check(ctx: click.Context, **values: Any) -> None:
 @opt.target
 @opt.check
 @opt.tolerances
-@click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-              help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@opt.tolerance_profile
 @click.option("--emit-test", "emit_test", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write a standalone pytest file that rebuilds this case and asserts the target "
                    "(exactly one --target) against the references, with these tolerances.")
@@ -222,8 +223,7 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
               help="Budget: how many candidate cases may be judged.")
 @click.option("--json", "as_json", is_flag=True, help="Print the shrink path as JSON instead of a table.")
 @opt.tolerances
-@click.option("--config", "-c", "config", default=None, metavar="PROFILE",
-              help="Profile whose tolerances apply (default: ci), as in the sweep that found the case.")
+@opt.tolerance_profile
 @opt.isolation
 @usage_errors
 def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: int, as_json: bool,

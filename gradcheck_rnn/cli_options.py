@@ -12,7 +12,7 @@ from typing import Any, Callable
 import click
 
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, HEADS, WANTS_GROUPS, profile_names
+from .config import DTYPES, HEADS, LENGTH_PATTERNS, WANTS_GROUPS, profile_names
 from .errors import UsageError
 from .runtime import IN_PROCESS_ENV
 
@@ -81,6 +81,10 @@ fmt = click.option(
 config = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
                       help=f"Sweep profile: a TOML file, or a name in configs/ ({', '.join(profile_names())}). "
                            f"Default: ci.")
+tolerance_profile = click.option(
+    "--config", "-c", "config", default=None, metavar="PROFILE",
+    help=f"Profile whose tolerances apply, as in the sweep that found the case: a TOML file, or a name in configs/ "
+         f"({', '.join(profile_names())}). Default: ci.")
 report_dir = click.option(
     "--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
     help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
@@ -101,6 +105,44 @@ draw = options(
     click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES),
                  help="Draw only these dtypes (repeatable; default: the profile's)."),
 )
+class SizeRange(click.ParamType):
+    """A size or a range of sizes, ``4`` or ``2..5``, as (min, max)."""
+
+    name = "MIN..MAX"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from .narrowing import parse_range
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_range(value, "")
+        except UsageError as exc:
+            self.fail(str(exc).lstrip(), param, ctx)
+
+
+# Narrowing the draw to what a target takes (gradcheck_rnn/narrowing.py): each intersects the profile.
+narrowing = options(
+    click.option("--projections/--no-projections", "projections", default=None,
+                 help="Draw only LSTMs with a projection (-P), or none, e.g. --no-projections for a kernel without proj_size."),
+    click.option("--bias/--no-bias", "bias", default=None,
+                 help="Draw only cases with biases, or only without (-nobias), e.g. --no-bias for bias=False layers."),
+    click.option("--initial-state/--no-initial-state", "initial_state", default=None,
+                 help="Draw only cases with h0/c0 given, or only without (-z), e.g. --initial-state."),
+    click.option("--heads", "heads", multiple=True, type=click.Choice(HEADS),
+                 help="Draw only these head-gradient variants (repeatable), e.g. --heads all --heads y."),
+    click.option("--input-size", "input_size", type=SizeRange(), default=None,
+                 help="Draw input sizes I only in this range (or one size), e.g. --input-size 2..4."),
+    click.option("--hidden-size", "hidden_size", type=SizeRange(), default=None,
+                 help="Draw hidden sizes H only in this range (or one size), e.g. --hidden-size 4."),
+    click.option("--length-pattern", "lengths", multiple=True, type=click.Choice(LENGTH_PATTERNS),
+                 help="Draw only these sequence-length patterns (repeatable), e.g. --length-pattern all_full."),
+    click.option("--zero-length/--no-zero-length", "zero_length", default=None,
+                 help="Draw only cases with a length-0 sequence, or none, e.g. --no-zero-length."),
+)
+NARROWING_FLAGS = {"projections": "--[no-]projections", "bias": "--[no-]bias", "initial_state": "--[no-]initial-state",
+                   "heads": "--heads", "input_size": "--input-size", "hidden_size": "--hidden-size",
+                   "lengths": "--length-pattern", "zero_length": "--[no-]zero-length"}
 isolation = options(
     click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
                  help="Worker processes that judge, each on one torch/BLAS thread (default: one per idle core, "
@@ -156,8 +198,17 @@ against_runs = options(
                       "profile); exit 5 when nothing failed there."),
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
-LAST_FAILED_CONFLICTS = ("config", "cases", "seed", "targets", "modes", "layers", "bidirectional", "dtypes",
-                         "rtol", "atol", "shard")
+LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
+                         "modes": "--mode", "layers": "--layers", "bidirectional": "--[uni|bi]directional",
+                         "dtypes": "--dtype", "rtol": "--rtol", "atol": "--atol", "shard": "--shard",
+                         **NARROWING_FLAGS}
+
+
+def narrowing_of(values: dict[str, Any]) -> Any:
+    """The :class:`~gradcheck_rnn.narrowing.Narrowing` of a command's option values."""
+    from .narrowing import Narrowing
+
+    return Narrowing.build(**{name: values.get(name) for name in NARROWING_FLAGS})
 
 
 def load_baseline(values: dict[str, Any]) -> Any:
@@ -177,14 +228,13 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
     not pass in the report folder's latest run (exit 5 with a note when there are none)."""
     if not values["last_failed"]:
-        return build_run(values)
+        return build_run(values, narrowing=narrowing_of(values))
     from .console import err, say
     from .rerun import last_failed
 
-    given = [name for name in LAST_FAILED_CONFLICTS if values.get(name) not in (None, ())]
+    given = [flag for name, flag in LAST_FAILED_CONFLICTS.items() if values.get(name) not in (None, ())]
     if given:
-        flags = ", ".join(f"--{name.rstrip('s') if name in ('targets', 'modes', 'dtypes') else name}"
-                          .replace("_", "-") for name in given)
+        flags = ", ".join(given)
         raise UsageError(f"--last-failed judges what the latest run judged and did not pass, so {flags} cannot "
                          f"be given with it; drop them or drop --last-failed")
     failed = last_failed(values["report_dir"])
@@ -251,9 +301,12 @@ def announce(spec: Any, execution: Any, why: str) -> None:
     else:
         count = min(execution.workers, max(1, len(spec.indices)))
         where = f"in {count} worker process{'es' if count > 1 else ''} ({why})"
+    from .narrowing import draw_flags
     from .render import print_lines, wrapped
 
     line = f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × {', '.join(spec.targets)} {where}"
+    if flags := draw_flags(spec.draw_json()):  # the narrowing, as flags a user can copy
+        line += f"; drawn from profile {spec.profile} narrowed by {' '.join(flags)}"
     if not spec.named_targets:  # the default targets: say which built-ins this machine leaves out, and why
         from .targets import left_out_builtins
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import UsageError
-from .families import CUDNN_MODES, DIRECTIONS, Family, family, modes  # noqa: F401  (DIRECTIONS re-exported)
+from .families import CUDNN_MODES, DIRECTIONS, Family, family, known, modes  # noqa: F401  (DIRECTIONS re-exported)
 
 # The cuDNN modes and their gates, for the code written for exactly those four (the bucketed JAX
 # program, the fused kernels' gate layouts); everything else asks the config's family.
@@ -25,6 +25,7 @@ DTYPES = ("f64", "f32", "f16", "bf16")
 TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 WANTS_GROUPS = ("all", "inputs", "x", "params")
 HEADS = ("all", "y", "states", "last")
+LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 MAX_SEED = 2**63 - 1
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the shipped sweep profiles
 
@@ -61,7 +62,7 @@ class RNNConfig:
     long_memory: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in modes():
+        if not known(self.mode):
             raise UsageError(f"unknown mode {self.mode!r}; allowed: {', '.join(modes())}")
         given = dict(self.options.items() if isinstance(self.options, Mapping) else self.options)
         defaults = {o.name: o.default for o in self.family.options}

@@ -123,8 +123,8 @@ def print_case_result(result: CaseResult, per_step: bool) -> None:
     if result.traceback:
         say(out, "target traceback (most recent call last):")
         say(out, result.traceback)
-    if per_step and (timed := render.worst_time_tensor(result)) is not None:
-        out.print(render.per_step_table(timed))
+    if per_step and (picture := render.error_picture(result)) is not None:
+        out.print(picture)
     say(out, f"reproduce: {result.repro}")
 
 
@@ -206,6 +206,8 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
     so far with the verdict ``interrupted``, after one line, and exits 130 or 143. With a
     ``baseline`` the drifted rows get their own table and results.json its ``"drift"``.
     """
+    from .advice import next_step
+
     ensure_writable(report_dir)
     meta = spec.meta(command)
     with row_log(report_dir, command, spec.seed) as log, terminate_as_exception():
@@ -216,6 +218,8 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
         extra = None if baseline is None else {"drift": baseline.to_json()}
         if present is None:
             print_run(run.results, log.tally)
+            if run.exit_code in (0, 5) and (step := next_step(spec, run.results)):  # what to do for more coverage
+                render.print_lines(out, render.note_lines(step))
             if extra is not None:
                 print_drift(extra["drift"])
         else:

@@ -15,8 +15,9 @@ gets a projection, P uniform in 1..H-1), ``bias`` (the probability that biases a
 several or all) — is drawn from a second generator, ``SeedSequence([S, i, 1])``. So turning
 these switches on leaves every other draw of case i as it was: the same mode, shapes, lengths,
 variants and data seed, now with a projection, without biases or with empty sequences. A
-family's own options (s6's state size, …) come from a third generator, ``SeedSequence([S, i, 2])``,
-and a variant a family does not support (two directions for s6) is never drawn for it.
+family's own options (s6's state size, sLSTM's heads, …) come from a third generator,
+``SeedSequence([S, i, 2])``, after H (heads divide it), and a variant a family does not support
+(two directions for s6) is never drawn for it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig,
                    make_case)
 from .errors import UsageError
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import CONFIG_DIR, profile_names
+from .config import CONFIG_DIR, LENGTH_PATTERNS, profile_names
 from .families import family, modes as family_modes
 from .tolerances import Tolerances
 
@@ -45,7 +46,6 @@ else:  # pragma: no cover
 
 # configs/ at the top level is the profiles' home; gradcheck_rnn/configs links to it and the wheel
 # carries its files as package data, so an installed package finds them here too.
-LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
 
 
@@ -249,12 +249,15 @@ def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RN
             B = 1
         else:
             T = 1
-    options = family(mode).draw_options(np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2]))))
-    config = RNNConfig(mode=mode, num_layers=_between(rng, profile.layers),
-                       # drawn for every family, so a family that runs forward only shifts no other draw
-                       bidirectional=bool(rng.random() < profile.bidirectional) and family(mode).bidirectional,
-                       input_size=_between(rng, profile.input_size), hidden_size=_between(rng, profile.hidden_size),
-                       max_len=T, batch_size=B, dtype=_choice(rng, profile.dtypes), options=options)
+    layers = _between(rng, profile.layers)
+    # drawn for every family, so a family that runs forward only shifts no other draw
+    bidirectional = bool(rng.random() < profile.bidirectional) and family(mode).bidirectional
+    I, H = _between(rng, profile.input_size), _between(rng, profile.hidden_size)
+    dtype = _choice(rng, profile.dtypes)
+    options = family(mode).draw_options(np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2]))),
+                                        H)
+    config = RNNConfig(mode=mode, num_layers=layers, bidirectional=bidirectional, input_size=I, hidden_size=H,
+                       max_len=T, batch_size=B, dtype=dtype, options=options)
     lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B)
     wants, heads = _choice(rng, profile.wants), _choice(rng, profile.heads)
     initial_state = bool(rng.random() < profile.initial_state)

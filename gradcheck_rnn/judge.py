@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .case import Case, Outputs, as_mapping, private_copy
+from .case import Case, Outputs, as_mapping, private_copy, with_changes
 from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
 from .compare import TensorError, to_float64
@@ -286,16 +287,40 @@ def _supported(target: Target, case: Case) -> tuple[bool | str, str]:
         return f"supports_case raised {message}", frames
 
 
+def judged_case(case: Case, target: Target) -> Case | str:
+    """The case under the gradient conventions ``target`` declares (docs/contracts.md, "Gradient
+    conventions"): each convention of the case's family that the target names by its attribute
+    (``stabilizer_gradient = "constant"``) sets the family option that makes the references follow
+    it; a target that declares none is judged on the default. A value the family does not know is
+    returned as the sentence that says so."""
+    family = case.config.family
+    if not family.conventions:
+        return case
+    options = dict(case.config.options)
+    for convention in family.conventions:
+        default = next(iter(convention.values))
+        declared = getattr(target.impl, convention.attribute, default)
+        if declared not in convention.values:
+            return (f"{convention.attribute}={declared!r} is not a {family.token} convention; "
+                    f"allowed: {', '.join(map(repr, convention.values))}")
+        options[convention.option] = convention.values[declared]
+    config = dataclasses.replace(case.config, options=options)
+    return case if config == case.config else with_changes(case, config=config)
+
+
 def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Tolerances | None = None,
           checks: Iterable[str] = ("reference",), start: int = 0) -> Iterator[CaseResult]:
     """Every enabled check of every target on one case: rows target by target, check by check.
 
     The case's context (references, witness, drift allowance) is shared by all of them, and each
-    target's run on the unchanged case by the checks that may share it. ``start``
-    skips the first rows of that order: a worker process resumes a case there after the row
-    before crashed its predecessor.
+    target's run on the unchanged case by the checks that may share it. A target that declares a
+    gradient convention other than the default is judged on the case under it (:func:`judged_case`,
+    its rows named by that case's id), whose context the targets that declare the same share.
+    ``start`` skips the first rows of that order: a worker process resumes a case there after
+    the row before crashed its predecessor.
     """
-    context = case if isinstance(case, CaseContext) else CaseContext(case)
+    base = case if isinstance(case, CaseContext) else CaseContext(case)
+    contexts = {base.case.id: base}
     tolerances = tolerances or Tolerances()
     checks = list(checks)
     unknown = [c for c in checks if c not in CHECKS]
@@ -303,7 +328,14 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
         raise UsageError(f"unknown checks {', '.join(unknown)}; allowed: {', '.join(CHECKS)}")
     row = 0
     for target in (as_target(t) for t in targets):
-        supported, frames = _supported(target, context.case) if row + len(checks) > start else (True, "")
+        context, supported, frames = base, True, ""
+        if row + len(checks) > start:
+            convention = judged_case(base.case, target)
+            if isinstance(convention, str):
+                supported, frames = convention, "(the target's declared gradient convention)"
+            else:
+                context = contexts.setdefault(convention.id, CaseContext(convention))
+                supported, frames = _supported(target, context.case)
         call = TargetCall(target, context)
         for check in checks:
             row += 1

@@ -55,14 +55,16 @@ class RNNGradcheck:
     def sweep(self, target: Any, cases: int = 50, config: str | os.PathLike[str] = "ci", seed: int = 0,
               checks: Iterable[str] | None = None, rtol: float | None = None, atol: float | None = None,
               modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
-              dtypes: Sequence[str] | None = None) -> list:
+              dtypes: Sequence[str] | None = None, **narrowing: Any) -> list:
         """Judge ``target`` on ``cases`` cases of a profile drawn from ``seed``; return the results.
 
         ``target`` is a name as on the command line (``fused-cpu``, ``mutant:<name>``,
         ``package.module:callable``) or a target object/callable. ``checks`` defaults to the
         profile's enabled checks; ``modes``, ``layers``, ``bidirectional`` and ``dtypes`` narrow
         the draw as ``gradcheck-rnn sweep --mode/--layers/--bidirectional/--dtype`` do (a
-        one-mode target is judged on every case instead of a quarter of them). Raises
+        one-mode target is judged on every case instead of a quarter of them); ``narrowing`` takes
+        ``gr.sweep``'s narrowing keywords (``projections=False``, ``hidden_size=(2, 4)``, ``heads``,
+        ``lengths``, ``bias``, ``initial_state``, ``input_size``, ``zero_length``). Raises
         :class:`GradcheckFailed` on any failure or when nothing was judged.
         """
         __tracebackhide__ = True
@@ -70,7 +72,8 @@ class RNNGradcheck:
 
         count = self.cases_override or cases
         run = gr.sweep(target, cases=count, seed=seed, config=str(config), checks=checks, rtol=rtol,
-                       atol=atol, modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes)
+                       atol=atol, modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes,
+                       **narrowing)
         _judge(run.results, run.exit_code, run.reason, f"sweep of {count} cases (profile {run.spec.profile}, "
                                                        f"seed {run.spec.seed})")
         return run.results

@@ -19,6 +19,7 @@ import textwrap
 from functools import lru_cache
 from typing import Iterable
 
+import numpy as np
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -133,10 +134,14 @@ def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Te
 def mistrusted_lines(tally: Tally) -> list[Text]:
     """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
     note = mistrust_note(tally.mistrust())
-    if note is None:
-        return []
-    first, *rest = wrapped(f"note: {note}", indent="")
-    return [Text.assemble(("note:", "bold yellow"), first[len("note:"):]), *(Text(line) for line in rest)]
+    return [] if note is None else note_lines(f"note: {note}")
+
+
+def note_lines(text: str) -> list[Text]:
+    """A note (``note: …``, ``next: …``) wrapped at 80 columns, its first word in bold yellow."""
+    first, *rest = wrapped(text, indent="")
+    word = first.split(":", 1)[0] + ":"
+    return [Text.assemble((word, "bold yellow"), first[len(word):]), *(Text(line) for line in rest)]
 
 
 @lru_cache(maxsize=256)
@@ -294,3 +299,43 @@ def worst_time_tensor(result: CaseResult) -> TensorError | None:
     failing = [t for t in timed if not t.passed]
     pool = failing or timed
     return max(pool, key=lambda t: (t.ratio == t.ratio, t.ratio), default=None)
+
+
+def error_picture(result: CaseResult) -> Table | Text | None:
+    """What a repro shows under its table: the error per time step of the worst tensor with a time
+    axis, or — when the failing tensors have none (a weight gradient, a state) — the worst failing
+    one's ratio per gate block or layer.dir: a passing ``y`` says nothing about a failing ``w_hh``."""
+    failing = [t for t in result.tensors if not t.passed and t.status != "missing"]
+    if failing and not any(t.per_step for t in failing):
+        return per_unit_table(max(failing, key=_badness), result.mode)
+    timed = worst_time_tensor(result)
+    return None if timed is None else per_step_table(timed)
+
+
+def per_unit_table(tensor: TensorError, mode: str) -> Table | Text:
+    """The tolerance ratio of a tensor without a time axis, per gate block (a parameter) or per
+    layer.dir (a state): its worst ratio there (> 1 fails), where, and a bar."""
+    from .families import family, modes
+
+    ratio_map = tensor.ratio_map
+    if ratio_map is None:  # a shape the maps do not know: the worst element in words
+        return Text(f"{tensor.name}: no time axis; worst ratio {fmt(tensor.ratio)} at {tensor.location_text()}")
+    gated = ratio_map.rows == "gate"
+    gates = family(mode).gates if mode in modes() else ()
+    table = Table(title=Text(f"{tensor.name}: tolerance ratio per {'gate block' if gated else 'layer.dir'} "
+                             f"(no time axis)"), title_justify="left")
+    for name, justify in (("gate" if gated else "state", "left"), ("worst ratio", "right"),
+                          ("at unit" if gated else "at b", "right"), ("", "left")):
+        table.add_column(name, justify=justify, no_wrap=True, min_width=30 if not name else None)
+    grid = np.asarray(ratio_map.ratio, dtype=np.float64)
+    finite = grid[np.isfinite(grid)]
+    top = max(float(finite.max()) if finite.size else 0.0, 1.0)
+    pool = ratio_map.pool[1]
+    for i, values in enumerate(grid):
+        worst = int(np.argmax(np.where(np.isnan(values), np.inf, values)))
+        value = float(values[worst])
+        label = (gates[i] if i < len(gates) else str(i)) if gated else str(i)
+        width = 30 if not math.isfinite(value) else round(30 * value / top)
+        where = str(worst * pool) if pool == 1 else f"{worst * pool}–{worst * pool + pool - 1}"
+        table.add_row(label, fmt(value), where, "█" * width)
+    return table

@@ -24,6 +24,14 @@ from typing import Iterator
 TORCH_THREADS_ENV = "GRADCHECK_RNN_TORCH_THREADS"
 IN_PROCESS_ENV = "GRADCHECK_RNN_IN_PROCESS"  # --in-process; gr.check/gr.sweep read it too
 JAX_CACHE_ENV = "GRADCHECK_RNN_JAX_CACHE"
+CACHE_DIR_ENV = "GRADCHECK_RNN_CACHE_DIR"  # the root of everything cached: the JAX cache, the tests' venvs
+
+
+def cache_dir() -> Path:
+    """The folder under which gradcheck-rnn and its tests cache things: $GRADCHECK_RNN_CACHE_DIR, or
+    ~/.cache/gradcheck-rnn when unset or "". The JAX cache is its ``jax`` (unless
+    $GRADCHECK_RNN_JAX_CACHE names another) and the tests' MXNet and flax/Keras venvs its ``venvs``."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "gradcheck-rnn").expanduser()
 
 
 def limit_torch_threads() -> None:
@@ -38,13 +46,13 @@ def limit_torch_threads() -> None:
 
 
 def use_persistent_jax_cache() -> None:
-    """Keep the JAX reference's compiled programs across runs in ~/.cache/gradcheck-rnn/jax.
+    """Keep the JAX reference's compiled programs across runs in :func:`cache_dir`/jax.
 
     A new program costs ~1.5 s to compile; a new process loads it from the serialized executable
     kept beside this cache (references/artifacts.py) in ~0.05 s without tracing it again. Set $GRADCHECK_RNN_JAX_CACHE to another folder, or to "" to turn it off.
     The folder is named in the environment so that pool workers, started from it, share it.
     """
-    os.environ.setdefault(JAX_CACHE_ENV, str(Path.home() / ".cache" / "gradcheck-rnn" / "jax"))
+    os.environ.setdefault(JAX_CACHE_ENV, str(cache_dir() / "jax"))
 
 
 def set_up_process() -> None:

@@ -104,9 +104,14 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
         if projections and family(mode).projections and hidden_size >= 2 and draw(st.booleans()):
             proj = draw(st.integers(1, hidden_size - 1))
         bias = not (no_bias and draw(st.booleans()))
-        # a family's options: integers shrink to 1, flags to their default
-        options = {o.name: (o.default != draw(st.booleans())) if o.is_flag else draw(st.integers(1, max_size))
-                   for o in family(mode).options}
+        # a family's options: integers shrink to 1 (or the smallest divisor), flags to their default;
+        # a gradient convention's option (sLSTM's -mconst) is the judge's to set from the target
+        sizes = {"hidden_size": hidden_size, "input_size": input_size}
+        conventions = {c.option for c in family(mode).conventions}
+        options = {o.name: (o.default != draw(st.booleans())) if o.is_flag else
+                   draw(st.sampled_from([k for k in range(1, sizes[o.divides] + 1) if sizes[o.divides] % k == 0]))
+                   if o.divides else draw(st.integers(1, max_size))
+                   for o in family(mode).options if o.name not in conventions}
         config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)),
                            proj_size=proj, bias=bias, options=options)
         if long_memory and config.family.keeps_memory(config) and draw(st.booleans()):

@@ -3,7 +3,7 @@
 An element passes when |a − b| <= atol + rtol·|b| (a = target, b = float64 reference).
 Tensor kinds: ``output`` (y, hy, cy), ``input_grad`` (x, h0, c0), ``weight_grad`` (every
 weight and bias). The numbers come from ``gradcheck-rnn calibrate`` runs of correct kernels
-(see README, "Tolerances"): each default sits well above the worst ratio a correct float32 or
+(see docs/concepts/tolerances.md): each default sits well above the worst ratio a correct float32 or
 float64 kernel reached and below the error of the historical bugs on short sequences.
 ``rtol=1e-2`` alone (MXNet's choice in #15278) misses truncated-BPTT errors under 1 %.
 """

@@ -1,6 +1,6 @@
 """Test-wide settings: one torch thread (see gradcheck_rnn.runtime.limit_torch_threads), judging
-commands in the test process, and a JAX cache of this test session's own, removed at its end, so
-tests never write outside their temporary folders.
+commands in the test process, and a JAX cache of this test session's own (shared by its
+pytest-xdist workers), removed at its end, so tests never write outside their temporary folders.
 
 Judging commands run as with ``--in-process`` (GRADCHECK_RNN_IN_PROCESS=1): a worker process per
 command costs ~0.2 s more, over a suite with a time budget, and every executor gives the same
@@ -14,9 +14,11 @@ import os
 import shutil
 import tempfile
 
-_JAX_CACHE = tempfile.mkdtemp(prefix="gradcheck-rnn-test-jax-")
-atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
-os.environ["GRADCHECK_RNN_JAX_CACHE"] = _JAX_CACHE
+if "PYTEST_XDIST_WORKER" not in os.environ or not os.environ.get("GRADCHECK_RNN_JAX_CACHE"):
+    _JAX_CACHE = tempfile.mkdtemp(prefix="gradcheck-rnn-test-jax-")
+    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
+    os.environ["GRADCHECK_RNN_JAX_CACHE"] = _JAX_CACHE
+# else: a pytest-xdist worker, started by the session that made the cache: every worker shares it
 os.environ["GRADCHECK_RNN_WORKERS"] = "1"
 os.environ["GRADCHECK_RNN_IN_PROCESS"] = "1"
 
@@ -31,3 +33,10 @@ limit_torch_threads()
 def worker_processes(monkeypatch):
     """Judging commands in worker processes, as for a user (the default executor)."""
     monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that run pytest in this process (pytester) last: its runs drop, when they end, the
+    modules they imported, and a later test would import second copies of them (another rich
+    Segment class, another registry). Under pytest-xdist each worker keeps this order."""
+    items.sort(key=lambda item: "pytester" in getattr(item, "fixturenames", ()))

@@ -1,10 +1,10 @@
 """Fixtures for the foreign-target tests: MXNet 1.9.1 and flax/Keras interpreters made by the tests.
 
 MXNet 1.9.1 needs numpy < 1.24 and cannot live in this venv, so the session makes its own venv
-with ``pip install mxnet==1.9.1 "numpy<1.24"`` (under ~/.cache/gradcheck-rnn/venvs/mxnet191, or
-``$GRADCHECK_RNN_MXNET_VENV``), reuses it when it is complete (a marker written last), and skips
+with ``pip install mxnet==1.9.1 "numpy<1.24"`` (about 300 MB, under ``$GRADCHECK_RNN_CACHE_DIR/venvs/mxnet191``,
+~/.cache/gradcheck-rnn by default, or ``$GRADCHECK_RNN_MXNET_VENV``), reuses it when it is complete (a marker written last), and skips
 the MXNet tests with the reason when the package registry cannot provide it. The flax and
-Keras targets get a venv the same way (~/.cache/gradcheck-rnn/venvs/flax-keras: this venv's jax
+Keras targets get a venv the same way (``$GRADCHECK_RNN_CACHE_DIR/venvs/flax-keras``: this venv's jax
 version, flax, keras), so that the main venv never changes. CI then runs the
 out-of-process path against the real framework, never a mock. Imported by the test modules that
 need it (not from conftest.py, so other tests never pay for it).
@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from gradcheck_rnn.runtime import cache_dir
+
 TESTS = Path(__file__).parent
-MXNET_VENV = Path(os.environ.get("GRADCHECK_RNN_MXNET_VENV", "~/.cache/gradcheck-rnn/venvs/mxnet191")).expanduser()
+MXNET_VENV = Path(os.environ.get("GRADCHECK_RNN_MXNET_VENV") or cache_dir() / "venvs" / "mxnet191").expanduser()
 MXNET_REQUIREMENTS = ("mxnet==1.9.1", "numpy<1.24")
-FLAX_KERAS_VENV = Path(os.environ.get("GRADCHECK_RNN_FLAX_KERAS_VENV", "~/.cache/gradcheck-rnn/venvs/flax-keras")).expanduser()
+FLAX_KERAS_VENV = Path(os.environ.get("GRADCHECK_RNN_FLAX_KERAS_VENV") or cache_dir() / "venvs" / "flax-keras").expanduser()
 _MARKER = ".gradcheck-rnn-complete"
 
 

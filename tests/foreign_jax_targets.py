@@ -3,17 +3,7 @@ target file by path in the foreign interpreter and breaks one detail of its mapp
 slip that reading a library's gate order or bias placement wrong produces. Each name is a target
 object, made when the foreign interpreter imports this module."""
 
-import importlib.util
-from pathlib import Path
-
-FOREIGN = Path(__file__).resolve().parent.parent / "gradcheck_rnn" / "targets" / "foreign"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"slipped_{name}", FOREIGN / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from foreign_files import load_target_file as _load
 
 
 def _flax_slips():

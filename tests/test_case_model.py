@@ -203,7 +203,7 @@ def test_profile_switches_leave_the_rest_of_each_case_as_drawn():
     assert changed > 10 and held > 3  # the switches really draw
 
 
-@pytest.mark.parametrize("mode, options", [("lstm", ""), ("gru", ""), ("s6", "-N2-R1")])
+@pytest.mark.parametrize("mode, options", [("lstm", ""), ("gru", ""), ("s6", "-N2-R1"), ("slstm", "-NH2")])
 def test_long_memory_keeps_gradients_alive_at_long_lags(mode, options):
     """-longmem shifts only the parameters that set the decay; the rest of the case is as drawn, and
     the gradient that reaches the initial state from the final one is far larger (no decay to hide in)."""
@@ -215,7 +215,7 @@ def test_long_memory_keeps_gradients_alive_at_long_lags(mode, options):
         assert held.id.endswith(f"-s{seed}-gstates") and "-longmem-" in held.id
         assert np.array_equal(plain.x, held.x) and np.array_equal(plain.dhy, held.dhy)
         moved = [k for k in plain.params if not np.array_equal(plain.params[k], held.params[k])]
-        assert moved and all(k.endswith((".b_ih", ".b_hh", ".a_log")) for k in moved)
+        assert moved and all(k.endswith((".b_ih", ".b_hh", ".a_log", ".b")) for k in moved)
 
         def reached(case):
             grads = run_loop_reference(case).grads

@@ -63,3 +63,23 @@ def test_a_folder_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch)
     (tmp_path / "half").mkdir()  # e.g. a report folder of an earlier half sweep
     monkeypatch.chdir(tmp_path)
     assert resolve_profile_path("half") == CONFIG_DIR / "half.toml"
+
+
+@pytest.mark.parametrize("command", ["sweep", "mutants", "calibrate", "repro", "shrink"])
+def test_help_and_the_unknown_profile_error_give_one_list_of_profile_names(command, tmp_path):
+    """Issue 29: --help named 6 profiles and the error 8; both now give every shipped profile."""
+    import re
+
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.generate import CONFIG_DIR
+
+    shipped = sorted(path.stem for path in CONFIG_DIR.glob("*.toml"))
+    runner = CliRunner()
+    help_text = " ".join(runner.invoke(main, [command, "--help"]).output.split())
+    in_help = re.search(r"a name in configs/ \(([^)]*)\)", help_text)
+    error = runner.invoke(main, ["sweep", "-c", "no-such-profile", "--report-dir", str(tmp_path)]).output
+    in_error = re.search(r"one of: (.*)$", error.strip())
+    assert in_help and in_error, (help_text, error)
+    unwrapped = re.sub(r"-\s+", "-", in_help.group(1))  # click may wrap the help at a name's hyphen
+    assert sorted(unwrapped.split(", ")) == sorted(in_error.group(1).split(", ")) == shipped

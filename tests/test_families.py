@@ -22,7 +22,7 @@ from gradcheck_rnn.layout import param_shapes
 def test_cudnn_cells_are_the_first_families_in_their_historical_order():
     assert CUDNN_MODES == ("rnn_relu", "rnn_tanh", "lstm", "gru") == modes()[:4]
     assert {m: family(m).gates for m in CUDNN_MODES} == GATE_NAMES
-    assert [m for m in modes() if family(m).cell_state] == ["lstm"]
+    assert [m for m in modes() if family(m).cell_state] == ["lstm", "slstm"]
     with pytest.raises(UsageError, match="unknown mode 'nosuch'"):
         RNNConfig("nosuch", 1, False, 2, 3, 4, 1)
     with pytest.raises(ValueError, match="already registered"):
@@ -50,7 +50,7 @@ def test_family_flag_loads_a_user_family_in_the_worker_processes_too(tmp_path, w
     """--family is carried by the run spec: two worker processes rebuild minGRU cases from their ids,
     the repro line names the family, and repro with it catches the slip."""
     reports = tmp_path / "reports"
-    code, output = invoke("sweep", "--family", "family_targets:MINGRU", "--mode", "mingru", "--unidirectional", "-n", "2",
+    code, output = invoke("sweep", "--family", "family_targets:MINGRU", "--mode", "mingru", "-n", "2",
                           "--workers", "2",
                           "-t", "family_targets:mingru_slipped", "--report-dir", reports)
     assert code == 1, output
@@ -87,5 +87,5 @@ def test_an_installed_entry_point_family_loads_by_its_token(monkeypatch):
 
 
 def test_registered_user_families_are_named_for_other_processes():
-    assert families.user_families()["mingru"] == "family_targets:MINGRU"
+    assert families.user_families()["mingru"] == "my_family:MINGRU"
     assert "lstm" not in families.user_families()

@@ -1,33 +1,19 @@
 """The pytest plugin: the rnn_gradcheck fixture, its failure messages, vacuity and --gradcheck-rnn-cases."""
 
-import importlib
-import pkgutil
 import re
 from pathlib import Path
 
 import pytest
 
-# pytester's in-process runs drop the modules they imported when they end: a module first imported
-# inside one would come back as a second copy for the tests that run after this file (another
-# registry, other classes), and jaxlib aborts the process when it is imported a second time. So
-# every module of the package, and the JAX reference, is imported here, before any run.
-import gradcheck_rnn
+# pytester's in-process runs drop the modules they imported when their test ends, and jaxlib
+# aborts the process when it is imported a second time: import the JAX reference here, before any
+# run. Other dropped modules come back as second copies (other classes) for the tests after this
+# file, so tests/conftest.py runs this file's tests last.
 import gradcheck_rnn.references.jax_ref  # noqa: F401
-
-
-def _import_the_whole_package() -> None:
-    for module in pkgutil.walk_packages(gradcheck_rnn.__path__, "gradcheck_rnn."):
-        try:
-            importlib.import_module(module.name)
-        except ImportError:  # an optional extra (dask, triton) this machine lacks
-            pass
-
-
-_import_the_whole_package()
 
 pytest_plugins = ["pytester"]
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+SHRINK_PAGE = (Path(__file__).parent.parent / "docs" / "how-to" / "shrink.md").read_text()
 MINIMAL = "lstm-L1-uni-I1-H1-T2-B1-len2-f32-s918273"  # where `shrink` leaves truncated BPTT (test_shrink.py)
 
 
@@ -104,8 +90,7 @@ def test_the_case_count_option_overrides_every_sweep(pytester):
 
 
 def test_the_readme_fixture_example_runs(pytester):
-    section = README.split("## From a failing seed to a regression test", 1)[1].split("\n## ", 1)[0]
-    example = next(block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    example = next(block for block in re.findall(r"```python\n(.*?)```", SHRINK_PAGE, flags=re.S)
                    if "rnn_gradcheck" in block)
     result = outcome(pytester, example)
     result.assert_outcomes(passed=2, xfailed=1)

@@ -6,17 +6,20 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from family_checks import (
+    assert_matches_central_differences,
+    assert_one_bucketed_program_is_exact,
+)
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping, with_changes
+from gradcheck_rnn.case import as_mapping
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import family
 from gradcheck_rnn.generate import draw_cases, load_profile
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.kernels.s6_cpu import S6CPUKernel
 from gradcheck_rnn.references import run_reference
-from gradcheck_rnn.references.loop import loop_loss
 
 # One config shape for the slow JAX program (compiled once per config, T and B padded to powers of two).
 CASE_ID = "s6-L2-uni-I2-H3-N2-R1-T9-B3-len9.3.0-f64-s5"
@@ -54,23 +57,7 @@ def test_the_generator_draws_only_what_s6_supports():
 @pytest.mark.parametrize("reference", ["loop", "jax"])
 def test_references_match_central_differences(reference):
     case = Case.from_id(CASE_ID)
-    grads = run_reference(reference, case).grads
-    rng = np.random.default_rng(0)
-    eps = 1e-6
-    for name in ["x", "h0", *case.params]:
-        for _ in range(2):
-            index = tuple(int(rng.integers(s)) for s in grads[name].shape)
-            if name == "x":
-                index = (int(rng.integers(3)), 1, index[2])  # a valid step of sequence 1 (length 3)
-            values = []
-            for sign in (1, -1):
-                shifted = {k: v.copy() for k, v in case.params.items()}
-                arrays = {"x": case.x.copy(), "h0": case.h0.copy()}
-                target = shifted[name] if name in shifted else arrays[name]
-                target[index] += sign * eps
-                values.append(loop_loss(with_changes(case, params=shifted, **arrays)))
-            fd = (values[0] - values[1]) / (2 * eps)
-            assert abs(grads[name][index] - fd) <= 1e-7 + 1e-6 * abs(fd), (reference, name, index, grads[name][index], fd)
+    assert_matches_central_differences(reference, case, ["x", "h0", *case.params], 2, (3, 1))
     # padding: a padded step outputs 0 and has no input gradient; a length-0 sequence keeps h0
     out = run_reference(reference, case)
     assert not out.y[3:, 1].any() and not out.grads["x"][3:, 1].any() and not out.y[:, 2].any()
@@ -134,16 +121,6 @@ def test_stacked_layers_stay_finite_in_float32_because_each_layer_input_is_norma
 
 
 def test_one_bucketed_jax_program_serves_other_sizes_and_switches_exactly():
-    from gradcheck_rnn.references.jax_family import program_count, run_jax_family_reference
-
     ids = ["s6-L2-uni-I3-H2-N3-R2-nosoftplus-nogate-nobias-T6-B2-len6.0-f64-s3",
            "s6-L2-uni-I1-H4-N1-R1-T3-B3-len3.1.2-f64-s4"]
-    before = program_count()
-    bucketed = [as_mapping(run_jax_family_reference(Case.from_id(i))) for i in ids]
-    assert program_count() - before <= 1  # one program for both (none if an earlier test compiled it)
-    for case_id, got in zip(ids, bucketed):
-        exact = as_mapping(run_jax_family_reference(Case.from_id(case_id), bucketed=False))
-        assert set(got) == set(exact)
-        for name, value in got.items():
-            assert value.shape == exact[name].shape, name
-            np.testing.assert_allclose(value, exact[name], rtol=1e-13, atol=1e-14, err_msg=f"{case_id} {name}")
+    assert_one_bucketed_program_is_exact(ids, ids)

@@ -12,7 +12,7 @@ from gradcheck_rnn.judge import judge_one
 from gradcheck_rnn.strategies import cases
 from gradcheck_rnn.targets import resolve_target
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+SHRINK_PAGE = (Path(__file__).parent.parent / "docs" / "how-to" / "shrink.md").read_text()
 # No example database in the repository, and the same examples on every run.
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow])
@@ -74,8 +74,7 @@ def test_hypothesis_reports_a_falsifying_case_by_its_id():
 
 
 def test_the_readme_strategy_example_runs():
-    section = README.split("## From a failing seed to a regression test", 1)[1].split("\n## ", 1)[0]
-    example = next(block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    example = next(block for block in re.findall(r"```python\n(.*?)```", SHRINK_PAGE, flags=re.S)
                    if "gradcheck_rnn.strategies" in block)
     namespace: dict = {}
     exec(example, namespace)

@@ -105,7 +105,8 @@ def test_readme_plugin_command_judges_every_case(tmp_path, monkeypatch):
     module = type(re)("my_rnn")
     module.my_gru = namespace["my_gru"]
     monkeypatch.setitem(__import__("sys").modules, "my_rnn", module)
-    [command] = [line.strip() for line in readme.splitlines() if line.strip().startswith("gradcheck-rnn sweep --target my_rnn")]
+    [command] = [line.strip().removeprefix("PYTHONPATH=. ") for line in readme.splitlines()
+                 if "gradcheck-rnn sweep --target my_rnn" in line]
     args = command.split()[1:]
     args[args.index("--cases") + 1] = "4"  # the same draw, fewer cases
     # in this process: my_rnn exists only in this process's sys.modules, no worker can import it

@@ -14,33 +14,42 @@ time that token is asked for, in any process.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from importlib.metadata import entry_points
 
 from ..errors import INTERRUPTS, UsageError
-from .base import DIRECTIONS, Family, Option, param_key, param_shapes
+from .base import DIRECTIONS, Convention, Family, Option, param_key, param_shapes
 from .gru import GRU
 from .lstm import LSTM
 from .rnn_relu import RNN_RELU
 from .rnn_tanh import RNN_TANH
 from .s6 import S6
+from .slstm import SLSTM
 
-__all__ = ["CUDNN_MODES", "DIRECTIONS", "ENTRY_POINT_GROUP", "Family", "Option", "family", "load", "load_all",
-           "modes", "param_key", "param_shapes", "register", "user_families"]
+__all__ = ["CUDNN_MODES", "DIRECTIONS", "ENTRY_POINT_GROUP", "Convention", "Family", "Option", "family", "load",
+           "load_all", "known", "modes", "param_key", "param_shapes", "register", "user_families"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
-_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6)
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM)
 _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
 
 
 
+@functools.cache
 def _installed() -> dict:
-    """The entry points of :data:`ENTRY_POINT_GROUP` by name (each name is a mode token)."""
+    """The entry points of :data:`ENTRY_POINT_GROUP` by name (each name is a mode token); read once
+    per process (reading the installed metadata costs ~10 ms, and every config asks)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known(token: str) -> bool:
+    """Whether ``token`` names a family (registered, or an installed entry point)."""
+    return token in _REGISTRY or token in _installed()
 
 
 def modes() -> tuple[str, ...]:

@@ -40,6 +40,7 @@ class Option:
     pattern: str
     default: Any
     describe: str
+    divides: str = ""  # an integer option that must divide this config field (sLSTM's heads divide H)
 
     @property
     def is_flag(self) -> bool:
@@ -59,6 +60,17 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Convention:
+    """A choice a target declares by an attribute (``stabilizer_gradient = "constant"``) that
+    changes what its gradients mean; the judge judges it on the case with the option that
+    makes the references follow it (docs/contracts.md, "Gradient conventions")."""
+
+    attribute: str
+    option: str  # a flag option of the family
+    values: Mapping[str, bool]  # declared value -> the option's value; the first is the default
+
+
+@dataclass(frozen=True)
 class Family:
     """One cell family. Subclasses give the shapes; instances are registered in :mod:`gradcheck_rnn.families`."""
 
@@ -70,6 +82,7 @@ class Family:
     options: tuple[Option, ...] = ()
     # what -longmem needs, for the refusal's sentence (a family with a long-memory regime says when it has one)
     long_memory_needs: str = "the family has no long-memory regime"
+    conventions: tuple[Convention, ...] = ()
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -94,6 +107,9 @@ class Family:
                 raise UsageError(f"{self.token} needs option {option.name} ({option.describe})")
             if not option.is_flag and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"{option.name}={value!r} is not allowed; it must be an integer >= 1")
+            if option.divides and getattr(config, option.divides) % value:
+                raise UsageError(f"{option.name}={value} is not allowed with {option.divides}="
+                                 f"{getattr(config, option.divides)}; it must divide it")
         if config.proj_size and not self.projections:
             raise UsageError(f"proj_size={config.proj_size} is not allowed for {self.token}; "
                              f"projections are LSTM only")
@@ -127,10 +143,26 @@ class Family:
         """Parameters are drawn uniform in [-bound, bound] (torch.nn's initialisation by default)."""
         return 1.0 / math.sqrt(config.hidden_size)
 
-    def draw_options(self, rng: Any) -> dict[str, Any]:
-        """The family's options for a drawn case (a numpy Generator of their own, so drawing
-        them shifts no other draw); none for a family without options."""
+    def draw_options(self, rng: Any, hidden_size: int) -> dict[str, Any]:
+        """The family's options for a drawn case of that H (a numpy Generator of their own, so
+        drawing them shifts no other draw); none for a family without options."""
         return {}
+
+    def initial_cell_state(self, config: RNNConfig, drawn: Any) -> Any:
+        """c0 from the standard normals drawn for it: a family whose cell state has constraints
+        (sLSTM's n0 > 0) maps them to a valid state; by default c0 is the draw itself."""
+        return drawn
+
+    def reexpresses(self, config: RNNConfig) -> bool:
+        """Whether the config's gradient convention differentiates the final cell state in another
+        form than computed (:meth:`reexpressed_cell_state`); none does by default."""
+        return False
+
+    def reexpressed_cell_state(self, ops: Any, config: RNNConfig, cy: Any, base_cy: Any) -> Any:
+        """The final cell state of one sequence (L·D, c_size) as the config's gradient convention
+        differentiates it, given its value at the base point: the fd witness differences the loss
+        through it where :meth:`reexpresses` says so."""
+        raise NotImplementedError  # pragma: no cover - only for a family whose reexpresses() can be True
 
     def gated_kinds(self) -> frozenset[str]:
         """Parameter kinds whose rows are gate blocks of H rows (reports name the gate)."""
@@ -179,6 +211,14 @@ class Family:
 
     def unpad_state(self, config: RNNConfig, padded: RNNConfig, h: Any) -> Any:
         """The real part of a bucket state (..., h_size)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def pad_cell_state(self, config: RNNConfig, padded: RNNConfig, c: Any) -> Any:
+        """c0 / dcy (..., c_size) in the bucket's (..., c_size), for a family with a cell state."""
+        raise NotImplementedError  # pragma: no cover
+
+    def unpad_cell_state(self, config: RNNConfig, padded: RNNConfig, c: Any) -> Any:
+        """The real part of a bucket cell state (..., c_size)."""
         raise NotImplementedError  # pragma: no cover
 
     def has_step(self) -> bool:

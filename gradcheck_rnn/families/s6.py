@@ -82,7 +82,7 @@ class S6Family(Family):
         accelerated-scan PR #15, where a wrong carry across chunks can no longer hide in a decay."""
         return {k: v - MEMORY_SHIFT if k.endswith(".a_log") else v for k, v in params.items()}
 
-    def draw_options(self, rng: Any) -> dict[str, Any]:
+    def draw_options(self, rng: Any, hidden_size: int) -> dict[str, Any]:
         """N in 1..4 and R in 1..3 (small, as every drawn size); each switch off a quarter of the time."""
         return {"state_dim": int(rng.integers(1, 5)), "dt_rank": int(rng.integers(1, 4)),
                 "softplus": bool(rng.random() >= 0.25), "gated": bool(rng.random() >= 0.25)}
@@ -124,7 +124,8 @@ class S6Family(Family):
         rows of w_x; an extra rank has zero δ rows and w_dt columns. Switches are 0/1 data."""
         return dataclasses.replace(
             config, input_size=_up(config.input_size), hidden_size=_up(config.hidden_size), bias=True,
-            options={"state_dim": _up(config.option("state_dim")), "dt_rank": _up(config.option("dt_rank"))})
+            options={"state_dim": _up(config.option("state_dim")), "dt_rank": _up(config.option("dt_rank"))},
+            long_memory=False)  # -longmem is in the parameters' values only
 
     def pad_unit(self, config: RNNConfig, padded: RNNConfig, layer: int,
                  unit: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -265,15 +265,17 @@ def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
 class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
-    its own fused kernel (``s6``: :mod:`.s6_cpu`) runs through that one (``family_kernels``)."""
+    its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`) runs through that one
+    (``family_kernels``)."""
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
         super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu")
         if family_kernels is None:
             from .s6_cpu import S6CPUKernel
+            from .slstm_cpu import SLSTMCPUKernel
 
-            family_kernels = {"s6": S6CPUKernel()}
+            family_kernels = {"s6": S6CPUKernel(), "slstm": SLSTMCPUKernel()}
         self.family_kernels = dict(family_kernels)
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}

@@ -109,11 +109,13 @@ def shifted(case: Case, u: dict[str, np.ndarray], step: float) -> Case:
     return with_changes(case, params=params, **changes)
 
 
-def central_difference(case: Case, u: dict[str, np.ndarray], step: float = STEP) -> float:
-    """(L(θ + εu) − L(θ − εu)) / 2ε of the float64 loop forward."""
+def central_difference(case: Case, u: dict[str, np.ndarray], step: float = STEP,
+                       base_cy: np.ndarray | None = None) -> float:
+    """(L(θ + εu) − L(θ − εu)) / 2ε of the float64 loop forward; ``base_cy`` as in
+    :func:`~gradcheck_rnn.references.loop.loop_loss` (a convention that re-expresses cy)."""
     from .loop import loop_loss
 
-    return (loop_loss(shifted(case, u, step)) - loop_loss(shifted(case, u, -step))) / (2 * step)
+    return (loop_loss(shifted(case, u, step), base_cy) - loop_loss(shifted(case, u, -step), base_cy)) / (2 * step)
 
 
 def directional(grads: dict[str, object], u: dict[str, np.ndarray]) -> float:
@@ -138,15 +140,19 @@ def error(value: float, witness: Witness, k: int) -> float:
 def build_witness(case: Case, loop_grads: dict[str, object]) -> Witness:
     """Difference the loop forward along each direction; a direction whose quotients at ε and ε/10
     disagree (a relu kink within reach) is left unjudged."""
+    from .loop import loop_cell_state
+
     directions = random_directions(case)
     scale = float(np.sqrt(sum(float(np.sum(to_float64(loop_grads[n]) ** 2)) for n in case.wants)))
     witness = Witness(directions, [], scale)
+    # sLSTM's -mconst: the gradients are those of the loss with every step's m held at its value here
+    base_cy = loop_cell_state(case) if case.config.family.reexpresses(case.config) else None
     for u in directions:
-        witness.fd.append(central_difference(case, u))
+        witness.fd.append(central_difference(case, u, base_cy=base_cy))
     for k, u in enumerate(directions):
         if error(directional(loop_grads, u), witness, k) > TOLERANCE / 10:
             # suspicious: is the loss smooth here? re-difference with a tenth of the step
-            finer = central_difference(case, u, STEP / 10)
+            finer = central_difference(case, u, STEP / 10, base_cy)
             if abs(finer - witness.fd[k]) / (scale + 1.0) > TOLERANCE:
                 witness.fd[k] = None
     return witness

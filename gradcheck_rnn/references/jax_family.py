@@ -13,10 +13,11 @@ Programs are compiled with the options of the cuDNN program
 random shapes would compile one per config (1.7-3 s each for s6), so T and B are padded to
 buckets (:func:`gradcheck_rnn.references.buckets.bucket`; extra steps are masked, extra rows have
 length 0 and zero head gradients, both exact) and, for a family that knows which zero padding is
-exact in its own math (:meth:`gradcheck_rnn.families.Family.bucket`, s6), every size and switch
-too: the family places the case's parameters and states into the bucket's shapes (with its
-switches as data) and takes the real gradients back out. The bucketed result equals the
-exact-shape one to float64 rounding (tests/test_s6.py).
+exact in its own math (:meth:`gradcheck_rnn.families.Family.bucket`: s6, slstm), every size and
+switch too: the family places the case's parameters and states (h, and the cell state of a family
+that has one) into the bucket's shapes (with its switches as data) and takes the real gradients
+back out. The bucketed result equals the
+exact-shape one to float64 rounding (tests/test_s6.py, tests/test_slstm.py).
 """
 
 from __future__ import annotations
@@ -102,11 +103,8 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
     cfg, family = case.config, case.config.family
     T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
     sized = family.bucket(cfg) if bucketed else None  # the family pads sizes and switches too
-    if sized is not None and cfg.has_cell_state:
-        raise NotImplementedError(f"{family.token}: bucketing a family with a cell state")
-    # -longmem is in the parameters' values only: the same program computes it
     program = dataclasses.replace(sized or cfg, dtype="f64", max_len=bucket(T) if bucketed else T,
-                                  batch_size=bucket(B) if bucketed else B, long_memory=False)
+                                  batch_size=bucket(B) if bucketed else B)
     Tp, Bp, states, cell = program.max_len, program.batch_size, L * D, cfg.has_cell_state
     S, Sp = cfg.state_size, program.state_size
 
@@ -123,6 +121,17 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
     def state_out(a: np.ndarray) -> np.ndarray:
         a = np.asarray(a[:, :B], dtype=np.float64)
         return family.unpad_state(cfg, program, a) if sized else a
+
+    def cell_in(a: np.ndarray | None) -> np.ndarray | None:
+        if not cell:
+            return None
+        a = np.zeros((states, B, cfg.c_size)) if a is None else np.asarray(a, dtype=np.float64)
+        return pad(family.pad_cell_state(cfg, program, a) if sized else a, (states, Bp, program.c_size))
+
+    def cell_out(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a[:, :B], dtype=np.float64)
+        return family.unpad_cell_state(cfg, program, a) if sized else a
+
     units = {}
     for layer in range(L):
         for direction in directions(cfg):
@@ -134,16 +143,15 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
         dy[:T, :B, d * Sp:d * Sp + S] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
     lengths = np.zeros(Bp, dtype=np.int32)
     lengths[:B] = case.seq_lengths
-    args = (lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0),
-            pad(case.c0, (states, Bp, cfg.c_size)) if cell else None, units,
-            dy, state_in(case.dhy), pad(case.dcy, (states, Bp, cfg.c_size)) if cell else None)
+    args = (lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0), cell_in(case.c0), units,
+            dy, state_in(case.dhy), cell_in(case.dcy))
     with x64():
         y, hy, cy, gx, gh0, gc0, gunits = jax.device_get(_program(program, args)(*args))
     grads = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
     if case.h0 is not None:
         grads["h0"] = state_out(gh0)
         if cell:
-            grads["c0"] = np.array(gc0[:, :B], dtype=np.float64)
+            grads["c0"] = cell_out(gc0)
     for layer in range(L):
         for direction in directions(cfg):
             g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
@@ -151,4 +159,4 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
             grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
     y_out = np.concatenate([y[:T, :B, d * Sp:d * Sp + S] for d in range(D)], axis=-1)
     return Outputs(y=np.array(y_out, dtype=np.float64), hy=state_out(hy),
-                   cy=np.array(cy[:, :B], dtype=np.float64) if cell else None, grads=grads)
+                   cy=cell_out(cy) if cell else None, grads=grads)

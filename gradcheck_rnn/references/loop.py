@@ -94,17 +94,22 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
     return layer_input, finals_h, finals_c
 
 
-def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None,
-                params: dict[str, Tensor]) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
+def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None, params: dict[str, Tensor],
+                base_cy: np.ndarray | None = None) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
     """Every sequence run alone: (y per sequence (len_b, D·S), hy, cy, the scalar loss
-    sum(y·dy) + sum(hy·dhy) + sum(cy·dcy))."""
+    sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)); with ``base_cy``, the loss takes each sequence's cy in
+    the form the case's gradient convention differentiates (``Family.reexpressed_cell_state``)."""
+    cfg = case.config
     y_rows, hy_cols, cy_cols = [], [], []
-    for b in range(case.config.batch_size):
+    for b in range(cfg.batch_size):
         y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0)
         y_rows.append(y_b)
         hy_cols.append(torch.stack(h_b))
         if c_b:
-            cy_cols.append(torch.stack(c_b))
+            cy_b = torch.stack(c_b)
+            if base_cy is not None and case.seq_lengths[b] > 0:
+                cy_b = cfg.family.reexpressed_cell_state(torch_ops(), cfg, cy_b, torch.from_numpy(base_cy[:, b]))
+            cy_cols.append(cy_b)
     loss = torch.zeros((), dtype=torch.float64)
     for b, y_b in enumerate(y_rows):
         loss = loss + (y_b * torch.from_numpy(case.dy[: y_b.shape[0], b])).sum()
@@ -120,12 +125,22 @@ def _tensor(a: np.ndarray | None, requires_grad: bool = False) -> Tensor | None:
     return None if a is None else torch.tensor(a, dtype=torch.float64, requires_grad=requires_grad)
 
 
-def loop_loss(case: Case) -> float:
+def loop_loss(case: Case, base_cy: np.ndarray | None = None) -> float:
     """The scalar the gradients are of, sum(y·dy) + sum(hy·dhy) + sum(cy·dcy), in float64
-    without any autograd graph (the ``fd`` check evaluates it at perturbed inputs)."""
+    without any autograd graph (the ``fd`` check evaluates it at perturbed inputs); ``base_cy``
+    (:func:`loop_cell_state` at the unperturbed case) for a case whose gradient convention
+    differentiates cy in another form (``Family.reexpresses``, sLSTM's ``-mconst``)."""
     with torch.no_grad():
         params = {k: _tensor(v) for k, v in case.params.items()}
-        return float(_loss_terms(case, _tensor(case.x), _tensor(case.h0), _tensor(case.c0), params)[3])
+        return float(_loss_terms(case, _tensor(case.x), _tensor(case.h0), _tensor(case.c0), params, base_cy)[3])
+
+
+def loop_cell_state(case: Case) -> np.ndarray | None:
+    """The final cell state cy of the float64 loop forward (None for a family without one)."""
+    with torch.no_grad():
+        params = {k: _tensor(v) for k, v in case.params.items()}
+        cy = _loss_terms(case, _tensor(case.x), _tensor(case.h0), _tensor(case.c0), params)[2]
+    return None if cy is None else cy.numpy()
 
 
 def run_loop_reference(case: Case) -> Outputs:

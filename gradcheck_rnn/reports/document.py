@@ -30,7 +30,7 @@ SCHEMA = 1
 def results_document(results: list[CaseResult], meta: dict[str, Any],
                      extra: dict[str, Any] | None = None, rows: Iterable[dict[str, Any]] | None = None,
                      tally: Tally | None = None) -> dict[str, Any]:
-    """The ``results.json`` object (schema in the README), in strict-JSON form.
+    """The ``results.json`` object (schema: docs/reference/results-json.md), in strict-JSON form.
 
     ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
     the engine: every writer reads it from the document and none recomputes it. Its ``"results"``

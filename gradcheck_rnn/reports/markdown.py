@@ -9,6 +9,7 @@ from typing import Any
 
 from ..compare import from_json_number
 from ..numbers import fmt
+from ..narrowing import draw_flags
 from .document import (drift_rows, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
@@ -48,6 +49,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     counts = {k: v for k, v in document.get("summary", {}).items() if k != "exit_code"}
     lines = [f"**Verdict:** {_cell(reason)} (exit code {code})", "",
              " · ".join(f"{k}: {v}" for k, v in counts.items()), ""]
+    if flags := draw_flags(document.get("draw")):
+        lines += [f"**Draw:** profile {document.get('profile', '')} narrowed by `{' '.join(flags)}`.", ""]
     if (stopped := progress_note(document)) is not None:
         lines += [f"**Stopped early:** {stopped}.", ""]
     if (note := mistrust_note(document.get("mistrusted"))) is not None:

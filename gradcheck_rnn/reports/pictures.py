@@ -1,8 +1,9 @@
 """Error pictures of one failing result row, drawn with matplotlib from its stored ratio maps.
 
 One PNG per row: the tolerance ratio over (time step × sequence) for y and x with padded steps
-hatched, the error per time step on a log axis (truncated BPTT shows as a ramp toward t = 0),
-the final and initial states over (layer·direction × sequence), and one heatmap per gate block
+hatched, the error per time step on a log axis (truncated BPTT shows as a ramp toward t = 0) of
+the failing tensors — or, when only tensors without a time axis fail (a weight gradient, a state),
+the worst one's ratio per unit and gate (or per sequence and layer.dir), titled with its name —, the final and initial states over (layer·direction × sequence), and one heatmap per gate block
 (i, f, g, o / r, z, n) over (parameter tensor × unit). Colours are log10 of the ratio on one
 scale per picture: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance
 (ratio 1, a black line on the colour bar), where blue turns red: red fails, darker is worse;
@@ -25,6 +26,8 @@ import numpy as np
 
 from ..compare import from_json_number
 from ..families import family, modes
+from ..numbers import location_text
+from .document import failing_tensors
 
 RATIO_FLOOR = -4.0  # log10 ratio shown as the palest blue: 1e-4 of the tolerance and below
 RATIO_CEIL = 12.0  # the colour scale never stretches past 1e12 (NaN/Inf are marked, not scaled)
@@ -77,11 +80,11 @@ def case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: int
 def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: int | None) -> bytes | None:
     tensors = [t for t in row.get("tensors", []) if t.get("ratio_map")]
     timed = [t for t in tensors if t["ratio_map"]["rows"] == "t"]
-    stepped = [t for t in row.get("tensors", []) if t.get("per_step")]
+    stepped, unstepped = stepped_tensors(row)
     states = [t for t in tensors if t["ratio_map"]["rows"] == "state"]
     params = [t for t in tensors if t["ratio_map"]["rows"] == "gate"]
-    if not tensors and not stepped:
-        return None
+    if not tensors and not any(t.get("per_step") for t in row.get("tensors", [])):
+        return None  # nothing to draw: the row's lines say it all
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
@@ -95,7 +98,7 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     mode = row.get("mode", "")
     gate_names = family(mode).gates if mode in modes() else ()
     gates = len(params[0]["ratio_map"]["ratio"]) if params else 0
-    panels = len(timed) + bool(stepped) + bool(states) + gates
+    panels = len(timed) + bool(stepped or unstepped) + bool(states) + gates
     columns = min(3, panels)
     rows = math.ceil(panels / columns)
     figure = Figure(figsize=(PANEL_INCHES[0] * columns + 0.9, PANEL_INCHES[1] * rows), dpi=DPI)
@@ -133,7 +136,9 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
             if start is not None:
                 ax.add_patch(Rectangle((start - 0.5, j - 0.5), grid.shape[1] - start, 1, fill=False,
                                        hatch="///", edgecolor="0.3", linewidth=0))
-    if stepped:
+    if unstepped is not None:
+        _ratio_panel(next(axes), unstepped, gate_names, num_directions)
+    elif stepped:
         _steps_panel(next(axes), stepped)
     if states:
         grid = np.vstack([_grid(t) for t in states])
@@ -158,6 +163,50 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
+
+
+def stepped_tensors(row: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """What the error-per-step panel shows: the failing tensors with a time axis (every one with a
+    time axis when none fails), or — when the failing tensors have none (a weight gradient, a
+    state) — no series and the worst failing tensor, whose ratio per unit that panel shows instead.
+    A passing ``y`` beside a failing ``l0.fwd.w_hh`` would say nothing about the failure."""
+    stepped = [t for t in row.get("tensors", []) if t.get("per_step")]
+    failing = failing_tensors(row)
+    if failing and not any(t.get("per_step") for t in failing):
+        return [], failing[0]
+    return [t for t in stepped if t["status"] != "pass"] or stepped, None
+
+
+def _ratio_panel(ax: Any, tensor: dict[str, Any], gate_names: tuple[str, ...], num_directions: int | None) -> None:
+    """The tolerance ratio of one tensor without a time axis, one line per gate block (or
+    layer.dir) over its units (or sequences), on a log axis with the tolerance at 1."""
+    from matplotlib.ticker import MaxNLocator
+
+    ratio_map = tensor.get("ratio_map")
+    if not ratio_map:  # a tensor of a shape the maps do not know: its worst element in words
+        ax.set_axis_off()
+        ax.set_title(f"{tensor['name']}: no time axis", fontsize=9)
+        ratio = from_json_number(tensor.get("ratio"))
+        ax.text(0.5, 0.5, f"worst ratio {ratio:.3g} at {location_text(tensor.get('location'))}", ha="center",
+                va="center", fontsize=8, transform=ax.transAxes, wrap=True)
+        return
+    grid = _grid(tensor)
+    gated = ratio_map["rows"] == "gate"
+    across = "unit" if gated else "sequence b"
+    for i, values in enumerate(grid):
+        label = (gate_names[i] if i < len(gate_names) else str(i)) if gated else _state_label(i, num_directions)
+        shown = np.where(np.isfinite(values) & (values > 0), values, np.nan)
+        ax.plot(np.arange(len(values)), shown, marker="o", markersize=3, label=label)
+    ax.axhline(1.0, color="black", linewidth=1.0)  # the tolerance
+    ax.set_yscale("log")
+    pool = tuple(ratio_map.get("pool", (1, 1)))
+    pooled = "" if pool == (1, 1) else f" (max over {pool[1]})"
+    ax.set_title(f"{tensor['name']}: ratio per {across}{pooled}", fontsize=9)
+    ax.set_xlabel(f"{across} (no time axis)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=7, title="gate" if gated else "layer.dir", title_fontsize=7)
+    ax.grid(True, which="major", alpha=0.3)
 
 
 def _integer_ticks(ax: Any, shape: tuple[int, ...]) -> None:

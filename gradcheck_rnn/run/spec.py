@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 from ..case import Case, CaseRef
 from ..errors import UsageError
+from ..narrowing import NO_NARROWING, Narrowing
 
 Job = tuple[int, "Case | CaseRef"]  # (sweep index, the case, or its id, config and wants group)
 
@@ -62,6 +63,7 @@ class RunSpec:
     layers: int | None = None
     bidirectional: bool | None = None
     dtypes: tuple[str, ...] = ()
+    narrowing: Narrowing = NO_NARROWING  # projections, bias, sizes, … (gradcheck_rnn/narrowing.py)
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
     case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
     families: tuple[str, ...] = ()  # user families (--family package.module:NAME) every process loads first
@@ -73,7 +75,7 @@ class RunSpec:
     def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
               targets: tuple[str, ...] = (), checks: tuple[str, ...] | None = None, rtol: float | None = None,
               atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
-              bidirectional: bool | None = None, dtypes: tuple[str, ...] = (),
+              bidirectional: bool | None = None, dtypes: tuple[str, ...] = (), narrowing: Narrowing = NO_NARROWING,
               shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
               families: tuple[str, ...] = (), resolved: list | None = None, profile: Any = None,
               only: tuple[tuple[str, str, str], ...] = ()) -> "RunSpec":
@@ -101,10 +103,10 @@ class RunSpec:
                    named_targets=tuple(dict.fromkeys(t.name for t in targets_now)) if targets else (),
                    checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
-                   dtypes=tuple(dtypes), shard=shard, case_ids=tuple(case_ids), families=tuple(families),
+                   dtypes=tuple(dtypes), narrowing=narrowing, shard=shard, case_ids=tuple(case_ids),
+                   families=tuple(families),
                    only=tuple(only))
-        spec.__dict__["profile_data"] = profile.narrowed(modes=spec.modes, layers=layers, bidirectional=bidirectional,
-                                                         dtypes=spec.dtypes)
+        spec.__dict__["profile_data"] = spec.narrow(profile)
         spec.tolerances()  # validate the overrides now, before anything runs
         return spec
 
@@ -132,8 +134,14 @@ class RunSpec:
         if profile.sha256 != self.profile_sha256:
             raise UsageError(f"profile {self.profile!r} has changed since this run was specified "
                              f"(sha256 {profile.sha256[:12]} instead of {self.profile_sha256[:12]}); run it again")
-        return profile.narrowed(modes=self.modes, layers=self.layers,
-                                                  bidirectional=self.bidirectional, dtypes=self.dtypes)
+        return self.narrow(profile)
+
+    def narrow(self, profile):
+        """``profile`` with the run's draw narrowing applied (UsageError when it leaves nothing to draw)."""
+        if self.case_ids:  # named cases draw nothing
+            return profile
+        return self.narrowing.apply(profile.narrowed(modes=self.modes, layers=self.layers,
+                                                     bidirectional=self.bidirectional, dtypes=self.dtypes))
 
     def tolerances(self):
         """The profile's tolerance table with the --rtol/--atol overrides."""
@@ -201,6 +209,7 @@ class RunSpec:
             if isinstance(value, tuple):
                 data[key] = [list(v) if isinstance(v, tuple) else v for v in value]
         data["shard"] = None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}"
+        data["narrowing"] = self.narrowing.to_json()
         return data
 
     @classmethod
@@ -208,13 +217,14 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            # runs written before named cases, user families and chosen rows
-            data = {"case_ids": [], "families": [], "only": [], **data}
+            # runs written before named cases, user families, narrowing and chosen rows
+            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], **data}
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         values["shard"] = parse_shard(data["shard"])
+        values["narrowing"] = Narrowing.from_json(data["narrowing"])
         values["only"] = tuple(tuple(row) for row in data["only"])
         return cls(**values)
 
@@ -223,10 +233,13 @@ class RunSpec:
         return [f"{f.name} ({getattr(self, f.name)!r} vs {getattr(other, f.name)!r})"
                 for f in dataclasses.fields(self) if f.name != "shard" and getattr(self, f.name) != getattr(other, f.name)]
 
+    def draw_json(self) -> dict[str, Any]:
+        """The ``"draw"`` object of results.json: how the run narrowed the profile's draw."""
+        return {"modes": list(self.modes), "layers": self.layers, "bidirectional": self.bidirectional,
+                "dtypes": list(self.dtypes), **self.narrowing.to_json()}
+
     def meta(self, command: str) -> dict[str, Any]:
         """The top-level keys of results.json that describe the run, ``"spec"`` among them."""
         return {"command": command, "profile": self.profile, "seed": self.seed, "cases": self.cases,
-                "targets": list(self.targets), "rtol": self.rtol, "atol": self.atol,
-                "draw": {"modes": list(self.modes), "layers": self.layers, "bidirectional": self.bidirectional,
-                         "dtypes": list(self.dtypes)},
+                "targets": list(self.targets), "rtol": self.rtol, "atol": self.atol, "draw": self.draw_json(),
                 "spec": self.to_json()}

@@ -7,7 +7,8 @@ declines zero-length sequences there). The runner and every check ask
 :meth:`Target.supports_case`, which asks both.
 Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``torch-native-cuda``, ``fused-gpu``;
 one this machine cannot run resolves and is skipped with its reason), ``NAME@PYTHON`` (run in
-another interpreter), ``mxnet``/``mxnet-native`` (see :mod:`.foreign`), ``mutant:<name>``,
+another interpreter), the foreign built-ins (``mxnet``, ``flax``, ``keras``, ``flashrnn-*``, ``mambapy``:
+see :mod:`.foreign`), ``mutant:<name>``,
 an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:callable``.
 """
 

@@ -24,6 +24,7 @@ from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.s6_cpu import Layer as S6Layer, S6CPUKernel
+from ..kernels.slstm_cpu import SLSTMCPUKernel, Unit as SLSTMUnit
 from .protocol import Target
 
 
@@ -268,7 +269,7 @@ class ZeroLengthDh0Dropped(KernelBug):
 class HalfAccumulatedInHalf(KernelBug):
     """Half precision: dW_hh and db_hh summed row by row in the half dtype instead of float32.
 
-    A known blind spot (README, "Tolerances"): on the half profile's sizes the extra rounding stays
+    A known blind spot (docs/concepts/tolerances.md): on the half profile's sizes the extra rounding stays
     far inside the calibrated f16/bf16 tolerances, so no check catches it.
     """
 
@@ -398,6 +399,32 @@ class S6LowerLayerDhyDropped:
         return dhy if layer.index == num_layers - 1 else torch.zeros_like(dhy)
 
 
+class SLSTMStabilizerGradToForget:
+    """slstm: dL/dm_t always goes to the forget branch log f + m_{t−1}, never to ĩ where the input gate won the max (a wrong stabiliser gradient).
+
+    Exact for every loss through y and hy (there dL/dm_t is 0, see families/slstm.py), so only a
+    head gradient on the final c, n, m shows it: the bug of a backward written for losses on h."""
+
+    def route_stabilizer(self, unit: SLSTMUnit, t: int, dm_free: Tensor) -> tuple[Tensor, Tensor]:
+        if self.hold_stabilizer:
+            return super().route_stabilizer(unit, t, dm_free)
+        return torch.zeros_like(dm_free), dm_free
+
+
+class SLSTMLowerLayerRecurrentGrad:
+    """slstm, stacked: every layer but the last computes dR from the state after each step instead of before it (the non-trailing-layer class of pytorch/pytorch #153679)."""
+
+    def recurrent_input(self, unit: SLSTMUnit) -> Tensor:
+        return unit.h_prev if unit.top else unit.h
+
+
+class SLSTMPaddedStepUpdatesNormalizer:
+    """slstm: the normaliser n is updated at padded steps too (n' = f'·n + i' past a sequence's end), the padded-step class of state-spaces/mamba #368."""
+
+    def hold(self, mask: Tensor, new: Tensor, old: Tensor, state: str) -> Tensor:
+        return new if state == "n" else super().hold(mask, new, old, state)
+
+
 class FamilyMutant:
     """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others."""
 
@@ -416,16 +443,20 @@ class FamilyMutant:
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. Run by
 # name on a profile that draws the family (configs/families.toml):
-# ``gradcheck-rnn mutants -c families -m s6-padded-step-decay …``; the default run's ci profile
+# ``gradcheck-rnn mutants -c families -m s6-padded-step-decay …`` (or every one of them with
+# ``gradcheck-rnn mutants -c families``, which skips the cuDNN ones there); the default run's ci profile
 # draws cuDNN's cells only, where these would be skipped on every case.
 FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "s6-padded-step-decay": ("s6", S6PaddedStepDecay),
     "s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
     "s6-gate-grad-dropped": ("s6", S6GateGradDropped),
     "s6-lower-layer-dhy-dropped": ("s6", S6LowerLayerDhyDropped),
+    "slstm-stabilizer-grad-to-forget": ("slstm", SLSTMStabilizerGradToForget),
+    "slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
+    "slstm-padded-step-updates-n": ("slstm", SLSTMPaddedStepUpdatesNormalizer),
 }
 
-_FAMILY_KERNELS = {"s6": S6CPUKernel}
+_FAMILY_KERNELS = {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel}
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
 MUTANTS: dict[str, type] = {

@@ -1,8 +1,10 @@
 """The target protocol (docs/contracts.md, "Targets") and how an object is named on a command line.
 
 A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an optional
-``name``, an optional ``supports(config) -> True | str`` and an optional
-``supports_case(case) -> True | str`` (the string is why it is skipped).
+``name``, an optional ``supports(config) -> True | str``, an optional
+``supports_case(case) -> True | str`` (the string is why it is skipped) and optional gradient
+conventions its family names (sLSTM's ``stabilizer_gradient``), which the judge reads
+(:func:`gradcheck_rnn.judge.judged_case`).
 
 A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
 when that name imports back to the very same object, so every repro line is a command that

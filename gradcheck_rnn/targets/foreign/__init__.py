@@ -17,6 +17,7 @@ PR_SET_PDEATHSIG, so it dies with it (and EOF on its stdin ends it anywhere).
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import subprocess
@@ -43,6 +44,9 @@ FOREIGN_BUILTINS: dict[str, tuple[str, str, dict[str, Any], dict[str, str]]] = {
     "mxnet-native": ("mxnet_target.py", "make_target", {"native": True}, {}),
     "flax": ("flax_target.py", "make_target", {}, {}),
     "keras": ("keras_target.py", "make_target", {}, {"KERAS_BACKEND": "jax"}),
+    **{f"flashrnn-{backend}": ("flashrnn_target.py", "make_target", {"backend": backend}, {})
+       for backend in ("vanilla", "fwbw", "triton", "cuda")},
+    "mambapy": ("mambapy_target.py", "make_target", {}, {}),
 }
 
 
@@ -82,9 +86,15 @@ def client_environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _plain(value: Any) -> Any:
+    return bool(value) if isinstance(value, (bool, np.bool_)) else value if isinstance(value, str) else int(value)
+
+
 def config_fields(config: RNNConfig) -> dict[str, Any]:
-    return {name: (bool(v) if isinstance(v, (bool, np.bool_)) else v if isinstance(v, str) else int(v))
-            for name in protocol.CONFIG_FIELDS for v in [getattr(config, name)]}
+    """The config's ten fields, and the family's options with their defaults (s6's state size...)."""
+    fields = {name: _plain(getattr(config, name)) for name in protocol.CONFIG_FIELDS}
+    fields["options"] = {k: _plain(v) for k, v in config.family.option_values(config).items()}
+    return fields
 
 
 def case_message(case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -322,23 +332,29 @@ class Unavailable:
         raise ForeignTargetError(self.reason)
 
 
-_FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras"}
+_FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras", "mambapy": "mambapy",
+              **{name: "flashrnn" for name in FOREIGN_BUILTINS if name.startswith("flashrnn-")}}
 
 
 def _import_error(module: str) -> str | None:
     """None when ``module`` imports in this process, else why not (one line)."""
     if module == "keras":
         os.environ.setdefault("KERAS_BACKEND", "jax")  # the backend the keras target runs on
+    cpp_extension = logging.getLogger("torch.utils.cpp_extension")  # flashrnn's import warns on CPU
+    level = cpp_extension.level
+    cpp_extension.setLevel(logging.ERROR)
     try:
         __import__(module)
     except Exception as exc:  # not installed, or built against another numpy: both mean "not here"
         return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        cpp_extension.setLevel(level)
     return None
 
 
 def local_builtin(name: str) -> Any:
-    """``mxnet``, ``mxnet-native``: in this process when the framework imports, else a target
-    that is skipped with a reason naming the ``NAME@PYTHON`` form."""
+    """A foreign built-in (``mxnet``, ``flax``, ``flashrnn-vanilla``, ``mambapy``, ...): in this process
+    when its framework imports, else a target that is skipped with a reason naming ``NAME@PYTHON``."""
     framework = _FRAMEWORK[name]
     if _import_error(framework) is not None:
         return Unavailable(name, f"{framework} is not importable here; use {name}@/path/to/venv")
@@ -356,7 +372,12 @@ def foreign_rows() -> list[tuple[str, bool, str]]:
     notes = {"mxnet": "MXNet's RNN operator on CPU (oneDNN where MXNet uses it)",
              "mxnet-native": "MXNet's own CPU RNN kernel (MXNET_USE_MKLDNN_RNN=0)",
              "flax": "flax.linen nn.RNN over LSTMCell, GRUCell, SimpleCell (extra: flax)",
-             "keras": "Keras 3 LSTM, GRU, SimpleRNN on the JAX backend (extra: keras)"}
+             "keras": "Keras 3 LSTM, GRU, SimpleRNN on the JAX backend (extra: keras)",
+             "flashrnn-vanilla": "FlashRNN's LSTM, GRU, Elman in PyTorch autograd (extra: flashrnn)",
+             "flashrnn-fwbw": "FlashRNN's LSTM with its hand-written PyTorch backward (extra: flashrnn)",
+             "flashrnn-triton": "FlashRNN's fused Triton LSTM, CUDA only (extra: flashrnn)",
+             "flashrnn-cuda": "FlashRNN's CUDA kernels, compiled on first use (extra: flashrnn)",
+             "mambapy": "mambapy's Mamba selective scan (pscan) for s6 (extra: mambapy)"}
     rows = []
     for name, note in notes.items():
         available = _import_error(_FRAMEWORK[name]) is None

@@ -135,7 +135,8 @@ def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray]]
 def make_config(fields: dict[str, Any]) -> SimpleNamespace:
     """A config namespace with RNNConfig's fields and derived properties."""
     config = SimpleNamespace(**{k: fields[k] for k in CONFIG_FIELDS})
-    config.num_gates = _GATES[config.mode]
+    config.options = dict(fields.get("options", {}))  # a family's options, defaults included (s6: state_dim, ...)
+    config.num_gates = _GATES.get(config.mode, 0)  # 0: a family the client does not know by name
     config.num_directions = 2 if config.bidirectional else 1
     config.state_size = config.proj_size or config.hidden_size
     config.has_cell_state = config.mode == "lstm"

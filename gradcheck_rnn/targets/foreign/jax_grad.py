@@ -33,7 +33,9 @@ class JaxGradTarget(ABC):
         import jax
         import jax.numpy as jnp
 
-        key = (tuple(vars(cfg).items()), wants, params)
+        # the client's config carries the family's options as a dict: hashed as its sorted items
+        key = (tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in vars(cfg).items()),
+               wants, params)
         if key not in self._cache:
             forward = self.forward_fn(cfg, params)
 

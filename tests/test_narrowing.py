@@ -1,0 +1,230 @@
+"""Narrowing the draw from the command line, gr.sweep and the pytest fixture (issue 29):
+projections, bias, initial states, head gradients, sizes, length patterns, zero-length sequences.
+
+Each narrowing is shown to change the draw (the same cases without it break the property) and to
+hold on every case drawn with it; a narrowing that leaves nothing to draw is exit 2.
+"""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import gradcheck_rnn as gr
+from gradcheck_rnn.case import CaseRef
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.errors import UsageError
+from gradcheck_rnn.generate import draw_case_ref, load_profile
+from gradcheck_rnn.narrowing import NO_NARROWING, Narrowing, draw_flags, parse_range
+from gradcheck_rnn.run import RunSpec
+
+TARGET = "narrow_targets:only_lstm_without_projections"
+CASES = 40
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def refs(narrowing=NO_NARROWING, cases=CASES, modes=(), config="ci"):
+    profile = narrowing.apply(load_profile(config).narrowed(modes=modes))
+    return [draw_case_ref(profile, 0, i) for i in range(cases)]
+
+
+def lengths(ref):
+    return [int(v) for v in ref.id.split("-len")[1].split("-")[0].split(".")]
+
+
+# Each narrowing and the property every case drawn with it has (and some case drawn without it lacks).
+PROPERTIES = {
+    "no projections": (Narrowing(projections=False), lambda c: c.config.proj_size == 0),
+    "projections": (Narrowing(projections=True), lambda c: c.config.mode == "lstm" and c.config.proj_size > 0),
+    "no bias": (Narrowing(bias=False), lambda c: not c.config.bias),
+    "bias": (Narrowing(bias=True), lambda c: c.config.bias),
+    "no initial state": (Narrowing(initial_state=False), lambda c: c.id.endswith("-z")),
+    "initial state": (Narrowing(initial_state=True), lambda c: not c.id.endswith("-z")),
+    "heads": (Narrowing(heads=("states", "last")), lambda c: "-gstates" in c.id or "-glast" in c.id),
+    "input size": (Narrowing(input_size=(2, 3)), lambda c: 2 <= c.config.input_size <= 3),
+    "hidden size": (Narrowing(hidden_size=(4, 4)), lambda c: c.config.hidden_size == 4),
+    "zero length": (Narrowing(zero_length=True), lambda c: 0 in lengths(c)),
+    "no zero length": (Narrowing(zero_length=False), lambda c: 0 not in lengths(c)),
+    "length pattern": (Narrowing(lengths=("all_full",), zero_length=False), lambda c: set(lengths(c)) == {c.config.max_len}),
+}
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
+def test_every_case_drawn_with_a_narrowing_has_it_and_the_profile_alone_does_not(name):
+    narrowing, holds = PROPERTIES[name]
+    assert all(holds(ref) for ref in refs(narrowing)), name
+    assert not all(holds(ref) for ref in refs()), f"the ci profile alone already draws only {name}"
+
+
+def test_no_narrowing_is_the_profile_itself_bit_for_bit():
+    profile = load_profile("ci")
+    assert Narrowing().apply(profile) is profile
+    spec = RunSpec.build(cases=CASES, targets=("fused-cpu",))
+    assert [ref.id for _, ref in spec.jobs()] == [ref.id for ref in refs()]
+
+
+def test_a_surface_switch_leaves_the_main_draw_of_each_case_as_it_was():
+    """Projections, bias and zero lengths come from the case's second generator: mode, sizes,
+    dtype, variants and data seed of case i stay those of the profile's own draw (long memory
+    follows bias: a cuDNN cell has the regime only with biases)."""
+    def main_draw(ref):
+        head, tail = ref.id.split("-len")
+        kept = [t for t in head.split("-") if not t.startswith("P") and t not in ("nobias", "longmem")]
+        return kept, tail.split("-", 1)[1]
+
+    plain = refs(modes=("lstm",))
+    narrowed = refs(Narrowing(projections=False), modes=("lstm",))
+    assert any(r.config.proj_size for r in plain)  # the ci profile draws projections for LSTMs
+    assert [main_draw(r) for r in narrowed] == [main_draw(r) for r in plain]
+
+
+@pytest.mark.parametrize("narrowing, config, words", [
+    (Narrowing(hidden_size=(7, 9)), "ci", ["--hidden-size 7..9", "hidden_size 1..5"]),
+    (Narrowing(input_size=(6, 6)), "ci", ["--input-size 6..6", "input_size 1..5"]),
+    (Narrowing(heads=("states",)), "short-f32", ["--heads states", "heads y only"]),
+    (Narrowing(lengths=("all_one",)), "interp", ["--length-pattern all_one", "random"]),
+    (Narrowing(projections=True), "families", ["--projections", "draw.proj = 0"]),
+    (Narrowing(zero_length=True), "short-f32", ["--zero-length", "draw.zero_length = 0"]),
+    (Narrowing(bias=False), "short-f32", ["--no-bias", "draw.bias = 1"]),
+    (Narrowing(projections=True, hidden_size=(1, 1)), "ci", ["--projections", "hidden_size >= 2", "1..1"]),
+])
+def test_a_narrowing_that_leaves_nothing_to_draw_names_the_conflict(narrowing, config, words):
+    with pytest.raises(UsageError) as raised:
+        narrowing.apply(load_profile(config))
+    message = str(raised.value)
+    assert "leaves nothing to draw" in message and all(w in message for w in words), message
+
+
+def test_projections_with_modes_that_have_none_leave_nothing_to_draw():
+    with pytest.raises(UsageError, match="projections are LSTM only, and profile ci draws gru"):
+        Narrowing(projections=True).apply(load_profile("ci").narrowed(modes=("gru",)))
+
+
+@pytest.mark.parametrize("text, bounds", [("3", (3, 3)), ("2..5", (2, 5)), (" 2 .. 5 ", (2, 5)), (4, (4, 4)),
+                                          ((1, 2), (1, 2)), (None, None)])
+def test_a_size_range_reads_as_one_size_or_min_max(text, bounds):
+    assert parse_range(text, "--hidden-size") == bounds
+
+
+@pytest.mark.parametrize("text", ["0", "5..2", "a..b", "2-5", (0, 3), True, 2.5])
+def test_a_bad_size_range_is_one_sentence(text):
+    with pytest.raises(UsageError, match="is not allowed; give a size or a range MIN..MAX"):
+        parse_range(text, "--hidden-size")
+
+
+def test_the_spec_records_the_narrowing_and_reads_it_back():
+    narrowing = Narrowing(projections=False, heads=("all", "y"), hidden_size=(2, 4), zero_length=False)
+    spec = RunSpec.build(cases=3, targets=("fused-cpu",), modes=("lstm",), narrowing=narrowing)
+    data = json.loads(json.dumps(spec.to_json()))
+    assert RunSpec.from_json(data) == spec
+    assert RunSpec.from_json(data).differences(RunSpec.build(cases=3, targets=("fused-cpu",), modes=("lstm",)))
+    del data["narrowing"]  # a run written before narrowing existed reads as a run without it
+    assert RunSpec.from_json(data).narrowing == Narrowing()
+    assert draw_flags(spec.draw_json()) == ["--mode lstm", "--no-projections", "--no-zero-length", "--heads all",
+                                            "--heads y", "--hidden-size 2..4"]
+
+
+def test_the_command_line_narrows_records_and_shows_the_narrowing(tmp_path):
+    code, output = invoke("sweep", "-n", 2, "-t", "fused-cpu", "--mode", "lstm", "--no-projections", "--hidden-size",
+                          "2..3", "--heads", "y", "--no-zero-length", "--report-dir", tmp_path)
+    assert code == 0, output
+    header = " ".join(output.split())
+    assert "narrowed by --mode lstm --no-projections --no-zero-length --heads y --hidden-size 2..3" in header
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    spec = RunSpec.from_json(document["spec"])
+    assert spec.narrowing == Narrowing(projections=False, heads=("y",), hidden_size=(2, 3), zero_length=False)
+    for row in document["results"]:
+        case = CaseRef.from_id(row["case_id"])
+        assert case.config.proj_size == 0 and 2 <= case.config.hidden_size <= 3 and "-gy" in case.id
+    assert "narrowed by `--mode lstm --no-projections" in (tmp_path / "latest" / "report.md").read_text()
+
+
+def test_the_profiles_own_draw_shows_no_narrowing(tmp_path):
+    code, output = invoke("sweep", "-n", 1, "-t", "fused-cpu", "--report-dir", tmp_path)
+    assert code == 0 and "narrowed" not in output, output
+
+
+def test_a_conflicting_narrowing_is_exit_2_without_a_report(tmp_path):
+    code, output = invoke("sweep", "-n", 2, "-t", "fused-cpu", "--mode", "gru", "--projections",
+                          "--report-dir", tmp_path / "reports")
+    assert code == 2 and "leaves nothing to draw" in output and "Traceback" not in output, output
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+    code, output = invoke("sweep", "--hidden-size", "3..1", "--report-dir", tmp_path / "reports")
+    assert code == 2 and "'--hidden-size': '3..1' is not allowed" in output, output
+
+
+def test_shards_of_a_narrowed_run_merge_into_the_same_cases(tmp_path):
+    flags = ["-n", 4, "-t", "fused-cpu", "--mode", "lstm", "--no-projections", "--hidden-size", "2"]
+    for k in (1, 2):
+        assert invoke("sweep", *flags, "--shard", f"{k}/2", "--report-dir", tmp_path / f"s{k}")[0] == 0
+    code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
+    assert code == 0, output
+    merged = json.loads((tmp_path / "merged" / "latest" / "results.json").read_text())
+    whole = RunSpec.build(cases=4, targets=("fused-cpu",), modes=("lstm",),
+                          narrowing=Narrowing(projections=False, hidden_size=(2, 2)))
+    assert sorted({row["case_id"] for row in merged["results"]}) == sorted(ref.id for _, ref in whole.jobs())
+    code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
+    unnarrowed = tmp_path / "plain"
+    assert invoke("sweep", "-n", 4, "-t", "fused-cpu", "--mode", "lstm", "--shard", "2/2",
+                  "--report-dir", unnarrowed)[0] == 0
+    code, output = invoke("merge", tmp_path / "s1", unnarrowed, "--report-dir", tmp_path / "mixed")
+    assert code == 2 and "narrowing" in output, output
+
+
+def test_last_failed_refuses_narrowing_flags(tmp_path):
+    code, output = invoke("sweep", "--last-failed", "--no-bias", "--report-dir", tmp_path)
+    assert code == 2 and "--[no-]bias cannot be given with it" in output, output
+
+
+def test_gr_sweep_takes_the_same_narrowing():
+    run = gr.sweep(TARGET, cases=3, checks=["reference"], modes=["lstm"], projections=False, hidden_size="2..3",
+                   heads=["all"], lengths=["all_full", "random"], bias=True, initial_state=True, zero_length=False,
+                   input_size=2)
+    assert run.exit_code == 0, run.reason
+    assert run.spec.narrowing.flags() == ["--no-projections", "--bias", "--initial-state", "--no-zero-length",
+                                          "--heads all", "--length-pattern all_full", "--length-pattern random",
+                                          "--input-size 2", "--hidden-size 2..3"]
+    with pytest.raises(UsageError, match="heads 'none' is not allowed"):
+        gr.sweep(TARGET, cases=1, heads=["none"])
+    with pytest.raises(UsageError, match="bias='no' is not allowed"):
+        gr.sweep(TARGET, cases=1, bias="no")
+
+
+def test_the_done_when_draw_forty_lstm_cases_without_projections_all_supported():
+    """Issue 29's done-when, the draw: `sweep -t mod:only_lstm_without_projections -n 40 --mode lstm
+    --no-projections` gives the target every one of its 40 cases (the full run: the slow test below)."""
+    from narrow_targets import only_lstm_without_projections as target
+
+    spec = RunSpec.build(cases=CASES, targets=(TARGET,), modes=("lstm",), narrowing=Narrowing(projections=False))
+    reasons = [target.supports(ref.config) for _, ref in spec.jobs()]
+    assert len(reasons) == CASES and all(r is True for r in reasons), reasons
+    plain = RunSpec.build(cases=CASES, targets=(TARGET,), modes=("lstm",))  # what issue 29 saw: skips
+    assert any(target.supports(ref.config) is not True for _, ref in plain.jobs())
+
+
+@pytest.mark.slow
+def test_the_done_when_sweep_judges_forty_cases_without_a_skip(tmp_path):
+    code, output = invoke("sweep", "-t", TARGET, "-n", CASES, "--mode", "lstm", "--no-projections",
+                          "--report-dir", tmp_path)
+    assert code == 0, output
+    rows = json.loads((tmp_path / "latest" / "results.json").read_text())["results"]
+    reference = [r for r in rows if r.get("check", "reference") == "reference"]
+    assert len({r["case_id"] for r in reference}) == CASES and all(r["status"] == "pass" for r in reference)
+    assert not [r for r in rows if r["status"] == "skip" and r.get("message") in ("LSTM only", "no projections")]
+
+
+def test_the_pytest_fixture_takes_the_same_narrowing():
+    from gradcheck_rnn.pytest_plugin import GradcheckFailed, RNNGradcheck
+
+    fixture = RNNGradcheck()
+    results = fixture.sweep(TARGET, cases=3, checks=["reference"], modes=["lstm"], projections=False,
+                            hidden_size=(2, 3))
+    assert len(results) == 3 and {r.status for r in results} == {"pass"}
+    with pytest.raises(GradcheckFailed, match="nothing was checked"):  # without it: refused, a vacuous run
+        fixture.sweep(TARGET, cases=3, checks=["reference"], modes=["gru"])
+    with pytest.raises(UsageError, match="--projections leaves nothing to draw"):
+        fixture.sweep(TARGET, cases=3, modes=["gru"], projections=True)

@@ -1,0 +1,83 @@
+"""A green run ends with what to do next (issue 29): the narrowing flags for the cases a target
+refused, the checks not run and the families not drawn, each with the flag or profile that adds it."""
+
+import pytest
+from click.testing import CliRunner
+
+from gradcheck_rnn.advice import next_step
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.config import CHECK_NAMES
+from gradcheck_rnn.generate import CONFIG_DIR
+from gradcheck_rnn.result import CaseResult
+from gradcheck_rnn.run import RunSpec
+
+NARROW = "narrow_targets:only_lstm_without_projections"
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, " ".join(result.output.split())
+
+
+@pytest.fixture(scope="module")
+def reference_only(tmp_path_factory):
+    """The ci profile with the reference check alone (the fast check)."""
+    draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
+    path = tmp_path_factory.mktemp("profile") / "reference.toml"
+    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in CHECK_NAMES))
+    return path
+
+
+def row(case_id, status, target=NARROW, check="reference"):
+    return CaseResult(case_id, target, status, case_id.split("-")[0], "f64", "all", check=check)
+
+
+def test_a_green_sweep_ends_with_the_checks_and_families_it_left_out(tmp_path):
+    code, output = invoke("sweep", "-n", 2, "-t", "fused-cpu", "--report-dir", tmp_path)
+    assert code == 0, output
+    next_line = output.split("next: ", 1)[1].split(" all passed")[0]
+    assert "the fd check was not run (-c nightly runs it)" in next_line, output
+    assert "the s6 family was not drawn (-c families)" in next_line, output
+
+
+def test_a_target_that_refused_cases_is_told_the_narrowing_flags(tmp_path, reference_only):
+    code, output = invoke("sweep", "-c", reference_only, "-n", 20, "-t", NARROW, "--report-dir", tmp_path)
+    assert code == 0, output
+    assert "refused 18 of 20 cases: draw only what it takes with --mode lstm --no-projections" in output, output
+    assert "the determinism, padding, permutation, future, linearity, stateless, fd checks were not run " \
+           "(-c nightly runs them)" in output, output
+
+
+def test_a_run_that_judged_nothing_is_told_the_narrowing_flags_too(tmp_path, reference_only):
+    code, output = invoke("sweep", "-c", reference_only, "-n", 6, "-t", NARROW, "--report-dir", tmp_path)
+    assert code == 5, output
+    assert "refused 6 of 6 cases: draw only what it takes with the narrowing flags of" in output, output
+
+
+def test_a_failing_run_has_no_next_step_note(tmp_path, reference_only, monkeypatch):
+    from gradcheck_rnn.reports import html
+
+    monkeypatch.setattr(html, "case_png", lambda *args: None)  # the console, not the pictures
+    # the cases of the first test (the same draw), whose references are compiled already
+    code, output = invoke("sweep", "-c", reference_only, "-n", 2, "-t", "mutant:truncated-bptt", "--report-dir", tmp_path)
+    assert code == 1 and "next:" not in output, output
+
+
+def test_the_refused_cases_give_only_the_flags_that_separate_them():
+    spec = RunSpec.build(cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("lstm",))
+    judged = ["lstm-L1-uni-I2-H3-T5-B2-len5.3-f64-s1", "lstm-L2-bi-I2-H3-T5-B2-len5.3-f64-s2"]
+    refused = ["lstm-L1-uni-I2-H3-P2-T5-B2-len5.3-f64-s3", "lstm-L1-bi-I2-H3-P1-nobias-T5-B2-len5.0-f64-s4"]
+    results = [row(c, "pass") for c in judged] + [row(c, "skip") for c in refused]
+    assert next_step(spec, results) == (f"next: {NARROW} refused 2 of 4 cases: draw only what it takes with "
+                                        f"--no-projections")
+    mixed = [row(c, "pass") for c in judged] + [row(refused[0], "skip"), row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",
+                                                                             "skip")]
+    assert "draw only what it takes with --mode lstm --no-projections" in next_step(spec, mixed)
+
+
+def test_a_run_with_every_check_and_family_is_told_to_judge_more_cases():
+    spec = RunSpec.build(cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("gru",))
+    assert next_step(spec, [row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5", "pass", "fused-cpu")]) == \
+        "next: judge more and larger cases: -n 100 or -c nightly"
+    named = RunSpec.build(targets=("fused-cpu",), case_ids=("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",))
+    assert next_step(named, []) is None  # a run of named cases has its own next step: the repro line
