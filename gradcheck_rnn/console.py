@@ -218,7 +218,7 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
         extra = None if baseline is None else {"drift": baseline.to_json()}
         if present is None:
             print_run(run.results, log.tally)
-            if run.exit_code in (0, 5) and (step := next_step(spec, run.results)):  # what to do for more coverage
+            if run.exit_code in (0, 5) and (step := next_step(spec, log.tally.coverage)):  # what to do for more coverage
                 render.print_lines(out, render.note_lines(step))
             if extra is not None:
                 print_drift(extra["drift"])

@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from typing import Any, Iterable
 
+from .advice import Coverage
 from .compare import expand_tensor
 from .result import document_row, row_field, row_worst
 from .statuses import JUDGED, SEVERITY, STATUSES
@@ -44,6 +45,7 @@ class Tally:
         self.per_target: Counter[str] = Counter()
         self.skips: dict[str, Counter[str]] = {}  # target -> skip reason -> rows
         self.checks: dict[str, dict[str, Counter[str]]] = {}  # target -> check -> status -> rows
+        self.coverage = Coverage()  # what each target refused, for a green run's "next:" note
 
     @classmethod
     def of(cls, rows: Iterable[dict[str, Any]]) -> "Tally":
@@ -65,6 +67,7 @@ class Tally:
         if status == "skip":
             self.skips.setdefault(target, Counter())[row.get("message") or "no reason given"] += 1
         self.checks.setdefault(target, {}).setdefault(row.get("check", "reference"), Counter())[status] += 1
+        self.coverage.add(row)
         compared = [t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "missing"]
         mistrusted = sum(bool(t.get("mistrusted")) for t in compared)
         self.compared += len(compared)
