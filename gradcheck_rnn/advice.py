@@ -15,31 +15,22 @@ would pass them" and no next step):
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Any
 
 from .case import CaseRef
 from .config import CHECK_NAMES, profile_names
 
 
-def next_step(spec: Any, results: list) -> str | None:
-    """The "next:" sentence of a run judged green or vacuous (exit 0 or 5), or None for a run of named cases."""
+def next_step(spec: Any, coverage: "Coverage") -> str | None:
+    """The "next:" sentence of a run judged green or vacuous (exit 0 or 5), or None for a run of
+    named cases; ``coverage`` is what the run's tally gathered from its rows."""
     if spec.case_ids:
         return None
-    steps = _narrowing_steps(results) + _check_steps(spec) + _family_steps(spec)
+    steps = _narrowing_steps(coverage) + _check_steps(spec) + _family_steps(spec)
     if not steps:
         steps = ["judge more and larger cases: -n " + str(max(spec.cases * 10, 100)) + " or -c nightly"]
     return "next: " + "; ".join(steps)
-
-
-def _refused(results: list) -> dict[str, tuple[list[CaseRef], list[CaseRef]]]:
-    """Per target: the cases it refused (its reference row is a skip) and the cases it was judged on."""
-    seen: dict[str, tuple[dict[str, CaseRef], dict[str, CaseRef]]] = {}
-    for row in results:
-        if row.check != "reference":
-            continue
-        refused, judged = seen.setdefault(row.target, ({}, {}))
-        (refused if row.status == "skip" else judged)[row.case_id] = CaseRef.from_id(row.case_id)
-    return {t: (list(r.values()), list(j.values())) for t, (r, j) in seen.items() if r}
 
 
 # What separates the cases a target refused from those it took: (flag, holds for a refused case).
@@ -57,16 +48,41 @@ def _lengths(case: CaseRef) -> list[int]:
     return [int(v) for v in case.id.split("-len", 1)[1].split("-", 1)[0].split(".")]
 
 
-def _narrowing_steps(results: list) -> list[str]:
+def _kind(case_id: str) -> tuple:
+    """What the note tells cases apart by: the mode, then whether each separator holds."""
+    case = CaseRef.from_id(case_id)
+    return (case.config.mode, *(holds(case) for _, holds in _SEPARATORS))
+
+
+class Coverage:
+    """Per target, the kinds of case it refused (its reference row is a skip) and was judged on,
+    counted as rows arrive (the run's :class:`~gradcheck_rnn.tally.Tally` feeds it): one entry per
+    kind of case, so it stays small whatever the run's size."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, tuple[Counter[tuple], Counter[tuple]]] = {}  # target -> (refused, judged)
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Count one stored row (only reference rows say whether the target took the case)."""
+        if row.get("check", "reference") != "reference":
+            return
+        refused, judged = self.kinds.setdefault(row["target"], (Counter(), Counter()))
+        (refused if row["status"] == "skip" else judged)[_kind(row["case_id"])] += 1
+
+
+def _narrowing_steps(coverage: Coverage) -> list[str]:
     steps = []
-    for target, (refused, judged) in _refused(results).items():
-        modes = sorted({c.config.mode for c in judged})
-        flags = [f"--mode {m}" for m in modes if len(modes) < len({c.config.mode for c in refused + judged})]
-        rest = [c for c in refused if c.config.mode in modes] if modes else refused
-        flags += [flag for flag, holds in _SEPARATORS
-                  if rest and all(holds(c) for c in rest) and not any(holds(c) for c in judged)]
+    for target, (refused, judged) in coverage.kinds.items():
+        if not refused:
+            continue
+        modes = sorted({kind[0] for kind in judged})
+        flags = [f"--mode {m}" for m in modes if len(modes) < len({kind[0] for kind in refused | judged})]
+        rest = [kind for kind in refused if kind[0] in modes] if modes else list(refused)
+        flags += [flag for i, (flag, _) in enumerate(_SEPARATORS, start=1)
+                  if rest and all(kind[i] for kind in rest) and not any(kind[i] for kind in judged)]
         what = " ".join(flags) if flags else "the narrowing flags of `gradcheck-rnn sweep --help`"
-        steps.append(f"{target} refused {len(refused)} of {len(refused) + len(judged)} cases: draw only what it "
+        count = sum(refused.values())
+        steps.append(f"{target} refused {count} of {count + sum(judged.values())} cases: draw only what it "
                      f"takes with {what}")
     return steps
 

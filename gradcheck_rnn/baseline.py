@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .compare import expand_tensor
 from .numbers import from_json_number
 from .result import CaseResult
 from .statuses import PASSED
@@ -41,7 +42,8 @@ def load_rows(run_dir: str | Path) -> tuple[Path, dict[Key, Stored]]:
     for row in load_document(folder)["results"]:
         key = (row["case_id"], sys.intern(row["target"]), sys.intern(row.get("check", "reference")))
         rows[key] = (sys.intern(row["status"]),
-                     {sys.intern(t["name"]): from_json_number(t.get("ratio")) for t in row.get("tensors", [])})
+                     {sys.intern(t["name"]): from_json_number(t.get("ratio"))
+                      for t in map(expand_tensor, row.get("tensors", []))})
     return folder, rows
 
 

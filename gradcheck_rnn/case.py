@@ -213,6 +213,18 @@ ID_FORMAT = ("<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-<family op
              "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]")
 
 
+# The mode, dtype and wants group of a case id, read by its fixed grammar alone (no family is
+# asked, so a stored row of a user family reads without it): a compact row leaves them out.
+_ID_FACTS = re.compile(rf"([^-]+)-.*-len[0-9.]+-({'|'.join(DTYPES)})-s[0-9]+(?:-w({'|'.join(WANTS_GROUPS[1:])}))?(?:-.*)?")
+
+
+def id_facts(case_id: str) -> dict[str, str]:
+    """``{"mode", "dtype", "wants"}`` as ``case_id`` says (wants ``all`` without ``-w``); {} when
+    it does not read as a case id."""
+    match = _ID_FACTS.fullmatch(case_id)
+    return {} if match is None else {"mode": match[1], "dtype": match[2], "wants": match[3] or "all"}
+
+
 def _surface(mode: str) -> list[tuple[str, str, str, bool]]:
     """The tokens allowed right after ``H<hidden>`` for a mode, in order: (name, pattern, allowed,
     required): ``-P<proj>`` (parsed for every family, so that the config names the family that has

@@ -194,8 +194,8 @@ against_runs = options(
                       "ending at or below 0.01 never drift."),
     click.option("--fail-on-drift", is_flag=True, help="Exit 1 on a drifted row (default: the verdict line warns)."),
     click.option("--last-failed", is_flag=True,
-                 help="Judge again what did not pass in the latest run of --report-dir (its case ids × targets × "
-                      "checks, with its profile); exit 5 when nothing failed there."),
+                 help="Judge again exactly the rows that did not pass in the latest run of --report-dir (with its "
+                      "profile); exit 5 when nothing failed there."),
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
 LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
@@ -241,11 +241,11 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     if not failed.case_ids:
         say(err, f"nothing to rerun: every row of {failed.run_dir} passed or was skipped")
         sys.exit(5)
-    say(err, f"rerunning the {failed.rows} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
-             f"cases × {', '.join(failed.targets)} ({', '.join(failed.checks)})")
+    say(err, f"rerunning the {len(failed.rows)} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
+             f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
     return build_run({**values, "config": failed.spec.config}, len(failed.case_ids), case_ids=failed.case_ids,
                      targets=failed.targets, checks=failed.checks, rtol=failed.spec.rtol, atol=failed.spec.atol,
-                     families=failed.spec.families)
+                     families=failed.spec.families, only=failed.rows)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ Besides the worst element, each comparison keeps two things the reports need:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Sequence
 
@@ -108,18 +109,31 @@ class TensorError:
     def location_text(self) -> str:
         return location_text(self.location)
 
-    def to_json(self, ratio_map: bool = True) -> dict[str, Any]:
-        """Strict-JSON form (results.json, "tensors"); ``ratio_map=False`` stores none (a row that
-        passed: the maps exist to draw failures)."""
+    def to_json(self) -> dict[str, Any]:
+        """Strict-JSON form, whole (results.json, "tensors" of a row that did not pass)."""
         data = {name: getattr(self, name) for name in _STORED_FIELDS}
-        data["ratio_map"] = None if self.ratio_map is None or not ratio_map else self.ratio_map.to_json()
+        data["ratio_map"] = None if self.ratio_map is None else self.ratio_map.to_json()
         if self.drift is not None:
             data["drift"] = self.drift
         return json_safe(data)
 
+    def compact_json(self) -> str | list[Any]:
+        """The short form a row that passed stores (docs/contracts.md, "Row size"):
+        ``[name, ratio, max_abs, max_rel, where]``, the ratio to :data:`COMPACT_DIGITS` and the
+        errors to :data:`ERROR_DIGITS` significant digits, ``where`` the worst element's
+        coordinates without their names (:func:`expand_tensor` puts them back), then ``true`` when
+        the comparison is mistrusted; the bare name for a tensor equal to its reference everywhere. a, b, the tolerances, the
+        per-step errors, the drift allowance and the ratio map are for reading a failure."""
+        if self.status == "pass" and not self.mistrusted and self.ratio == self.max_abs == self.max_rel == 0:
+            return self.name
+        data = [self.name, _significant(self.ratio), _significant(self.max_abs, ERROR_DIGITS),
+                _significant(self.max_rel, ERROR_DIGITS), _location_values(self.name, self.location)]
+        return json_safe(data + [True] if self.mistrusted else data)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TensorError":
         """Rebuild a tensor comparison from results.json, so reports re-render without re-running."""
+        data = expand_tensor(data)
         numbers = {k: from_json_number(data.get(k)) for k in ("max_abs", "max_rel", "ratio", "a", "b", "rtol", "atol")}
         per_step = data.get("per_step")
         ratio_map = data.get("ratio_map")
@@ -130,6 +144,63 @@ class TensorError:
                    mistrusted=bool(data.get("mistrusted", False)),
                    ratio_map=None if ratio_map is None else RatioMap.from_json(ratio_map),
                    drift=None if drift is None else from_json_number(drift), **numbers)
+
+
+# Significant digits of a passing row's stored ratios: enough to see a ratio grow by the drift
+# factor (gradcheck_rnn.baseline); its max abs and rel errors, which nothing compares, keep two.
+# Few digits keep a large green run's results.json small (docs/contracts.md, "Row size").
+COMPACT_DIGITS, ERROR_DIGITS = 3, 2
+_PARAMETER = re.compile(r"l(\d+)\.([a-z]+)\.[A-Za-z0-9_]+")
+
+
+def _significant(value: float, digits: int = COMPACT_DIGITS) -> float | int:
+    """``value`` to ``digits`` significant digits; 0 as the integer 0; NaN and ±Inf unchanged."""
+    if not math.isfinite(value):
+        return value
+    rounded = float(f"{value:.{digits}g}")
+    return 0 if rounded == 0 else rounded
+
+
+def _location_keys(name: str, values: list[Any]) -> tuple[str, ...] | None:
+    """The coordinate names of a stored location of tensor ``name`` (see :func:`logical_location`);
+    a parameter's layer and direction are in its name and not stored again. None: not known."""
+    if name in ("y", "x"):
+        return ("t", "b", "unit")
+    if name in ("hy", "cy", "h0", "c0"):
+        return ("layer", "dir", "b", "unit")
+    if _PARAMETER.fullmatch(name):
+        return ("gate", "row", "col") if values and isinstance(values[0], str) else ("row", "col")
+    return None
+
+
+def _location_values(name: str, location: dict[str, Any]) -> list[Any] | dict[str, Any]:
+    """A location as the list of its coordinates when :func:`expand_tensor` names them back
+    exactly, else as it is (a tensor of a shape this module does not name)."""
+    parameter = _PARAMETER.fullmatch(name)
+    values = [v for k, v in location.items() if not (parameter and k in ("layer", "dir"))]
+    keys = _location_keys(name, values)
+    named = dict(zip(keys, values)) if keys is not None and len(values) <= len(keys) else None
+    if named is not None and parameter:
+        named = {"layer": int(parameter[1]), "dir": parameter[2], **named}
+    return values if named == location else location
+
+
+def expand_tensor(data: str | list[Any] | dict[str, Any]) -> dict[str, Any]:
+    """A stored tensor of either form (:meth:`TensorError.to_json`'s dict or
+    :meth:`TensorError.compact_json`'s list or bare name) as the dict form, for every reader."""
+    if isinstance(data, dict):
+        return data
+    if isinstance(data, str):
+        return {"name": data, "status": "pass", "ratio": 0, "max_abs": 0, "max_rel": 0, "location": {},
+                "mistrusted": False}
+    name, ratio, max_abs, max_rel, where, *mistrusted = data
+    if isinstance(where, list):
+        parameter = _PARAMETER.fullmatch(name)
+        where = dict(zip(_location_keys(name, where) or (), where))
+        if parameter:
+            where = {"layer": int(parameter[1]), "dir": parameter[2], **where}
+    return {"name": name, "status": "pass", "ratio": ratio, "max_abs": max_abs, "max_rel": max_rel,
+            "location": where, "mistrusted": bool(mistrusted and mistrusted[0])}
 
 
 _STORED_FIELDS = tuple(f.name for f in fields(TensorError) if f.name not in ("ratio_map", "drift"))

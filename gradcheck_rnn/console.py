@@ -18,7 +18,7 @@ from rich.text import Text
 
 from . import render
 from .errors import INTERRUPTS, UsageError
-from .result import CaseResult, Run, plural, verdict
+from .result import CaseResult, Run, plural, tally_verdict
 from .statuses import STYLE
 from .tally import Tally
 
@@ -94,7 +94,7 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
     publish_format(fmt, run_dir)
-    verdict_line(run.exit_code, run.reason, f" — {plural(len(run.results), 'result')}, reports in {run_dir}")
+    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {run_dir}")
     return run.exit_code
 
 
@@ -172,18 +172,14 @@ def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: lis
                         baseline: Any = None) -> Run:
     """Judge a run spec with a progress bar on stderr; the judged run. Each row goes to ``log``
     (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) as it arrives, so the rows are on
-    disk, in their results.json form, while the workers still judge; with a ``baseline``
+    disk, in their results.json form, while the workers still judge, and the run keeps in memory
+    only the rows that did not pass (:func:`~gradcheck_rnn.run.judge_run`); with a ``baseline``
     (:class:`~gradcheck_rnn.baseline.Baseline`) already marked drifted or not. A signal raises out
     of here with the run judged so far as the exception's ``run``."""
     from .run import judge_run
 
-    with progress(len(spec.indices) * len(spec.targets) * len(spec.checks)) as advance:
-        def arrived(row: CaseResult) -> None:
-            advance(row)
-            if log is not None:
-                log.add(row)
-
-        return judge_run(spec, execution, on_result=arrived, targets=targets, baseline=baseline)
+    with progress(spec.rows) as advance:
+        return judge_run(spec, execution, on_result=advance, targets=targets, baseline=baseline, log=log)
 
 
 @contextlib.contextmanager
@@ -222,7 +218,7 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
         extra = None if baseline is None else {"drift": baseline.to_json()}
         if present is None:
             print_run(run.results, log.tally)
-            if run.exit_code in (0, 5) and (step := next_step(spec, run.results)):  # what to do for more coverage
+            if run.exit_code in (0, 5) and (step := next_step(spec, log.tally.coverage)):  # what to do for more coverage
                 render.print_lines(out, render.note_lines(step))
             if extra is not None:
                 print_drift(extra["drift"])
@@ -235,13 +231,21 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     """``merge``: join the shards, print the tables, write the merged run's reports; the exit code."""
     from .run.merge import merge_shards
 
-    spec, results, folders = merge_shards(run_dirs)
+    spec, results, folders, drift = merge_shards(run_dirs)
     ensure_writable(report_dir)
-    for result in results:
-        result.repro_options = spec.repro_options
-    run = Run(results, *verdict(results, spec.named_targets), spec)
-    print_run(results, Tally.of_results(results))
-    return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, fmt=fmt)
+    fail_on_drift = drift is not None and drift["fail_on_drift"]  # as the shards were judged
+    with row_log(report_dir, "merge", spec.seed) as log:
+        for result in results:
+            result.repro_options = spec.repro_options
+            log.add(result)
+        # the one tally, the log's: the verdict's, the console's and the reports'
+        run = Run(results, *tally_verdict(log.tally, spec.named_targets, fail_on_drift), spec, tally=log.tally)
+        print_run(results, log.tally)
+        extra = None if drift is None else {"drift": drift}
+        if drift is not None:
+            print_drift(drift)
+        return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]},
+                                extra, fmt=fmt, log=log)
 
 
 def present_mutants(mutant_names: list[str], correct_names: list[str]) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
@@ -250,14 +254,14 @@ def present_mutants(mutant_names: list[str], correct_names: list[str]) -> Callab
     from .detection import detection_lines, detection_verdict, summarise
 
     def present(judged: Run) -> tuple[Run, dict[str, Any]]:
-        mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names)
+        mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names, judged.tally)
         extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows],
                  "checks": list(judged.spec.checks)}
         table, lines = detection_lines({**judged.spec.meta("mutants"), **extra})
         out.print(table)
         render.print_lines(out, lines)
         return Run(judged.results, *detection_verdict(mutant_rows, correct_rows), judged.spec,
-                   complete=judged.complete), extra
+                   complete=judged.complete, tally=judged.tally), extra
 
     return present
 

@@ -51,9 +51,11 @@ def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], 
     return mutant_names, list(CORRECT_TARGETS + (("fused-gpu",) if gpu else ()))
 
 
-def summarise(results: list[CaseResult], mutant_names: list[str],
-              correct_names: list[str]) -> tuple[list[Detection], list[Detection]]:
-    """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows)."""
+def summarise(results: list[CaseResult], mutant_names: list[str], correct_names: list[str],
+              tally: Any = None) -> tuple[list[Detection], list[Detection]]:
+    """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows).
+    With the run's ``tally`` (:class:`~gradcheck_rnn.tally.Tally`) the cases per target are its
+    counts, and ``results`` need only hold the rows that did not pass."""
     from .targets.mutants import mutant_doc
 
     rows: dict[str, Detection] = {}
@@ -61,9 +63,13 @@ def summarise(results: list[CaseResult], mutant_names: list[str],
         short = name.removeprefix("mutant:")
         rows[name] = Detection(name, mutant_doc(short) if name.startswith("mutant:") else "correct kernel")
     seen: dict[str, set[str]] = {name: set() for name in rows}
+    if tally is not None:
+        for target, cases in tally.cases_per_target().items():
+            if target in rows:
+                rows[target].cases = cases
     for result in results:
         row = rows[result.target]
-        if result.case_id not in seen[result.target]:
+        if tally is None and result.case_id not in seen[result.target]:
             seen[result.target].add(result.case_id)
             row.cases += 1
         if result.status in BAD_STATUSES and result.case_id not in row.flagged_cases:

@@ -2,10 +2,9 @@
 
 As pytest's ``--lf``: the rows whose status fails a run (fail, error, reference disagreement,
 nondeterministic) name the case ids, targets and checks of the rerun, which judges them with the
-stored run's profile and tolerance overrides. The rerun is one run spec of named cases, so it
-judges every failing case id × every failing target × every failing check: exactly the failing rows
-when each failing case failed on the same targets and checks (a mutant sweep), and the other
-pairs of that product too when not.
+stored run's profile and tolerance overrides. The rerun is one run spec of the failing case ids ×
+failing targets × failing checks that keeps exactly the failing rows (``RunSpec.only``): a case
+that failed one check on one target is judged again on that pair alone, whatever failed elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ class LastFailed:
     case_ids: tuple[str, ...]
     targets: tuple[str, ...]
     checks: tuple[str, ...]
-    rows: int  # rows that did not pass
+    rows: tuple[tuple[str, str, str], ...]  # (case id, target, check) of each row that did not pass
 
 
 def last_failed(report_dir: str) -> LastFailed:
@@ -44,4 +43,4 @@ def last_failed(report_dir: str) -> LastFailed:
     return LastFailed(folder, spec, tuple(dict.fromkeys(row["case_id"] for row in bad)),
                       tuple(t for t in spec.targets if any(row["target"] == t for row in bad)),
                       tuple(c for c in spec.checks if any(row.get("check", "reference") == c for row in bad)),
-                      len(bad))
+                      tuple((row["case_id"], row["target"], row.get("check", "reference")) for row in bad))

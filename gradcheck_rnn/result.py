@@ -7,11 +7,13 @@ once per run by the engine, stored in results.json, and every writer reads the s
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .compare import TensorError, from_json_number, json_safe
+from .case import id_facts
+from .compare import TensorError, expand_tensor, from_json_number, json_safe
 from .statuses import BAD_STATUSES, PASSED, is_bad
 
 
@@ -67,24 +69,43 @@ class CaseResult:
         options = f" {self.repro_options}" if self.repro_options else ""
         return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
 
-    def to_json(self, ratio_maps: bool = True) -> dict[str, Any]:
-        """Strict-JSON form (a results.json row); ``ratio_maps=False`` leaves the tensors' maps out."""
+    def to_json(self) -> dict[str, Any]:
+        """Strict-JSON form, whole (a results.json row that did not pass; see :func:`document_row`)."""
         worst = self.worst
         return {
             "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
             "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": json_safe(round(self.seconds, 6)),
             "compared": self.compared, "worst_ratio": None if worst is None else json_safe(worst.ratio),
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
-            "tensors": [t.to_json(ratio_maps) for t in self.tensors], "case_index": self.case_index,
+            "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
             "repro_options": self.repro_options, "importable": self.importable,
         }
+
+    def compact_json(self) -> dict[str, Any]:
+        """The short form of a row that passed or was skipped, in results.json
+        (docs/contracts.md, "Row size"): what the tallies, the summary tables, junit.xml, merge
+        and a later ``--baseline`` read, each tensor in :meth:`TensorError.compact_json` form. Left
+        out: what only a failure's reader needs (the repro line, the traceback, the repro options,
+        the worst tensor, which :func:`row_worst` finds among the tensors), the mode, dtype and
+        wants group where the case id says them (:func:`row_field`), ``seconds`` when 0, a
+        message or ``importable`` saying nothing."""
+        said = id_facts(self.case_id)
+        row = {"case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status,
+               "case_index": self.case_index}
+        optional = {"mode": (self.mode, said.get("mode")), "dtype": (self.dtype, said.get("dtype")),
+                    "wants": (self.wants, said.get("wants")), "seconds": (round(self.seconds, 3), 0),
+                    "message": (self.message, ""), "importable": (self.importable, True)}
+        row.update({key: value for key, (value, default) in optional.items() if value != default})
+        row = json_safe(row)
+        row["tensors"] = [t.compact_json() for t in self.tensors]
+        return row
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> "CaseResult":
         """Inverse of :meth:`to_json` (a results.json row back to a result, e.g. to merge shards)."""
         check = row.get("check", "reference")
-        return cls(row["case_id"], row["target"], row["status"], row.get("mode", ""), row.get("dtype", ""),
-                   row.get("wants", ""), message=row.get("message", ""),
+        return cls(row["case_id"], row["target"], row["status"], row_field(row, "mode"), row_field(row, "dtype"),
+                   row_field(row, "wants"), message=row.get("message", ""),
                    seconds=from_json_number(row.get("seconds", 0.0)),
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
@@ -104,11 +125,37 @@ def slim(row: CaseResult) -> CaseResult:
     return row
 
 
+# Rows stored short (docs/contracts.md, "Row size"); a drifted row stays whole, as a failure does:
+# there are few, and with --fail-on-drift they are the run's failures.
+SHORT_STATUSES = ("pass", "skip")
+
+
 def document_row(result: CaseResult) -> dict[str, Any]:
-    """A row as results.json stores it, in strict-JSON form. Ratio maps are kept only for rows
-    that did not pass: they exist to draw failures, and dropping them elsewhere keeps a large
-    green run's results.json small."""
-    return result.to_json(ratio_maps=is_bad(result.status))
+    """A row as results.json stores it, in strict-JSON form: the short
+    :meth:`CaseResult.compact_json` form for a row that passed or was skipped, so that a large
+    green run's results.json stays small (docs/contracts.md, "Row size"); whole (ratio maps,
+    per-step errors, a and b, the repro line) for every other row, which the reports detail."""
+    short = result.status in SHORT_STATUSES and all(t.passed for t in result.tensors)
+    return result.compact_json() if short else result.to_json()
+
+
+def row_field(row: dict[str, Any], key: str) -> str:
+    """A stored row's ``mode``, ``dtype`` or ``wants``: as stored, or as its case id says where a
+    compact row left it out."""
+    value = row.get(key)
+    return value if value is not None else id_facts(row["case_id"]).get(key, "")
+
+
+def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
+    """The worst tensor of a stored row and its ratio (None and NaN when it compared none): as
+    stored in a whole row, found among the tensors of a compact one as :attr:`CaseResult.worst`
+    finds it."""
+    if "worst_tensor" in row:
+        return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
+    tensors = [expand_tensor(t) for t in row.get("tensors", [])]
+    worst = max(tensors, key=lambda t: (from_json_number(t["ratio"]) != from_json_number(t["ratio"]),
+                                        from_json_number(t["ratio"])), default=None)
+    return (None, math.nan) if worst is None else (worst["name"], from_json_number(worst["ratio"]))
 
 
 def repro_options(config: str | None, rtol: float | None, atol: float | None, families: tuple[str, ...] = ()) -> str:
@@ -121,9 +168,13 @@ def repro_options(config: str | None, rtol: float | None, atol: float | None, fa
     return " ".join(f"--{name} {value}" for name, value in [*(("family", spec) for spec in families), *given])
 
 
-def top_skip_reasons(results: Iterable[CaseResult], target: str | None = None, count: int = 2) -> str:
-    """The most frequent skip reasons (of one target), e.g. ``'needs CUDA' ×40``."""
-    reasons = Counter(r.message for r in results if r.status == "skip" and target in (None, r.target))
+def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, count: int = 2) -> str:
+    """The most frequent skip reasons (of one target, or of all) in a tally's ``skips`` (target ->
+    reason -> rows), e.g. ``'needs CUDA' ×40``."""
+    reasons: Counter[str] = Counter()
+    for name, counter in skips.items():
+        if target in (None, name):
+            reasons.update(counter)
     return "; ".join(f"{reason!r} ×{n}" for reason, n in reasons.most_common(count))
 
 
@@ -134,29 +185,54 @@ def plural(count: int, noun: str) -> str:
 
 def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = (),
             fail_on_drift: bool = False) -> tuple[int, str]:
-    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit codes").
+    """:func:`tally_verdict` of rows held in memory (the pytest fixture, tests)."""
+    return tally_verdict(_Counts(results), named_targets, fail_on_drift)
+
+
+class _Counts:
+    """What :func:`tally_verdict` reads of a :class:`~gradcheck_rnn.tally.Tally`, counted from rows
+    in memory (the tally counts stored rows, and imports this module)."""
+
+    def __init__(self, results: Iterable[CaseResult]) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.checks: dict[str, dict[str, Counter[str]]] = {}
+        self.skips: dict[str, Counter[str]] = {}
+        for row in results:
+            self.statuses[row.status] += 1
+            self.checks.setdefault(row.target, {}).setdefault(row.check, Counter())[row.status] += 1
+            if row.status == "skip":
+                self.skips.setdefault(row.target, Counter())[row.message or "no reason given"] += 1
+
+    @property
+    def rows(self) -> int:
+        return sum(self.statuses.values())
+
+
+def tally_verdict(tally: Any, named_targets: Iterable[str] = (), fail_on_drift: bool = False) -> tuple[int, str]:
+    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
+    codes"), from the run's :class:`~gradcheck_rnn.tally.Tally`: no row need be held.
 
     0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
     or a drifted row with ``fail_on_drift``; 5 nothing was checked — no result, every result a
     skip, or a target named on the command line judged on no case at all (a vacuous run is never
     "all passed"). 1 wins over 5. Drifted rows without ``fail_on_drift`` pass, with a warning.
     """
-    results = list(results)
     failing = BAD_STATUSES | {"drifted"} if fail_on_drift else BAD_STATUSES
-    bad = Counter(r.status for r in results if r.status in failing)
+    bad = {status: n for status, n in tally.statuses.items() if status in failing and n}
     if bad:
         return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
-    if not results:
+    if not tally.rows:
         return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
-    judged = Counter(r.target for r in results if r.status in PASSED)
-    if not judged:
-        every = "the only result was" if len(results) == 1 else f"all {len(results)} results were"
-        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(results)})"
+    judged = Counter({target: sum(counts[s] for counts in checks.values() for s in PASSED)
+                      for target, checks in tally.checks.items()})
+    if not sum(judged.values()):
+        every = "the only result was" if tally.rows == 1 else f"all {tally.rows} results were"
+        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(tally.skips)})"
     for name in dict.fromkeys(named_targets):
         if not judged[name]:
             return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
-                                          f"({top_skip_reasons(results, name) or 'it ran on no case'})")
-    drifted = sum(r.status == "drifted" for r in results)
+                                          f"({top_skip_reasons(tally.skips, name) or 'it ran on no case'})")
+    drifted = tally.statuses["drifted"]
     warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
     return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"
 
@@ -171,6 +247,9 @@ class Run:
     spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
     complete: bool = True  # False when --fail-fast or a signal stopped the run before its last row
     interrupted: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped it
+    # the run's totals (gradcheck_rnn.tally.Tally), made as its rows arrived: with a row log,
+    # ``results`` holds only the rows that did not pass, and the counts of every row are here
+    tally: Any = None
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -182,16 +261,25 @@ class Run:
         return {"exit_code": self.exit_code, "reason": self.reason}
 
     @classmethod
-    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int) -> "Run":
+    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int,
+                       tally: Any = None) -> "Run":
         """The run a signal stopped: what was judged, with the verdict ``interrupted`` (never a pass)."""
         results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
         bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
         found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
-        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name)
+        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name,
+                  tally=tally)
         run.reason = f"interrupted by {signal_name}: {run.cases_judged} of {planned} cases judged{found}"
         return run
 
     @property
+    def rows(self) -> int:
+        """How many rows were judged (``results`` may hold only those that did not pass)."""
+        return len(self.results) if self.tally is None else self.tally.rows
+
+    @property
     def cases_judged(self) -> int:
         """Distinct cases with at least one row."""
+        if self.tally is not None:
+            return self.tally.cases_judged
         return len({r.case_id if r.case_index is None else r.case_index for r in self.results})

@@ -12,16 +12,24 @@ import math
 from collections import Counter
 from typing import Any, Iterable
 
-from .numbers import from_json_number
+from .advice import Coverage
+from .compare import expand_tensor
+from .result import document_row, row_field, row_worst
 from .statuses import JUDGED, SEVERITY, STATUSES
 
 GROUP_KEYS = ("mode", "wants")
 
 
-def case_status(statuses: set[str]) -> str:
-    """One verdict for a case × target from all its check rows: the most serious status wins."""
+# A case's statuses as the bits of one small int: a set per case × target was most of a large
+# run's tally (benchmarks/memory.py).
+_BIT = {status: 1 << i for i, status in enumerate(STATUSES)}
+
+
+def case_status(statuses: int) -> str:
+    """One verdict for a case × target from all its check rows (their statuses as the bits of
+    :data:`_BIT`): the most serious status wins."""
     for status in (*SEVERITY, "drifted", "pass"):
-        if status in statuses:
+        if statuses & _BIT[status]:
             return status
     return "skip"
 
@@ -32,11 +40,12 @@ class Tally:
     def __init__(self) -> None:
         self.statuses: Counter[str] = Counter()
         self.tensors = self.compared = self.mistrusted_rows = 0
-        # key -> (target, group value) -> {"cases": {case id: statuses}, "ratio": worst or None}
+        # key -> (target, group value) -> {"cases": {case id: status bits}, "ratio": worst or None}
         self.groups: dict[str, dict[tuple[str, str], dict[str, Any]]] = {key: {} for key in GROUP_KEYS}
         self.per_target: Counter[str] = Counter()
         self.skips: dict[str, Counter[str]] = {}  # target -> skip reason -> rows
         self.checks: dict[str, dict[str, Counter[str]]] = {}  # target -> check -> status -> rows
+        self.coverage = Coverage()  # what each target refused, for a green run's "next:" note
 
     @classmethod
     def of(cls, rows: Iterable[dict[str, Any]]) -> "Tally":
@@ -48,8 +57,6 @@ class Tally:
     @classmethod
     def of_results(cls, results: Iterable[Any]) -> "Tally":
         """The tally of CaseResult objects, through their stored form (as the row log makes it)."""
-        from .result import document_row
-
         return cls.of(document_row(result) for result in results)
 
     def add(self, row: dict[str, Any]) -> None:
@@ -60,7 +67,8 @@ class Tally:
         if status == "skip":
             self.skips.setdefault(target, Counter())[row.get("message") or "no reason given"] += 1
         self.checks.setdefault(target, {}).setdefault(row.get("check", "reference"), Counter())[status] += 1
-        compared = [t for t in row.get("tensors", []) if t["status"] != "missing"]
+        self.coverage.add(row)
+        compared = [t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "missing"]
         mistrusted = sum(bool(t.get("mistrusted")) for t in compared)
         self.compared += len(compared)
         self.tensors += mistrusted
@@ -68,14 +76,32 @@ class Tally:
         # the row's worst ratio counts when it judged the target; a fail without one (a shape,
         # a missing tensor, NaN) is as bad as it gets: inf. Disagreements measure the references.
         ratio = None
-        if status in JUDGED and row.get("worst_tensor") is not None:
-            value = from_json_number(row.get("worst_ratio"))
+        worst, value = row_worst(row)
+        if status in JUDGED and worst is not None:
             ratio = value if value == value else (math.inf if status == "fail" else None)
         for key in GROUP_KEYS:
-            group = self.groups[key].setdefault((row["target"], row.get(key, "")), {"cases": {}, "ratio": None})
-            group["cases"].setdefault(row["case_id"], set()).add(status)
+            group = self.groups[key].setdefault((row["target"], row_field(row, key)), {"cases": {}, "ratio": None})
+            cases = group["cases"]
+            cases[row["case_id"]] = cases.get(row["case_id"], 0) | _BIT.get(status, 0)
             if ratio is not None:
                 group["ratio"] = ratio if group["ratio"] is None else max(group["ratio"], ratio)
+
+    @property
+    def rows(self) -> int:
+        """Rows counted."""
+        return sum(self.statuses.values())
+
+    @property
+    def cases_judged(self) -> int:
+        """Distinct case ids with at least one row."""
+        return len(set().union(*(group["cases"] for group in self.groups["mode"].values())))
+
+    def cases_per_target(self) -> Counter[str]:
+        """Distinct cases judged per target."""
+        counts: Counter[str] = Counter()
+        for (target, _), group in self.groups["mode"].items():
+            counts[target] += len(group["cases"])
+        return counts
 
     def summary(self) -> dict[str, int]:
         """Row counts per status and the total (the verdict is the run's, stored apart)."""

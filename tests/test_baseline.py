@@ -16,6 +16,7 @@ from gradcheck_rnn.baseline import grown
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import CHECK_NAMES
 from gradcheck_rnn.generate import CONFIG_DIR
+from gradcheck_rnn.result import row_field
 
 KERNEL = "drift_targets:kernel"
 
@@ -63,7 +64,7 @@ def test_fifty_times_larger_errors_under_tolerance_drift(reference_only, correct
     assert code == 0, output  # every row is still within tolerance: drift only warns
     stored = document(tmp_path / "warn")
     drifted = [r for r in stored["results"] if r["status"] == "drifted"]
-    assert drifted and all(r["dtype"] == "f32" for r in drifted)  # f64 cases carry no error to grow
+    assert drifted and all(row_field(r, "dtype") == "f32" for r in drifted)  # f64 cases carry no error to grow
     assert stored["summary"]["fail"] == 0 and "warning: " in stored["verdict"]["reason"]
     assert {(e["case_id"], e["target"]) for e in stored["drift"]["rows"]} == {(r["case_id"], r["target"]) for r in drifted}
     assert "Drifted since the baseline" in output and drifted[0]["case_id"] in output

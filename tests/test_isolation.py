@@ -49,7 +49,7 @@ def invoke(*args):
 
 def rows(report_dir: Path) -> list[tuple]:
     document = json.loads((report_dir / "latest" / "results.json").read_text())
-    return sorted((r["case_id"], r["target"], r["check"], r["status"], r["message"]) for r in document["results"])
+    return sorted((r["case_id"], r["target"], r["check"], r["status"], r.get("message", "")) for r in document["results"])
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from gradcheck_rnn.config import CHECK_NAMES
 from gradcheck_rnn.generate import CONFIG_DIR
 from gradcheck_rnn.result import CaseResult
 from gradcheck_rnn.run import RunSpec
+from gradcheck_rnn.tally import Tally
 
 NARROW = "narrow_targets:only_lstm_without_projections"
 
@@ -37,7 +38,7 @@ def test_a_green_sweep_ends_with_the_checks_and_families_it_left_out(tmp_path):
     assert code == 0, output
     next_line = output.split("next: ", 1)[1].split(" all passed")[0]
     assert "the fd check was not run (-c nightly runs it)" in next_line, output
-    assert "the s6 family was not drawn (-c families)" in next_line, output
+    assert "the s6, slstm families were not drawn (-c families)" in next_line, output
 
 
 def test_a_target_that_refused_cases_is_told_the_narrowing_flags(tmp_path, reference_only):
@@ -68,16 +69,16 @@ def test_the_refused_cases_give_only_the_flags_that_separate_them():
     judged = ["lstm-L1-uni-I2-H3-T5-B2-len5.3-f64-s1", "lstm-L2-bi-I2-H3-T5-B2-len5.3-f64-s2"]
     refused = ["lstm-L1-uni-I2-H3-P2-T5-B2-len5.3-f64-s3", "lstm-L1-bi-I2-H3-P1-nobias-T5-B2-len5.0-f64-s4"]
     results = [row(c, "pass") for c in judged] + [row(c, "skip") for c in refused]
-    assert next_step(spec, results) == (f"next: {NARROW} refused 2 of 4 cases: draw only what it takes with "
+    assert next_step(spec, Tally.of_results(results).coverage) == (f"next: {NARROW} refused 2 of 4 cases: draw only what it takes with "
                                         f"--no-projections")
     mixed = [row(c, "pass") for c in judged] + [row(refused[0], "skip"), row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",
                                                                              "skip")]
-    assert "draw only what it takes with --mode lstm --no-projections" in next_step(spec, mixed)
+    assert "draw only what it takes with --mode lstm --no-projections" in next_step(spec, Tally.of_results(mixed).coverage)
 
 
 def test_a_run_with_every_check_and_family_is_told_to_judge_more_cases():
     spec = RunSpec.build(cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("gru",))
-    assert next_step(spec, [row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5", "pass", "fused-cpu")]) == \
+    assert next_step(spec, Tally.of_results([row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5", "pass", "fused-cpu")]).coverage) == \
         "next: judge more and larger cases: -n 100 or -c nightly"
     named = RunSpec.build(targets=("fused-cpu",), case_ids=("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",))
-    assert next_step(named, []) is None  # a run of named cases has its own next step: the repro line
+    assert next_step(named, Tally().coverage) is None  # a run of named cases has its own next step: the repro line

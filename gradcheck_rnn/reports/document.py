@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..version import __version__
-from ..compare import json_safe
+from ..compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..numbers import fmt, from_json_number, location_text
 from ..result import CaseResult, document_row
@@ -186,7 +186,8 @@ def tensor_badness(tensor: dict[str, Any]) -> float:
 
 def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The tensors of a row that did not pass, worst first (the worst must not hide in "… more")."""
-    return sorted((t for t in row.get("tensors", []) if t["status"] != "pass"), key=lambda t: -tensor_badness(t))
+    return sorted((t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "pass"),
+                  key=lambda t: -tensor_badness(t))
 
 
 def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:

@@ -6,7 +6,10 @@ stored verdict (never recomputed) and, for a run stopped early, how far it got; 
 [<check>]". ``fail`` and ``nondeterministic`` are ``<failure>``s of that type whose text holds
 one line per failing tensor (worst first) and the repro command; ``error`` and
 ``reference-disagreement`` (the references, not the target, are in doubt) are ``<error>``s of
-that type; ``skip`` is ``<skipped>`` with its reason.
+that type; ``skip`` is ``<skipped>`` with its reason. ``drifted`` (``--baseline``) is a
+``<failure type="drifted">`` when the run failed on drift (``--fail-on-drift``), else a passing
+testcase whose ``<system-out>`` holds the warning (Jenkins, GitLab and the GitHub test reporters
+show a test's output; few show a testcase's properties).
 
 Written one testcase at a time (:func:`write`): an element tree of every row was most of the
 supervisor's memory per row of a large run.
@@ -36,17 +39,25 @@ def _seconds(value: Any) -> str:
     return f"{seconds:.3f}" if seconds == seconds and abs(seconds) != float("inf") else "0.000"
 
 
+def failure_statuses(document: dict[str, Any]) -> tuple[str, ...]:
+    """The statuses written as ``<failure>``: ``drifted`` too when the run failed on drift
+    (``--fail-on-drift``, stored under ``"drift"``)."""
+    drift = document.get("drift") or {}
+    return ("fail", "nondeterministic") + (("drifted",) if drift.get("fail_on_drift") else ())
+
+
 class _Counts:
     """Tests, failures, errors, skips and seconds of a set of rows, counted one row at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, failing: tuple[str, ...]) -> None:
+        self.failing = failing
         self.tests = self.failures = self.errors = self.skipped = 0
         self.seconds = 0.0
 
     def add(self, row: dict[str, Any]) -> None:
         status = row["status"]
         self.tests += 1
-        self.failures += status in ("fail", "nondeterministic")
+        self.failures += status in self.failing
         self.errors += status in ("error", "reference-disagreement")
         self.skipped += status == "skip"
         self.seconds += from_json_number(row.get("seconds", 0.0))
@@ -68,11 +79,15 @@ def failure_text(row: dict[str, Any]) -> str:
     return "\n".join(lines + [f"reproduce: {row['repro']}"])
 
 
-def _testcase(target: str, row: dict[str, Any]) -> ET.Element:
+def _testcase(target: str, row: dict[str, Any], failing: tuple[str, ...]) -> ET.Element:
     case = ET.Element("testcase", classname=clean(target), name=clean(f"{row['case_id']} [{row.get('check', 'reference')}]"),
                       time=_seconds(row.get("seconds", 0.0)))
     status, message = row["status"], clean(row.get("message") or row["status"])
-    if status in ("fail", "nondeterministic"):  # two runs of one case differing is the target's failure
+    if status == "drifted" and status in failing:  # --fail-on-drift: the run failed on it
+        ET.SubElement(case, "failure", message=message, type=status).text = clean(failure_text(row))
+    elif status == "drifted":  # a pass with a warning that every JUnit viewer shows: the test's output
+        ET.SubElement(case, "system-out").text = clean(f"warning: drifted since the baseline: {row.get('message', '')}")
+    elif status in failing:  # two runs of one case differing is the target's failure
         ET.SubElement(case, "failure", message=message, type=status).text = clean(failure_text(row))
     elif status in ("error", "reference-disagreement"):
         ET.SubElement(case, "error", message=message, type=status).text = clean(failure_text(row))
@@ -100,10 +115,11 @@ def write(document: dict[str, Any], stream: IO[bytes]) -> None:
     testcases (``document["results"]`` may be a run's rows read back from its results.jsonl).
     """
     rows = document["results"]
-    totals, suites = _Counts(), {}
+    failing = failure_statuses(document)
+    totals, suites = _Counts(failing), {}
     for row in rows:
         totals.add(row)
-        suites.setdefault(row["target"], _Counts()).add(row)
+        suites.setdefault(row["target"], _Counts(failing)).add(row)
     code, reason = stored_verdict(document)
     stopped = progress_note(document)
     name = f"gradcheck-rnn {document.get('command', '')}".strip()
@@ -119,7 +135,7 @@ def write(document: dict[str, Any], stream: IO[bytes]) -> None:
         stream.write(_element(properties, 2))
         for row in rows:
             if row["target"] == target:
-                stream.write(_element(_testcase(target, row), 2))
+                stream.write(_element(_testcase(target, row, failing), 2))
         stream.write(b" </testsuite>\n")
     stream.write(b"</testsuites>\n")
 

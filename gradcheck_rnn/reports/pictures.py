@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compare import from_json_number
+from ..compare import expand_tensor, from_json_number
 from ..families import family, modes
 from ..numbers import location_text
 from .document import failing_tensors
@@ -170,7 +170,7 @@ def stepped_tensors(row: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str
     time axis when none fails), or — when the failing tensors have none (a weight gradient, a
     state) — no series and the worst failing tensor, whose ratio per unit that panel shows instead.
     A passing ``y`` beside a failing ``l0.fwd.w_hh`` would say nothing about the failure."""
-    stepped = [t for t in row.get("tensors", []) if t.get("per_step")]
+    stepped = [t for t in map(expand_tensor, row.get("tensors", [])) if t.get("per_step")]
     failing = failing_tensors(row)
     if failing and not any(t.get("per_step") for t in failing):
         return [], failing[0]

@@ -22,10 +22,11 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
-from ..result import CaseResult, Run, slim, verdict
+from ..result import CaseResult, Run, document_row, slim, tally_verdict
+from ..statuses import is_bad
 from .spec import Job, RunSpec, parse_shard
 from .worker import WorkerSetup
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["Execution", "Executor", "RunSpec", "default_workers", "execute", "judge_run", "open_executor",
            "parse_shard", "start_pool_early"]
 
+
+# Which rows a run keeps in memory (None: every row); the others only pass through on_result.
+Keep = Callable[[CaseResult], bool] | None
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
 CASES_PER_WORKER = 100
@@ -127,7 +131,8 @@ class Executor(Protocol):
     """Judges jobs (``(sweep index, case or case reference)``) and streams their rows; reusable
     for several runs of the same set-up (shrink judges its candidates one run at a time)."""
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]: ...
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None],
+              keep: Keep = None) -> list[CaseResult]: ...
 
     def close(self) -> None: ...
 
@@ -138,11 +143,11 @@ class InProcess:
     def __init__(self, setup: WorkerSetup, targets: list, fail_fast: bool) -> None:
         self.setup, self.targets, self.fail_fast = setup, targets, fail_fast
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]:
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None], keep: Keep = None) -> list[CaseResult]:
         from .serial import judge_serially
 
         return judge_serially(jobs, self.targets, self.setup.tolerances, self.setup.checks, self.fail_fast,
-                              on_result)
+                              on_result, keep)
 
     def close(self) -> None:
         pass
@@ -157,8 +162,8 @@ class LocalPool:
         self.pool = WorkerPool(setup, min(execution.workers, max(1, jobs)))
         self.execution = execution
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]:
-        by_index = self.pool.judge(jobs, self.execution.case_timeout, on_result, self.execution.fail_fast)
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None], keep: Keep = None) -> list[CaseResult]:
+        by_index = self.pool.judge(jobs, self.execution.case_timeout, on_result, self.execution.fail_fast, keep)
         return [row for index in sorted(by_index) for row in by_index[index]]
 
     def close(self) -> None:
@@ -171,11 +176,11 @@ class DaskCluster:
     def __init__(self, setup: WorkerSetup, execution: Execution) -> None:
         self.setup, self.execution = setup, execution
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None]) -> list[CaseResult]:
+    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None], keep: Keep = None) -> list[CaseResult]:
         from .dask_executor import judge_on_dask
 
         return judge_on_dask(jobs, self.setup, self.execution.scheduler or "", self.execution.case_timeout,
-                             on_result, self.execution.fail_fast)
+                             on_result, self.execution.fail_fast, keep)
 
     def close(self) -> None:
         pass
@@ -207,8 +212,9 @@ def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseR
 
 def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
             targets: list | None = None, executor: Executor | None = None,
-            jobs: Iterable[Job] | None = None) -> list[CaseResult]:
-    """Judge every case of ``spec`` (its shard only, if any) as ``execution`` says; rows in index order.
+            jobs: Iterable[Job] | None = None, keep: Keep = None) -> list[CaseResult]:
+    """Judge every case of ``spec`` (its shard only, if any) as ``execution`` says; rows in index
+    order, those ``keep`` accepts (every row without it: each row goes to ``on_result`` either way).
 
     ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
     ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own.
@@ -217,39 +223,57 @@ def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult
     # a reference per case (id, config, wants group): workers rebuild each case from its id
     job_list = list(jobs) if jobs is not None else list(spec.jobs(full=execution.in_process))
     if executor is not None:
-        return executor.judge(job_list, on_result)
+        return executor.judge(job_list, on_result, keep)
     opened = open_executor(spec, execution, targets, len(job_list))
     try:
-        return opened.judge(job_list, on_result)
+        return opened.judge(job_list, on_result, keep)
     finally:
         opened.close()
 
 
 def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
               targets: list | None = None, executor: Executor | None = None,
-              jobs: Iterable[Job] | None = None, baseline: Baseline | None = None) -> Run:
+              jobs: Iterable[Job] | None = None, baseline: Baseline | None = None, log: Any = None) -> Run:
     """Judge a run and compute its one verdict (exit code and reason), which every report stores
     and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early. With a
     ``baseline`` (``sweep --baseline``) each passing row is compared with it as it arrives, before
-    anyone sees it, and drifted rows fail the run only with its ``fail_on_drift``."""
+    anyone sees it, and drifted rows fail the run only with its ``fail_on_drift``.
+
+    The run's totals and verdict come from one :class:`~gradcheck_rnn.tally.Tally`, made as the
+    rows arrive. With a ``log`` (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) each row
+    goes to it, its tally is the run's, and ``run.results`` keeps only the rows that did not pass
+    (the log holds every row on disk): a run of any size keeps flat memory. Without one, every row
+    is kept and a tally of their stored form is made here.
+    """
+    from ..tally import Tally
+
+    tally = log.tally if log is not None else Tally()
+    keep = None if log is None else (lambda row: is_bad(row.status))
     arrived: list[CaseResult] = []
 
     def finish_row(row: CaseResult) -> None:
         """The repro options every row carries, set as it arrives (so streamed rows have them)."""
+        if not spec.judges(row):  # a row of the product that --last-failed did not ask for
+            return
         row.repro_options = spec.repro_options
         if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
             row.repro_options = f"{row.repro_options} --case-timeout {execution.case_timeout:g}".strip()
         if baseline is not None:
             baseline.mark(row)
-        arrived.append(row)
+        if log is not None:
+            log.add(row)
+        else:
+            tally.add(document_row(row))
+        if keep is None or keep(row):
+            arrived.append(row)
         if on_result is not None:
             on_result(row)
 
     try:
-        results = execute(spec, execution, finish_row, targets, executor, jobs)
+        results = execute(spec, execution, finish_row, targets, executor, jobs, keep)
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
-        exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices))
+        exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices), tally)
         raise
-    code, reason = verdict(results, spec.named_targets, baseline is not None and baseline.fail_on_drift)
-    expected = len(spec.indices) * len(spec.targets) * len(spec.checks)
-    return Run(results, code, reason, spec, complete=len(results) >= expected)
+    results = [row for row in results if spec.judges(row)]
+    code, reason = tally_verdict(tally, spec.named_targets, baseline is not None and baseline.fail_on_drift)
+    return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally)

@@ -89,10 +89,11 @@ def _client(scheduler: str) -> Any:
 
 def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_timeout: float | None = None,
                   on_result: Callable[[CaseResult], None] | None = None,
-                  fail_fast: bool = False) -> list[CaseResult]:
-    """Judge ``jobs`` on the cluster at ``scheduler``; every row, in index order.
+                  fail_fast: bool = False, keep: Callable[[CaseResult], bool] | None = None) -> list[CaseResult]:
+    """Judge ``jobs`` on the cluster at ``scheduler``; every row (those ``keep`` accepts), in index order.
 
     With ``fail_fast``, chunks not yet finished are cancelled after the first row that does not pass.
+    A finished chunk's future is dropped at once, so that the cluster can forget its rows.
     """
     from distributed import KilledWorker, as_completed
 
@@ -103,7 +104,7 @@ def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_time
         futures = {client.submit(judge_chunk, setup, [(index, case.id) for index, case in part], case_timeout,
                                  pure=False): part for part in parts}
         for future in as_completed(futures, loop=client.loop):
-            part = futures[future]
+            part = futures.pop(future)
             try:
                 rows = future.result()
             except KilledWorker as exc:
@@ -111,13 +112,15 @@ def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_time
             except UsageError:
                 raise
             failed = False
+            del future
             for row in rows:
-                by_index.setdefault(row.case_index, []).append(row)
+                if keep is None or keep(row):
+                    by_index.setdefault(row.case_index, []).append(row)
                 if on_result:
                     on_result(row)
                 failed = failed or is_bad(row.status)
             if fail_fast and failed:
-                client.cancel([f for f in futures if not f.done()])
+                client.cancel(list(futures))
                 break
     finally:
         client.close()

@@ -31,8 +31,9 @@ def load_shard(run_dir: str | Path) -> tuple[Path, RunSpec, dict[str, Any]]:
     return folder, spec, document
 
 
-def merge_shards(run_dirs: list[str]) -> tuple[RunSpec, list[CaseResult], list[Path]]:
-    """The whole run's spec and rows (in case order) from its shards' run folders."""
+def merge_shards(run_dirs: list[str]) -> tuple[RunSpec, list[CaseResult], list[Path], dict[str, Any] | None]:
+    """The whole run's spec, rows (in case order) and drift comparison (results.json's ``"drift"``
+    joined over the shards, None without ``--baseline``) from its shards' run folders."""
     shards = [load_shard(d) for d in run_dirs]
     folder0, spec0, _ = shards[0]
     n = spec0.shard[1]
@@ -53,4 +54,29 @@ def merge_shards(run_dirs: list[str]) -> tuple[RunSpec, list[CaseResult], list[P
     rows = [row for _, _, document in shards for row in document["results"]]
     # Each case lives in one shard, whose rows keep judge's order; a stable sort keeps it.
     rows.sort(key=lambda row: row["case_index"])
-    return spec0.unsharded(), [CaseResult.from_json(row) for row in rows], [folder for folder, _, _ in shards]
+    drift = merge_drift([(folder, document.get("drift")) for folder, _, document in shards])
+    return spec0.unsharded(), [CaseResult.from_json(row) for row in rows], [folder for folder, _, _ in shards], drift
+
+
+def merge_drift(sections: list[tuple[Path, dict[str, Any] | None]]) -> dict[str, Any] | None:
+    """The shards' drift comparisons (``sweep --baseline``) as one: the same baseline, factor and
+    ``--fail-on-drift`` in every shard (else UsageError), the compared rows added up, the drifted
+    rows together; None when no shard had a baseline."""
+    first_folder, first = sections[0]
+    settings = ("baseline", "factor", "floor", "fail_on_drift")
+    for folder, drift in sections[1:]:
+        if (drift is None) != (first is None):
+            with_one, without = (folder, first_folder) if first is None else (first_folder, folder)
+            raise UsageError(f"{with_one} was compared with a baseline and {without} was not; give every shard "
+                             f"the same --baseline")
+        if drift is not None:
+            differing = [key for key in settings if drift.get(key) != first.get(key)]
+            if differing:
+                raise UsageError(f"{folder} was compared with its baseline unlike {first_folder}: it differs in "
+                                 f"{', '.join(differing)} ({', '.join(repr(drift.get(k)) for k in differing)} vs "
+                                 f"{', '.join(repr(first.get(k)) for k in differing)})")
+    if first is None:
+        return None
+    return {**{key: first.get(key) for key in settings},
+            "compared": sum(drift["compared"] for _, drift in sections),
+            "rows": [row for _, drift in sections for row in drift["rows"]]}

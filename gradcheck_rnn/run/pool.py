@@ -265,8 +265,8 @@ class WorkerPool:
 
     def judge(self, jobs: Iterable[Job], case_timeout: float | None = None,
               on_result: Callable[[CaseResult], None] | None = None,
-              fail_fast: bool = False) -> dict[int, list[CaseResult]]:
-        """Every row of every job, by sweep index; rows of a case in ``judge`` order.
+              fail_fast: bool = False, keep: Callable[[CaseResult], bool] | None = None) -> dict[int, list[CaseResult]]:
+        """Every row of every job (those ``keep`` accepts), by sweep index; rows of a case in ``judge`` order.
 
         ``case_timeout`` bounds each row (one target, one check, one case); the case's float64
         references (a JAX compile in a fresh worker) are computed before its deadline starts. With ``fail_fast``, no case is started after the first row that does not pass;
@@ -280,7 +280,8 @@ class WorkerPool:
 
         def record(row: CaseResult) -> None:
             nonlocal stopping
-            results.setdefault(row.case_index, []).append(row)
+            if keep is None or keep(row):
+                results.setdefault(row.case_index, []).append(row)
             if on_result:
                 on_result(row)
             stopping = stopping or (fail_fast and is_bad(row.status))

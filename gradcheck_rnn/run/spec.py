@@ -67,6 +67,9 @@ class RunSpec:
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
     case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
     families: tuple[str, ...] = ()  # user families (--family package.module:NAME) every process loads first
+    # (case id, target, check) of every row judged, when not every case × target × check is
+    # (sweep --last-failed judges exactly the rows that did not pass): other rows are dropped
+    only: tuple[tuple[str, str, str], ...] = ()
 
     @classmethod
     def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
@@ -74,7 +77,8 @@ class RunSpec:
               atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
               bidirectional: bool | None = None, dtypes: tuple[str, ...] = (), narrowing: Narrowing = NO_NARROWING,
               shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
-              families: tuple[str, ...] = (), resolved: list | None = None, profile: Any = None) -> "RunSpec":
+              families: tuple[str, ...] = (), resolved: list | None = None, profile: Any = None,
+              only: tuple[tuple[str, str, str], ...] = ()) -> "RunSpec":
         """The spec of a run from command-line values; the profile fills what is left out.
 
         Validates everything a run needs before it starts (profile, tolerances, target names, case
@@ -100,7 +104,8 @@ class RunSpec:
                    checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
                    dtypes=tuple(dtypes), narrowing=narrowing, shard=shard, case_ids=tuple(case_ids),
-                   families=tuple(families))
+                   families=tuple(families),
+                   only=tuple(only))
         spec.__dict__["profile_data"] = spec.narrow(profile)
         spec.tolerances()  # validate the overrides now, before anything runs
         return spec
@@ -178,6 +183,19 @@ class RunSpec:
 
         return repro_options(self.config, self.rtol, self.atol, self.families)
 
+    @property
+    def rows(self) -> int:
+        """How many rows the run judges: every case × target × check, or the chosen ones."""
+        return len(self.only) if self.only else len(self.indices) * len(self.targets) * len(self.checks)
+
+    def judges(self, row: Any) -> bool:
+        """Whether ``row`` (a CaseResult) is one this run judges (always, unless rows were chosen)."""
+        return not self.only or (row.case_id, row.target, row.check) in self._chosen
+
+    @functools.cached_property
+    def _chosen(self) -> frozenset[tuple[str, str, str]]:
+        return frozenset(self.only)
+
     def unsharded(self) -> "RunSpec":
         """The spec of the whole run this shard is part of."""
         return dataclasses.replace(self, shard=None)
@@ -189,7 +207,7 @@ class RunSpec:
         data = dataclasses.asdict(self)
         for key, value in data.items():
             if isinstance(value, tuple):
-                data[key] = list(value)
+                data[key] = [list(v) if isinstance(v, tuple) else v for v in value]
         data["shard"] = None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}"
         data["narrowing"] = self.narrowing.to_json()
         return data
@@ -199,13 +217,15 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            data = {"case_ids": [], "families": [], "narrowing": None, **data}  # runs written before them
+            # runs written before named cases, user families, narrowing and chosen rows
+            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], **data}
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         values["shard"] = parse_shard(data["shard"])
         values["narrowing"] = Narrowing.from_json(data["narrowing"])
+        values["only"] = tuple(tuple(row) for row in data["only"])
         return cls(**values)
 
     def differences(self, other: "RunSpec") -> list[str]:

@@ -1,0 +1,130 @@
+"""Compact rows: a row that passed is stored short in results.json and every reader reads it as it
+read the whole row; a row that did not pass keeps every detail (docs/contracts.md, "Row size")."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from gradcheck_rnn import CaseResult
+from gradcheck_rnn.baseline import grown
+from gradcheck_rnn.case import Case, id_facts
+from gradcheck_rnn.compare import RatioMap, TensorError, expand_tensor
+from gradcheck_rnn.result import document_row, row_field, row_worst
+from gradcheck_rnn.tally import Tally
+
+CASE_ID = "lstm-L2-bi-I3-H5-P3-T7-B3-len7.4.1-f32-s9-winputs-gy"
+
+
+def tensors(status: str = "pass") -> list[TensorError]:
+    """Tensors of every location shape, with the numbers a comparison gives."""
+    return [
+        TensorError("y", "pass", 1.2345e-7, 3.456e-6, 0.0123456, {"t": 2, "b": 0, "unit": 1}, 0.5, 0.5000001,
+                    1e-4, 1e-5, per_step=[1e-8] * 7, ratio_map=RatioMap("t", "b", np.zeros((7, 3), np.float32))),
+        TensorError("hy", "pass", 1e-8, 2e-8, 3e-4, {"layer": 1, "dir": "bwd", "b": 2, "unit": 0}, mistrusted=True),
+        TensorError("l1.bwd.w_ih", status, 2e-7, 5e-6, 0.25 if status == "pass" else 3.5,
+                    {"layer": 1, "dir": "bwd", "gate": "g", "row": 1, "col": 4}),
+        TensorError("l0.fwd.w_hr", "pass", 1e-9, 1e-9, 1e-3, {"layer": 0, "dir": "fwd", "row": 2, "col": 1}),
+        TensorError("l0.fwd.b_hh", "pass", 0.0, 0.0, 0.0, {"layer": 0, "dir": "fwd", "gate": "i", "row": 0}),
+        TensorError("custom", "pass", 1e-9, 1e-9, 1e-3, {"k": 3}),  # a shape the coordinates do not name
+    ]
+
+
+def result(status: str = "pass") -> CaseResult:
+    return CaseResult(CASE_ID, "fused-cpu", status, "lstm", "f32", "inputs", seconds=0.01234, check="reference",
+                      tensors=tensors("pass" if status == "pass" else "fail"), case_index=4,
+                      message="" if status == "pass" else "l1.bwd.w_ih: error 3.5 exceeds tolerance")
+
+
+def stored(row: CaseResult) -> dict:
+    return json.loads(json.dumps(document_row(row), allow_nan=False))
+
+
+def test_the_case_id_says_mode_dtype_and_wants():
+    assert id_facts(CASE_ID) == {"mode": "lstm", "dtype": "f32", "wants": "inputs"}
+    assert id_facts("gru-L1-uni-I2-H3-T5-B1-len5-f64-s7") == {"mode": "gru", "dtype": "f64", "wants": "all"}
+    assert id_facts("not a case id") == {}
+    for case_id in (CASE_ID, "s6-L2-uni-I3-H4-N2-R1-nosoftplus-nogate-nobias-T7-B3-len7.4.1-bf16-s9-wx-gstates-z"):
+        case = Case.from_id(case_id)
+        assert id_facts(case_id) == {"mode": case.config.mode, "dtype": case.config.dtype, "wants": case.wants_group}
+
+
+def test_a_passing_row_is_short_and_reads_back_as_the_whole_row_read():
+    whole, short = result().to_json(), stored(result())
+    assert len(json.dumps(short)) < len(json.dumps(whole)) / 3
+    assert {"repro", "traceback", "per_step", "mode", "dtype", "wants"}.isdisjoint(short)
+    assert "per_step" not in json.dumps(short) and "ratio_map" not in json.dumps(short)
+    # every reader gets what it read from the whole row
+    assert [row_field(short, key) for key in ("mode", "dtype", "wants")] == ["lstm", "f32", "inputs"]
+    assert row_worst(short) == ("l1.bwd.w_ih", 0.25)
+    assert Tally.of([short]).document_part() == Tally.of([whole]).document_part()
+    for kept, full in zip(map(expand_tensor, short["tensors"]), whole["tensors"]):
+        assert kept["name"] == full["name"] and kept["location"] == (full["location"] if full["ratio"] else {})
+        assert kept["mistrusted"] == full["mistrusted"] and kept["status"] == "pass"
+        for key, digits in (("ratio", 3), ("max_abs", 2), ("max_rel", 2)):
+            assert kept[key] == pytest.approx(full[key], rel=10 ** (1 - digits))
+    assert short["tensors"][4] == "l0.fwd.b_hh"  # equal everywhere: the name alone
+    back = CaseResult.from_json(short)
+    assert (back.mode, back.dtype, back.wants, back.worst.name) == ("lstm", "f32", "inputs", "l1.bwd.w_ih")
+    assert document_row(back) == short  # merge and report read it back and store it again unchanged
+
+
+def test_a_row_that_did_not_pass_keeps_every_detail():
+    short = stored(result("fail"))
+    assert short == json.loads(json.dumps(result("fail").to_json(), allow_nan=False))
+    assert short["repro"].startswith("gradcheck-rnn repro") and short["tensors"][0]["per_step"]
+    assert short["tensors"][0]["ratio_map"] is not None and short["tensors"][0]["a"] == 0.5
+
+
+def test_a_passing_row_with_a_tensor_that_did_not_pass_stays_whole():
+    odd = result()
+    odd.tensors[2].status = "missing"  # a reader must see it; the short form only holds passes
+    assert stored(odd)["tensors"][2]["status"] == "missing"
+
+
+def test_the_baseline_reads_drift_from_short_rows():
+    then = {t["name"]: t["ratio"] for t in map(expand_tensor, stored(result())["tensors"])}
+    grew = result()
+    grew.tensors[2].ratio = 0.25 * 50
+    now = {t["name"]: t["ratio"] for t in map(expand_tensor, stored(grew)["tensors"])}
+    assert grown(then, now, 4.0) == [("l1.bwd.w_ih", 0.25, 12.5)]
+    assert grown(then, then, 4.0) == []
+
+
+def test_non_finite_numbers_stay_strict_json_and_never_read_as_a_pass_ratio():
+    odd = result()
+    odd.tensors[3].max_rel = math.inf
+    odd.tensors[5].max_abs = math.nan
+    text = json.dumps(document_row(odd), allow_nan=False)
+    kept = [expand_tensor(t) for t in json.loads(text)["tensors"]]
+    assert kept[3]["max_rel"] == "inf" and kept[5]["max_abs"] is None
+
+
+# --- flat memory: a logged run keeps only the rows that did not pass ---------------------------
+
+def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from gradcheck_rnn.reports import RowLog
+    from gradcheck_rnn.run import Execution, RunSpec, judge_run
+    from gradcheck_rnn.statuses import is_bad
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    spec = RunSpec.build("ci", cases=4, seed=11, targets=("fused-cpu", "plugin_targets:zero_top_bhh"),
+                         checks=("reference", "linearity"))
+    everything = judge_run(spec, Execution(in_process=True))
+    log = RowLog(tmp_path, "20261203-120000-sweep-s11")
+    try:
+        logged = judge_run(spec, Execution(in_process=True), log=log)
+        assert len(everything.results) == everything.rows == logged.rows == len(log) == 4 * 2 * 2
+        assert logged.results and all(is_bad(r.status) for r in logged.results)  # the plugin's bug
+        assert [(r.case_id, r.target, r.check, r.worst.ratio) for r in logged.results] \
+            == [(r.case_id, r.target, r.check, r.worst.ratio) for r in everything.failures]
+        assert (logged.exit_code, logged.reason) == (everything.exit_code, everything.reason) == (1, logged.reason)
+        assert logged.cases_judged == everything.cases_judged == 4 and logged.complete
+        assert logged.tally is log.tally  # one tally: the verdict's, the console's, the reports'
+    finally:
+        log.discard()
