@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.result import row_worst
 from gradcheck_rnn.targets import resolve_target
 
 CORRECT = ("fused-cpu", "torch-native")
@@ -201,7 +202,7 @@ def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path, worker_proc
         assert code == 0 and "every mutant caught (2), no false alarm" in output, output
         [run] = [p for p in (tmp_path / name).iterdir() if p.name != "latest" and not p.name.startswith(".")]
         documents.append(json.loads((run / "results.json").read_text()))
-    serial, pooled = ([(r["case_id"], r["target"], r["check"], r["status"], r["worst_ratio"]) for r in d["results"]]
+    serial, pooled = ([(r["case_id"], r["target"], r["check"], r["status"], row_worst(r)) for r in d["results"]]
                       for d in documents)
     assert serial == pooled and len(serial) == 3 * 4 * 2
     assert documents[1]["spec"]["targets"] == ["mutant:truncated-bptt", "mutant:top-b_hh-zero", "fused-cpu",

@@ -1,3 +1,4 @@
+# my_family.py
 """A cell family of your own, minGRU (Feng et al. 2024), and a kernel to judge on it.
 
     PYTHONPATH=. gradcheck-rnn sweep --family my_family:MINGRU --mode mingru -t my_family:my_mingru
