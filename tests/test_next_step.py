@@ -82,3 +82,14 @@ def test_a_run_with_every_check_and_family_is_told_to_judge_more_cases():
         "next: judge more and larger cases: -n 100 or -c nightly"
     named = RunSpec.build(targets=("fused-cpu",), case_ids=("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",))
     assert next_step(named, Tally().coverage) is None  # a run of named cases has its own next step: the repro line
+
+
+def test_the_refusals_are_read_from_case_ids_alone_so_a_user_familys_run_tallies_without_it():
+    """`report` and `merge` tally stored rows in a process that may not know the run's user family."""
+    rows = [{"case_id": "nofamily-L2-uni-I2-H3-P1-T5-B2-len5.0-f64-s1", "target": "t", "check": "reference",
+             "status": "skip"},
+            {"case_id": "nofamily-L1-uni-I2-H3-T5-B2-len5.3-f64-s2", "target": "t", "check": "reference",
+             "status": "pass"}]
+    refused, judged = Tally.of(rows).coverage.kinds["t"]
+    assert list(refused) == [("nofamily", True, False, True, False, False, True)]
+    assert list(judged) == [("nofamily", False, False, False, False, False, False)]
