@@ -67,6 +67,7 @@ def test_family_flag_loads_a_user_family_in_the_worker_processes_too(tmp_path, w
     (["--family", "no_such_module:CELLS"], "cannot import module|could not be loaded"),
     (["--family", "family_targets:NOT_A_FAMILY"], "is a object, not a gradcheck_rnn.families.Family"),
     (["--family", "family_targets"], "give package.module:NAME"),
+    (["--family", "family_targets:TOKEN_TAKEN"], "has the token 'gru', which another family already has"),
     (["--mode", "nosuch"], "unknown mode 'nosuch'.*--family package.module:NAME"),
 ])
 def test_a_family_that_cannot_be_loaded_is_one_sentence_and_exit_2(args, message):

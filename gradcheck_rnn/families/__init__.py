@@ -15,11 +15,11 @@ time that token is asked for, in any process.
 from __future__ import annotations
 
 import functools
-import importlib
 import sys
 from importlib.metadata import entry_points
 
 from ..errors import INTERRUPTS, UsageError
+from ..importing import import_object
 from .base import DIRECTIONS, Convention, Family, Option, param_key, param_shapes
 from .gru import GRU
 from .lstm import LSTM
@@ -66,9 +66,9 @@ def convention_attributes() -> tuple[str, ...]:
 def family(token: str) -> Family:
     """The family of a mode token, loading an installed entry point of that name the first time;
     KeyError if there is none (RNNConfig turns that into a UsageError)."""
-    known = _REGISTRY.get(token)
-    if known is not None:
-        return known
+    registered = _REGISTRY.get(token)
+    if registered is not None:
+        return registered
     entry = _installed().get(token)
     if entry is None:
         raise KeyError(token)
@@ -85,18 +85,11 @@ def load(spec: str) -> Family:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise UsageError(f"--family {spec!r} is not allowed; give package.module:NAME, e.g. my_cells:MINGRU")
-
-    def get() -> object:
-        obj: object = importlib.import_module(module_name)
-        for part in attr.split("."):
-            if not hasattr(obj, part):
-                raise UsageError(f"family {spec!r}: module {module_name!r} has no attribute {attr!r}")
-            obj = getattr(obj, part)
-        return obj
-
-    loaded = _checked(get, f"family {spec!r}")
-    known = _REGISTRY.get(loaded.token)
-    return known if known is loaded else register(loaded)
+    loaded = _checked(lambda: import_object(spec, "family"), f"family {spec!r}")
+    taken = _REGISTRY.get(loaded.token)
+    if taken is not None and taken is not loaded:
+        raise UsageError(f"family {spec!r} has the token {loaded.token!r}, which another family already has")
+    return register(loaded)
 
 
 def load_all(specs: tuple[str, ...] | list[str]) -> None:
@@ -109,11 +102,11 @@ def user_families() -> dict[str, str | None]:
     """Every registered family that is not built in, by token, with the ``module:NAME`` that loads
     it in another process (None when no module attribute holds it: only this process knows it)."""
     found: dict[str, str | None] = {}
-    for token, known in _REGISTRY.items():
-        if any(known is built_in for built_in in _BUILT_IN):
+    for token, registered in _REGISTRY.items():
+        if any(registered is built_in for built_in in _BUILT_IN):
             continue
-        module = sys.modules.get(type(known).__module__)
-        names = [name for name, value in vars(module).items() if value is known] if module else []
+        module = sys.modules.get(type(registered).__module__)
+        names = [name for name, value in vars(module).items() if value is registered] if module else []
         found[token] = f"{module.__name__}:{names[0]}" if names and module.__name__ != "__main__" else None
     return found
 

@@ -14,11 +14,11 @@ an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:calla
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import entry_points
 from typing import Any, Callable, Iterable
 
 from ..errors import INTERRUPTS, UsageError
+from ..importing import import_object
 from .protocol import Target, as_target
 
 __all__ = ["Target", "as_target", "default_targets", "describe_targets", "left_out_builtins", "resolve_target",
@@ -82,22 +82,6 @@ def resolve_targets(items: Iterable[Any]) -> list[Target]:
     return [resolve_target(item) if isinstance(item, str) else as_target(item) for item in items]
 
 
-def _load_plugin(spec: str) -> Any:
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except INTERRUPTS:
-        raise
-    except BaseException as exc:  # any import failure is the user's plugin, not our bug
-        raise UsageError(f"target {spec!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc})") from None
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"target {spec!r}: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
 def resolve_target(spec: str) -> Target:
     """Turn a target name from the command line into a :class:`Target`; UsageError if unknown,
     or if importing or making it raised anything, ``SystemExit`` included (a plugin that exits
@@ -128,7 +112,7 @@ def _resolve(spec: str) -> Target:
     if spec in plugins:
         return as_target(plugins[spec].load(), spec)
     if ":" in spec and spec.partition(":")[0] and spec.partition(":")[2]:
-        return as_target(_load_plugin(spec), spec)
+        return as_target(import_object(spec, "target"), spec)
     known = ", ".join([*factories, *FOREIGN_BUILTINS, "mutant:<name>", *plugins, "package.module:callable",
                        "NAME@PYTHON"])
     raise UsageError(f"unknown target {spec!r}; allowed: {known}")
