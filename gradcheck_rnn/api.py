@@ -51,15 +51,16 @@ def _user_families(modes: Iterable[str]) -> tuple[tuple[str, ...], list[str]]:
     tokens of those no other process can import."""
     from .families import user_families
 
-    known = {token: spec for token, spec in user_families().items() if token in set(modes)}
+    wanted = set(modes)
+    known = {token: spec for token, spec in user_families().items() if token in wanted}
     return tuple(spec for spec in known.values() if spec), [token for token, spec in known.items() if not spec]
 
 
-def _execution(resolved: list, workers: int, in_process: bool | None, modes: Iterable[str]) -> Any:
+def _execution(resolved: list, workers: int, in_process: bool | None, lost_families: list[str]) -> Any:
     """Worker processes (isolated: a target that exits or crashes is an error row), unless asked
     otherwise (``in_process``; None: $GRADCHECK_RNN_IN_PROCESS, as the command line's
     ``--in-process``) or a target or user family is an object no other process can import, which
-    this process judges."""
+    this process judges (``lost_families``: their tokens)."""
     import os
 
     import click
@@ -74,7 +75,7 @@ def _execution(resolved: list, workers: int, in_process: bool | None, modes: Ite
         except click.BadParameter:
             raise UsageError(f"{IN_PROCESS_ENV}={raw!r} is not allowed; give 1 or 0") from None
 
-    lost = [t.name for t in resolved if not t.importable] + [f"family {token}" for token in _user_families(modes)[1]]
+    lost = [t.name for t in resolved if not t.importable] + [f"family {token}" for token in lost_families]
     if lost and workers > 1:
         raise UsageError(f"workers={workers} judges in other processes, which import each target by name, "
                          f"and {', '.join(lost)} is not importable as module:qualname; define it at module "
@@ -96,12 +97,12 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
 
     case = Case.from_id(case) if isinstance(case, str) else case
     resolved: list = []
+    families, lost_families = _user_families([case.config.mode])
     spec = RunSpec.build(_config_name(config), targets=_target_items(target), checks=valid_checks(checks),
-                         rtol=rtol, atol=atol, case_ids=(case.id,), families=_user_families([case.config.mode])[0],
-                         resolved=resolved)
+                         rtol=rtol, atol=atol, case_ids=(case.id,), families=families, resolved=resolved)
     # the case travels whole: its data may be the caller's own, not what its id draws
     with judging():  # the caller's threads and environment back afterwards
-        execution = _execution(resolved, 1, in_process, [case.config.mode])
+        execution = _execution(resolved, 1, in_process, lost_families)
         return judge_run(spec, execution, targets=resolved, jobs=[(0, case)]).results
 
 
@@ -137,11 +138,10 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
                                 zero_length=zero_length)
     resolved: list = []
     profile = load_profile(_config_name(config))
-    drawn = tuple(modes or profile.modes)
+    families, lost_families = _user_families(modes or profile.modes)
     spec = RunSpec.build(_config_name(config), cases, seed, _target_items(targets), checks=valid_checks(checks),
                          rtol=rtol, atol=atol, modes=tuple(modes or ()), layers=layers,
                          bidirectional=bidirectional, dtypes=tuple(dtypes or ()), narrowing=narrowing,
-                         families=_user_families(drawn)[0],
-                         resolved=resolved, profile=profile)
+                         families=families, resolved=resolved, profile=profile)
     with judging():  # the caller's threads and environment back afterwards
-        return judge_run(spec, _execution(resolved, workers, in_process, drawn), targets=resolved)
+        return judge_run(spec, _execution(resolved, workers, in_process, lost_families), targets=resolved)
