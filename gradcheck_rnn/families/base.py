@@ -229,6 +229,19 @@ class Family:
         return self.token
 
 
+def open_gate(params: Mapping[str, Any], bias_kinds: tuple[str, ...], gate: int, hidden_size: int,
+              shift: float) -> dict[str, Any]:
+    """``params`` with ``shift`` added to the rows of gate block ``gate`` (``hidden_size`` rows a
+    block) of every bias of the ``bias_kinds``: how a gated family holds a gate open for -longmem."""
+    held = dict(params)
+    rows = slice(gate * hidden_size, (gate + 1) * hidden_size)
+    for key in held:
+        if key.rpartition(".")[2] in bias_kinds:
+            held[key] = held[key].copy()
+            held[key][rows] += shift
+    return held
+
+
 def param_key(layer: int, direction: str, kind: str) -> str:
     return f"l{layer}.{direction}.{kind}"
 

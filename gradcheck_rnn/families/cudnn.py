@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .base import DIRECTIONS, Family, RNNConfig, param_key
+from .base import DIRECTIONS, Family, RNNConfig, open_gate, param_key
 
 
 GATED_KINDS = frozenset({"w_ih", "w_hh", "b_ih", "b_hh"})
@@ -46,13 +46,8 @@ class CudnnFamily(Family):
         return self.memory_gate is not None and config.bias
 
     def hold_memory(self, config: RNNConfig, params: Mapping[str, Any]) -> dict[str, Any]:
-        H, gate = config.hidden_size, self.gates.index(self.memory_gate)
-        held = dict(params)
-        for key in held:
-            if key.endswith((".b_ih", ".b_hh")):
-                held[key] = held[key].copy()
-                held[key][gate * H:(gate + 1) * H] += MEMORY_BIAS
-        return held
+        return open_gate(params, ("b_ih", "b_hh"), self.gates.index(self.memory_gate), config.hidden_size,
+                         MEMORY_BIAS)
 
     def packed_order(self, config: RNNConfig, style: str) -> list[str]:
         units = [(layer, d) for layer in range(config.num_layers) for d in DIRECTIONS[:config.num_directions]]

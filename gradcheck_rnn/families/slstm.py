@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Convention, Family, Option, RNNConfig
+from .base import Convention, Family, Option, RNNConfig, open_gate
 
 GATES = ("i", "f", "z", "o")
 # Data a bucketed JAX program passes in each unit's parameters (never drawn, never reported): the
@@ -74,13 +74,7 @@ class SLSTMFamily(Family):
 
     def hold_memory(self, config: RNNConfig, params: Mapping[str, Any]) -> dict[str, Any]:
         """The sigmoid forget gate held open: its bias rows + 3 (σ ≈ 0.95 from a draw of ±1/sqrt(H))."""
-        H = config.hidden_size
-        held = dict(params)
-        for key in held:
-            if key.endswith(".b"):
-                held[key] = held[key].copy()
-                held[key][H:2 * H] += MEMORY_BIAS
-        return held
+        return open_gate(params, ("b",), GATES.index("f"), config.hidden_size, MEMORY_BIAS)
 
     def draw_options(self, rng: Any, hidden_size: int) -> dict[str, Any]:
         """NH uniform among the divisors of H; the exponential forget gate a third of the time.
