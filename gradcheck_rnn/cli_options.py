@@ -14,6 +14,7 @@ import click
 from .config import CHECK_NAMES as ALL_CHECKS
 from .config import DTYPES, HEADS, LENGTH_PATTERNS, WANTS_GROUPS, profile_names
 from .errors import UsageError
+from .families import BUILT_IN_MODES
 from .runtime import IN_PROCESS_ENV
 
 
@@ -97,8 +98,8 @@ cases_and_seed = options(
 draw = options(
     family,
     click.option("--mode", "modes", multiple=True, type=ModeType(),
-                 help="Draw only these modes (repeatable; default: the profile's): rnn_relu, rnn_tanh, lstm, "
-                      "gru, s6, or a user family's token."),
+                 help=f"Draw only these modes (repeatable; default: the profile's): {', '.join(BUILT_IN_MODES)}, "
+                      f"or a user family's token."),
     click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
     click.option("--bidirectional/--unidirectional", "bidirectional", default=None,
                  help="Draw only bidirectional or only unidirectional configs."),

@@ -28,15 +28,16 @@ from .rnn_tanh import RNN_TANH
 from .s6 import S6
 from .slstm import SLSTM
 
-__all__ = ["CUDNN_MODES", "DIRECTIONS", "ENTRY_POINT_GROUP", "Convention", "Family", "Option", "family", "load",
+__all__ = ["BUILT_IN_MODES", "CUDNN_MODES", "DIRECTIONS", "ENTRY_POINT_GROUP", "Convention", "Family", "Option", "family", "load",
            "load_all", "known", "modes", "param_key", "param_shapes", "register", "user_families"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
-_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM)
-_REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM)
+BUILT_IN_MODES: tuple[str, ...] = tuple(f.token for f in _BUILT_IN)
+_REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 
 
 
