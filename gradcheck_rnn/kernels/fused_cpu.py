@@ -96,8 +96,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
-from ..families import CUDNN_MODES
+from ..case import RNNConfig
 from .packing import add_rows, blocks, HALF_DTYPES, Segment
 from .algorithm import FusedKernel, Step
 from .autograd import apply_kernel, kernel_function
@@ -270,13 +269,12 @@ class FusedCPUTarget(FusedTarget):
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
-        super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu")
         if family_kernels is None:
             from .s6_cpu import S6CPUKernel
             from .slstm_cpu import SLSTMCPUKernel
 
             family_kernels = {"s6": S6CPUKernel(), "slstm": SLSTMCPUKernel()}
-        self.family_kernels = dict(family_kernels)
+        super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu", family_kernels)
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -285,16 +283,4 @@ class FusedCPUTarget(FusedTarget):
         accumulation); f64 and f32 for the other families that have a kernel here."""
         if config.dtype not in self.dtypes:
             return f"{self.name} computes in {', '.join(self.dtypes)} only, not {config.dtype}"
-        if config.mode in CUDNN_MODES:
-            return True
-        if config.mode not in self.family_kernels:
-            return f"{self.name} has no {config.mode} kernel"
-        if config.dtype in ("f16", "bf16"):
-            return f"{self.name} computes {config.mode} in f64 and f32 only, not {config.dtype}"
-        return True
-
-    def run(self, case: Case) -> Outputs:
-        kernel = self.family_kernels.get(case.config.mode)
-        if kernel is None:
-            return super().run(case)
-        return kernel.run(case, self.dtypes[case.config.dtype])
+        return self.family_support(config)

@@ -189,18 +189,19 @@ class S6CPUKernel:
         return dx, dh0, grads
 
     # ------------------------------------------------------------------ the whole stack
-    def run(self, case: Case, dtype: torch.dtype) -> Outputs:
-        """Forward and the requested gradients of a case, computed in ``dtype``."""
+    def run(self, case: Case, dtype: torch.dtype, device: str = "cpu") -> Outputs:
+        """Forward and the requested gradients of a case, computed in ``dtype`` on ``device``."""
         cfg = case.config
         T, B, L = cfg.max_len, cfg.batch_size, cfg.num_layers
 
         def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(dtype)
+            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
 
-        mask = (torch.arange(T)[:, None] < torch.from_numpy(case.seq_lengths)[None, :]).to(dtype)[..., None]
+        lengths = torch.from_numpy(case.seq_lengths).to(device)
+        mask = (torch.arange(T, device=device)[:, None] < lengths[None, :]).to(dtype)[..., None]
         units = [{k: tensor(case.params[param_key(layer, "fwd", k)]) for k in cfg.family.unit_shapes(cfg, layer)}
                  for layer in range(L)]
-        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L, B, cfg.h_size, dtype=dtype)
+        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L, B, cfg.h_size, dtype=dtype, device=device)
         with torch.no_grad():
             inp, finals, layers = tensor(case.x), [], []
             for layer in range(L):

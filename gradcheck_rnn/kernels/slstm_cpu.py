@@ -110,7 +110,7 @@ class SLSTMCPUKernel:
         pre_x = pre_x.reshape(T, B, 4 * H)
         saved = {k: x.new_zeros(T, B, H) for k in ("h_prev", "c_prev", "n_prev", "f_pre", "i_s", "f_s", "z_t",
                                                    "o_g", "c", "n", "h")}
-        i_won = torch.zeros(T, B, H, dtype=torch.bool)
+        i_won = torch.zeros(T, B, H, dtype=torch.bool, device=x.device)
         y = x.new_zeros(T, B, H)
         h, c, n, m = h0, c0[:, :H], c0[:, H:2 * H], c0[:, 2 * H:]
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
@@ -178,19 +178,20 @@ class SLSTMCPUKernel:
         return grads
 
     # ------------------------------------------------------------------ the whole stack
-    def run(self, case: Case, dtype: torch.dtype) -> Outputs:
-        """Forward and the requested gradients of a case, computed in ``dtype``."""
+    def run(self, case: Case, dtype: torch.dtype, device: str = "cpu") -> Outputs:
+        """Forward and the requested gradients of a case, computed in ``dtype`` on ``device``."""
         cfg = case.config
         T, B, L, H = cfg.max_len, cfg.batch_size, cfg.num_layers, cfg.hidden_size
         dirs = directions(cfg)
         D = len(dirs)
 
         def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(dtype)
+            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
 
-        mask = (torch.arange(T)[:, None] < torch.from_numpy(case.seq_lengths)[None, :])[..., None]
-        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L * D, B, H, dtype=dtype)
-        c0 = tensor(case.c0) if case.c0 is not None else torch.zeros(L * D, B, 3 * H, dtype=dtype)
+        lengths = torch.from_numpy(case.seq_lengths).to(device)
+        mask = (torch.arange(T, device=device)[:, None] < lengths[None, :])[..., None]
+        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L * D, B, H, dtype=dtype, device=device)
+        c0 = tensor(case.c0) if case.c0 is not None else torch.zeros(L * D, B, 3 * H, dtype=dtype, device=device)
         with torch.no_grad():
             inp, hy, cy, units = tensor(case.x), [], [], []
             for layer in range(L):

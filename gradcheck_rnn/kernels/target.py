@@ -5,31 +5,52 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs
+from ..case import Case, Outputs, RNNConfig
+from ..families import CUDNN_MODES
 from .algorithm import FusedKernel
 
 
 class FusedTarget:
     """A target over a :class:`FusedKernel`: runs a case on ``device`` in the case's dtype,
     computing only the requested gradients, the way a framework's fused op would (no
-    weight-gradient GEMMs for frozen weights, no layer-0 dx GEMM when x is frozen)."""
+    weight-gradient GEMMs for frozen weights, no layer-0 dx GEMM when x is frozen).
+
+    cuDNN's four cells run through ``kernel``; a family with a fused kernel of its own runs
+    through ``family_kernels[mode]``, an object with ``run(case, dtype, device) -> Outputs``
+    (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`), in f64 and f32."""
 
     dtypes: Mapping[str, torch.dtype] = {"f64": torch.float64, "f32": torch.float32}
+    family_dtypes = ("f64", "f32")
 
-    def __init__(self, kernel: FusedKernel, name: str, device: str = "cpu") -> None:
+    def __init__(self, kernel: FusedKernel, name: str, device: str = "cpu",
+                 family_kernels: Mapping[str, Any] | None = None) -> None:
         self.kernel = kernel
         self.name = name
         self.device = device
+        self.family_kernels = dict(family_kernels or {})
+
+    def family_support(self, config: RNNConfig) -> bool | str:
+        """True where this target has a kernel for the config's family and dtype; else why not."""
+        if config.mode in CUDNN_MODES:
+            return True
+        if config.mode not in self.family_kernels:
+            return f"{self.name} has no {config.mode} kernel"
+        if config.dtype not in self.family_dtypes:
+            return f"{self.name} computes {config.mode} in {' and '.join(self.family_dtypes)} only, not {config.dtype}"
+        return True
 
     def run(self, case: Case) -> Outputs:
         """Forward, backward_data and (when any parameter is requested) backward_weights."""
         config = case.config
+        family_kernel = self.family_kernels.get(config.mode)
+        if family_kernel is not None:
+            return family_kernel.run(case, self.dtypes[config.dtype], self.device)
         dtype, device = self.dtypes[config.dtype], self.device
 
         def tensor(a: np.ndarray | None) -> Tensor | None:

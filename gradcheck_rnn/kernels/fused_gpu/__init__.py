@@ -36,7 +36,6 @@ import torch
 from torch import Tensor
 
 from ...case import Case, Outputs, RNNConfig
-from ...families import CUDNN_MODES
 from ..algorithm import FusedKernel, Step
 from ..autograd import apply_kernel, kernel_function
 from ..target import cuda_matmul_precision, FusedTarget
@@ -130,16 +129,18 @@ class FusedGPUTarget(FusedTarget):
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
-    def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu") -> None:
-        super().__init__(kernel if kernel is not None else FusedGPUKernel(), name)
+    def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu",
+                 family_kernels: Mapping[str, Any] | None = None) -> None:
+        super().__init__(kernel if kernel is not None else FusedGPUKernel(), name, family_kernels=family_kernels)
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""
         reason = unavailable_reason()
         if reason is not None:
             return reason.replace("fused-gpu", self.name, 1)
-        if config.mode not in CUDNN_MODES:
-            return f"{self.name} has no {config.mode} kernel"
+        family = self.family_support(config)
+        if family is not True:
+            return family
         if interpreting() and config.dtype not in ("f64", "f32"):
             return (f"{self.name} under TRITON_INTERPRET=1 is checked in f64 and f32 only: the interpreter's "
                     f"{config.dtype} arithmetic is numpy's, not the GPU's")
