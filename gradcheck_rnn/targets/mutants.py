@@ -6,7 +6,9 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter). ``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
+they need CUDA or the Triton interpreter). The other families' kernels have bugs of their own:
+:data:`FAMILY_MUTANTS` (fused CPU kernels) and :data:`GPU_FAMILY_MUTANTS` (their Triton kernels).
+``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
 which tensor or check caught it.
 """
 
@@ -425,12 +427,22 @@ class SLSTMPaddedStepUpdatesNormalizer:
         return new if state == "n" else super().hold(mask, new, old, state)
 
 
+class GPUSLSTMStabilizerGradToForget:
+    """slstm, Triton backward: dL/dm_t always goes to the forget branch log f + m_{t−1}, never to ĩ where the input gate won the max (slstm-stabilizer-grad-to-forget on the GPU).
+
+    In the Triton kernel δm's route is a compile-time flag (:meth:`SLSTMGPUKernel.stabilizer_route`),
+    so the bug is that flag; like the CPU one, only a head gradient on the final c, n, m shows it."""
+
+    def stabilizer_route(self) -> str:
+        return "held" if self.hold_stabilizer else "forget"
+
+
 class FamilyMutant:
     """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others."""
 
-    def __init__(self, family: str, bug: type, kernel: type, name: str) -> None:
+    def __init__(self, family: str, bug: type, kernel: type, name: str, target: type = FusedCPUTarget) -> None:
         self.family = family
-        self.target = FusedCPUTarget(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
+        self.target = target(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
 
     def supports(self, config: RNNConfig) -> bool | str:
         if config.mode != self.family:
@@ -457,6 +469,15 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
 }
 
 _FAMILY_KERNELS = {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel}
+
+# Bugs of the families' Triton kernels, each crossed with that family's fused GPU kernel; they
+# need CUDA or the Triton interpreter, and a profile that draws the family, so they run by name:
+# ``gradcheck-rnn mutants -c families --mode slstm -m gpu-slstm-…`` (benchmarks/gpu.sh does).
+GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
+    "gpu-slstm-stabilizer-grad-to-forget": ("slstm", GPUSLSTMStabilizerGradToForget),
+    # recurrent_input is torch code in the GPU kernel too: the CPU bug, crossed as it is
+    "gpu-slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
+}
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
 MUTANTS: dict[str, type] = {
@@ -507,7 +528,8 @@ BLIND_SPOTS: dict[str, type] = {
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
-    cls = MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name) or FAMILY_MUTANTS[name][1]
+    cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name)
+           or {**FAMILY_MUTANTS, **GPU_FAMILY_MUTANTS}[name][1])
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
@@ -515,16 +537,21 @@ def mutant_target(name: str) -> Target:
     """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
     :data:`GPU_MUTANTS`); UsageError names the known mutants."""
     from ..kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget
+    from ..kernels.fused_gpu.slstm import SLSTMGPUKernel
 
     if name in GPU_MUTANTS:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
         return Target(f"mutant:{name}", FusedGPUTarget(kernel(), name=f"mutant:{name}"))
+    if name in GPU_FAMILY_MUTANTS:
+        family, bug_class = GPU_FAMILY_MUTANTS[name]
+        return Target(f"mutant:{name}", FamilyMutant(family, bug_class, {"slstm": SLSTMGPUKernel}[family],
+                                                     f"mutant:{name}", FusedGPUTarget))
     if name in FAMILY_MUTANTS:
         family, bug_class = FAMILY_MUTANTS[name]
         return Target(f"mutant:{name}", FamilyMutant(family, bug_class, _FAMILY_KERNELS[family], f"mutant:{name}"))
     if name not in MUTANTS and name not in BLIND_SPOTS:
         raise UsageError(f"unknown mutant {name!r}; allowed: "
-                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS])}")
+                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")
     bug = MUTANTS.get(name) or BLIND_SPOTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
         return Target(f"mutant:{name}", bug())

@@ -125,12 +125,20 @@ def fused_rnn_gpu(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | N
 
 class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
-    CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for."""
+    CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
+    with a Triton kernel of its own (``slstm``: :mod:`.slstm`) runs through that one
+    (``family_kernels``), in f64 and f32."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
+        if family_kernels is None:
+            from .slstm import SLSTMGPUKernel
+
+            family_kernels = {
+                "slstm": SLSTMGPUKernel(),
+            }
         super().__init__(kernel if kernel is not None else FusedGPUKernel(), name, family_kernels=family_kernels)
 
     def supports(self, config: RNNConfig) -> bool | str:
