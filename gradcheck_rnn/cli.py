@@ -249,6 +249,7 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 @main.command()
 @opt.config
 @opt.cases_and_seed
+@opt.draw
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
 @click.option("--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
@@ -260,12 +261,11 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 @usage_errors
 def mutants(mutants: tuple[str, ...], **values: Any) -> None:
     """Measure detection power: every mutant (a fused kernel with one historical bug) and the
-    correct kernels on the same cases.
+    correct kernels on the same cases (--mode slstm: a family's cases, for its mutants).
 
-    Prints, per mutant, the cases run, the cases that caught it, the first catching case id and
-    the check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any
-    mutant survives or any false alarm occurs.
-    """
+    Prints, per mutant, the cases run, the cases that caught it, the first catching case id and the
+    check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any mutant
+    survives or any false alarm occurs."""
     from .console import ensure_writable, judge_and_report, present_mutants
     from .detection import detection_targets
 
