@@ -20,15 +20,17 @@ from click.testing import CliRunner
 
 pytest.importorskip("triton")
 
-from gradcheck_rnn import Case  # noqa: E402
-from gradcheck_rnn.case import as_mapping, with_changes  # noqa: E402
-from gradcheck_rnn.cli import main  # noqa: E402
-from gradcheck_rnn.config import CHECK_NAMES  # noqa: E402
-from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget  # noqa: E402
-from gradcheck_rnn.kernels.fused_gpu.slstm import SLSTMGPUKernel  # noqa: E402
-from gradcheck_rnn.kernels.slstm_cpu import SLSTMCPUKernel  # noqa: E402
-from gradcheck_rnn.targets import resolve_target  # noqa: E402
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS  # noqa: E402
+from test_fused_gpu import interpreter  # noqa: F401  (TRITON_INTERPRET=1 for the whole module)
+
+from gradcheck_rnn import Case
+from gradcheck_rnn.case import as_mapping, with_changes
+from gradcheck_rnn.cli import main
+from gradcheck_rnn.config import CHECK_NAMES
+from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
+from gradcheck_rnn.kernels.fused_gpu.slstm import SLSTMGPUKernel
+from gradcheck_rnn.kernels.slstm_cpu import SLSTMCPUKernel
+from gradcheck_rnn.targets import resolve_target
+from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
 # heads 1 and > 1, -expf, both directions, 1-3 layers, uneven and zero lengths, -z, -nobias, heads on states
@@ -38,15 +40,6 @@ KERNEL_IDS = ["slstm-L2-bi-I3-H4-NH2-T4-B3-len4.2.0-f64-s3",
               "slstm-L2-uni-I1-H2-T4-B2-len3.4-f64-s8"]
 # where the input gate wins the max at some step and cy has a head gradient: δm's route matters
 MUTANT_CASE = "slstm-L1-bi-I2-H3-T4-B2-len4.2-f64-s3"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def interpreter():
-    """Triton's CPU interpreter for every test of this module (restored afterwards)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TRITON_INTERPRET", "1")
-        patch.delenv("GRADCHECK_RNN_TF32", raising=False)
-        yield
 
 
 def both(case: Case, **kernel) -> tuple[dict, dict]:
@@ -157,4 +150,4 @@ def test_the_gpu_slstm_mutants_are_caught_by_a_families_run_with_no_false_alarm(
 def test_importing_fused_gpu_and_building_its_target_does_not_import_triton():
     code = ("import sys; from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget; FusedGPUTarget(); "
             "sys.exit('triton' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], timeout=120, check=False).returncode == 0

@@ -99,15 +99,21 @@ class SLSTMCPUKernel:
         r = w_hh.reshape(4, heads, d, d)
         return torch.einsum("bkp,gkdp->bgkd", h.reshape(B, heads, d), r).reshape(B, 4 * H)
 
+    @staticmethod
+    def input_projection(p: Mapping[str, Tensor], x: Tensor) -> Tensor:
+        """W x + b of every step at once: one GEMM over all T·B rows, (T, B, 4H)."""
+        T, B = x.shape[:2]
+        pre_x = x.reshape(T * B, -1) @ p["w_ih"].T
+        if "b" in p:
+            pre_x = pre_x + p["b"]
+        return pre_x.reshape(T, B, -1)
+
     def unit_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
                      c0: Tensor, layer: int, reverse: bool) -> tuple[Tensor, Tensor, Tensor, Unit]:
         """y (T, B, H), hy (B, H), cy (B, 3H) and what the backward keeps."""
         T, B = x.shape[:2]
         H, heads, expf = cfg.hidden_size, cfg.option("heads"), cfg.option("exp_forget")
-        pre_x = x.reshape(T * B, -1) @ p["w_ih"].T
-        if "b" in p:
-            pre_x = pre_x + p["b"]
-        pre_x = pre_x.reshape(T, B, 4 * H)
+        pre_x = self.input_projection(p, x)
         saved = {k: x.new_zeros(T, B, H) for k in ("h_prev", "c_prev", "n_prev", "f_pre", "i_s", "f_s", "z_t",
                                                    "o_g", "c", "n", "h")}
         i_won = torch.zeros(T, B, H, dtype=torch.bool, device=x.device)

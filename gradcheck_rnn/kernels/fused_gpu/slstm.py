@@ -59,10 +59,7 @@ class SLSTMGPUKernel(SLSTMCPUKernel):
         cells = _cells()
         T, B = x.shape[:2]
         H, heads, expf = cfg.hidden_size, cfg.option("heads"), cfg.option("exp_forget")
-        pre_x = x.reshape(T * B, -1) @ p["w_ih"].T
-        if "b" in p:
-            pre_x = pre_x + p["b"]
-        pre_x = pre_x.reshape(T, B, 4 * H)
+        pre_x = self.input_projection(p, x)
         saved = x.new_empty(len(cells.SAVED), T, B, H)
         won = torch.empty(T, B, H, dtype=torch.int8, device=x.device)
         y = x.new_empty(T, B, H)
