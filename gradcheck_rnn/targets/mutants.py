@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
-from ..kernels.s6_cpu import Layer as S6Layer, S6CPUKernel
+from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import SLSTMCPUKernel, Unit as SLSTMUnit
 from .protocol import Target
 
@@ -374,14 +374,20 @@ class S6PaddedStepDecay:
         return S6CPUKernel.activation(cfg, layer.dt)
 
 
+def undecayed_carry(a_last, b_last, h_start):  # a carry rule: plain arithmetic, jitted for Triton
+    """The carry of proger/accelerated-scan #15: the chunk's B̄ added to its start without the decay Ā."""
+    return b_last + h_start
+
+
 class S6ReverseCarryUndecayed:
     """s6: the backward's reverse scan hands its carry across a chunk boundary without the chunk's decay (proger/accelerated-scan #15).
 
     Only cases longer than a chunk cross a boundary; with a small decay the carried gradient is
-    tiny anyway, which is how the original hid from its tests."""
+    tiny anyway, which is how the original hid from its tests. The rule is the kernel's
+    ``carry_rule``: the CPU kernel applies it in torch, the GPU kernel inside its Triton scan."""
 
-    def carry(self, a_last: Tensor, b_last: Tensor, h_start: Tensor, reverse: bool) -> Tensor:
-        return b_last + h_start if reverse else super().carry(a_last, b_last, h_start, reverse)
+    def carry_rule(self, reverse: bool) -> CarryRule:
+        return undecayed_carry if reverse else super().carry_rule(reverse)
 
 
 class S6GateGradDropped:
@@ -426,11 +432,12 @@ class SLSTMPaddedStepUpdatesNormalizer:
 
 
 class FamilyMutant:
-    """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others."""
+    """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others.
+    The kernel runs in ``target`` (fused-cpu's target class, or fused-gpu's for a GPU mutant)."""
 
-    def __init__(self, family: str, bug: type, kernel: type, name: str) -> None:
+    def __init__(self, family: str, bug: type, kernel: type, name: str, target: type = FusedCPUTarget) -> None:
         self.family = family
-        self.target = FusedCPUTarget(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
+        self.target = target(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
 
     def supports(self, config: RNNConfig) -> bool | str:
         if config.mode != self.family:
@@ -497,6 +504,13 @@ GPU_MUTANTS: dict[str, type[KernelBug]] = {
     "gpu-reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
 }
 
+# Bugs of a family's GPU kernel, crossed with it when judged (name -> family, bug), beside
+# GPU_MUTANTS but apart from them: they are judged on that family's cases (``gradcheck-rnn mutants
+# -c families --mode s6 -m gpu-s6-…``), where the cuDNN-cell GPU mutants would be skipped on every case.
+GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
+    "gpu-s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
+}
+
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of
 # the default ``gradcheck-rnn mutants`` so that its verdict stays about what must be caught.
 BLIND_SPOTS: dict[str, type] = {
@@ -507,24 +521,31 @@ BLIND_SPOTS: dict[str, type] = {
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
-    cls = MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name) or FAMILY_MUTANTS[name][1]
+    cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name)
+           or {**FAMILY_MUTANTS, **GPU_FAMILY_MUTANTS}[name][1])
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
 def mutant_target(name: str) -> Target:
     """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
-    :data:`GPU_MUTANTS`); UsageError names the known mutants."""
+    :data:`GPU_MUTANTS` and :data:`GPU_FAMILY_MUTANTS`); UsageError names the known mutants."""
     from ..kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget
 
     if name in GPU_MUTANTS:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
         return Target(f"mutant:{name}", FusedGPUTarget(kernel(), name=f"mutant:{name}"))
+    if name in GPU_FAMILY_MUTANTS:
+        from ..kernels.fused_gpu.s6 import S6GPUKernel
+
+        family, bug_class = GPU_FAMILY_MUTANTS[name]
+        kernel_class = {"s6": S6GPUKernel}[family]
+        return Target(f"mutant:{name}", FamilyMutant(family, bug_class, kernel_class, f"mutant:{name}", FusedGPUTarget))
     if name in FAMILY_MUTANTS:
         family, bug_class = FAMILY_MUTANTS[name]
         return Target(f"mutant:{name}", FamilyMutant(family, bug_class, _FAMILY_KERNELS[family], f"mutant:{name}"))
     if name not in MUTANTS and name not in BLIND_SPOTS:
         raise UsageError(f"unknown mutant {name!r}; allowed: "
-                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS])}")
+                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")
     bug = MUTANTS.get(name) or BLIND_SPOTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
         return Target(f"mutant:{name}", bug())
