@@ -251,6 +251,7 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 @opt.cases_and_seed
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
+@opt.draw
 @click.option("--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
               help="Only these checks (repeatable; default: the profile's), e.g. to see what the "
                    "reference comparison alone catches.")
@@ -271,8 +272,7 @@ def mutants(mutants: tuple[str, ...], **values: Any) -> None:
 
     ensure_writable(values["report_dir"])
     mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before any case runs
-    spec, execution, resolved = opt.build_run(values, targets=tuple(mutant_names + correct_names),
-                                              checks=values["checks"] or None)
+    spec, execution, resolved = opt.build_run(values, targets=(*mutant_names, *correct_names), checks=values["checks"] or None)
     sys.exit(judge_and_report(spec, execution, "mutants", values["report_dir"],
                               present=present_mutants(mutant_names, correct_names), targets=resolved))
 
