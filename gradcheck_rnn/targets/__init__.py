@@ -134,7 +134,13 @@ def describe_targets() -> list[tuple[str, bool, str]]:
     rows.extend(foreign_rows())
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
-    from .mutants import BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS
+    from .mutants import (
+        BLIND_SPOTS,
+        FAMILY_MUTANTS,
+        GPU_FAMILY_MUTANTS,
+        GPU_MUTANTS,
+        MUTANTS,
+    )
 
     rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0])
                 for name, cls in {**MUTANTS, **BLIND_SPOTS}.items())

@@ -12,20 +12,21 @@ time is cut into chunks of ``chunk`` steps, and every program owns a block of st
 3. every chunk in parallel again: its steps from its start, h_t = a_t h_{t−1} + b_t, stored.
 
 Where the CPU kernel composes a chunk by log-depth doubling, a chunk here is composed step by
-step, with all chunks of all elements side by side; the two agree to rounding (float64: ~1e-16
-relative). The reverse scan of the backward is this scan on time-reversed inputs, as on CPU.
+step, with all chunks of all elements side by side (a and b are read twice, h written once); the
+two agree to rounding. The reverse scan of the backward is this scan on time-reversed inputs, as
+on CPU.
 
 Arithmetic is in the data's dtype: float64 for f64 cases, float32 for f32 (the s6 kernels run
-no other; ``FusedTarget.family_dtypes``). ``triton.jit`` reads
-``TRITON_INTERPRET`` when this module is first imported (see :mod:`.cells`): :data:`INTERPRETED`
-records which.
+no other; ``FusedTarget.family_dtypes``). Needs Triton >= 3.2 (``tl.gather``). ``triton.jit``
+reads ``TRITON_INTERPRET`` when this module is first imported (see :mod:`.cells`):
+:data:`INTERPRETED` records which.
 """
 
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from functools import cache
-from typing import Callable
 
 import torch
 import triton
@@ -33,8 +34,20 @@ import triton.language as tl
 from torch import Tensor
 
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
-# A tile holds (chunks rounded up to a power of two) × elements values; this bounds it.
-TILE = 4096
+# A program's tile holds (chunks rounded up to a power of two) × elements values; this bounds it
+# (registers on a GPU), so a long sequence of small chunks gets narrower tiles and more programs.
+TILE = 1024
+
+
+# The kernels use triton.language's builtins and this module's own functions only, not the jitted
+# helpers of its standard library (tl.sum, tl.zeros): those are jitted when triton is first
+# imported, and in a process that imported triton before setting TRITON_INTERPRET (pytest's
+# collection does) an interpreted kernel could not call them.
+@triton.jit
+def _row(tile, r, BLOCK: tl.constexpr):
+    # row r of a (CHUNKS, BLOCK) tile, by tl.gather (Triton >= 3.2): a select-and-reduce would do
+    # as well compiled, but the interpreter reduces element by element in Python, ~10x slower here
+    return tl.reshape(tl.gather(tile, tl.full((1, BLOCK), r, tl.int32), 0), (BLOCK,))
 
 
 @triton.jit
@@ -48,7 +61,7 @@ def _chunked_scan(a, b, h0, h, T, E, n_chunks, chunk, CARRY: tl.constexpr, CHUNK
     left = tl.where((e < E)[None, :], (T - first)[:, None], 0)
     # 1. each chunk's composed map (Ā, B̄), all chunks at once; steps past T are the identity
     a_bar = tl.full((CHUNKS, BLOCK), 1.0, a.dtype.element_ty)
-    b_bar = tl.zeros((CHUNKS, BLOCK), b.dtype.element_ty)
+    b_bar = tl.full((CHUNKS, BLOCK), 0.0, b.dtype.element_ty)
     for j in range(chunk):
         real = j < left
         a_j = tl.load(a + at_first + j * E, mask=real, other=1.0)
@@ -58,8 +71,7 @@ def _chunked_scan(a, b, h0, h, T, E, n_chunks, chunk, CARRY: tl.constexpr, CHUNK
     start = tl.load(h0 + e, mask=e < E, other=0.0)
     starts = tl.where((c == 0)[:, None], start[None, :], 0.0)
     for k in range(1, n_chunks):
-        prev = (c == k - 1)[:, None]  # select (never multiply) the row: NaN elsewhere stays there
-        start = CARRY(tl.sum(tl.where(prev, a_bar, 0.0), 0), tl.sum(tl.where(prev, b_bar, 0.0), 0), start)
+        start = CARRY(_row(a_bar, k - 1, BLOCK), _row(b_bar, k - 1, BLOCK), start)
         starts = tl.where((c == k)[:, None], start[None, :], starts)
     # 3. every step from its chunk's start
     state = starts
