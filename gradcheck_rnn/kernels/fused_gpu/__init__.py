@@ -23,6 +23,10 @@ as well. Importing this module does not import triton; the first cell launch doe
 
 Mutants subclass :class:`FusedGPUKernel` and override one hook, as for fused-cpu
 (``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.mutants`).
+
+Families with a GPU kernel of their own run through it (``FusedTarget.family_kernels``): ``s6``
+through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton
+launch each (:mod:`.scan`); its mutants are ``GPU_FAMILY_MUTANTS``.
 """
 
 from __future__ import annotations
