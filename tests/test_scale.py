@@ -189,6 +189,14 @@ def test_a_crash_an_exit_and_a_hang_are_error_rows_and_the_run_goes_on(tmp_path)
 
 # --- shards and merge --------------------------------------------------------------------------
 
+@pytest.fixture
+def judged_here(monkeypatch):
+    """Sweeps judged in this process: merging is about the stored runs, whichever executor made
+    them (every executor gives the same rows, tested above), and each worker process would cost
+    its imports and a cold JAX compile per sweep."""
+    monkeypatch.setenv("GRADCHECK_RNN_IN_PROCESS", "1")
+
+
 def sweep_shards(tmp_path, n, *args):
     dirs = []
     for k in range(1, n + 1):
@@ -198,7 +206,7 @@ def sweep_shards(tmp_path, n, *args):
     return dirs
 
 
-def test_merged_shards_equal_the_unsharded_run(tmp_path):
+def test_merged_shards_equal_the_unsharded_run(tmp_path, judged_here):
     args = ["-c", reference_only_profile(tmp_path), "-n", 7, "-s", 2, "-t", "fused-cpu", "-t",
             "plugin_targets:zero_top_bhh"]
     whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
@@ -213,13 +221,13 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path):
     assert "plugin_targets:zero_top_bhh" in output and "gradcheck-rnn repro" in output
 
 
-def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path):
+def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path, judged_here):
     shards = sweep_shards(tmp_path, 2, "-c", reference_only_profile(tmp_path), "-n", 3, "-t", "plugin_targets:only_f16")
     code, output = invoke("merge", *shards, "--report-dir", tmp_path / "merged")
     assert code == 5 and "judged on no case" in output, output
 
 
-def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
+def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path, judged_here):
     profile = reference_only_profile(tmp_path)
     one, two, three = sweep_shards(tmp_path, 3, "-c", profile, "-n", 3, "-t", "fused-cpu")
     invoke("sweep", "-c", profile, "-n", 3, "-s", 9, "-t", "fused-cpu", "--shard", "3/3",
@@ -236,7 +244,7 @@ def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
     assert not (tmp_path / "merged").exists()
 
 
-def test_merge_refuses_a_whole_run(tmp_path):
+def test_merge_refuses_a_whole_run(tmp_path, judged_here):
     invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "-t", "fused-cpu", "--report-dir", tmp_path / "whole")
     code, output = invoke("merge", tmp_path / "whole" / "latest", "--report-dir", tmp_path / "merged")
     assert code == 2 and "is a whole run, not a shard" in output, output
