@@ -179,7 +179,9 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
     assert document["home_profiles"] == [{"profile": "ci", "seed": 0, "cases": 40},
                                          {"profile": "families", "seed": 0, "cases": 40}]
     cases = {m["target"]: m["cases"] for m in document["mutants"] + document["false_alarms"]}
-    assert cases["mutant:truncated-bptt"] == cases["mutant:s6-gate-grad-dropped"] == 40 and cases["fused-cpu"] == 80
+    # a mutant counts the cases of its family only; the correct kernels were judged on all 80
+    assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 80
+    assert cases["mutant:s6-gate-grad-dropped"] + cases["mutant:slstm-padded-step-updates-n"] == 40
 
 
 # ------------------------------------------------------------------ each mutant on its home profile
@@ -206,6 +208,27 @@ def test_home_cases_are_each_profiles_own_draw_named_by_id():
     assert all(Case.from_id(case_id).id == case_id for case_id in ids)
     only_ci, drawn = home_cases(["mutant:truncated-bptt"])
     assert drawn == [{"profile": "ci", "seed": 0, "cases": 40}] and len(only_ci) == 40
+
+
+def test_one_default_run_judges_each_mutant_on_its_home_profile_and_repro_lines_rebuild_the_cases(tmp_path):
+    from gradcheck_rnn.generate import draw_case_ref, load_profile
+
+    code, output = invoke("mutants", "-m", "truncated-bptt", "-m", "slstm-stabilizer-grad-to-forget", "-n", 1,
+                          "--check", "reference", "--report-dir", tmp_path)
+    assert code == 0 and "every mutant caught (2), no false alarm" in output, output
+    assert output.count("judging 2 cases") == 1 and "Mutants: 2/2 caught on 2 cases (ci 1 (seed 0), families 1" in output
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    ci, slstm = (draw_case_ref(load_profile(name), 0, 0).id for name in ("ci", "families"))
+    assert document["spec"]["case_ids"] == [ci, slstm] and document["spec"]["config"] is None
+    rows = {(r["case_id"], r["target"]): r for r in document["results"]}
+    assert (rows[slstm, "mutant:truncated-bptt"]["status"], rows[slstm, "mutant:truncated-bptt"]["message"]) == \
+        ("skip", "the bug is in cuDNN's cells")
+    assert rows[ci, "mutant:slstm-stabilizer-grad-to-forget"]["status"] == "skip"
+    assert rows[slstm, "mutant:slstm-stabilizer-grad-to-forget"]["status"] == "fail"
+    assert rows[slstm, "fused-cpu"]["status"] == rows[ci, "fused-cpu"]["status"] == "pass"
+    repro = {m["target"]: m["repro"] for m in document["mutants"]}
+    assert repro["mutant:slstm-stabilizer-grad-to-forget"] == \
+        f"gradcheck-rnn repro {slstm} --target mutant:slstm-stabilizer-grad-to-forget"  # the id alone rebuilds it
 
 
 @pytest.mark.parametrize("mutant, case_id, reason", [

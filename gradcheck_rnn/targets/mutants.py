@@ -6,8 +6,9 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter). ``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
-which tensor or check caught it.
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the s6 and slstm bugs with
+those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
+its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
 
 from __future__ import annotations
