@@ -184,6 +184,17 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
     assert cases["mutant:s6-gate-grad-dropped"] + cases["mutant:slstm-padded-step-updates-n"] == 40
 
 
+@pytest.mark.slow
+def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_families_fail_nothing(tmp_path):
+    """`mutants -c families`: the 7 family mutants caught on its first 8 cases; the 25 cuDNN-cell
+    mutants, judged on no case there, are named in the verdict and do not fail the run."""
+    code, output = invoke("mutants", "-c", "families", "-n", 8, "--check", "reference", "--report-dir", tmp_path)
+    assert code == 0, output
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    assert document["verdict"]["reason"].startswith("every mutant judged caught (7), no false alarm; 25 judged on no case")
+    assert "home_profiles" not in document and document["spec"]["config"] == "families"
+
+
 # ------------------------------------------------------------------ each mutant on its home profile
 
 def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
