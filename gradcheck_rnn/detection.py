@@ -79,8 +79,8 @@ def home_cases(mutant_names: list[str], cases: int | None = None,
 
 def summarise(results: list[CaseResult], mutant_names: list[str], correct_names: list[str],
               tally: Any = None) -> tuple[list[Detection], list[Detection]]:
-    """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows).
-    With the run's ``tally`` (:class:`~gradcheck_rnn.tally.Tally`) the cases per target are its
+    """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows),
+    counting the cases each was judged on (not those where its every row is a skip). With the run's ``tally`` (:class:`~gradcheck_rnn.tally.Tally`) the cases per target are its
     counts, and ``results`` need only hold the rows that did not pass."""
     from .targets.mutants import mutant_doc
 
@@ -95,7 +95,7 @@ def summarise(results: list[CaseResult], mutant_names: list[str], correct_names:
                 rows[target].cases = cases
     for result in results:
         row = rows[result.target]
-        if tally is None and result.case_id not in seen[result.target]:
+        if tally is None and result.status != "skip" and result.case_id not in seen[result.target]:
             seen[result.target].add(result.case_id)
             row.cases += 1
         if result.status in BAD_STATUSES and result.case_id not in row.flagged_cases:

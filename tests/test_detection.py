@@ -237,6 +237,9 @@ def test_one_default_run_judges_each_mutant_on_its_home_profile_and_repro_lines_
     assert rows[ci, "mutant:slstm-stabilizer-grad-to-forget"]["status"] == "skip"
     assert rows[slstm, "mutant:slstm-stabilizer-grad-to-forget"]["status"] == "fail"
     assert rows[slstm, "fused-cpu"]["status"] == rows[ci, "fused-cpu"]["status"] == "pass"
+    cases = {m["target"]: m["cases"] for m in document["mutants"] + document["false_alarms"]}
+    assert cases == {"mutant:truncated-bptt": 1, "mutant:slstm-stabilizer-grad-to-forget": 1, "fused-cpu": 2,
+                     "torch-native": 1}  # a case where every row of a target is a skip is not counted
     repro = {m["target"]: m["repro"] for m in document["mutants"]}
     assert repro["mutant:slstm-stabilizer-grad-to-forget"] == \
         f"gradcheck-rnn repro {slstm} --target mutant:slstm-stabilizer-grad-to-forget"  # the id alone rebuilds it

@@ -14,7 +14,7 @@ its home profile (:func:`home_profile`), and reports which case and which tensor
 from __future__ import annotations
 
 import itertools
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -27,7 +27,6 @@ from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.s6_cpu import Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import SLSTMCPUKernel, Unit as SLSTMUnit
-from ..kernels.target import FusedTarget
 from .protocol import Target
 
 
@@ -433,7 +432,7 @@ class ScopedMutant:
     a skip with ``reason``, at no kernel run (a kernel bug of cuDNN's cells says nothing about an
     s6 case, where the target would only run the correct s6 kernel)."""
 
-    def __init__(self, target: Target | FusedTarget, modes: Sequence[str], reason: str) -> None:
+    def __init__(self, target: Any, modes: Sequence[str], reason: str) -> None:
         self.target, self.modes, self.reason = target, tuple(modes), reason
 
     def supports(self, config: RNNConfig) -> bool | str:
