@@ -221,7 +221,11 @@ def test_home_cases_are_each_profiles_own_draw_named_by_id():
     assert drawn == [{"profile": "ci", "seed": 0, "cases": 40}] and len(only_ci) == 40
 
 
+@pytest.mark.slow
 def test_one_default_run_judges_each_mutant_on_its_home_profile_and_repro_lines_rebuild_the_cases(tmp_path):
+    """The default run's plumbing end to end on one case of each home profile. Slow-marked (31 s in
+    the default suite at load 13: the slstm JAX program's first compile); the default suite keeps
+    the parts: home_cases, the skip at no kernel run, the verdict."""
     from gradcheck_rnn.generate import draw_case_ref, load_profile
 
     code, output = invoke("mutants", "-m", "truncated-bptt", "-m", "slstm-stabilizer-grad-to-forget", "-n", 1,
