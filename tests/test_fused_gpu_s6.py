@@ -26,7 +26,11 @@ from gradcheck_rnn.detection import detection_targets
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.s6 import S6GPUKernel
 from gradcheck_rnn.kernels.s6_cpu import S6CPUKernel, decayed_carry
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS, undecayed_carry
+from gradcheck_rnn.targets.mutants import (
+    GPU_FAMILY_MUTANTS,
+    home_profile,
+    undecayed_carry,
+)
 
 MUTANT = "gpu-s6-reverse-carry-undecayed"
 # Lengths uneven and below T (padded steps inside the last chunks), T not a multiple of the chunks
@@ -94,6 +98,12 @@ def test_the_gpu_mutant_is_caught_and_fused_gpu_passes_the_same_case():
     assert [r.status for r in gr.check(f"mutant:{MUTANT}", case_id, checks=["reference"])] == ["fail"]
     assert [r.status for r in gr.check("fused-gpu", case_id, checks=["reference"])] == ["pass"]
     assert "fused-gpu" in detection_targets([MUTANT])[1]  # judged beside its mutant
+    assert home_profile(MUTANT) == "families"  # a plain `mutants -m gpu-s6-…` draws s6 cases
+
+
+def test_a_detection_run_narrows_a_named_profile_only():
+    code, output = invoke("mutants", "--mode", "s6", "-m", MUTANT)
+    assert code == 2 and "--mode narrows one profile's draw; name it with --config" in " ".join(output.split())
 
 
 def test_a_short_families_sweep_passes_every_check(tmp_path):
