@@ -4,9 +4,9 @@
 #   benchmarks/gpu.sh [REPORT_DIR]        # default REPORT_DIR: reports/gpu
 #
 # 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16),
-#    and fused-gpu's slstm kernel with the families profile (--mode slstm: f64, f32);
-# 2. runs the fused-gpu mutants on CUDA, those of the cuDNN cells on the gpu profile and those of
-#    the slstm kernel on the families one (each must be caught, no false alarm);
+#    and fused-gpu's s6 and slstm kernels with the families profile (--mode s6, --mode slstm: f64, f32);
+# 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm), the s6 and slstm ones
+#    on their family's cases;
 # 3. times fused-gpu against cuDNN, forward + backward, on DeepBench-like shapes
 #    (benchmarks/gpu_kernel.py: ratios side by side, with the GPU name and the date);
 # 4. where flashrnn is installed (extra: flashrnn), sweeps flashrnn-triton, FlashRNN's Triton LSTM,
@@ -40,17 +40,22 @@ step() {  # step NAME COMMAND...: run, time, remember a failure, go on
     echo "== $name: $((SECONDS - start)) s"
 }
 mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
-slstm_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M
-print(" ".join(f"-m {n}" for n, (family, _) in M.items() if family == "slstm"))')
+s6_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M; print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f == "s6"))')
+slstm_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M; print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f == "slstm"))')
 
 # shellcheck disable=SC2086  # $mutants is a list of options
 step "1/4 sweep: fused-gpu and torch-native-cuda, gpu profile" \
     "$PY" -m gradcheck_rnn.cli sweep -c gpu -t fused-gpu -t torch-native-cuda --report-dir "$REPORTS"
-step "1/4 sweep: fused-gpu's slstm kernel, families profile" \
+step "1/4 sweep: fused-gpu, families profile, s6" \
+    "$PY" -m gradcheck_rnn.cli sweep -c families --mode s6 -t fused-gpu --report-dir "$REPORTS"
+step "1/4 sweep: fused-gpu, families profile, slstm" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode slstm -t fused-gpu --report-dir "$REPORTS"
 step "2/4 fused-gpu mutants on CUDA" \
     "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
-# shellcheck disable=SC2086  # $slstm_mutants is a list of options
+# shellcheck disable=SC2086
+step "2/4 fused-gpu s6 mutants on CUDA, families profile" \
+    "$PY" -m gradcheck_rnn.cli mutants -c families --mode s6 -n 24 $s6_mutants --report-dir "$REPORTS"
+# shellcheck disable=SC2086
 step "2/4 fused-gpu slstm mutants on CUDA, families profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c families --mode slstm -n 24 $slstm_mutants --report-dir "$REPORTS"
 step "3/4 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py

@@ -248,10 +248,10 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 
 @main.command()
 @opt.config
-@opt.cases_and_seed
-@opt.draw
+@opt.detection_cases_and_seed
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
+@opt.draw
 @click.option("--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
               help="Only these checks (repeatable; default: the profile's), e.g. to see what the "
                    "reference comparison alone catches.")
@@ -261,20 +261,18 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 @usage_errors
 def mutants(mutants: tuple[str, ...], **values: Any) -> None:
     """Measure detection power: every mutant (a fused kernel with one historical bug) and the
-    correct kernels on the same cases (--mode slstm: a family's cases, for its mutants).
+    correct kernels on the same cases: without --config, each mutant on its home profile's cases
+    (ci: cuDNN's cells; families: s6, slstm) in one run, a skip on a case of another family.
 
-    Prints, per mutant, the cases run, the cases that caught it, the first catching case id and the
-    check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any mutant
-    survives or any false alarm occurs."""
-    from .console import ensure_writable, judge_and_report, present_mutants
-    from .detection import detection_targets
+    Prints, per mutant, the cases run, the cases that caught it, the first catching case id and
+    the check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any
+    mutant survives or any false alarm occurs.
+    """
+    from .console import ensure_writable, judge_and_report
 
     ensure_writable(values["report_dir"])
-    mutant_names, correct_names = detection_targets(mutants)  # unknown names: exit 2 before any case runs
-    spec, execution, resolved = opt.build_run(values, targets=tuple(mutant_names + correct_names),
-                                              checks=values["checks"] or None)
-    sys.exit(judge_and_report(spec, execution, "mutants", values["report_dir"],
-                              present=present_mutants(mutant_names, correct_names), targets=resolved))
+    spec, execution, resolved, present = opt.build_detection_run(values, mutants)  # unknown names: exit 2
+    sys.exit(judge_and_report(spec, execution, "mutants", values["report_dir"], present=present, targets=resolved))
 
 
 @main.command()

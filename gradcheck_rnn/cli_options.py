@@ -95,6 +95,14 @@ cases_and_seed = options(
                  help="Number of cases (default: the profile's)."),
     click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's)."),
 )
+detection_cases_and_seed = options(
+    click.option("--cases", "-n", type=click.IntRange(min=1), default=None,
+                 help="Number of cases of each profile: without --config, the first N cases of each mutant's "
+                      "home profile (ci for cuDNN's cells, families for s6 and slstm), N of each; with --config, "
+                      "N of that profile (default: each profile's own count)."),
+    click.option("--seed", "-s", type=click.IntRange(min=0), default=None,
+                 help="Sweep seed of every profile drawn (default: each profile's own)."),
+)
 draw = options(
     family,
     click.option("--mode", "modes", multiple=True, type=ModeType(),
@@ -254,13 +262,15 @@ def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
 
 
-def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_values: Any) -> tuple[Any, Any, list]:
+def build_run(values: dict[str, Any], cases_planned: int | None = None, header: bool = False,
+              **spec_values: Any) -> tuple[Any, Any, list]:
     """The run spec, the execution and the resolved targets of a judging command, from its option
     values (``values``: click's keyword arguments) and ``spec_values`` it sets itself.
 
     The execution is made (and validated) first and the pool's fork server started, so that its
     imports run beside the slow part of the set-up (profile, targets); the worker count, when not
-    given, is chosen from the number of cases and printed with its reason on stderr.
+    given, is chosen from the number of cases and printed with its reason on stderr. A drawn run
+    prints its header line; a run of named cases only with ``header``.
     """
     from .generate import load_profile
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
@@ -286,9 +296,35 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, **spec_v
     spec_values.setdefault("families", tuple(values.get("families", ())))
     spec_values.setdefault("bidirectional", values.get("bidirectional"))
     spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved, profile=profile)
-    if not spec.case_ids:  # a sweep's header line; a command on one named case needs none
+    if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
     return spec, execution, resolved
+
+
+def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tuple[Any, Any, list, Callable]:
+    """``mutants``: the run spec, execution and resolved targets of a detection run, and its
+    ``present`` (:func:`~gradcheck_rnn.console.present_mutants`). Without --config every mutant is
+    judged on the cases of its home profile (:func:`~gradcheck_rnn.detection.home_cases`), all in
+    one run of named cases under the ci profile's checks and tolerances; with --config, every
+    mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
+    --dtype. Unknown mutant names are a UsageError before any case runs."""
+    from .console import present_mutants
+    from .detection import detection_targets, home_cases
+
+    mutant_names, correct_names = detection_targets(mutants)
+    narrowed = [flag for name, flag in (("modes", "--mode"), ("layers", "--layers"), ("dtypes", "--dtype"),
+                                        ("bidirectional", "--[uni|bi]directional")) if values.get(name) not in (None, ())]
+    if narrowed and values.get("config") is None:
+        raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
+                         f"draw; name it with --config, e.g. -c families --mode s6")
+    targets, checks = tuple(mutant_names + correct_names), values["checks"] or None
+    if values.get("config") is not None:
+        spec, execution, resolved = build_run(values, targets=targets, checks=checks)
+        return spec, execution, resolved, present_mutants(mutant_names, correct_names, every_mutant=bool(mutants))
+    case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
+    spec, execution, resolved = build_run(values, len(case_ids), header=True, targets=targets, checks=checks,
+                                          case_ids=case_ids)
+    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn)
 
 
 def announce(spec: Any, execution: Any, why: str) -> None:

@@ -248,19 +248,24 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
                                 extra, fmt=fmt, log=log)
 
 
-def present_mutants(mutant_names: list[str], correct_names: list[str]) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
+def present_mutants(mutant_names: list[str], correct_names: list[str], every_mutant: bool = True,
+                    home_profiles: list[dict[str, Any]] | None = None) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
     """``mutants``: print the detection table of a judged run; the run with the detection verdict
-    (every mutant flagged and no correct kernel) and the detection rows for results.json."""
+    (every mutant flagged and no correct kernel) and the detection rows for results.json.
+    ``every_mutant`` and ``home_profiles``: see :func:`~gradcheck_rnn.detection.detection_verdict`
+    and :func:`~gradcheck_rnn.detection.home_cases`."""
     from .detection import detection_lines, detection_verdict, summarise
 
     def present(judged: Run) -> tuple[Run, dict[str, Any]]:
         mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names, judged.tally)
         extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows],
                  "checks": list(judged.spec.checks)}
+        if home_profiles:
+            extra["home_profiles"] = home_profiles
         table, lines = detection_lines({**judged.spec.meta("mutants"), **extra})
         out.print(table)
         render.print_lines(out, lines)
-        return Run(judged.results, *detection_verdict(mutant_rows, correct_rows), judged.spec,
+        return Run(judged.results, *detection_verdict(mutant_rows, correct_rows, every_mutant), judged.spec,
                    complete=judged.complete, tally=judged.tally), extra
 
     return present

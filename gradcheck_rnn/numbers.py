@@ -7,6 +7,8 @@ reads back as NaN); "-" means there is no number at all (a row that compared no 
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal
 from typing import Any
 
 
@@ -52,3 +54,23 @@ def compact(value: float) -> str:
 def location_text(location: dict[str, Any] | None) -> str:
     """(t=1,b=0,unit=2) — the worst element of a tensor in its own terms; "" when there is none."""
     return "(" + ",".join(f"{k}={v}" for k, v in location.items()) + ")" if location else ""
+
+
+# A JSON string (left as it is) or a JSON number with a fraction or an exponent (a float).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?[eE][+-]?\d+|-?\d+\.\d+')
+
+
+def _shortest_number(token: str) -> str:
+    """The shortest spelling of the decimal ``token`` spells: ``0.000469`` -> ``4.69e-4``,
+    ``1.3e-07`` -> ``1.3e-7``, ``0.002`` -> ``2e-3``. The same decimal value, so it reads back as
+    the same float (strict JSON either way)."""
+    sign, digits, exponent = Decimal(token).normalize().as_tuple()
+    mantissa = "".join(map(str, digits))
+    scientific = (f"{'-' if sign else ''}{mantissa[0]}{'.' + mantissa[1:] if len(mantissa) > 1 else ''}"
+                  f"e{exponent + len(mantissa) - 1}")
+    return scientific if len(scientific) < len(token) else token
+
+
+def shorten_json_numbers(text: str) -> str:
+    """Compact JSON text with every float in its shortest spelling (results.json rows: ~3% fewer bytes)."""
+    return _JSON_TOKEN.sub(lambda m: m[0] if m[0][0] == '"' else _shortest_number(m[0]), text)

@@ -88,7 +88,7 @@ class CaseResult:
         out: what only a failure's reader needs (the repro line, the traceback, the repro options,
         the worst tensor, which :func:`row_worst` finds among the tensors), the mode, dtype and
         wants group where the case id says them (:func:`row_field`), ``seconds`` when 0, a
-        message or ``importable`` saying nothing."""
+        message or ``importable`` saying nothing, ``tensors`` when it compared none."""
         said = id_facts(self.case_id)
         row = {"case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status,
                "case_index": self.case_index}
@@ -97,7 +97,8 @@ class CaseResult:
                     "message": (self.message, ""), "importable": (self.importable, True)}
         row.update({key: value for key, (value, default) in optional.items() if value != default})
         row = json_safe(row)
-        row["tensors"] = [t.compact_json() for t in self.tensors]
+        if self.tensors:  # a skipped row compared none: no empty list on every skip
+            row["tensors"] = [t.compact_json() for t in self.tensors]
         return row
 
     @classmethod

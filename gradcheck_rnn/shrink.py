@@ -10,7 +10,9 @@ is hypothesis's shrinker applied to case ids, deterministic and greedy:
    raises keeps its exception type instead;
 3. candidates are tried in a fixed order, simplest first within each dimension (jump to 1, then
    halve, then decrement, like hypothesis's integer shrinking): fewer layers, unidirectional,
-   fewer sequences, smaller T and shorter lengths, smaller I and H, then simpler variants (all
+   fewer sequences, smaller T and shorter lengths, smaller I and H, the family's own options
+   simpler (fewer sLSTM heads, its sigmoid forget gate; smaller s6 N and R, no gate: each family
+   says which, :meth:`~gradcheck_rnn.families.Family.simpler_options`), then simpler variants (all
    gradients requested → the smallest group that still fails, default head gradients, with an
    initial state) and float64. The first candidate that keeps the failure is accepted and the
    same dimension is tried again from there; passes repeat until one accepts nothing.
@@ -34,6 +36,7 @@ from typing import Any, Callable, Iterator
 
 from .case import Case, make_case
 from .errors import UsageError
+from .families.base import smaller
 from .checks import ALL_CHECKS
 from .result import CaseResult
 from .targets import as_target
@@ -143,17 +146,12 @@ def _rebuild(case: Case, **changes: Any) -> Case:
     return make_case(config, spec.pop("seq_lengths"), case.seed, **spec)
 
 
-def _smaller(n: int) -> list[int]:
-    """Values below n to try, smallest first: 1, n // 2, n - 1 (hypothesis's integer order)."""
-    return sorted({v for v in (1, n // 2, n - 1) if 1 <= v < n})
-
-
 Candidate = tuple[str, Callable[[], Case]]
 
 
 def _layers(case: Case) -> Iterator[Candidate]:
     L = case.config.num_layers
-    for n in _smaller(L):
+    for n in smaller(L):
         yield f"layers {L}→{n}", lambda n=n: _rebuild(case, num_layers=n)
 
 
@@ -178,11 +176,11 @@ def _batch(case: Case) -> Iterator[Candidate]:
 def _time(case: Case) -> Iterator[Candidate]:
     lengths = [int(v) for v in case.seq_lengths]
     T = case.config.max_len
-    for n in _smaller(T):
+    for n in smaller(T):
         clipped = [min(v, n) for v in lengths]
         yield f"T {T}→{n}", lambda n=n, clipped=clipped: _rebuild(case, max_len=n, seq_lengths=clipped)
     for b, length in enumerate(lengths):
-        for n in _smaller(length):
+        for n in smaller(length):
             shorter = lengths[:b] + [n] + lengths[b + 1:]
             yield f"len[{b}] {length}→{n}", lambda shorter=shorter: _rebuild(case, seq_lengths=shorter)
 
@@ -190,11 +188,18 @@ def _time(case: Case) -> Iterator[Candidate]:
 def _sizes(case: Case) -> Iterator[Candidate]:
     for name, label in (("input_size", "I"), ("hidden_size", "H"), ("proj_size", "P")):
         value = getattr(case.config, name)
-        for n in _smaller(value):
+        for n in smaller(value):
             changes = {name: n}
             if name == "hidden_size" and case.config.proj_size >= n:  # a projection must stay below H
                 changes["proj_size"] = n - 1
             yield f"{label} {value}→{n}", lambda changes=changes: _rebuild(case, **changes)
+
+
+def _family_options(case: Case) -> Iterator[Candidate]:
+    """The family's own options, simpler (:meth:`~gradcheck_rnn.families.Family.simpler_options`):
+    sLSTM's heads and forget gate, s6's N, R, softplus and gate, a user family's own."""
+    for change, options in case.config.family.simpler_options(case.config):
+        yield change, lambda options=options: _rebuild(case, options=options)
 
 
 def _variants(case: Case) -> Iterator[Candidate]:
@@ -214,7 +219,7 @@ def _variants(case: Case) -> Iterator[Candidate]:
 
 # The order in which dimensions are shrunk: the ones that cut the most work first.
 DIMENSIONS: tuple[Callable[[Case], Iterator[Candidate]], ...] = (_layers, _direction, _batch, _time, _sizes,
-                                                                  _variants)
+                                                                  _family_options, _variants)
 
 
 class _Shrinker:
@@ -322,11 +327,12 @@ def steps_lines(result: ShrinkResult) -> list[str]:
 
     The case id comes last on each line so that no terminal width cuts or wraps it mid-table.
     """
+    width = max([14, *(len(step.change) for step in result.steps)])  # a family option's change may be longer
     lines = [f"Shrinking on {result.target}, keeping {result.failure.describe()}",
-             f"{'#':>3}  {'change':<14} {'ratio':>9}  case id"]
+             f"{'#':>3}  {'change':<{width}} {'ratio':>9}  case id"]
     for i, step in enumerate(result.steps):
         ratio = "-" if math.isnan(step.ratio) else f"{step.ratio:.3g}"
-        lines.append(f"{i:>3}  {step.change:<14} {ratio:>9}  {step.case_id}")
+        lines.append(f"{i:>3}  {step.change:<{width}} {ratio:>9}  {step.case_id}")
     return lines
 
 

@@ -97,10 +97,10 @@ class Tally:
         return len(set().union(*(group["cases"] for group in self.groups["mode"].values())))
 
     def cases_per_target(self) -> Counter[str]:
-        """Distinct cases judged per target."""
+        """Distinct cases judged per target: a case whose every row of the target is a skip does not count."""
         counts: Counter[str] = Counter()
         for (target, _), group in self.groups["mode"].items():
-            counts[target] += len(group["cases"])
+            counts[target] += sum(case_status(bits) != "skip" for bits in group["cases"].values())
         return counts
 
     def summary(self) -> dict[str, int]:

@@ -33,28 +33,17 @@ DEFAULTS: dict[str, dict[str, Tolerance]] = {
     # float64 kernels differ from the references only by summation order (~1e-15 relative).
     "f64": {k: Tolerance(1e-7, 1e-9) for k in KINDS},
     # float32: inputs are exact float32 values, so all error is the kernel's own arithmetic.
-    # `gradcheck-rnn calibrate -t fused-cpu -c nightly -n 300` (2026-12-02): worst ratio under
-    # 1e-4/1e-5 was 0.016 (output), 0.027 (input_grad), 0.122 (weight_grad, sums over T·B
-    # rows): weight gradients get twice the room, every kind keeps a margin of >= 16.
+    # Weight gradients (sums over T·B rows) get twice the room; every kind keeps a margin of >= 16
+    # over the worst ratio of `gradcheck-rnn calibrate -t fused-cpu -c nightly -n 300`.
     "f32": {"output": Tolerance(1e-4, 1e-5), "input_grad": Tolerance(1e-4, 1e-5),
             "weight_grad": Tolerance(2e-4, 2e-5)},
     # float16 / bfloat16: half storage, float32 arithmetic, one rounding per stored value (fused-cpu;
     # torch-native for f16). Judged with the drift allowance near relu kinks (references/drift.py),
     # so these only hold the rounding-level drift of the smooth paths (docs/half-precision.md).
-    # Worst ratio of a correct kernel under the previous tolerances (f16 1e-2 / 2e-2 / 5e-2,
-    # bf16 5e-2 / 1e-1 / 3e-1 for output / input_grad / weight_grad), 2026-12-03, after the
-    # kernel's rounding fixes:
-    #   `gradcheck-rnn calibrate -c half` (300 cases; fused-cpu seeds 0, 1; torch-native seed 0):
-    #     f16  output 0.111, input_grad 0.0657, weight_grad 0.0686
-    #     bf16 output 0.104, input_grad 0.151,  weight_grad 0.298
-    #   the soak beyond the calibration shapes (configs/half-soak.toml, 2000 cases, H ≤ 12, T ≤ 20,
-    #   4 layers), tensors of the smooth modes (relu tensors have the allowance):
-    #     f16  output 0.161, input_grad 0.0717, weight_grad 0.145
-    #     bf16 output 0.113, input_grad 0.12,   weight_grad 0.228
-    # Tightened: f16 weight_grad 5e-2 -> 2.5e-2 (margin 3.4 over the soak's worst), bf16 output
-    # 5e-2 -> 2.5e-2 (margin 4.4). Kept: input_grad (the future check compares changes of dx
-    # under it and has no drift allowance; 1 relu-kink false alarm at 2e-2 already), f16 output
-    # (margin 6.2) and bf16 weight_grad (margin 4.4; 2e-1 would leave 2.9).
+    # Set from `gradcheck-rnn calibrate -c half` and the half-soak profile with a margin of >= 3.4
+    # over the worst ratio of a correct kernel; input_grad keeps more room, as the future check
+    # compares changes of dx under it without a drift allowance. The figures and each choice:
+    # benchmarks/RESULTS.md, "Tolerance calibrations".
     "f16": {"output": Tolerance(1e-2, 1e-2), "input_grad": Tolerance(2e-2, 2e-2),
             "weight_grad": Tolerance(2.5e-2, 2.5e-2)},
     "bf16": {"output": Tolerance(2.5e-2, 2.5e-2), "input_grad": Tolerance(1e-1, 1e-1),

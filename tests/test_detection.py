@@ -164,14 +164,120 @@ def test_each_mutant_is_caught_on_its_ci_case_where_correct_kernels_pass(mutant,
 
 
 @pytest.mark.slow
-def test_ci_profile_catches_every_mutant_with_no_false_alarm(tmp_path):
+def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_alarm(tmp_path):
+    """`gradcheck-rnn mutants`: the cuDNN mutants on the ci profile's cases and the s6 and slstm
+    mutants on the families profile's, one run, every one caught, no false alarm."""
+    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS
+
     code, output = invoke("mutants", "--report-dir", tmp_path)
     assert code == 0, output
     [run] = [p for p in tmp_path.iterdir() if p.name != "latest"]
     document = json.loads((run / "results.json").read_text())
+    assert {m["target"] for m in document["mutants"]} == {f"mutant:{name}" for name in [*MUTANTS, *FAMILY_MUTANTS]}
     assert all(m["flagged"] > 0 for m in document["mutants"])
-    assert {m["target"] for m in document["mutants"]} >= {"mutant:truncated-bptt", "mutant:bptt-skipped-when-frozen"}
     assert all(f["flagged"] == 0 for f in document["false_alarms"])
+    assert document["home_profiles"] == [{"profile": "ci", "seed": 0, "cases": 40},
+                                         {"profile": "families", "seed": 0, "cases": 40}]
+    cases = {m["target"]: m["cases"] for m in document["mutants"] + document["false_alarms"]}
+    # a mutant counts the cases of its family only; the correct kernels were judged on all 80
+    assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 80
+    assert cases["mutant:s6-gate-grad-dropped"] + cases["mutant:slstm-padded-step-updates-n"] == 40
+
+
+@pytest.mark.slow
+def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_families_fail_nothing(tmp_path):
+    """`mutants -c families`: the 7 family mutants caught on its first 8 cases; the 25 cuDNN-cell
+    mutants, judged on no case there, are named in the verdict and do not fail the run."""
+    code, output = invoke("mutants", "-c", "families", "-n", 8, "--check", "reference", "--report-dir", tmp_path)
+    assert code == 0, output
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    assert document["verdict"]["reason"].startswith("every mutant judged caught (7), no false alarm; 25 judged on no case")
+    assert "home_profiles" not in document and document["spec"]["config"] == "families"
+
+
+# ------------------------------------------------------------------ each mutant on its home profile
+
+def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
+    from gradcheck_rnn.detection import detection_targets
+    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+
+    mutants, correct = detection_targets()
+    assert mutants == [f"mutant:{name}" for name in [*MUTANTS, *FAMILY_MUTANTS]] and correct == list(CORRECT)
+    assert {home_profile(name) for name in MUTANTS} == {"ci"}
+    assert {home_profile(name) for name in FAMILY_MUTANTS} == {"families"}
+
+
+def test_home_cases_are_each_profiles_own_draw_named_by_id():
+    from gradcheck_rnn.detection import home_cases
+    from gradcheck_rnn.generate import draw_case_ref, load_profile
+
+    ids, drawn = home_cases(["mutant:s6-gate-grad-dropped", "mutant:truncated-bptt", "mutant:top-b_hh-zero"], cases=3,
+                            seed=5)
+    assert drawn == [{"profile": "families", "seed": 5, "cases": 3}, {"profile": "ci", "seed": 5, "cases": 3}]
+    families, ci = load_profile("families"), load_profile("ci")
+    assert ids == tuple([draw_case_ref(families, 5, i).id for i in range(3)] + [draw_case_ref(ci, 5, i).id for i in range(3)])
+    assert all(Case.from_id(case_id).id == case_id for case_id in ids)
+    only_ci, drawn = home_cases(["mutant:truncated-bptt"])
+    assert drawn == [{"profile": "ci", "seed": 0, "cases": 40}] and len(only_ci) == 40
+
+
+@pytest.mark.slow
+def test_one_default_run_judges_each_mutant_on_its_home_profile_and_repro_lines_rebuild_the_cases(tmp_path):
+    """The default run's plumbing end to end on one case of each home profile. Slow-marked (31 s in
+    the default suite at load 13: the slstm JAX program's first compile); the default suite keeps
+    the parts: home_cases, the skip at no kernel run, the verdict."""
+    from gradcheck_rnn.generate import draw_case_ref, load_profile
+
+    code, output = invoke("mutants", "-m", "truncated-bptt", "-m", "slstm-stabilizer-grad-to-forget", "-n", 1,
+                          "--check", "reference", "--report-dir", tmp_path)
+    assert code == 0 and "every mutant caught (2), no false alarm" in output, output
+    assert output.count("judging 2 cases") == 1 and "Mutants: 2/2 caught on 2 cases (ci 1 (seed 0), families 1" in output
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    ci, slstm = (draw_case_ref(load_profile(name), 0, 0).id for name in ("ci", "families"))
+    assert document["spec"]["case_ids"] == [ci, slstm] and document["spec"]["config"] is None
+    rows = {(r["case_id"], r["target"]): r for r in document["results"]}
+    assert (rows[slstm, "mutant:truncated-bptt"]["status"], rows[slstm, "mutant:truncated-bptt"]["message"]) == \
+        ("skip", "the bug is in cuDNN's cells")
+    assert rows[ci, "mutant:slstm-stabilizer-grad-to-forget"]["status"] == "skip"
+    assert rows[slstm, "mutant:slstm-stabilizer-grad-to-forget"]["status"] == "fail"
+    assert rows[slstm, "fused-cpu"]["status"] == rows[ci, "fused-cpu"]["status"] == "pass"
+    cases = {m["target"]: m["cases"] for m in document["mutants"] + document["false_alarms"]}
+    assert cases == {"mutant:truncated-bptt": 1, "mutant:slstm-stabilizer-grad-to-forget": 1, "fused-cpu": 2,
+                     "torch-native": 1}  # a case where every row of a target is a skip is not counted
+    repro = {m["target"]: m["repro"] for m in document["mutants"]}
+    assert repro["mutant:slstm-stabilizer-grad-to-forget"] == \
+        f"gradcheck-rnn repro {slstm} --target mutant:slstm-stabilizer-grad-to-forget"  # the id alone rebuilds it
+
+
+@pytest.mark.parametrize("mutant, case_id, reason", [
+    ("truncated-bptt", "s6-L1-uni-I2-H2-N2-R1-T3-B2-len3.1-f64-s1", "the bug is in cuDNN's cells"),
+    ("bptt-skipped-when-frozen", "slstm-L1-uni-I2-H2-T3-B1-len3-f64-s1-wx", "the bug is in cuDNN's cells"),
+    ("s6-gate-grad-dropped", "gru-L1-uni-I2-H3-T4-B1-len4-f64-s1", "the bug is in the s6 kernel"),
+    ("slstm-padded-step-updates-n", "s6-L1-uni-I2-H2-N2-R1-T3-B2-len3.1-f64-s1", "the bug is in the slstm kernel"),
+])
+def test_a_mutant_on_a_case_of_another_family_is_a_skip_that_runs_no_kernel(mutant, case_id, reason):
+    target = resolve_target(f"mutant:{mutant}")
+
+    def no_run(case):
+        raise AssertionError("a skipped mutant ran its kernel")
+
+    target.impl.target.run = no_run
+    result = judge_one(Case.from_id(case_id), target)
+    assert (result.status, result.message) == ("skip", reason)
+
+
+def test_the_verdict_counts_a_mutant_judged_on_no_case_only_where_the_run_promised_it():
+    from gradcheck_rnn.detection import Detection, detection_verdict
+
+    caught = Detection("mutant:a", cases=3, flagged_cases=["x"])
+    unjudged = Detection("mutant:s6-b", cases=0)
+    correct = [Detection("fused-cpu", cases=3)]
+    code, reason = detection_verdict([caught, unjudged], correct)
+    assert code == 1 and "mutant:s6-b (judged on no case)" in reason
+    code, reason = detection_verdict([caught, unjudged], correct, every_mutant=False)
+    assert code == 0 and "every mutant judged caught (1)" in reason and "mutant:s6-b" in reason
+    assert detection_verdict([unjudged], correct, every_mutant=False)[0] == 5
+    assert detection_verdict([caught, Detection("mutant:c", cases=2)], correct, every_mutant=False)[0] == 1
 
 
 def test_unknown_mutant_is_a_usage_error():

@@ -256,7 +256,9 @@ def a_results_document() -> dict:
     drift = {"baseline": "b", "factor": 4, "floor": 0.01, "fail_on_drift": False, "compared": 1,
              "rows": [{"case_id": "c", "target": "t", "check": "reference", "tensors": [{"name": "x", "then": 1, "now": 8}]}]}
     mutant = {"target": "t", "doc": "", "cases": 1, "flagged": 1, "first_case_id": "c", "caught_by": "", "repro": ""}
-    return results_document([row], meta, {"drift": drift, "mutants": [mutant], "false_alarms": [mutant]})
+    home = [{"profile": "ci", "seed": 0, "cases": 1}]
+    return results_document([row], meta, {"drift": drift, "mutants": [mutant], "false_alarms": [mutant],
+                                          "home_profiles": home})
 
 
 def unnamed(page: str, document: dict) -> set[str]:
@@ -267,7 +269,7 @@ def unnamed(page: str, document: dict) -> set[str]:
 def test_the_schema_page_names_every_key_of_a_results_document():
     page = (ROOT / "docs" / "reference" / "results-json.md").read_text(encoding="utf-8")
     document = a_results_document()
-    assert {"traceback", "draw", "shards", "summary", "skips", "by_check", "drift"} <= keys(document)
+    assert {"traceback", "draw", "shards", "summary", "skips", "by_check", "drift", "home_profiles"} <= keys(document)
     assert '"fd"' in page and '"merge"' in page  # the check and the command, values rather than keys
     assert not unnamed(page, document), f"docs/reference/results-json.md does not name {sorted(unnamed(page, document))}"
     assert unnamed(page.replace('"traceback"', '"trace"'), document) == {"traceback"}

@@ -368,25 +368,38 @@ m._compile = lambda args, name: (real(args, name)[0], True)
 """
 
 
-def test_a_bad_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch):
-    """Garbage bytes, and an incomplete executable that deserializes and then fails when called
-    ("NOT_FOUND: Function wrapped_iota not found"): both are compiled again (past the compilation
-    cache, which holds the program) and rewritten, with the numbers of a fresh compile."""
+def _planted_artifact(tmp_path, monkeypatch, case_id):
+    """The case, its reference computed here (no cache), and the path of its artifact in a new cache."""
     from gradcheck_rnn.references import artifacts
 
-    case_id = "lstm-L1-uni-I2-H3-T4-B2-len4.3-f32-s5"
     case = Case.from_id(case_id)
     here = run_jax_reference(case)  # the test process compiles (no cache)
     monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
     with jax_ref.x64():
         artifact = artifacts.path_for(jax_ref.bucket_key(case.config), jax_ref._fingerprint())
     artifact.parent.mkdir(parents=True)
+    return here, artifact
+
+
+def test_a_garbage_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch):
+    """Garbage bytes are compiled again and rewritten, with the numbers of a fresh compile."""
+    case_id = "lstm-L1-uni-I2-H3-T4-B2-len4.3-f32-s5"
+    here, artifact = _planted_artifact(tmp_path, monkeypatch, case_id)
     artifact.write_bytes(os.urandom(4096))
     child = _child(tmp_path, case_id)
     assert (child["compiled"], child["loaded"], child["written"]) == (1, 0, 1)
     np.testing.assert_array_equal(np.array(child["y"]), here.y)
     np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
 
+
+@pytest.mark.slow  # four fresh processes, each importing jax: the garbage case above is the fast check
+def test_an_incomplete_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch):
+    """An incomplete executable that deserializes and then fails when called ("NOT_FOUND:
+    Function wrapped_iota not found") is compiled again (past the compilation cache, which holds
+    the program) and rewritten, with the numbers of a fresh compile."""
+    case_id = "lstm-L1-uni-I2-H3-T4-B2-len4.3-f32-s5"
+    here, artifact = _planted_artifact(tmp_path, monkeypatch, case_id)
+    assert _child(tmp_path, case_id)["compiled"] == 1  # fills the compilation cache (and writes the artifact)
     artifact.unlink()  # a process that finds the program in the compilation cache, old rule
     assert _child(tmp_path, case_id, _OLD_RULE)["written"] == 1
     child = _child(tmp_path, case_id)  # loads it, the call fails, compiles past the cache, rewrites

@@ -24,9 +24,11 @@ def test_wheel_in_a_fresh_venv_sweeps_from_another_folder(tmp_path):
     [wheel] = (tmp_path / "dist").glob("gradcheck_rnn-*.whl")
 
     venv = tmp_path / "venv"
-    assert run(sys.executable, "-m", "venv", venv, cwd=tmp_path).returncode == 0
+    # without pip of its own (ensurepip costs seconds): this environment's pip installs into it
+    assert run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path).returncode == 0
     python = venv / "bin" / "python"
-    installed = run(python, "-m", "pip", "install", "--no-deps", "--no-index", wheel, cwd=tmp_path)
+    installed = run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel,
+                    cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
     # The heavy dependencies (torch, jax) come from this test's environment through a path
     # entry; path entries come after the venv's own site-packages, so the wheel's copy of

@@ -128,3 +128,24 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
         assert logged.tally is log.tally  # one tally: the verdict's, the console's, the reports'
     finally:
         log.discard()
+
+
+def test_rows_are_written_with_the_shortest_spelling_of_each_number_and_read_back_the_same():
+    from hypothesis import given, settings, strategies as st
+
+    from gradcheck_rnn.numbers import shorten_json_numbers
+
+    assert shorten_json_numbers('{"a":0.000469,"b":1.3e-07,"c":0.002,"d":1e+20,"e":-0.0,"f":12,"g":0.5}') == \
+        '{"a":4.69e-4,"b":1.3e-7,"c":2e-3,"d":1e20,"e":-0.0,"f":12,"g":0.5}'
+    assert shorten_json_numbers('{"m":"ratio 0.000469 \\" 1.3e-07"}') == '{"m":"ratio 0.000469 \\" 1.3e-07"}'
+
+    @settings(max_examples=80, deadline=None)
+    @given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(), st.text(max_size=8)),
+                    max_size=12))
+    def same_values(values):
+        text = json.dumps({"v": values, "s": [str(v) for v in values]}, separators=(",", ":"))
+        short = shorten_json_numbers(text)
+        assert len(short) <= len(text)
+        assert json.loads(short) == json.loads(text)  # strings untouched, each float the same double
+
+    same_values()

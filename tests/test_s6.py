@@ -74,11 +74,15 @@ def test_kernel_matches_the_loop_reference_across_chunk_boundaries(chunk):
         np.testing.assert_allclose(value.numpy(), expected[name], rtol=1e-12, atol=1e-13, err_msg=name)
 
 
+def _undecayed(a_last, b_last, h_start):
+    return b_last + h_start
+
+
 class _CarryDropped(S6CPUKernel):
     """A deliberately broken chunked scan: the state handed across a chunk boundary loses its decay."""
 
-    def carry(self, a_last, b_last, h_start, reverse):
-        return b_last + h_start
+    def carry_rule(self, reverse):
+        return _undecayed
 
 
 def test_the_reference_check_catches_a_broken_kernel_and_passes_the_correct_one():

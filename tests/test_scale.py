@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.generate import draw_cases, load_profile
+from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.checks import ALL_CHECKS
 from gradcheck_rnn.run import Execution, RunSpec, execute
-from gradcheck_rnn.run.dask_executor import _pool, chunks
+from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group, worker_environment
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.tolerances import Tolerances
@@ -110,9 +110,27 @@ def test_shape_groups_are_the_jax_reference_buckets():
     jobs = list(enumerate(cases))
     groups = group_jobs(jobs)
     assert sorted(i for g in groups.values() for i, _ in g) == list(range(60))
-    parts = chunks(jobs, slots=2)
+    parts = list(chunks(jobs, chunk_size(len(jobs), slots=2), window=2))
     assert sorted(i for part in parts for i, _ in part) == list(range(60))
     assert all(len({shape_group(c.config) for _, c in part}) == 1 for part in parts)
+
+
+def test_dask_chunks_read_the_jobs_lazily_a_window_at_a_time():
+    """A 100,000-case run must not hold a reference per case: chunks read size × window jobs at a time."""
+    read = []
+
+    profile = load_profile("ci")
+
+    def jobs():
+        for index in range(1000):
+            read.append(index)
+            yield index, draw_case_ref(profile, 0, index)
+
+    parts = chunks(jobs(), size=4, window=3)
+    first = next(parts)
+    assert 1 <= len(first) <= 4 and len(read) == 12
+    rest = list(parts)
+    assert sorted(i for part in [first, *rest] for i, _ in part) == list(range(1000)) == read
 
 
 def test_workers_run_one_thread_each_and_share_the_jax_cache(monkeypatch):
@@ -171,6 +189,14 @@ def test_a_crash_an_exit_and_a_hang_are_error_rows_and_the_run_goes_on(tmp_path)
 
 # --- shards and merge --------------------------------------------------------------------------
 
+@pytest.fixture
+def judged_here(monkeypatch):
+    """Sweeps judged in this process: merging is about the stored runs, whichever executor made
+    them (every executor gives the same rows, tested above), and each worker process would cost
+    its imports and a cold JAX compile per sweep."""
+    monkeypatch.setenv("GRADCHECK_RNN_IN_PROCESS", "1")
+
+
 def sweep_shards(tmp_path, n, *args):
     dirs = []
     for k in range(1, n + 1):
@@ -180,7 +206,7 @@ def sweep_shards(tmp_path, n, *args):
     return dirs
 
 
-def test_merged_shards_equal_the_unsharded_run(tmp_path):
+def test_merged_shards_equal_the_unsharded_run(tmp_path, judged_here):
     args = ["-c", reference_only_profile(tmp_path), "-n", 7, "-s", 2, "-t", "fused-cpu", "-t",
             "plugin_targets:zero_top_bhh"]
     whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
@@ -195,13 +221,13 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path):
     assert "plugin_targets:zero_top_bhh" in output and "gradcheck-rnn repro" in output
 
 
-def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path):
+def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path, judged_here):
     shards = sweep_shards(tmp_path, 2, "-c", reference_only_profile(tmp_path), "-n", 3, "-t", "plugin_targets:only_f16")
     code, output = invoke("merge", *shards, "--report-dir", tmp_path / "merged")
     assert code == 5 and "judged on no case" in output, output
 
 
-def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
+def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path, judged_here):
     profile = reference_only_profile(tmp_path)
     one, two, three = sweep_shards(tmp_path, 3, "-c", profile, "-n", 3, "-t", "fused-cpu")
     invoke("sweep", "-c", profile, "-n", 3, "-s", 9, "-t", "fused-cpu", "--shard", "3/3",
@@ -218,7 +244,7 @@ def test_merge_refuses_a_missing_a_doubled_and_a_foreign_shard(tmp_path):
     assert not (tmp_path / "merged").exists()
 
 
-def test_merge_refuses_a_whole_run(tmp_path):
+def test_merge_refuses_a_whole_run(tmp_path, judged_here):
     invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "-t", "fused-cpu", "--report-dir", tmp_path / "whole")
     code, output = invoke("merge", tmp_path / "whole" / "latest", "--report-dir", tmp_path / "merged")
     assert code == 2 and "is a whole run, not a shard" in output, output
@@ -238,7 +264,8 @@ def dask_cluster():
             yield cluster.scheduler_address
 
 
-def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, dask_cluster):
+def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, dask_cluster, monkeypatch):
+    monkeypatch.setattr("gradcheck_rnn.run.dask_executor.WINDOW_PER_SLOT", 1)  # later chunks wait for a slot
     profile = reference_only_profile(tmp_path)
     args = ["-c", profile, "-n", 3, "-s", 5, "-t", "fused-cpu", "-t", "plugin_targets:zero_top_bhh"]
     serial_code, _ = invoke("sweep", *args, "--workers", 1, "--report-dir", tmp_path / "serial")

@@ -169,3 +169,79 @@ def test_the_readme_walk_through_shrinks_to_the_case_it_shows():
     shown = re.search(r"minimal case: (\S+)", SHRINK_PAGE).group(1)
     code, output = invoke(*shlex.split(command)[1:])
     assert code == 0 and f"minimal case: {shown} " in output, output
+
+
+# ------------------------------------------------------------------ family options (sLSTM, s6)
+
+def _heads_rolled_target():
+    """fused-cpu with the sLSTM recurrent gradient's head blocks written one head over (head k's
+    dR lands in head k+1's block): a layout bug that only a case with heads > 1 can show."""
+    import numpy as np
+
+    from gradcheck_rnn import Outputs
+
+    fused = resolve_target("fused-cpu")
+
+    def heads_rolled(case):
+        out = fused.run(case)
+        heads = case.config.option("heads")
+        d = case.config.hidden_size // heads
+        grads = {key: np.roll(np.asarray(g).reshape(4, heads, d, d), 1, axis=1).reshape(np.shape(g))
+                 if key.endswith(".w_hh") else g for key, g in out.grads.items()}
+        return Outputs(out.y, out.hy, out.cy, grads)
+
+    return heads_rolled
+
+
+@pytest.mark.parametrize("case_id, changes", [
+    ("slstm-L1-uni-I1-H4-NH4-expf-mconst-T1-B1-len1-f64-s3", ["NH 4→1", "NH 4→2", "NH 4→3", "drop -expf", "drop -mconst"]),
+    ("s6-L1-uni-I1-H1-N4-R3-nosoftplus-T1-B1-len1-f64-s3",
+     ["N 4→1", "N 4→2", "N 4→3", "R 3→1", "R 3→2", "drop -nosoftplus", "add -nogate"]),
+    ("s6-L1-uni-I1-H1-N1-R1-nogate-T1-B1-len1-f64-s3", []),  # already the simplest
+    ("gru-L1-uni-I1-H1-T1-B1-len1-f64-s3", []),  # no options
+])
+def test_every_family_option_has_simpler_candidates_that_rebuild_bit_for_bit(case_id, changes):
+    import numpy as np
+
+    from gradcheck_rnn.errors import UsageError
+    from gradcheck_rnn.shrink import _family_options
+
+    case = Case.from_id(case_id)
+    candidates = list(_family_options(case))
+    assert [change for change, _ in candidates] == changes
+    for change, build in candidates:
+        try:
+            candidate = build()
+        except UsageError:  # NH3 does not divide H4: shrink skips it
+            assert change == "NH 4→3"
+            continue
+        again = Case.from_id(candidate.id)
+        assert again.id == candidate.id and again.config == candidate.config
+        for name in ("x", "h0", "c0", "dy", "dhy", "dcy"):
+            a, b = getattr(candidate, name), getattr(again, name)
+            assert (a is None and b is None) or np.array_equal(a, b), name
+        assert all(np.array_equal(candidate.params[k], again.params[k]) for k in candidate.params)
+
+
+def test_slstm_heads_and_exp_forget_are_dropped_when_the_bug_does_not_need_them():
+    result = shrink(Case.from_id("slstm-L1-uni-I1-H2-NH2-expf-T1-B1-len1-f64-s3"),
+                    resolve_target("mutant:slstm-stabilizer-grad-to-forget"))
+    changes = [step.change for step in result.steps]
+    assert "NH 2→1" in changes and "drop -expf" in changes
+    assert result.minimal.case_id.startswith("slstm-L1-uni-I1-H1-T1-B1-len1-f64-s3")
+
+
+def test_slstm_heads_are_kept_when_the_bug_needs_them():
+    result = shrink(Case.from_id("slstm-L1-uni-I1-H4-NH2-expf-T2-B1-len2-f64-s3"), _heads_rolled_target())
+    assert result.failure.tensor == "l0.fwd.w_hh"
+    # -expf goes, the heads stay: one head is the identity of the bug, so H stays at 2 of 2 heads
+    assert result.minimal.case_id.startswith("slstm-L1-uni-I1-H2-NH2-T1-B1-len1-f64-s3"), result.minimal.case_id
+
+
+def test_s6_state_size_and_rank_shrink_and_the_gate_stays_only_when_the_bug_is_in_it():
+    gate = shrink(Case.from_id("s6-L1-uni-I1-H1-N4-R3-T1-B1-len1-f64-s3"), resolve_target("mutant:s6-gate-grad-dropped"))
+    assert gate.minimal.case_id.startswith("s6-L1-uni-I1-H1-N1-R1-T1-B1-len1-f64-s3")  # dz needs the gate
+    padded = shrink(Case.from_id("s6-L1-uni-I1-H1-N4-R3-nosoftplus-T3-B2-len3.1-f64-s3"),
+                    resolve_target("mutant:s6-padded-step-decay"))
+    # #368 needs a padded step and the delta_bias or the softplus; the gate it does not need
+    assert padded.minimal.case_id.startswith("s6-L1-uni-I1-H1-N1-R1-nogate-T2-B1-len1-f64-s3"), padded.minimal.case_id

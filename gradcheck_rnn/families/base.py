@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ..errors import UsageError
 
@@ -41,10 +41,17 @@ class Option:
     default: Any
     describe: str
     divides: str = ""  # an integer option that must divide this config field (sLSTM's heads divide H)
+    # a flag's simpler value, the one shrink tries (None: its default; s6's gate: off, no z at all)
+    simpler: bool | None = None
 
     @property
     def is_flag(self) -> bool:
         return isinstance(self.default, bool)
+
+    @property
+    def label(self) -> str:
+        """An integer option's token without its number (``NH``), as shrink names it in a step."""
+        return self.pattern.replace(r"(\d+)", "")
 
     def render(self, value: Any) -> str:
         if self.is_flag:
@@ -148,6 +155,24 @@ class Family:
         drawing them shifts no other draw); none for a family without options."""
         return {}
 
+    def simpler_options(self, config: RNNConfig) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Candidates for shrink (:mod:`gradcheck_rnn.shrink`), simplest first: ``(what changed,
+        every option's value with the change)`` for each option not at its simplest. An integer
+        option tries :func:`smaller` values (sLSTM's heads, s6's N and R); a flag its
+        :attr:`Option.simpler` value. A candidate that is no valid config (NH that does not divide
+        H) is skipped by shrink, so a family only overrides this to offer other candidates."""
+        values = self.option_values(config)
+        for option in self.options:
+            value = values[option.name]
+            if option.is_flag:
+                simpler = option.default if option.simpler is None else option.simpler
+                if value != simpler:  # its token leaves the case id (back to the default) or enters it
+                    change = f"{'drop' if simpler == option.default else 'add'} -{option.pattern}"
+                    yield change, {**values, option.name: simpler}
+            elif value is not None:
+                for n in smaller(value):
+                    yield f"{option.label} {value}→{n}", {**values, option.name: n}
+
     def initial_cell_state(self, config: RNNConfig, drawn: Any) -> Any:
         """c0 from the standard normals drawn for it: a family whose cell state has constraints
         (sLSTM's n0 > 0) maps them to a valid state; by default c0 is the draw itself."""
@@ -240,6 +265,11 @@ def open_gate(params: Mapping[str, Any], bias_kinds: tuple[str, ...], gate: int,
             held[key] = held[key].copy()
             held[key][rows] += shift
     return held
+
+
+def smaller(n: int) -> list[int]:
+    """Values below n for shrink to try, smallest first: 1, n // 2, n - 1 (hypothesis's integer order)."""
+    return sorted({v for v in (1, n // 2, n - 1) if 1 <= v < n})
 
 
 def param_key(layer: int, direction: str, kind: str) -> str:

@@ -189,4 +189,4 @@ S6 = S6Family(
     options=(Option("state_dim", r"N(\d+)", None, "N<state size>, e.g. N2"),
              Option("dt_rank", r"R(\d+)", None, "R<rank of the Δ map>, e.g. R1"),
              Option("softplus", "nosoftplus", True, "nosoftplus (optional)"),
-             Option("gated", "nogate", True, "nogate (optional)")))
+             Option("gated", "nogate", True, "nogate (optional)", simpler=False)))

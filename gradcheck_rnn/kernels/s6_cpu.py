@@ -19,7 +19,10 @@ Semantics are :mod:`gradcheck_rnn.families.s6`. Nothing goes through autograd. P
 
 ``chunk`` is small by default so that the short cases of a sweep (T ≤ 8 in ci) already cross
 chunk boundaries; tests run other chunk sizes. Each stage is a method, so that a mutant
-(:mod:`gradcheck_rnn.targets.mutants`) overrides one stage: ``scan`` (and its ``carry``),
+(:mod:`gradcheck_rnn.targets.mutants`) overrides one stage: ``scan`` (and its ``carry_rule``, the
+arithmetic of the hand-off across a chunk boundary: a plain function of tensors, so that the
+Triton scan of :mod:`gradcheck_rnn.kernels.fused_gpu.s6` runs the very same rule, and a bug in it
+is written once for both kernels),
 ``padded_delta`` (the Δ that a padded step sees in the backward's decay), ``gate_backward`` (dz),
 ``head_state_grad`` (the dhy a layer's reverse scan starts from).
 """
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -39,6 +42,16 @@ from ..families.s6 import NORM_EPS
 from ..layout import param_key
 
 DEFAULT_CHUNK = 4
+
+
+def decayed_carry(a_last, b_last, h_start):  # no annotations: triton.jit reads them as Triton types
+    """The state after a chunk: its composed map h -> Ā h + B̄ applied to the chunk's start. Plain
+    arithmetic on torch tensors, or on Triton's inside a kernel (fused_gpu/scan.py jits it)."""
+    return a_last * h_start + b_last
+
+
+# (Ā of the chunk's last step, B̄ of it, the chunk's start) -> the next chunk's start
+CarryRule = Callable[[Any, Any, Any], Any]
 
 
 @dataclass
@@ -82,10 +95,10 @@ class S6CPUKernel:
             a, b, shift = a_new, b_new, 2 * shift
         return a, b
 
-    def carry(self, a_last: Tensor, b_last: Tensor, h_start: Tensor, reverse: bool) -> Tensor:
-        """The state handed across a chunk boundary (of the forward, or the backward's reverse
-        scan): the chunk's composed map applied to its start."""
-        return a_last * h_start + b_last
+    def carry_rule(self, reverse: bool) -> CarryRule:
+        """How the state is handed across a chunk boundary (of the forward, or with ``reverse`` of
+        the backward's reverse scan): :func:`decayed_carry`."""
+        return decayed_carry
 
     def scan(self, a: Tensor, b: Tensor, h0: Tensor, reverse: bool = False) -> Tensor:
         """h_t = a_t ⊙ h_{t−1} + b_t for t = 0..T−1 from h0: (T, ...) -> (T, ...), chunked;
@@ -96,9 +109,9 @@ class S6CPUKernel:
         a_c = torch.cat([a, a.new_ones((pad,) + a.shape[1:])]).reshape((C, K) + a.shape[1:])
         b_c = torch.cat([b, b.new_zeros((pad,) + b.shape[1:])]).reshape((C, K) + b.shape[1:])
         a_bar, b_bar = self.chunk_scan(a_c, b_c)
-        starts = [h0]
+        carry, starts = self.carry_rule(reverse), [h0]
         for k in range(C - 1):
-            starts.append(self.carry(a_bar[k, -1], b_bar[k, -1], starts[-1], reverse))
+            starts.append(carry(a_bar[k, -1], b_bar[k, -1], starts[-1]))
         h = a_bar * torch.stack(starts)[:, None] + b_bar
         return h.reshape((C * K,) + a.shape[1:])[:T]
 

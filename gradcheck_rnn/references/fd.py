@@ -21,28 +21,14 @@ requested gradient (u is a unit vector, so |uᵀg| ≤ ‖g‖; the +1 keeps cas
 depends on anything — all sequences empty, every state omitted — from dividing by ~0).
 A direction fails when e(u) > ``TOLERANCE``.
 
-Step size and tolerance, measured
----------------------------------
-``python -m gradcheck_rnn.references.fd 300`` prints the distribution of e(u) for the correct loop reference
-over the first 300 cases of the ci and of the soak profile (sweep seed 0, every case made float64
-with every gradient requested, 3 directions each: 1800 directions per step size; ~45 s on this
-2-core machine, 2026-12-03):
-
-=========  ==========  ==========  ==========
-ε          median e    99th pct    max e
-=========  ==========  ==========  ==========
-1e-3       4.6e-10     6.1e-08     9.8e-03
-1e-4       4.5e-12     3.1e-10     9.5e-10
-1e-5       2.4e-12     1.6e-11     3.0e-11
-1e-6       2.5e-11     1.5e-10     6.8e-10
-1e-7       2.3e-10     1.6e-09     2.9e-09
-=========  ==========  ==========  ==========
-
-Truncation error (∝ ε²) dominates above 1e-5 and rounding error (∝ 1/ε) below it, so
-``STEP = 1e-5`` sits at the floor. (The 9.8e-3 at ε = 1e-3 is most likely a step across a relu kink.)
-``TOLERANCE = 1e-8`` is ~330 times the worst e seen at 1e-5, while a broken reference errs by
-far more: one tensor's gradient scaled by 1.001 gives e from 4e-7 to 1e-4 on the cases of
-tests/test_fd.py, 40 to 10⁴ times the tolerance. A relu kink (a pre-activation within ε of 0) can still make a difference
+Step size and tolerance
+-----------------------
+``python -m gradcheck_rnn.references.fd 300`` prints the distribution of e(u) for the correct loop
+reference per step size (the figures: benchmarks/RESULTS.md, "The fd witness's step and
+tolerance"). Truncation error (∝ ε²) dominates above 1e-5 and rounding error (∝ 1/ε) below it, so
+``STEP = 1e-5`` sits at the floor; ``TOLERANCE = 1e-8`` is some hundreds of times the worst e
+measured there, while a gradient scaled by 1.001 errs by 40 to 10⁴ times it (tests/test_fd.py).
+A relu kink (a pre-activation within ε of 0) can still make a difference
 quotient wrong for a correct gradient, so a suspicious direction (e > tolerance / 10) is
 re-differenced with ε/10: when the two quotients disagree with each other by more than the
 tolerance, L is not smooth there and that direction is not judged.

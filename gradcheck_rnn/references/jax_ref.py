@@ -69,7 +69,7 @@ Only an executable that its process really compiled is written. An earlier versi
 serialized whatever ``.compile()`` returned, and that is usually a program XLA:CPU *loaded from
 the persistent cache*, whose serialization lacks the object code: 0.49 MB instead of 0.66 MB for
 the ci program, and every later process failed to call it with ``JaxRuntimeError: NOT_FOUND:
-Function wrapped_iota not found`` (jax 0.10.2, CPU, 2026-12-03). Pool workers hit the cache, hence
+Function wrapped_iota not found`` (jax 0.10.2, CPU). Pool workers hit the cache, hence
 "forked workers"; the fork itself does not matter. So: a compile that records a persistent-cache
 hit (jax.monitoring, this thread) is not serialized; a process that finds the program only in the
 cache compiles it once more under a one-off name (a cache miss, and no cache entry written) to
@@ -78,12 +78,13 @@ file is a cache miss as well, and the first process writes the artifact from its
 Writes are atomic (temp file, ``os.replace``); an artifact that cannot be read or deserialized,
 or whose program fails when called, is deleted and the program compiled again (:func:`_call`),
 so a bad artifact costs a compile, never an error row. Results are bit-identical either way
-(tests/test_jax_reference.py). jax.export was measured too: it needs ``flatbuffers``, and a warm
-process still lowers the exported module (0.27-0.44 s), no better than tracing again.
+(tests/test_jax_reference.py). jax.export was tried too: it needs ``flatbuffers``, and a warm
+process still lowers the exported module, no better than tracing again.
 
-Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``): it halves the
-compile of a new program (1.4-1.7 s against 3.0-5.3 s for the ci program) for ~0.35 ms more per
-call (1.4 against 1.05 ms), which pays until a process makes ~5,000 calls of one program.
+Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``): it about halves the
+compile of a new program for a fraction of a millisecond more per call, which pays until a
+process makes thousands of calls of one program (benchmarks/RESULTS.md, "JAX reference: one
+program per bucket, loaded, not re-traced" and "Calibrations behind constants").
 """
 
 from __future__ import annotations

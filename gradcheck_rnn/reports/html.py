@@ -187,16 +187,22 @@ def _drift(drift: dict[str, Any] | None) -> list[str]:
              + (" (--fail-on-drift: drift fails the run)" if drift.get("fail_on_drift") else "") + ".</p>"]
     if not rows:
         return parts + ['<p class="pass">No drift.</p>']
-    parts.append('<div class="scroll"><table><tr><th class=l>case id</th><th class=l>target</th><th class=l>check</th>'
-                 "<th class=l>tensor</th><th>ratio then</th><th>ratio now</th><th>growth</th></tr>")
+    body = []
     for case_id, target, check, tensor, then, now in rows[:TABLE_CAP]:
         growth = f"×{now / then:.3g}" if then > 0 else "from 0"
-        parts.append(f"<tr><td class=id>{_e(case_id)}</td><td class=l>{_e(target)}</td><td class=l>{_e(check)}</td>"
-                     f"<td class=l>{_e(tensor)}</td><td>{fmt(then)}</td><td>{fmt(now)}</td>"
-                     f'<td class="drifted">{growth}</td></tr>')
-    parts.append("</table></div>")
-    if len(rows) > TABLE_CAP:
-        parts.append(f"<p>… and {len(rows) - TABLE_CAP} more drifted tensors: see results.json.</p>")
+        body.append(f"<tr><td class=id>{_e(case_id)}</td><td class=l>{_e(target)}</td><td class=l>{_e(check)}</td>"
+                    f"<td class=l>{_e(tensor)}</td><td>{fmt(then)}</td><td>{fmt(now)}</td>"
+                    f'<td class="drifted">{growth}</td></tr>')
+    header = ("<tr><th class=l>case id</th><th class=l>target</th><th class=l>check</th><th class=l>tensor</th>"
+              "<th>ratio then</th><th>ratio now</th><th>growth</th></tr>")
+    return parts + _capped_table("<table>", header, body, len(rows), "more drifted tensors: see results.json")
+
+
+def _capped_table(opening: str, header: str, body: list[str], total: int, more: str) -> list[str]:
+    """A scrolling table of the first TABLE_CAP of ``total`` entries, then how many more there are."""
+    parts = [f'<div class="scroll">{opening}{header}', *body, "</table></div>"]
+    if total > TABLE_CAP:
+        parts.append(f"<p>… and {total - TABLE_CAP} {more}.</p>")
     return parts
 
 
@@ -206,21 +212,19 @@ def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
         return parts + ['<p class="pass">No failures.</p>']
     # Each failure is two rows: its facts, then its repro command across the row (an unbroken
     # command as wide as the table's other columns together, so the page rarely has to scroll).
-    parts.append('<div class="scroll"><table class="failures"><tr><th>#</th><th class=l>status</th>'
-                 "<th class=l>case id</th><th class=l>target</th><th class=l>check</th><th class=l>worst tensor</th>"
-                 "<th>ratio</th></tr>")
+    body = []
     for i, row in enumerate(bad[:TABLE_CAP], 1):
         case_id = _e(row["case_id"])
         if i <= DETAIL_CAP:
             case_id = f'<a href="#case-{i}">{case_id}</a>'
-        parts.append(f"<tr><td rowspan=2>{i}</td><td class=l>{_status(row['status'])}</td><td class=id>{case_id}</td>"
-                     f"<td class=l>{_e(row['target'])}</td><td class=l>{_e(row.get('check', ''))}</td>"
-                     f"<td class=l>{_e(row.get('worst_tensor') or '–')}</td><td>{fmt(row.get('worst_ratio'))}</td></tr>"
-                     f'<tr class="repro"><td class=id colspan=6><code class=id>{_e(row["repro"])}</code></td></tr>')
-    parts.append("</table></div>")
-    if len(bad) > TABLE_CAP:
-        parts.append(f"<p>… and {len(bad) - TABLE_CAP} more: see results.json or junit.xml.</p>")
-    return parts
+        body.append(f"<tr><td rowspan=2>{i}</td><td class=l>{_status(row['status'])}</td><td class=id>{case_id}</td>"
+                    f"<td class=l>{_e(row['target'])}</td><td class=l>{_e(row.get('check', ''))}</td>"
+                    f"<td class=l>{_e(row.get('worst_tensor') or '–')}</td><td>{fmt(row.get('worst_ratio'))}</td></tr>"
+                    f'<tr class="repro"><td class=id colspan=6><code class=id>{_e(row["repro"])}</code></td></tr>')
+    header = ("<tr><th>#</th><th class=l>status</th><th class=l>case id</th><th class=l>target</th>"
+              "<th class=l>check</th><th class=l>worst tensor</th><th>ratio</th></tr>")
+    return parts + _capped_table('<table class="failures">', header, body, len(bad),
+                                 "more: see results.json or junit.xml")
 
 
 def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:

@@ -28,6 +28,7 @@ from array import array
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+from ..numbers import shorten_json_numbers
 from ..statuses import is_bad
 from ..tally import Tally
 from ..result import document_row
@@ -186,7 +187,8 @@ class RowLog:
         self.tally.add(row)
         if is_bad(row["status"]):
             self._failing.append(row)
-        line = json.dumps(row, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8") + b"\n"
+        text = json.dumps(row, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        line = shorten_json_numbers(text).encode("utf-8") + b"\n"
         key = -1 if result.case_index is None else int(result.case_index)
         self._in_order = self._in_order and (not self._keys or self._keys[-1] <= key)
         self._keys.append(key)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..result import CaseResult, Run, document_row, slim, tally_verdict
@@ -128,10 +128,11 @@ def start_pool_early(execution: Execution) -> None:
 
 
 class Executor(Protocol):
-    """Judges jobs (``(sweep index, case or case reference)``) and streams their rows; reusable
-    for several runs of the same set-up (shrink judges its candidates one run at a time)."""
+    """Judges jobs (``(sweep index, case or case reference)``, a sized collection that may draw
+    them only while iterated) and streams their rows; reusable for several runs of the same set-up
+    (shrink judges its candidates one run at a time)."""
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None],
+    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
               keep: Keep = None) -> list[CaseResult]: ...
 
     def close(self) -> None: ...
@@ -143,7 +144,8 @@ class InProcess:
     def __init__(self, setup: WorkerSetup, targets: list, fail_fast: bool) -> None:
         self.setup, self.targets, self.fail_fast = setup, targets, fail_fast
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None], keep: Keep = None) -> list[CaseResult]:
+    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
+              keep: Keep = None) -> list[CaseResult]:
         from .serial import judge_serially
 
         return judge_serially(jobs, self.targets, self.setup.tolerances, self.setup.checks, self.fail_fast,
@@ -162,7 +164,8 @@ class LocalPool:
         self.pool = WorkerPool(setup, min(execution.workers, max(1, jobs)))
         self.execution = execution
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None], keep: Keep = None) -> list[CaseResult]:
+    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
+              keep: Keep = None) -> list[CaseResult]:
         by_index = self.pool.judge(jobs, self.execution.case_timeout, on_result, self.execution.fail_fast, keep)
         return [row for index in sorted(by_index) for row in by_index[index]]
 
@@ -176,10 +179,11 @@ class DaskCluster:
     def __init__(self, setup: WorkerSetup, execution: Execution) -> None:
         self.setup, self.execution = setup, execution
 
-    def judge(self, jobs: list[Job], on_result: Callable[[CaseResult], None], keep: Keep = None) -> list[CaseResult]:
+    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
+              keep: Keep = None) -> list[CaseResult]:
         from .dask_executor import judge_on_dask
 
-        return judge_on_dask(jobs, self.setup, self.execution.scheduler or "", self.execution.case_timeout,
+        return judge_on_dask(jobs, len(jobs), self.setup, self.execution.scheduler or "", self.execution.case_timeout,
                              on_result, self.execution.fail_fast, keep)
 
     def close(self) -> None:
@@ -220,8 +224,9 @@ def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult
     ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own.
     """
     on_result = _slimming(on_result)
-    # a reference per case (id, config, wants group): workers rebuild each case from its id
-    job_list = list(jobs) if jobs is not None else list(spec.jobs(full=execution.in_process))
+    # a reference per case (id, config, wants group), drawn as the executor reads it: workers
+    # rebuild each case from its id
+    job_list = list(jobs) if jobs is not None else spec.lazy_jobs(full=execution.in_process)
     if executor is not None:
         return executor.judge(job_list, on_result, keep)
     opened = open_executor(spec, execution, targets, len(job_list))

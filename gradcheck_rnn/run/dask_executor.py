@@ -1,7 +1,9 @@
 """The Dask executor: the cases of a run judged on an existing Dask cluster.
 
 The cases go out in chunks of one JAX shape group each (so a chunk compiles at most one bucket),
-through ``client.submit``; Dask places, balances and retries them. On a Dask worker a chunk is
+through ``client.submit``; Dask places, balances and retries them. The cases are read lazily and
+only a bounded window of chunks is in flight, so a run of 100,000 cases costs this process and
+the scheduler what a run of a few hundred does. On a Dask worker a chunk is
 judged by a one-process :class:`~gradcheck_rnn.run.pool.WorkerPool` that the Dask worker keeps
 between chunks (one per Dask worker thread), so a target that segfaults, exits or hangs costs
 one ``error`` row, exactly as with ``--workers N``, and the Dask worker itself survives. A Dask
@@ -13,10 +15,11 @@ each of its cases, never dropped rows.
 from __future__ import annotations
 
 import atexit
+import itertools
 import math
 import pickle
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import UsageError
 from ..result import CaseResult
@@ -26,6 +29,7 @@ from .worker import WorkerSetup, load_user_code
 
 CONNECT_TIMEOUT = 10  # seconds to reach the scheduler before saying it cannot be reached
 MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
+WINDOW_PER_SLOT = 4  # chunks in flight per Dask worker thread: enough to keep each busy, bounded
 
 _local = threading.local()
 _POOLS: list[WorkerPool] = []  # every thread's pool, so that the Dask worker's exit stops their processes
@@ -57,14 +61,22 @@ def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]], case_timeout: 
     return [row for index in sorted(by_index) for row in by_index[index]]
 
 
-def chunks(jobs: list[Job], slots: int) -> list[list[Job]]:
-    """Jobs cut into chunks of one shape group each, small enough to give every slot several."""
-    size = max(1, min(MAX_CHUNK, math.ceil(len(jobs) / max(1, 4 * slots))))
-    out = []
-    for group in group_jobs(jobs).values():
-        group = list(group)
-        out.extend(group[i:i + size] for i in range(0, len(group), size))
-    return out
+def chunk_size(count: int, slots: int) -> int:
+    """Cases per chunk: small enough to give every slot several chunks, at most MAX_CHUNK."""
+    return max(1, min(MAX_CHUNK, math.ceil(count / max(1, 4 * slots))))
+
+
+def chunks(jobs: Iterable[Job], size: int, window: int) -> Iterator[list[Job]]:
+    """Jobs cut into chunks of at most ``size`` cases of one shape group each, read lazily.
+
+    The jobs are read ``size * window`` at a time and grouped within that batch, so a run of any
+    size holds one batch of case references here, never the whole run's.
+    """
+    jobs = iter(jobs)
+    while batch := list(itertools.islice(jobs, size * max(1, window))):
+        for group in group_jobs(batch).values():
+            group = list(group)
+            yield from (group[i:i + size] for i in range(0, len(group), size))
 
 
 def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str) -> list[CaseResult]:
@@ -87,24 +99,41 @@ def _client(scheduler: str) -> Any:
                          f"(dask scheduler) or check --scheduler") from None
 
 
-def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_timeout: float | None = None,
-                  on_result: Callable[[CaseResult], None] | None = None,
+def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler: str,
+                  case_timeout: float | None = None, on_result: Callable[[CaseResult], None] | None = None,
                   fail_fast: bool = False, keep: Callable[[CaseResult], bool] | None = None) -> list[CaseResult]:
-    """Judge ``jobs`` on the cluster at ``scheduler``; every row (those ``keep`` accepts), in index order.
+    """Judge the ``count`` ``jobs`` on the cluster at ``scheduler``; every row (those ``keep``
+    accepts), in index order.
 
-    With ``fail_fast``, chunks not yet finished are cancelled after the first row that does not pass.
-    A finished chunk's future is dropped at once, so that the cluster can forget its rows.
+    The jobs are read lazily and at most WINDOW_PER_SLOT chunks per worker thread are in flight at
+    once: a new chunk is submitted as one finishes, so neither this process nor the scheduler
+    holds a task (or a case reference) per case of a large run. A finished chunk's future is
+    dropped at once, so that the cluster can forget its rows. With ``fail_fast``, the chunks in
+    flight are cancelled after the first row that does not pass, and no more are submitted.
     """
     from distributed import KilledWorker, as_completed
 
     client = _client(scheduler)
     by_index: dict[int, list[CaseResult]] = {}
     try:
-        parts = chunks(jobs, sum(client.nthreads().values()))
-        futures = {client.submit(judge_chunk, setup, [(index, case.id) for index, case in part], case_timeout,
-                                 pure=False): part for part in parts}
-        for future in as_completed(futures, loop=client.loop):
-            part = futures.pop(future)
+        slots = sum(client.nthreads().values())
+        window = WINDOW_PER_SLOT * max(1, slots)
+        parts = chunks(jobs, chunk_size(count, slots), window)
+        in_flight: dict[Any, list[Job]] = {}
+
+        def submit_next() -> Any:
+            part = next(parts, None)
+            if part is None:
+                return None
+            future = client.submit(judge_chunk, setup, [(index, case.id) for index, case in part], case_timeout,
+                                   pure=False)
+            in_flight[future] = part
+            return future
+
+        pending = as_completed([f for f in (submit_next() for _ in range(window)) if f is not None],
+                               loop=client.loop)
+        for future in pending:
+            part = in_flight.pop(future)
             try:
                 rows = future.result()
             except KilledWorker as exc:
@@ -120,8 +149,11 @@ def judge_on_dask(jobs: list[Job], setup: WorkerSetup, scheduler: str, case_time
                     on_result(row)
                 failed = failed or is_bad(row.status)
             if fail_fast and failed:
-                client.cancel(list(futures))
+                client.cancel(list(in_flight))
                 break
+            following = submit_next()
+            if following is not None:
+                pending.add(following)
     finally:
         client.close()
     return [row for index in sorted(by_index) for row in by_index[index]]

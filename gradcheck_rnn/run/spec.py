@@ -162,6 +162,10 @@ class RunSpec:
         """``(index, case)`` for every case this run judges, in index order."""
         return self.jobs(full=True)
 
+    def lazy_jobs(self, full: bool = False) -> "LazyJobs":
+        """:meth:`jobs` as a sized collection that draws its cases only while it is iterated."""
+        return LazyJobs(self, full)
+
     def jobs(self, full: bool = False) -> Iterator[Job]:
         """``(index, case)`` for every case this run judges, in index order: each case whole
         (``full``) or as a :class:`CaseRef` (its id, config and wants group, no arrays drawn)."""
@@ -243,3 +247,18 @@ class RunSpec:
         return {"command": command, "profile": self.profile, "seed": self.seed, "cases": self.cases,
                 "targets": list(self.targets), "rtol": self.rtol, "atol": self.atol, "draw": self.draw_json(),
                 "spec": self.to_json()}
+
+
+@dataclass(frozen=True)
+class LazyJobs:
+    """A run's jobs (:meth:`RunSpec.jobs`), drawn one at a time while iterated, with their count:
+    an executor that streams them (Dask) never holds a reference per case of a large run."""
+
+    spec: RunSpec
+    full: bool = False
+
+    def __len__(self) -> int:
+        return len(self.spec.indices)
+
+    def __iter__(self) -> Iterator[Job]:
+        return self.spec.jobs(self.full)

@@ -65,12 +65,15 @@ def left_out_builtins() -> str:
     run's header ("" when none): found without importing any framework (that costs seconds)."""
     import importlib.util
 
-    from .foreign import _FRAMEWORK, FOREIGN_BUILTINS
+    from .foreign import _FRAMEWORK, FOREIGN_BUILTINS, FOREIGN_CUDA_ONLY
 
     groups: dict[str, list[str]] = {}
-    if not _cuda_available():
-        groups.setdefault("no CUDA device", []).extend(CUDA_TARGETS)
+    cuda = _cuda_available()
+    if not cuda:
+        groups.setdefault("no CUDA device", []).extend(CUDA_TARGETS + FOREIGN_CUDA_ONLY)
     for name in FOREIGN_BUILTINS:
+        if not cuda and name in FOREIGN_CUDA_ONLY:
+            continue
         found = importlib.util.find_spec(_FRAMEWORK[name].split(".")[0]) is not None
         groups.setdefault("installed: name them with -t" if found else "not installed here; NAME@PYTHON runs them "
                           "in another interpreter", []).append(name)

@@ -6,26 +6,26 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter). The other families' kernels have bugs of their own:
-:data:`FAMILY_MUTANTS` (fused CPU kernels) and :data:`GPU_FAMILY_MUTANTS` (their Triton kernels).
-``gradcheck-rnn mutants`` sweeps every CPU mutant and reports which case and
-which tensor or check caught it.
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the s6 and slstm bugs with
+those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
+its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
 from ..case import Case, Outputs, RNNConfig
 from ..errors import UsageError
+from ..families import CUDNN_MODES
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
-from ..kernels.s6_cpu import Layer as S6Layer, S6CPUKernel
+from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import SLSTMCPUKernel, Unit as SLSTMUnit
 from .protocol import Target
 
@@ -376,14 +376,20 @@ class S6PaddedStepDecay:
         return S6CPUKernel.activation(cfg, layer.dt)
 
 
+def undecayed_carry(a_last, b_last, h_start):  # a carry rule: plain arithmetic, jitted for Triton
+    """The carry of proger/accelerated-scan #15: the chunk's B̄ added to its start without the decay Ā."""
+    return b_last + h_start
+
+
 class S6ReverseCarryUndecayed:
     """s6: the backward's reverse scan hands its carry across a chunk boundary without the chunk's decay (proger/accelerated-scan #15).
 
     Only cases longer than a chunk cross a boundary; with a small decay the carried gradient is
-    tiny anyway, which is how the original hid from its tests."""
+    tiny anyway, which is how the original hid from its tests. The rule is the kernel's
+    ``carry_rule``: the CPU kernel applies it in torch, the GPU kernel inside its Triton scan."""
 
-    def carry(self, a_last: Tensor, b_last: Tensor, h_start: Tensor, reverse: bool) -> Tensor:
-        return b_last + h_start if reverse else super().carry(a_last, b_last, h_start, reverse)
+    def carry_rule(self, reverse: bool) -> CarryRule:
+        return undecayed_carry if reverse else super().carry_rule(reverse)
 
 
 class S6GateGradDropped:
@@ -437,27 +443,39 @@ class GPUSLSTMStabilizerGradToForget:
         return "held" if self.hold_stabilizer else "forget"
 
 
-class FamilyMutant:
-    """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others."""
+class ScopedMutant:
+    """A mutant judged only on the cases of the families its bug lives in: on any other case it is
+    a skip with ``reason``, at no kernel run (a kernel bug of cuDNN's cells says nothing about an
+    s6 case, where the target would only run the correct s6 kernel)."""
 
-    def __init__(self, family: str, bug: type, kernel: type, name: str, target: type = FusedCPUTarget) -> None:
-        self.family = family
-        self.target = target(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
+    def __init__(self, target: Any, modes: Sequence[str], reason: str) -> None:
+        self.target, self.modes, self.reason = target, tuple(modes), reason
 
     def supports(self, config: RNNConfig) -> bool | str:
-        if config.mode != self.family:
-            return f"the bug is in the {self.family} kernel"
+        if config.mode not in self.modes:
+            return self.reason
         return self.target.supports(config)
+
+    def supports_case(self, case: Case) -> bool | str:
+        check = getattr(self.target, "supports_case", None)
+        return True if check is None else check(case)
 
     def run(self, case: Case) -> Outputs:
         return self.target.run(case)
 
 
-# Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. Run by
-# name on a profile that draws the family (configs/families.toml):
-# ``gradcheck-rnn mutants -c families -m s6-padded-step-decay …`` (or every one of them with
-# ``gradcheck-rnn mutants -c families``, which skips the cuDNN ones there); the default run's ci profile
-# draws cuDNN's cells only, where these would be skipped on every case.
+def family_mutant(family: str, bug: type, kernel: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
+    """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others.
+    The kernel runs in ``target_class`` (fused-cpu's target, or fused-gpu's for a GPU mutant)."""
+    target = target_class(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
+    return ScopedMutant(target, (family,), f"the bug is in the {family} kernel")
+
+
+# Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
+# ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`FAMILY_PROFILE`,
+# configs/families.toml, which draws s6 and slstm) and the cuDNN mutants on the ci profile's, in one
+# run (gradcheck_rnn/detection.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
+# and skipped, at no kernel run, on a case of a family its bug is not in.
 FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "s6-padded-step-decay": ("s6", S6PaddedStepDecay),
     "s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
@@ -469,15 +487,9 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
 }
 
 _FAMILY_KERNELS = {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel}
-
-# Bugs of the families' Triton kernels, each crossed with that family's fused GPU kernel; they
-# need CUDA or the Triton interpreter, and a profile that draws the family, so they run by name:
-# ``gradcheck-rnn mutants -c families --mode slstm -m gpu-slstm-…`` (benchmarks/gpu.sh does).
-GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
-    "gpu-slstm-stabilizer-grad-to-forget": ("slstm", GPUSLSTMStabilizerGradToForget),
-    # recurrent_input is torch code in the GPU kernel too: the CPU bug, crossed as it is
-    "gpu-slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
-}
+# The profile whose cases a mutant is judged on by default: the family mutants' draws their families.
+FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
+CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
 MUTANTS: dict[str, type] = {
@@ -518,6 +530,16 @@ GPU_MUTANTS: dict[str, type[KernelBug]] = {
     "gpu-reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
 }
 
+# Bugs of a family's GPU kernel, crossed with it when judged (name -> family, bug), beside
+# GPU_MUTANTS but apart from them: judged on their family's cases (home profile FAMILY_PROFILE), where
+# the cuDNN-cell GPU mutants are skips; run by name like them (``-m gpu-s6-…``).
+GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
+    "gpu-s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
+    "gpu-slstm-stabilizer-grad-to-forget": ("slstm", GPUSLSTMStabilizerGradToForget),
+    # recurrent_input is torch code in the GPU kernel too: the CPU bug, crossed as it is
+    "gpu-slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
+}
+
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of
 # the default ``gradcheck-rnn mutants`` so that its verdict stays about what must be caught.
 BLIND_SPOTS: dict[str, type] = {
@@ -533,26 +555,37 @@ def mutant_doc(name: str) -> str:
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
+def home_profile(name: str) -> str:
+    """The profile whose cases the default ``gradcheck-rnn mutants`` judges mutant ``name`` on:
+    one that draws the family its bug is in."""
+    return FAMILY_PROFILE if name in FAMILY_MUTANTS or name in GPU_FAMILY_MUTANTS else CUDNN_PROFILE
+
+
 def mutant_target(name: str) -> Target:
     """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
-    :data:`GPU_MUTANTS`); UsageError names the known mutants."""
+    :data:`GPU_MUTANTS`, :data:`GPU_FAMILY_MUTANTS`); UsageError names the known mutants. A mutant
+    is a skip on a case of a family its bug is not in (:class:`ScopedMutant`)."""
     from ..kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget
-    from ..kernels.fused_gpu.slstm import SLSTMGPUKernel
 
+    full = f"mutant:{name}"
     if name in GPU_MUTANTS:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
-        return Target(f"mutant:{name}", FusedGPUTarget(kernel(), name=f"mutant:{name}"))
+        return Target(full, ScopedMutant(FusedGPUTarget(kernel(), name=full), CUDNN_MODES, CUDNN_REASON))
     if name in GPU_FAMILY_MUTANTS:
+        from ..kernels.fused_gpu.s6 import S6GPUKernel
+        from ..kernels.fused_gpu.slstm import SLSTMGPUKernel
+
         family, bug_class = GPU_FAMILY_MUTANTS[name]
-        return Target(f"mutant:{name}", FamilyMutant(family, bug_class, {"slstm": SLSTMGPUKernel}[family],
-                                                     f"mutant:{name}", FusedGPUTarget))
+        kernel_class = {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel}[family]
+        return Target(full, family_mutant(family, bug_class, kernel_class, full, FusedGPUTarget))
     if name in FAMILY_MUTANTS:
         family, bug_class = FAMILY_MUTANTS[name]
-        return Target(f"mutant:{name}", FamilyMutant(family, bug_class, _FAMILY_KERNELS[family], f"mutant:{name}"))
+        return Target(full, family_mutant(family, bug_class, _FAMILY_KERNELS[family], full))
     if name not in MUTANTS and name not in BLIND_SPOTS:
         raise UsageError(f"unknown mutant {name!r}; allowed: "
                          f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")
     bug = MUTANTS.get(name) or BLIND_SPOTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
-        return Target(f"mutant:{name}", bug())
-    return Target(f"mutant:{name}", FusedCPUTarget(crossed(bug, FusedCPUKernel)(), name=f"mutant:{name}"))
+        return Target(full, ScopedMutant(bug(), CUDNN_MODES, CUDNN_REASON))
+    return Target(full, ScopedMutant(FusedCPUTarget(crossed(bug, FusedCPUKernel)(), name=full), CUDNN_MODES,
+                                     CUDNN_REASON))

@@ -22,10 +22,10 @@ from ..kernels.target import cuda_matmul_precision
 from ..layout import directions, param_key, unit_kinds
 
 _MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
-# torch's CPU RNNs take float16 and bfloat16 too, but bfloat16 is not judged: on `gradcheck-rnn
-# calibrate -c half -t torch-native` (300 cases, 2026-12-03) its worst bf16 errors were 7x
-# (input_grad) and 22x (weight_grad) the previous 5e-2/5e-2 tolerance, 4-12x fused-cpu's worst
-# under the same bf16 inputs: a tolerance that passes it would catch no bf16 bug at all.
+# torch's CPU RNNs take float16 and bfloat16 too, but bfloat16 is not judged: under `gradcheck-rnn
+# calibrate -c half -t torch-native` its worst bf16 gradient errors are several times fused-cpu's
+# under the same inputs (benchmarks/RESULTS.md, "Tolerance calibrations"): a tolerance that passes
+# it would catch no bf16 bug at all.
 _CPU_DTYPES = ("f64", "f32", "f16")
 
 

@@ -23,6 +23,12 @@ as well. Importing this module does not import triton; the first cell launch doe
 
 Mutants subclass :class:`FusedGPUKernel` and override one hook, as for fused-cpu
 (``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.mutants`).
+
+Families with a GPU kernel of their own run through it (``FusedTarget.family_kernels``): ``s6``
+through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton
+launch each (:mod:`.scan`); ``slstm`` through :class:`.slstm.SLSTMGPUKernel`, fused-cpu's sLSTM
+kernel with each step's pointwise passes as one Triton launch each way (:mod:`.slstm_cells`, which
+import :mod:`.cells`). Their mutants are ``GPU_FAMILY_MUTANTS``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from ..autograd import apply_kernel, kernel_function
 from ..target import cuda_matmul_precision, FusedTarget
 
 CELLS_MODULE = f"{__name__}.cells"
+SCAN_MODULE = f"{__name__}.scan"  # the s6 kernel's chunked scan (.s6)
 
 
 def _cells() -> Any:
@@ -63,11 +70,13 @@ def unavailable_reason() -> str | None:
     if not cuda and not interpreting():
         return ("fused-gpu needs a CUDA device (this machine has none), or TRITON_INTERPRET=1 to run its "
                 "Triton kernels on CPU through the interpreter")
-    loaded = sys.modules.get(CELLS_MODULE)
-    if loaded is not None and loaded.INTERPRETED != interpreting():
-        # triton.jit chose interpreter or compiler at import; that choice holds for the process
-        return (f"fused-gpu's Triton kernels were imported {'with' if loaded.INTERPRETED else 'without'} "
-                f"TRITON_INTERPRET=1 and cannot switch now; set it as wanted before the first run in a new process")
+    for name in (CELLS_MODULE, SCAN_MODULE):
+        loaded = sys.modules.get(name)
+        if loaded is not None and loaded.INTERPRETED != interpreting():
+            # triton.jit chose interpreter or compiler at import; that choice holds for the process
+            return (f"fused-gpu's Triton kernels were imported {'with' if loaded.INTERPRETED else 'without'} "
+                    f"TRITON_INTERPRET=1 and cannot switch now; set it as wanted before the first run in a new "
+                    f"process")
     return None
 
 
@@ -126,17 +135,19 @@ def fused_rnn_gpu(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | N
 class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
-    with a Triton kernel of its own (``slstm``: :mod:`.slstm`) runs through that one
-    (``family_kernels``), in f64 and f32."""
+    with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
+    :mod:`.s6`, ``slstm``: :mod:`.slstm`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
         if family_kernels is None:
+            from .s6 import S6GPUKernel
             from .slstm import SLSTMGPUKernel
 
             family_kernels = {
+                "s6": S6GPUKernel(),
                 "slstm": SLSTMGPUKernel(),
             }
         super().__init__(kernel if kernel is not None else FusedGPUKernel(), name, family_kernels=family_kernels)

@@ -374,6 +374,10 @@ def local_builtin(name: str) -> Any:
     return InProcess(getattr(module, factory)(**kwargs))
 
 
+# Built-in foreign targets that run on a CUDA device only (a CPU machine can only skip them).
+FOREIGN_CUDA_ONLY = ("flashrnn-triton", "flashrnn-cuda")
+
+
 def foreign_rows() -> list[tuple[str, bool, str]]:
     """(name, available here, note) for ``gradcheck-rnn targets``."""
     notes = {"mxnet": "MXNet's RNN operator on CPU (oneDNN where MXNet uses it)",
