@@ -7,8 +7,8 @@ Semantics are :mod:`gradcheck_rnn.families.s6`. Nothing goes through autograd. P
   projection is one GEMM over all T·B rows (``[u | z]``, ``[δ | B | C]``, Δ); Δ is multiplied by
   the length mask, so a padded step has exp(ΔA) = 1 and ΔBu = 0 and leaves the state as it was.
   The recurrence h_t = a_t ⊙ h_{t−1} + b_t (a = exp(ΔA), b = ΔBu) is a chunked scan: time is
-  cut into chunks of ``chunk`` steps; inside every chunk at once a log-depth (Hillis–Steele)
-  scan composes the affine maps, giving h_t = Ā_t ⊙ h_start + B̄_t; then one sequential pass over
+  cut into chunks of ``chunk`` steps; every chunk at once (step j of all chunks in one op)
+  composes its affine maps, giving h_t = Ā_t ⊙ h_start + B̄_t; then one sequential pass over
   the chunks carries the state across each chunk boundary (h_start of chunk k+1 = the last h of
   chunk k), and every step's state follows from its chunk's h_start.
 * Backward: λ_t = dL/dh_t (all paths) obeys λ_t = g_t + a_{t+1} ⊙ λ_{t+1} with λ after the last
@@ -86,13 +86,13 @@ class S6CPUKernel:
     # ------------------------------------------------------------------ the scan
     def chunk_scan(self, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
         """Inclusive scan of the affine maps h -> a_t h + b_t inside each chunk, all chunks at once:
-        a, b (C, K, ...) -> (Ā, B̄) with h_t = Ā_t h_start + B̄_t; log2(K) doubling steps."""
-        shift = 1
-        while shift < a.shape[1]:
-            a_new, b_new = a.clone(), b.clone()
-            a_new[:, shift:] = a[:, shift:] * a[:, :-shift]
-            b_new[:, shift:] = a[:, shift:] * b[:, :-shift] + b[:, shift:]
-            a, b, shift = a_new, b_new, 2 * shift
+        a, b (C, K, ...) -> (Ā, B̄) with h_t = Ā_t h_start + B̄_t, written over a and b (the
+        scan's own padded copies). K − 1 steps, each over one step of every chunk: one pass over
+        the data in all (a log-depth doubling scan makes log2(K) passes and a copy per pass, and
+        a scan this size is bound by memory, not arithmetic)."""
+        for j in range(1, a.shape[1]):
+            b[:, j].addcmul_(a[:, j], b[:, j - 1])
+            a[:, j].mul_(a[:, j - 1])
         return a, b
 
     def carry_rule(self, reverse: bool) -> CarryRule:
@@ -106,6 +106,7 @@ class S6CPUKernel:
         T, K = a.shape[0], self.chunk
         C = math.ceil(T / K)
         pad = C * K - T  # identity maps (a = 1, b = 0) fill the last chunk
+        # fresh copies (chunk_scan writes over them), padded with identity maps
         a_c = torch.cat([a, a.new_ones((pad,) + a.shape[1:])]).reshape((C, K) + a.shape[1:])
         b_c = torch.cat([b, b.new_zeros((pad,) + b.shape[1:])]).reshape((C, K) + b.shape[1:])
         a_bar, b_bar = self.chunk_scan(a_c, b_c)

@@ -11,9 +11,10 @@ time is cut into chunks of ``chunk`` steps, and every program owns a block of st
    the CPU kernel applies: :func:`~gradcheck_rnn.kernels.s6_cpu.decayed_carry`);
 3. every chunk in parallel again: its steps from its start, h_t = a_t h_{t−1} + b_t, stored.
 
-Where the CPU kernel composes a chunk by log-depth doubling, a chunk here is composed step by
-step, with all chunks of all elements side by side (a and b are read twice, h written once); the
-two agree to rounding. The reverse scan of the backward is this scan on time-reversed inputs, as
+As in the CPU kernel, a chunk is composed step by step, all chunks of all elements side by side
+(a and b are read twice, h written once); where the CPU kernel then forms each h from its
+chunk's composed map, this one runs the steps again from the chunk's start: the two agree to
+rounding. The reverse scan of the backward is this scan on time-reversed inputs, as
 on CPU.
 
 Arithmetic is in the data's dtype: float64 for f64 cases, float32 for f32 (the s6 kernels run
