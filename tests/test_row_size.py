@@ -64,8 +64,8 @@ def test_a_passing_row_is_short_and_reads_back_as_the_whole_row_read():
     for kept, full in zip(map(expand_tensor, short["tensors"]), whole["tensors"]):
         assert kept["name"] == full["name"] and kept["location"] == (full["location"] if full["ratio"] else {})
         assert kept["mistrusted"] == full["mistrusted"] and kept["status"] == "pass"
-        for key, digits in (("ratio", 3), ("max_abs", 2), ("max_rel", 2)):
-            assert kept[key] == pytest.approx(full[key], rel=10 ** (1 - digits))
+        for key, digits in (("ratio", 3), ("max_abs", 1), ("max_rel", 1)):
+            assert kept[key] == pytest.approx(full[key], rel=0.5 * 10 ** (1 - digits))  # half a unit of the last digit
     assert short["tensors"][4] == "l0.fwd.b_hh"  # equal everywhere: the name alone
     back = CaseResult.from_json(short)
     assert (back.mode, back.dtype, back.wants, back.worst.name) == ("lstm", "f32", "inputs", "l1.bwd.w_ih")
