@@ -269,12 +269,14 @@ class FusedCPUTarget(FusedTarget):
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
-        if family_kernels is None:
-            from .s6_cpu import S6CPUKernel
-            from .slstm_cpu import SLSTMCPUKernel
-
-            family_kernels = {"s6": S6CPUKernel(), "slstm": SLSTMCPUKernel()}
         super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu", family_kernels)
+
+    @staticmethod
+    def family_kernel_classes() -> dict[str, type]:
+        from .s6_cpu import S6CPUKernel
+        from .slstm_cpu import SLSTMCPUKernel
+
+        return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

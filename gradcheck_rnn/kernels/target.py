@@ -22,8 +22,8 @@ class FusedTarget:
     weight-gradient GEMMs for frozen weights, no layer-0 dx GEMM when x is frozen).
 
     cuDNN's four cells run through ``kernel``; a family with a fused kernel of its own runs
-    through ``family_kernels[mode]``, an object with ``run(case, dtype, device) -> Outputs``
-    (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`), in f64 and f32."""
+    through ``family_kernels[mode]``, an object with ``run(case, dtype, device) -> Outputs``, in
+    f64 and f32: by default one of each class :meth:`family_kernel_classes` names."""
 
     dtypes: Mapping[str, torch.dtype] = {"f64": torch.float64, "f32": torch.float32}
     family_dtypes = ("f64", "f32")
@@ -33,7 +33,15 @@ class FusedTarget:
         self.kernel = kernel
         self.name = name
         self.device = device
-        self.family_kernels = dict(family_kernels or {})
+        if family_kernels is None:
+            family_kernels = {mode: kernel_class() for mode, kernel_class in self.family_kernel_classes().items()}
+        self.family_kernels = dict(family_kernels)
+
+    @staticmethod
+    def family_kernel_classes() -> dict[str, type]:
+        """The family kernels of this target by mode (none here; fused-cpu and fused-gpu name theirs),
+        imported when asked for: the default ``family_kernels``, and what a family mutant subclasses."""
+        return {}
 
     def family_support(self, config: RNNConfig) -> bool | str:
         """True where this target has a kernel for the config's family and dtype; else why not."""
@@ -48,10 +56,10 @@ class FusedTarget:
     def run(self, case: Case) -> Outputs:
         """Forward, backward_data and (when any parameter is requested) backward_weights."""
         config = case.config
+        dtype, device = self.dtypes[config.dtype], self.device
         family_kernel = self.family_kernels.get(config.mode)
         if family_kernel is not None:
-            return family_kernel.run(case, self.dtypes[config.dtype], self.device)
-        dtype, device = self.dtypes[config.dtype], self.device
+            return family_kernel.run(case, dtype, device)
 
         def tensor(a: np.ndarray | None) -> Tensor | None:
             return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)

@@ -26,7 +26,7 @@ from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
-from ..kernels.slstm_cpu import SLSTMCPUKernel, Unit as SLSTMUnit
+from ..kernels.slstm_cpu import Unit as SLSTMUnit
 from .protocol import Target
 
 
@@ -464,9 +464,10 @@ class ScopedMutant:
         return self.target.run(case)
 
 
-def family_mutant(family: str, bug: type, kernel: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
-    """A family kernel with one bug: judged on that family's cases, skipped (with the reason) on others.
-    The kernel runs in ``target_class`` (fused-cpu's target, or fused-gpu's for a GPU mutant)."""
+def family_mutant(family: str, bug: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
+    """``target_class``'s kernel of ``family`` with one bug (fused-cpu's, or fused-gpu's for a GPU
+    mutant): judged on that family's cases, skipped (with the reason) on others."""
+    kernel = target_class.family_kernel_classes()[family]
     target = target_class(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
     return ScopedMutant(target, (family,), f"the bug is in the {family} kernel")
 
@@ -486,7 +487,6 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "slstm-padded-step-updates-n": ("slstm", SLSTMPaddedStepUpdatesNormalizer),
 }
 
-_FAMILY_KERNELS = {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel}
 # The profile whose cases a mutant is judged on by default: the family mutants' draws their families.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
 CUDNN_REASON = "the bug is in cuDNN's cells"
@@ -572,15 +572,9 @@ def mutant_target(name: str) -> Target:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
         return Target(full, ScopedMutant(FusedGPUTarget(kernel(), name=full), CUDNN_MODES, CUDNN_REASON))
     if name in GPU_FAMILY_MUTANTS:
-        from ..kernels.fused_gpu.s6 import S6GPUKernel
-        from ..kernels.fused_gpu.slstm import SLSTMGPUKernel
-
-        family, bug_class = GPU_FAMILY_MUTANTS[name]
-        kernel_class = {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel}[family]
-        return Target(full, family_mutant(family, bug_class, kernel_class, full, FusedGPUTarget))
+        return Target(full, family_mutant(*GPU_FAMILY_MUTANTS[name], full, FusedGPUTarget))
     if name in FAMILY_MUTANTS:
-        family, bug_class = FAMILY_MUTANTS[name]
-        return Target(full, family_mutant(family, bug_class, _FAMILY_KERNELS[family], full))
+        return Target(full, family_mutant(*FAMILY_MUTANTS[name], full))
     if name not in MUTANTS and name not in BLIND_SPOTS:
         raise UsageError(f"unknown mutant {name!r}; allowed: "
                          f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")

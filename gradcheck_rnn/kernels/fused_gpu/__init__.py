@@ -142,15 +142,14 @@ class FusedGPUTarget(FusedTarget):
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
-        if family_kernels is None:
-            from .s6 import S6GPUKernel
-            from .slstm import SLSTMGPUKernel
-
-            family_kernels = {
-                "s6": S6GPUKernel(),
-                "slstm": SLSTMGPUKernel(),
-            }
         super().__init__(kernel if kernel is not None else FusedGPUKernel(), name, family_kernels=family_kernels)
+
+    @staticmethod
+    def family_kernel_classes() -> dict[str, type]:
+        from .s6 import S6GPUKernel
+        from .slstm import SLSTMGPUKernel
+
+        return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""
