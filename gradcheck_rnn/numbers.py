@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from typing import Any
 
 
@@ -56,21 +55,28 @@ def location_text(location: dict[str, Any] | None) -> str:
     return "(" + ",".join(f"{k}={v}" for k, v in location.items()) + ")" if location else ""
 
 
-# A JSON string (left as it is) or a JSON number with a fraction or an exponent (a float).
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?[eE][+-]?\d+|-?\d+\.\d+')
+# A JSON string (left as it is: group 1); a float below 0.01 written positionally (sign, the zeros
+# after the point, the digits: groups 2-4); a float with an exponent (mantissa, the exponent's sign
+# and digits without leading zeros: groups 5-7). A number starts after no digit or point, so the
+# tail of 10.000469 is never taken for a number of its own.
+_JSON_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")'
+                         r'|(?<![\d.])(-?)0\.(0{2,})([1-9]\d*)(?![\d.eE])'
+                         r'|(?<![\d.])(-?\d+(?:\.\d+)?)[eE]\+?(-?)0*(\d+)')
 
 
-def _shortest_number(token: str) -> str:
-    """The shortest spelling of the decimal ``token`` spells: ``0.000469`` -> ``4.69e-4``,
-    ``1.3e-07`` -> ``1.3e-7``, ``0.002`` -> ``2e-3``. The same decimal value, so it reads back as
-    the same float (strict JSON either way)."""
-    sign, digits, exponent = Decimal(token).normalize().as_tuple()
-    mantissa = "".join(map(str, digits))
-    scientific = (f"{'-' if sign else ''}{mantissa[0]}{'.' + mantissa[1:] if len(mantissa) > 1 else ''}"
-                  f"e{exponent + len(mantissa) - 1}")
-    return scientific if len(scientific) < len(token) else token
+def _shortest_number(match: re.Match[str]) -> str:
+    """The token, or a shorter spelling of the same decimal value: ``0.000469`` -> ``4.69e-4``,
+    ``1.3e-07`` -> ``1.3e-7``, ``0.002`` -> ``2e-3`` (it reads back as the same float; strict JSON
+    either way). String operations only: this runs on every row a run stores."""
+    if match[1] is not None:
+        return match[1]
+    if match[4] is not None:
+        digits = match[4]
+        scientific = f"{match[2]}{digits[0]}{'.' + digits[1:] if len(digits) > 1 else ''}e-{len(match[3]) + 1}"
+        return scientific if len(scientific) < len(match[0]) else match[0]
+    return f"{match[5]}e{match[6]}{match[7]}"
 
 
 def shorten_json_numbers(text: str) -> str:
     """Compact JSON text with every float in its shortest spelling (results.json rows: ~3% fewer bytes)."""
-    return _JSON_TOKEN.sub(lambda m: m[0] if m[0][0] == '"' else _shortest_number(m[0]), text)
+    return _JSON_TOKEN.sub(_shortest_number, text)

@@ -138,6 +138,7 @@ def test_rows_are_written_with_the_shortest_spelling_of_each_number_and_read_bac
     assert shorten_json_numbers('{"a":0.000469,"b":1.3e-07,"c":0.002,"d":1e+20,"e":-0.0,"f":12,"g":0.5}') == \
         '{"a":4.69e-4,"b":1.3e-7,"c":2e-3,"d":1e20,"e":-0.0,"f":12,"g":0.5}'
     assert shorten_json_numbers('{"m":"ratio 0.000469 \\" 1.3e-07"}') == '{"m":"ratio 0.000469 \\" 1.3e-07"}'
+    assert shorten_json_numbers('[10.000469,-0.00012,1.5e+300]') == '[10.000469,-1.2e-4,1.5e300]'  # no tail taken
 
     @settings(max_examples=80, deadline=None)
     @given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(), st.text(max_size=8)),
