@@ -226,12 +226,12 @@ def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult
     on_result = _slimming(on_result)
     # a reference per case (id, config, wants group), drawn as the executor reads it: workers
     # rebuild each case from its id
-    job_list = list(jobs) if jobs is not None else spec.lazy_jobs(full=execution.in_process)
+    to_judge = list(jobs) if jobs is not None else spec.lazy_jobs(full=execution.in_process)
     if executor is not None:
-        return executor.judge(job_list, on_result, keep)
-    opened = open_executor(spec, execution, targets, len(job_list))
+        return executor.judge(to_judge, on_result, keep)
+    opened = open_executor(spec, execution, targets, len(to_judge))
     try:
-        return opened.judge(job_list, on_result, keep)
+        return opened.judge(to_judge, on_result, keep)
     finally:
         opened.close()
 
