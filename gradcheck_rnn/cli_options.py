@@ -276,7 +276,6 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
     from .runtime import set_up_process
 
-    set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
     shard = parse_shard(values.get("shard"))
     profile = load_profile(values.get("config"))
     workers, why = values.get("workers"), "--workers"
@@ -287,6 +286,9 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
                           scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
                           fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False))
     start_pool_early(execution)
+    # after the fork server has started: this imports torch (~1 s), which the server imports too,
+    # on the other core. The JAX cache folder it names is in the environment before any worker is made.
+    set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
     resolved: list = []
     spec_values = {name: values.get(name) for name in ("config", "cases", "seed", "rtol", "atol")} | spec_values
     spec_values.setdefault("targets", tuple(values.get("targets", ())))

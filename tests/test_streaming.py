@@ -55,6 +55,18 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
     assert "gradcheck_rnn.run.preload" not in sys.modules  # the heavy imports happen in the server only
 
 
+def test_the_command_starts_the_fork_server_before_its_own_torch_import(monkeypatch):
+    """The fork server's imports (torch and jax) are on every pooled run's path to its first row;
+    the command's own set-up imports torch too, and must do it beside them, not before."""
+    from gradcheck_rnn import cli_options
+
+    order: list[str] = []
+    monkeypatch.setattr("gradcheck_rnn.run.start_pool_early", lambda execution: order.append("fork server"))
+    monkeypatch.setattr("gradcheck_rnn.runtime.set_up_process", lambda: order.append("torch threads"))
+    cli_options.build_run({"cases": 2, "workers": 2, "targets": ("fused-cpu",)})
+    assert order == ["fork server", "torch threads"]
+
+
 def test_default_workers_follow_cases_and_load_and_say_why(monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 4)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
