@@ -4,11 +4,15 @@
     git worktree add --detach /tmp/gr-before <commit>              # an earlier commit, outside this checkout
     python benchmarks/sweep_throughput.py --before /tmp/gr-before  # the same table for both, side by side
     python benchmarks/sweep_throughput.py --cases 60 --workers 0   # the 60-case in-process profile only
+    python benchmarks/sweep_throughput.py --command                # the whole command, reports included
 
 Each run is a fresh process (so "cold" means nothing compiled in memory either) that imports the
 package from one checkout (``PYTHONPATH``; this checkout unless ``--before``) and judges the
 same run spec through ``gradcheck_rnn.run.execute``, as ``gradcheck-rnn sweep --workers W`` does
 minus the reports, with the targets fused-cpu and torch-native and every check of the profile.
+With ``--command`` each column is the whole ``gradcheck-rnn sweep -n CASES --workers W`` command
+instead (its start-up, its progress bar and its reports included), timed from outside; the rows
+are read back from the run's results.json.
 "cold" starts from an empty JAX cache folder (``GRADCHECK_RNN_JAX_CACHE``), "warm" is a new
 process that reuses the folder the cold run of the same checkout and worker count filled. With
 ``--before`` every column runs for both checkouts back to back (before, after, before, ...), so
@@ -25,7 +29,7 @@ Rows:
   monitoring events in the serial runs (a warm run that loads the serialized programs traces and
   lowers none; checkouts that only had the persistent cache traced and lowered each program to
   find it there);
-- where the time goes, serial runs: the float64 references (loop; jax without its compilation),
+- where the time goes, in-process runs (``--workers 0``): the float64 references (loop; jax without its compilation),
   JAX trace + lower + compile (jax.monitoring's compile events, cache loads included), each
   target's ``run`` and the rest (comparisons, the checks' own work, drawing cases, imports).
 """
@@ -148,9 +152,29 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
             "compiled": _cache_entries(cache) - entries, "spent": dict(spent), "counts": dict(counts)}
 
 
-def run_child(tree: Path, profile: str, cases: int, workers: int, cache: str) -> dict[str, object]:
+def run_command(tree: Path, profile: str, cases: int, workers: int, env: dict[str, str]) -> dict[str, object]:
+    """The whole ``gradcheck-rnn sweep`` command of ``tree``, timed from outside; its rows from results.json."""
+    with tempfile.TemporaryDirectory(prefix="sweep-reports-") as reports:
+        command = [sys.executable, "-c", "from gradcheck_rnn.cli import main; main()", "sweep", "--config", profile,
+                   "-n", str(cases), "--workers", str(workers), "--report-dir", reports,
+                   *[arg for target in TARGETS for arg in ("-t", target)]]
+        start = time.perf_counter()
+        done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            sys.exit(f"the command in {tree} failed:\n{done.stderr[-3000:]}")
+        document = json.loads((Path(reports) / "latest" / "results.json").read_text())
+    rows = [f"{r['case_id']} {r['target']} {r.get('check', '')} {r['status']}" for r in document["results"]]
+    return {"wall": wall, "rows": len(rows), "bad": sum(r["status"] not in ("pass", "skip") for r in document["results"]),
+            "digest": hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()[:12], "spent": {}, "counts": {}}
+
+
+def run_child(tree: Path, profile: str, cases: int, workers: int, cache: str, command: bool = False) -> dict[str, object]:
     env = dict(os.environ, GRADCHECK_RNN_JAX_CACHE=cache, PYTHONPATH=str(tree))
     env.pop("JAX_ENABLE_X64", None)
+    if command:
+        entries = _cache_entries(cache)
+        return run_command(tree, profile, cases, workers, env) | {"compiled": _cache_entries(cache) - entries}
     done = subprocess.run([sys.executable, __file__, "--child", str(workers), "--profile", profile,
                            "--cases", str(cases)], env=env, cwd=tree, capture_output=True, text=True)
     if done.returncode:
@@ -178,6 +202,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, default=None,
                         help="a checkout of an earlier commit (git worktree) measured beside --after")
     parser.add_argument("--after", type=Path, default=HERE, help="the checkout measured (default: this one)")
+    parser.add_argument("--command", action="store_true",
+                        help="time the whole gradcheck-rnn sweep command (reports included) instead of the run alone")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -195,7 +221,8 @@ def main() -> None:
             for state in ("cold", "warm"):
                 for side, tree in trees.items():
                     name = f"{workers}w {state}" + (f" {side}" if len(trees) > 1 else "")
-                    columns[name] = run_child(tree, args.profile, args.cases, workers, caches[side, workers])
+                    columns[name] = run_child(tree, args.profile, args.cases, workers, caches[side, workers],
+                                             args.command)
                     print(f"measured {name}: {columns[name]['wall']:.1f} s", file=sys.stderr)
     finally:
         import shutil
@@ -204,7 +231,8 @@ def main() -> None:
             shutil.rmtree(folder, ignore_errors=True)
     names = list(columns)
     width = max(13, max(len(n) for n in names) + 2)
-    print(f"profile {args.profile}, {args.cases} cases x {', '.join(TARGETS)}, every check of the profile; "
+    what = "the whole sweep command, reports included" if args.command else "the run without its reports"
+    print(f"profile {args.profile}, {args.cases} cases x {', '.join(TARGETS)}, every check of the profile; {what}; "
           f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; load average {load_before} -> {_load()}")
     print("; ".join(f"{side} = {tree} ({_git_head(tree)})" for side, tree in trees.items()))
 
@@ -218,17 +246,18 @@ def main() -> None:
     row("", names)
     row("wall (s)", [get(n, "wall") for n in names])
     row("cases/s", [f"{args.cases / columns[n]['wall']:.1f}" for n in names])
-    row("first row after (s)", [get(n, "first_row") for n in names])
-    row("default --workers then", [get(n, "default_workers", fmt="{:d}") for n in names])
+    if not args.command:  # the command's own header says its default worker count
+        row("first row after (s)", [get(n, "first_row") for n in names])
+        row("default --workers then", [get(n, "default_workers", fmt="{:d}") for n in names])
     row("rows not passed", [get(n, "bad", fmt="{:d}") for n in names])
     row("rows digest", [get(n, "digest", fmt="{}") for n in names])
     row("JAX programs compiled", [get(n, "compiled", fmt="{:d}") for n in names])
-    serial = [n for n in names if n.startswith("1w")]
+    serial = [n for n in names if n.startswith("0w")]  # judged in this process: its time is measurable
     if serial:
         for key in ("traced", "lowered", "cache hits", "calls: reference jax"):
             row(f"  {key} (serial)", [get(n, "counts", key, "{:d}") if n in serial else "-" for n in names])
         keys = sorted({k for n in serial for k in columns[n]["spent"]}, key=lambda k: (k == "rest", k))
-        print("where the time goes, serial runs (s):")
+        print("where the time goes, in-process runs (s):")
         for key in keys:
             row(f"  {key}", [get(n, "spent", key) if n in serial else "-" for n in names])
         for n in serial:
