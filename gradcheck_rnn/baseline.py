@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .compare import expand_tensor
+from .compare import tensor_summary
 from .numbers import from_json_number
 from .result import CaseResult
 from .statuses import PASSED
@@ -42,8 +42,8 @@ def load_rows(run_dir: str | Path) -> tuple[Path, dict[Key, Stored]]:
     for row in load_document(folder)["results"]:
         key = (row["case_id"], sys.intern(row["target"]), sys.intern(row.get("check", "reference")))
         rows[key] = (sys.intern(row["status"]),
-                     {sys.intern(t["name"]): from_json_number(t.get("ratio"))
-                      for t in map(expand_tensor, row.get("tensors", []))})
+                     {sys.intern(name): from_json_number(ratio)
+                      for name, _, ratio, _ in map(tensor_summary, row.get("tensors", ()))})
     return folder, rows
 
 

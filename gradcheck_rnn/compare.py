@@ -204,6 +204,16 @@ def expand_tensor(data: str | list[Any] | dict[str, Any]) -> dict[str, Any]:
             "location": where, "mistrusted": bool(mistrusted and mistrusted[0])}
 
 
+def tensor_summary(data: str | list[Any] | dict[str, Any]) -> tuple[str, str, Any, bool]:
+    """``(name, status, ratio as stored, mistrusted)`` of a stored tensor of either form, read
+    without :func:`expand_tensor`'s dict: the tally and the baseline read these of every row."""
+    if isinstance(data, str):
+        return data, "pass", 0, False
+    if isinstance(data, list):
+        return data[0], "pass", data[1], len(data) > 5 and bool(data[5])
+    return data["name"], data["status"], data.get("ratio"), bool(data.get("mistrusted"))
+
+
 _STORED_FIELDS = tuple(f.name for f in fields(TensorError) if f.name not in ("ratio_map", "drift"))
 _PLAIN = (str, int, bool, type(None))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .case import id_facts
-from .compare import TensorError, expand_tensor, from_json_number, json_safe
+from .compare import TensorError, from_json_number, json_safe, tensor_summary
 from .statuses import BAD_STATUSES, PASSED, is_bad
 
 
@@ -153,10 +153,9 @@ def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
     finds it."""
     if "worst_tensor" in row:
         return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
-    tensors = [expand_tensor(t) for t in row.get("tensors", [])]
-    worst = max(tensors, key=lambda t: (from_json_number(t["ratio"]) != from_json_number(t["ratio"]),
-                                        from_json_number(t["ratio"])), default=None)
-    return (None, math.nan) if worst is None else (worst["name"], from_json_number(worst["ratio"]))
+    ratios = [(name, from_json_number(ratio)) for name, _, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
+    worst = max(ratios, key=lambda pair: (pair[1] != pair[1], pair[1]), default=None)
+    return (None, math.nan) if worst is None else worst
 
 
 def repro_options(config: str | None, rtol: float | None, atol: float | None, families: tuple[str, ...] = ()) -> str:

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from .advice import Coverage
-from .compare import expand_tensor
+from .compare import tensor_summary
 from .result import document_row, row_field, row_worst
 from .statuses import JUDGED, SEVERITY, STATUSES
 
@@ -68,8 +68,8 @@ class Tally:
             self.skips.setdefault(target, Counter())[row.get("message") or "no reason given"] += 1
         self.checks.setdefault(target, {}).setdefault(row.get("check", "reference"), Counter())[status] += 1
         self.coverage.add(row)
-        compared = [t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "missing"]
-        mistrusted = sum(bool(t.get("mistrusted")) for t in compared)
+        compared = [t for t in map(tensor_summary, row.get("tensors", ())) if t[1] != "missing"]
+        mistrusted = sum(t[3] for t in compared)
         self.compared += len(compared)
         self.tensors += mistrusted
         self.mistrusted_rows += bool(mistrusted)

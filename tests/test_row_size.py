@@ -12,7 +12,7 @@ import pytest
 from gradcheck_rnn import CaseResult
 from gradcheck_rnn.baseline import grown
 from gradcheck_rnn.case import Case, id_facts
-from gradcheck_rnn.compare import RatioMap, TensorError, expand_tensor
+from gradcheck_rnn.compare import RatioMap, TensorError, expand_tensor, tensor_summary
 from gradcheck_rnn.result import document_row, row_field, row_worst
 from gradcheck_rnn.tally import Tally
 
@@ -150,3 +150,14 @@ def test_rows_are_written_with_the_shortest_spelling_of_each_number_and_read_bac
         assert json.loads(short) == json.loads(text)  # strings untouched, each float the same double
 
     same_values()
+
+
+@pytest.mark.parametrize("status", ["pass", "fail"])
+def test_the_tally_s_quick_read_of_a_stored_tensor_is_the_expanded_one(status):
+    """tensor_summary reads name, status, ratio and mistrust straight from either stored form (the
+    tally and the baseline read them for every row): the same values expand_tensor gives."""
+    stored = document_row(result(status))["tensors"]
+    assert {type(t) for t in stored} == ({str, list} if status == "pass" else {dict})
+    for data in stored:
+        whole = expand_tensor(data)
+        assert tensor_summary(data) == (whole["name"], whole["status"], whole["ratio"], whole["mistrusted"])

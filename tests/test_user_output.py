@@ -392,3 +392,24 @@ def test_licence_file_and_package_metadata():
     assert licence.startswith("MIT License") and "Copyright (c) 2026 the gradcheck-rnn developers" in licence
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+
+
+def test_the_progress_bar_counts_every_row_though_it_takes_them_ten_times_a_second(monkeypatch):
+    from rich.progress import Progress
+
+    from gradcheck_rnn import console
+
+    handed: list[int] = []
+    original = Progress.update
+
+    def update(self, task_id, **fields):
+        handed.append(fields.get("advance") or 0)
+        return original(self, task_id, **fields)
+
+    monkeypatch.setattr(Progress, "update", update)
+    row = CaseResult("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1", "fused-cpu", "pass", "gru", "f64", "all")
+    with console.progress(3000) as advance:
+        for _ in range(3000):
+            advance(row)
+    assert sum(handed) == 3000  # every row is counted, the last ones when the bar closes
+    assert len(handed) < 300  # not one update per row

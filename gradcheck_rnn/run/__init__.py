@@ -255,14 +255,15 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     tally = log.tally if log is not None else Tally()
     keep = None if log is None else (lambda row: is_bad(row.status))
     arrived: list[CaseResult] = []
+    repro_options = spec.repro_options  # once: it is made from the spec's strings, for every row
 
     def finish_row(row: CaseResult) -> None:
         """The repro options every row carries, set as it arrives (so streamed rows have them)."""
         if not spec.judges(row):  # a row of the product that --last-failed did not ask for
             return
-        row.repro_options = spec.repro_options
+        row.repro_options = repro_options
         if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
-            row.repro_options = f"{row.repro_options} --case-timeout {execution.case_timeout:g}".strip()
+            row.repro_options = f"{repro_options} --case-timeout {execution.case_timeout:g}".strip()
         if baseline is not None:
             baseline.mark(row)
         if log is not None:
