@@ -7,6 +7,7 @@ once per run by the engine, stored in results.json, and every writer reads the s
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any, Iterable
 
 from .case import id_facts
 from .compare import TensorError, from_json_number, json_safe, tensor_summary
+from .numbers import shorten_json_numbers
 from .statuses import BAD_STATUSES, PASSED, is_bad
 
 
@@ -43,6 +45,10 @@ class CaseResult:
     traceback: str = ""  # for errors: the target's own frames (file:line), see judge.describe_exception
     case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
     importable: bool = True  # False: the target is an object that no command line can name
+    # The row's results.jsonl line, made by the worker process that judged it when the row is stored
+    # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
+    # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
+    stored_line: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def compared(self) -> list[str]:
@@ -131,13 +137,46 @@ def slim(row: CaseResult) -> CaseResult:
 SHORT_STATUSES = ("pass", "skip")
 
 
+def stored_short(result: CaseResult) -> bool:
+    """Whether results.json stores ``result`` in the short form: it passed or was skipped."""
+    return result.status in SHORT_STATUSES and all(t.passed for t in result.tensors)
+
+
 def document_row(result: CaseResult) -> dict[str, Any]:
     """A row as results.json stores it, in strict-JSON form: the short
     :meth:`CaseResult.compact_json` form for a row that passed or was skipped, so that a large
     green run's results.json stays small (docs/contracts.md, "Row size"); whole (ratio maps,
     per-step errors, a and b, the repro line) for every other row, which the reports detail."""
-    short = result.status in SHORT_STATUSES and all(t.passed for t in result.tensors)
-    return result.compact_json() if short else result.to_json()
+    return result.compact_json() if stored_short(result) else result.to_json()
+
+
+def row_line(row: dict[str, Any]) -> bytes:
+    """A stored row as a line of results.jsonl: strict JSON, every number in its shortest spelling."""
+    text = json.dumps(row, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    return shorten_json_numbers(text).encode("utf-8") + b"\n"
+
+
+def with_stored_line(result: CaseResult) -> CaseResult:
+    """``result`` with its results.jsonl line made now, when it is stored short: a worker process
+    calls this before it sends the row, so that the one supervisor of many workers does not make
+    each line itself (benchmarks/supervisor_capacity.py)."""
+    if stored_short(result):
+        result.stored_line = row_line(result.compact_json())
+    return result
+
+
+def stored_form(result: CaseResult) -> tuple[dict[str, Any], bytes]:
+    """The row as results.json stores it and its results.jsonl line: read from the line its
+    worker made (:func:`with_stored_line`) while the row is still what it was then, else made here.
+    A row the supervisor changed since (a baseline marked it drifted) no longer matches its line's
+    status and message, and is stored whole."""
+    if result.stored_line is not None:
+        row = json.loads(result.stored_line)
+        if (row["status"], row.get("message", ""), row["case_index"]) == (result.status, result.message,
+                                                                          result.case_index):
+            return row, result.stored_line
+    row = document_row(result)
+    return row, row_line(row)
 
 
 def row_field(row: dict[str, Any], key: str) -> str:

@@ -3,15 +3,19 @@ gradients carry 50× its own rounding error, still under tolerance: the change `
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from gradcheck_rnn import Outputs
 from gradcheck_rnn.case import Case
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 
-# How many times its own error each gradient of kernel() carries: 1 is the correct kernel. Tests set it,
-# and judge in their own process (--in-process), where the target reads it.
+# How many times its own error each gradient of kernel() carries: 1 is the correct kernel. Tests set it
+# and judge in their own process (--in-process), where the target reads it, or set GROWTH_ENV for
+# worker processes, which take the command's environment.
 GROWTH = 1.0
+GROWTH_ENV = "DRIFT_TARGETS_GROWTH"
 
 
 class InFloat64(FusedCPUTarget):
@@ -26,9 +30,10 @@ _fused, _exact = FusedCPUTarget(), InFloat64()
 def kernel(case: Case) -> Outputs:
     """The fused CPU kernel with each gradient's error (against itself in float64) made GROWTH times larger."""
     outputs = _fused.run(case)
-    if GROWTH == 1.0:
+    growth = float(os.environ.get(GROWTH_ENV, GROWTH))
+    if growth == 1.0:
         return outputs
     exact = _exact.run(case)
-    grads = {name: (exact.grads[name] + GROWTH * (value.double() - exact.grads[name])).to(value.dtype)
+    grads = {name: (exact.grads[name] + growth * (value.double() - exact.grads[name])).to(value.dtype)
              for name, value in outputs.grads.items()}
     return Outputs(outputs.y, outputs.hy, outputs.cy, grads)

@@ -58,6 +58,21 @@ def test_a_growth_below_the_floor_or_the_factor_is_not_drift():
     assert grown({"dx": 0.01}, {"dx": 0.5, "y": float("nan")}, 4) == [("dx", 0.01, 0.5)]
 
 
+def test_drift_is_found_in_rows_judged_by_worker_processes(reference_only, correct_run, tmp_path, monkeypatch,
+                                                          worker_processes):
+    """A worker makes each passing row's results.jsonl line; the supervisor marks drift after it
+    arrives, and the drifted row must be stored as drifted, not as the pass its worker wrote."""
+    monkeypatch.setenv(drift_targets.GROWTH_ENV, "50")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the workers import drift_targets too
+    code, output = invoke("sweep", "-c", reference_only, "-n", 20, "-t", KERNEL, "--workers", 1,
+                          "--report-dir", tmp_path, "--baseline", correct_run / "latest")
+    stored = document(tmp_path)
+    drifted = {(r["case_id"], r["target"]) for r in stored["results"] if r["status"] == "drifted"}
+    assert code == 0 and drifted, output
+    assert drifted == {(e["case_id"], e["target"]) for e in stored["drift"]["rows"]}
+    assert stored["summary"]["drifted"] == len(drifted)
+
+
 def test_fifty_times_larger_errors_under_tolerance_drift(reference_only, correct_run, tmp_path, monkeypatch):
     monkeypatch.setattr(drift_targets, "GROWTH", 50.0)
     code, output = sweep(reference_only, tmp_path / "warn", 40, "--baseline", correct_run / "latest")

@@ -28,10 +28,9 @@ from array import array
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from ..numbers import shorten_json_numbers
 from ..statuses import is_bad
 from ..tally import Tally
-from ..result import document_row
+from ..result import stored_form
 
 STALE_AFTER = 24 * 3600  # seconds without a write after which any staging folder is stale
 # .<run>.<pid>@<host>.<random>; <run> is run_name()'s <YYYYmmdd-HHMMSS>-<command>[-s<seed>], no dots.
@@ -183,12 +182,10 @@ class RowLog:
         """Append one row (a CaseResult) as the document will hold it."""
         if self._stream is None:
             raise ValueError("this run was already published or discarded")
-        row = document_row(result)
+        row, line = stored_form(result)
         self.tally.add(row)
         if is_bad(row["status"]):
             self._failing.append(row)
-        text = json.dumps(row, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-        line = shorten_json_numbers(text).encode("utf-8") + b"\n"
         key = -1 if result.case_index is None else int(result.case_index)
         self._in_order = self._in_order and (not self._keys or self._keys[-1] <= key)
         self._keys.append(key)

@@ -66,7 +66,7 @@ def serve(conn: Connection) -> None:
     from ..context import CaseContext
     from ..errors import UsageError
     from ..judge import judge
-    from ..result import slim
+    from ..result import slim, with_stored_line
 
     setup: WorkerSetup = conn.recv()
     try:
@@ -94,7 +94,9 @@ def serve(conn: Connection) -> None:
             conn.send(("truth", index))
         for row in judge(context, targets, setup.tolerances, setup.checks, start):
             row.case_index = index
-            conn.send(("row", index, slim(row)))  # a passing row's ratio maps are not wanted: less to send
+            # a passing row's ratio maps are not wanted (less to send), and its results.jsonl line
+            # is made here, on this worker's core instead of the supervisor's
+            conn.send(("row", index, with_stored_line(slim(row))))
 
 
 def forked_main(conn: Connection, environ: dict[str, str]) -> None:
