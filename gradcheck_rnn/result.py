@@ -169,7 +169,7 @@ def stored_form(result: CaseResult) -> tuple[dict[str, Any], bytes]:
     """The row as results.json stores it and its results.jsonl line: read from the line its
     worker made (:func:`with_stored_line`) while the row is still what it was then, else made here.
     A row the supervisor changed since (a baseline marked it drifted) no longer matches its line's
-    status and message, and is stored whole."""
+    status, message and index, and is stored as it is now (a drifted row whole)."""
     if result.stored_line is not None:
         row = json.loads(result.stored_line)
         if (row["status"], row.get("message", ""), row["case_index"]) == (result.status, result.message,
