@@ -190,3 +190,20 @@ def test_a_row_changed_after_its_worker_wrote_its_line_is_stored_as_it_is_now(ch
     stored, line = stored_form(row)
     assert line != row.stored_line and line == row_line(document_row(row))
     assert (stored["status"], stored["case_index"]) == (row.status, row.case_index)
+
+
+def test_rows_stored_from_workers_lines_are_the_rows_stored_in_process(tmp_path, worker_processes):
+    """Every stored row of a sweep judged by a worker process (which wrote the short rows' lines)
+    is the row --in-process stores (the supervisor writes every line), but for its seconds."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    def stored(*how: str) -> tuple[list[dict], dict]:
+        folder = tmp_path / how[-1].lstrip("-")
+        result = CliRunner().invoke(main, ["sweep", "-n", "4", "--report-dir", str(folder), *how])
+        assert result.exit_code == 0, result.output
+        document = json.loads((folder / "latest" / "results.json").read_text())
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in document["results"]], document["summary"]
+
+    assert stored("--in-process") == stored("--workers", "1")
