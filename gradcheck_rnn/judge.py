@@ -249,7 +249,7 @@ class TargetCall:
 
 def _row(case: Case, target: Target, check: str, status: str, **fields: Any) -> CaseResult:
     return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group,
-                      check=check, importable=target.importable, **fields)
+                      check=check, importable=target.importable, repro_env=target.repro_env, **fields)
 
 
 def judge_check(call: TargetCall, check: str, tolerances: Tolerances) -> CaseResult:

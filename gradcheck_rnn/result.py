@@ -45,6 +45,7 @@ class CaseResult:
     traceback: str = ""  # for errors: the target's own frames (file:line), see judge.describe_exception
     case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
     importable: bool = True  # False: the target is an object that no command line can name
+    repro_env: str = ""  # what the repro line sets before the command: "TRITON_INTERPRET=1" (Target.repro_env)
     # The row's results.jsonl line, made by the worker process that judged it when the row is stored
     # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
     # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
@@ -73,7 +74,8 @@ class CaseResult:
             return f"{NOT_IMPORTABLE} ({self.target}); define it at module level to get a repro command"
         checks = "" if self.check == "reference" else f" --check {self.check}"
         options = f" {self.repro_options}" if self.repro_options else ""
-        return f"gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
+        environment = f"{self.repro_env} " if self.repro_env else ""
+        return f"{environment}gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
 
     def to_json(self) -> dict[str, Any]:
         """Strict-JSON form, whole (a results.json row that did not pass; see :func:`document_row`)."""
@@ -85,6 +87,7 @@ class CaseResult:
             "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
             "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
             "repro_options": self.repro_options, "importable": self.importable,
+            **({"repro_env": self.repro_env} if self.repro_env else {}),
         }
 
     def compact_json(self) -> dict[str, Any]:
@@ -116,6 +119,7 @@ class CaseResult:
                    seconds=from_json_number(row.get("seconds", 0.0)),
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
+                   repro_env=row.get("repro_env", ""),
                    case_index=row.get("case_index"), importable=row.get("importable", True))
 
 

@@ -160,6 +160,11 @@ def test_gpu_mutants_are_caught_by_the_interp_sweep(tmp_path):
     document = json.loads((run / "results.json").read_text())
     assert {m["target"] for m in document["mutants"]} == {f"mutant:{name}" for name in GPU_MUTANTS}
     assert all(m["flagged"] > 0 for m in document["mutants"])
+    # judged by the interpreter: each repro line sets it too, or it would skip on this machine
+    assert all(m["repro"].startswith("TRITON_INTERPRET=1 gradcheck-rnn repro ") for m in document["mutants"])
+    failing = [r for r in document["results"] if r["status"] == "fail"]
+    assert failing and all(r["repro_env"] == "TRITON_INTERPRET=1" and r["repro"].startswith("TRITON_INTERPRET=1 ")
+                           for r in failing)
     assert "mutant:fused-gpu" not in {f["target"] for f in document["false_alarms"]}
     assert "fused-gpu" in {f["target"] for f in document["false_alarms"]}
     assert all(f["flagged"] == 0 for f in document["false_alarms"])

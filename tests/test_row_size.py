@@ -207,3 +207,15 @@ def test_rows_stored_from_workers_lines_are_the_rows_stored_in_process(tmp_path,
         return [{k: v for k, v in row.items() if k != "seconds"} for row in document["results"]], document["summary"]
 
     assert stored("--in-process") == stored("--workers", "1")
+
+
+def test_a_repro_environment_is_in_the_repro_line_and_survives_results_json():
+    """A target judged under an environment its repro must set (fused-gpu under Triton's
+    interpreter) says so in front of the repro line, in results.json and after re-reading it."""
+    plain, interpreted = result("fail"), result("fail")
+    interpreted.repro_env = "TRITON_INTERPRET=1"
+    assert "repro_env" not in plain.to_json() and plain.repro.startswith("gradcheck-rnn repro ")
+    stored = interpreted.to_json()
+    assert stored["repro_env"] == "TRITON_INTERPRET=1"
+    assert stored["repro"] == f"TRITON_INTERPRET=1 gradcheck-rnn repro {CASE_ID} --target fused-cpu"
+    assert CaseResult.from_json(stored).repro == stored["repro"]

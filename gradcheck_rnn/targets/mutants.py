@@ -463,6 +463,11 @@ class ScopedMutant:
     def run(self, case: Case) -> Outputs:
         return self.target.run(case)
 
+    @property
+    def repro_env(self) -> str:
+        """The wrapped target's (a GPU mutant's ``TRITON_INTERPRET=1``)."""
+        return getattr(self.target, "repro_env", "")
+
 
 def family_mutant(family: str, bug: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
     """``target_class``'s kernel of ``family`` with one bug (fused-cpu's, or fused-gpu's for a GPU

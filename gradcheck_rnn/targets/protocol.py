@@ -2,9 +2,10 @@
 
 A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an optional
 ``name``, an optional ``supports(config) -> True | str``, an optional
-``supports_case(case) -> True | str`` (the string is why it is skipped) and optional gradient
+``supports_case(case) -> True | str`` (the string is why it is skipped), optional gradient
 conventions its family names (sLSTM's ``stabilizer_gradient``), which the judge reads
-(:func:`gradcheck_rnn.judge.judged_case`).
+(:func:`gradcheck_rnn.judge.judged_case`), and an optional ``repro_env``: the environment its
+repro lines set first (``TRITON_INTERPRET=1`` for fused-gpu under Triton's interpreter).
 
 A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
 when that name imports back to the very same object, so every repro line is a command that
@@ -46,6 +47,13 @@ class Target:
     def run(self, case: Case) -> Outputs:
         run = getattr(self.impl, "run", None) or self.impl
         return run(case)
+
+    @property
+    def repro_env(self) -> str:
+        """The environment its repro lines must set to judge as this process did (the target's
+        optional ``repro_env``, e.g. ``TRITON_INTERPRET=1`` for a Triton kernel run by the
+        interpreter); "" when none."""
+        return getattr(self.impl, "repro_env", "") or ""
 
 
 def _resolves_to(spec: str, obj: Any) -> bool:

@@ -164,6 +164,12 @@ class FusedGPUTarget(FusedTarget):
                     f"{config.dtype} arithmetic is numpy's, not the GPU's")
         return True
 
+    @property
+    def repro_env(self) -> str:
+        """``TRITON_INTERPRET=1`` while the interpreter runs the kernels: a repro line without it would
+        skip the case on a machine with no CUDA device, or run the compiled kernels on one."""
+        return "TRITON_INTERPRET=1" if interpreting() else ""
+
     def run(self, case: Case) -> Outputs:
         """The shared fused run on ``cuda`` (or ``cpu`` when interpreting), TF32 per the flag."""
         self.device = "cpu" if interpreting() else "cuda"
