@@ -28,6 +28,9 @@ from gradcheck_rnn.runtime import limit_torch_threads  # noqa: E402
 
 limit_torch_threads()
 
+# The foreign interpreters' fixtures (mxnet_python, flax_keras_python, foreign_path), for any test module.
+pytest_plugins = ["foreign_env"]
+
 
 @pytest.fixture
 def worker_processes(monkeypatch):

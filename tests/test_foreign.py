@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from foreign_env import foreign_path, mxnet_python  # noqa: F401  (fixtures)
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from foreign_env import flax_keras_python, foreign_path  # noqa: F401  (fixtures)
 from gradcheck_rnn import Case
 from gradcheck_rnn.targets import resolve_target
 

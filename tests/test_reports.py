@@ -155,7 +155,6 @@ def test_one_picture_draws_every_special_value(references):
 def test_special_values_flow_through_every_writer_and_table(references, data):
     from unittest import mock
 
-    case = Case.from_id(CASE_ID)
     values, passing = data.draw(target_outputs(references))
     result = judge_one(references, lambda _: outputs_of(values), Tolerances())
     nan_tensors = {k for k, v in values.items() if np.isnan(v).any()}
@@ -356,7 +355,6 @@ def test_html_without_matplotlib_says_so(failing_run, monkeypatch):
 
 
 def test_mistrusted_comparisons_are_counted_and_shown(tmp_path, references):
-    case = Case.from_id(CASE_ID)
     result = judge_one(references, resolve_target("torch-native"), Tolerances(rtol=2.0))
     # rtol ≥ 1 accepts zeros everywhere: every comparison is trivial.
     assert result.status == "pass" and all(t.mistrusted for t in result.tensors)
