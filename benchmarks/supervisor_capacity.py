@@ -38,7 +38,7 @@ def replay(conn: Connection, canned: list[list[Any]]) -> None:
         def with_stored_line(row: Any) -> Any:
             return row
     setup = conn.recv()
-    conn.send(("ready", os.getpid()))
+    conn.send(("ready", os.getpid(), {}))
     while (job := conn.recv()) is not None:
         index, _, start = job
         if "reference" in setup.checks:

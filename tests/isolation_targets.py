@@ -70,3 +70,16 @@ def slow(case):
         open(marker, "a").close()
     time.sleep(0.3)
     return _fused.run(case)
+
+
+class CrashesUnderAnEnvironment:
+    """A target whose repro lines need an environment variable (as fused-gpu's need TRITON_INTERPRET=1
+    under the interpreter) and that crashes its worker: the supervisor writes that row itself."""
+
+    repro_env = "ISOLATION_TARGETS_MODE=crash"
+
+    def run(self, case):
+        os._exit(7)
+
+
+crashes_under_an_environment = CrashesUnderAnEnvironment()

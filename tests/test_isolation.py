@@ -166,3 +166,15 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
     assert document["verdict"]["exit_code"] == code and document["interrupted"] == name
     assert document["complete"] is False and 0 < len({r["case_id"] for r in document["results"]}) < 4
     assert "passed" not in document["verdict"]["reason"]
+
+
+def test_the_row_of_a_worker_that_died_keeps_its_target_s_repro_environment(tmp_path, profile):
+    """The supervisor writes a crashed row itself, without the target object: the environment its
+    repro line needs comes from the worker's ready message."""
+    code, output = invoke("sweep", "-c", profile, "-n", 1, "-t", "isolation_targets:crashes_under_an_environment",
+                          "--report-dir", tmp_path)
+    stored = json.loads((tmp_path / "latest" / "results.json").read_text())["results"]
+    assert code == 1 and stored, output
+    for row in stored:  # one per check, each on a fresh worker
+        assert row["status"] == "error" and "exited with code 7" in row["message"], row
+        assert row["repro"].startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro "), row["repro"]

@@ -199,6 +199,7 @@ class WorkerPool:
         # which cost the supervisor ~0.1 ms of CPU per row, taken from its workers' cores
         self._selector = selectors.DefaultSelector()
         self.start_failures = 0
+        self.repro_envs: dict[str, str] = {}  # target -> its repro_env, as the workers report it
         self.fork = use_fork_server()
         if self.fork:
             start_fork_server()  # it imports while the supervisor draws cases
@@ -326,6 +327,7 @@ class WorkerPool:
                     raise UsageError(message[1])
                 if message[0] == "ready":
                     worker.ready, self.start_failures = True, 0
+                    self.repro_envs = message[2]
                     continue
                 if message[0] == "truth":  # the case's references are computed: the target's time starts
                     worker.row_started = time.monotonic()
@@ -378,4 +380,4 @@ class WorkerPool:
             f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
         return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
                           message=message, check=check, case_index=index,
-                          seconds=time.monotonic() - worker.row_started)
+                          seconds=time.monotonic() - worker.row_started, repro_env=self.repro_envs.get(target, ""))

@@ -7,7 +7,8 @@ of a socket pair to the supervisor. Messages are pickles (``multiprocessing.conn
 
 - in: a :class:`WorkerSetup` first, then ``(index, case, start)`` per case (the case as its id,
   or as a ``Case`` when the caller built its data itself), ``None`` to stop;
-- out: ``("ready", pid)`` or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
+- out: ``("ready", pid, repro_envs)`` (each target's :attr:`~gradcheck_rnn.targets.Target.repro_env`,
+  for the rows the supervisor writes itself) or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
   for each row of a case, in :func:`~gradcheck_rnn.judge.judge` order from row ``start``.
 
 A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
@@ -77,7 +78,7 @@ def serve(conn: Connection) -> None:
     except BaseException as exc:  # a plugin that fails (or exits) while it loads here fails the run, with its reason
         conn.send(("fatal", f"a worker process could not set up the targets ({type(exc).__name__}: {exc})"))
         return
-    conn.send(("ready", os.getpid()))
+    conn.send(("ready", os.getpid(), {target.name: target.repro_env for target in targets}))
     while True:
         try:
             job = conn.recv()
