@@ -72,10 +72,11 @@ def emit_test(case: Case, target: str, checks: Iterable[str], tolerances: Tolera
     from .result import CaseResult
     from .targets import resolve_target
 
-    resolve_target(target)  # an unknown target is a usage error now, not a broken test later
+    resolved = resolve_target(target)  # an unknown target is a usage error now, not a broken test later
     ordered = tuple(dict.fromkeys(["reference", *checks]))
     repros = {check: CaseResult(case.id, target, "fail", case.config.mode, case.config.dtype, case.wants_group,
-                                check=check, repro_options=repro_options).repro for check in ordered}
+                                check=check, repro_options=repro_options, repro_env=resolved.repro_env).repro
+              for check in ordered}
     dtype = case.config.dtype
     frozen = {kind: tolerances.for_tensor(dtype, _KIND_EXAMPLES[kind]) for kind in KINDS}
     return _TEMPLATE.format(version=__version__, case_id=case.id, target=target, dtype=dtype,

@@ -237,3 +237,13 @@ def test_gpu_script_refuses_in_one_sentence_without_cuda():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 3
     assert "needs a CUDA GPU" in done.stderr and "nothing was run" in done.stderr and not done.stdout
+
+
+def test_an_emitted_test_of_an_interpreted_target_quotes_repro_lines_that_set_the_interpreter():
+    from gradcheck_rnn.case import Case
+    from gradcheck_rnn.regression import emit_test
+    from gradcheck_rnn.tolerances import Tolerances
+
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s1")
+    source = emit_test(case, "mutant:gpu-reverse-starts-in-padding", ["reference"], Tolerances())
+    assert f"    TRITON_INTERPRET=1 gradcheck-rnn repro {case.id} --target mutant:gpu-reverse-starts-in-padding" in source
