@@ -169,16 +169,30 @@ def with_stored_line(result: CaseResult) -> CaseResult:
     return result
 
 
+def _row_of_stored_line(result: CaseResult) -> dict[str, Any] | None:
+    """The stored row read from the line its worker made (:func:`with_stored_line`), while the row is
+    still what it was then; None without a line, or for a row the supervisor changed since (a
+    baseline marked it drifted: its status, message and index no longer match the line's)."""
+    if result.stored_line is None:
+        return None
+    row = json.loads(result.stored_line)
+    unchanged = (row["status"], row.get("message", ""), row["case_index"]) == (result.status, result.message,
+                                                                               result.case_index)
+    return row if unchanged else None
+
+
+def stored_row(result: CaseResult) -> dict[str, Any]:
+    """:func:`document_row`, read from the worker's line where it still holds (what a tally reads)."""
+    row = _row_of_stored_line(result)
+    return document_row(result) if row is None else row
+
+
 def stored_form(result: CaseResult) -> tuple[dict[str, Any], bytes]:
-    """The row as results.json stores it and its results.jsonl line: read from the line its
-    worker made (:func:`with_stored_line`) while the row is still what it was then, else made here.
-    A row the supervisor changed since (a baseline marked it drifted) no longer matches its line's
-    status, message and index, and is stored as it is now (a drifted row whole)."""
-    if result.stored_line is not None:
-        row = json.loads(result.stored_line)
-        if (row["status"], row.get("message", ""), row["case_index"]) == (result.status, result.message,
-                                                                          result.case_index):
-            return row, result.stored_line
+    """The row as results.json stores it and its results.jsonl line: the worker's line as it is
+    while it still holds (:func:`_row_of_stored_line`), else both made here (a drifted row whole)."""
+    row = _row_of_stored_line(result)
+    if row is not None:
+        return row, result.stored_line
     row = document_row(result)
     return row, row_line(row)
 

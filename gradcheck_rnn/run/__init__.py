@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
-from ..result import CaseResult, Run, slim, stored_form, tally_verdict
+from ..result import CaseResult, Run, slim, stored_row, tally_verdict
 from ..statuses import is_bad
 from .spec import Job, RunSpec, parse_shard
 from .worker import WorkerSetup
@@ -269,7 +269,7 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         if log is not None:
             log.add(row)
         else:
-            tally.add(stored_form(row)[0])
+            tally.add(stored_row(row))
         row.stored_line = None  # read: a row kept in memory (gr.sweep keeps every row) does not keep its line too
         if keep is None or keep(row):
             arrived.append(row)
