@@ -313,8 +313,7 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
     cells = (config.num_layers * config.num_directions, B, config.c_size)
     bound = config.family.param_bound(config)
     params = {k: rng.uniform(-bound, bound, size=shape) for k, shape in param_shapes(config).items()}
-    if config.long_memory:  # a fixed shift of the drawn values: every later draw is unchanged
-        params = config.family.hold_memory(config, params)
+    params = config.family.regime_params(config, params)  # fixed shifts: every later draw is unchanged
     x = rng.standard_normal((T, B, config.input_size))
     h0 = rng.standard_normal(states)
     c0 = config.family.initial_cell_state(config, rng.standard_normal(cells)) if config.has_cell_state else None

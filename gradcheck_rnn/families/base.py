@@ -208,6 +208,11 @@ class Family:
         parameters that set the decay: no random draw, so the case's other data is unchanged)."""
         raise NotImplementedError  # pragma: no cover - only for a family whose keeps_memory() is True
 
+    def regime_params(self, config: RNNConfig, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The drawn float64 parameters moved into every regime the config names (``-longmem``, and a
+        family's own such as the matrix families' ``-strongdecay``): fixed shifts, no random draw."""
+        return self.hold_memory(config, params) if config.long_memory else dict(params)
+
     # ------------------------------------------------------------------ math (non-cuDNN families)
     def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
         """One step of one layer on a batch of rows: x (..., I_l), h (..., h_size), c (..., c_size)

@@ -17,7 +17,7 @@ from typing import Any
 def torch_ops() -> Any:
     import torch
 
-    return SimpleNamespace(exp=torch.exp, log=torch.log, sqrt=torch.sqrt, tanh=torch.tanh, sigmoid=torch.sigmoid,
+    return SimpleNamespace(exp=torch.exp, abs=torch.abs, log=torch.log, sqrt=torch.sqrt, tanh=torch.tanh, sigmoid=torch.sigmoid,
                            softplus=lambda a: torch.logaddexp(a, torch.zeros_like(a)),
                            log_sigmoid=torch.nn.functional.logsigmoid, stop_gradient=lambda a: a.detach(),
                            maximum=torch.maximum, where=torch.where, stack=torch.stack, cat=torch.cat)
@@ -27,7 +27,7 @@ def jax_ops() -> Any:
     import jax
     import jax.numpy as jnp
 
-    return SimpleNamespace(exp=jnp.exp, log=jnp.log, sqrt=jnp.sqrt, tanh=jnp.tanh, sigmoid=jax.nn.sigmoid,
+    return SimpleNamespace(exp=jnp.exp, abs=jnp.abs, log=jnp.log, sqrt=jnp.sqrt, tanh=jnp.tanh, sigmoid=jax.nn.sigmoid,
                            softplus=lambda a: jnp.logaddexp(a, 0.0),
                            log_sigmoid=jax.nn.log_sigmoid, stop_gradient=jax.lax.stop_gradient,
                            maximum=jnp.maximum, where=jnp.where, stack=jnp.stack, cat=jnp.concatenate)

@@ -1,0 +1,95 @@
+"""The ``mlstm`` family: the mLSTM of xLSTM (Beck et al. 2024), a matrix memory with exponential gating.
+
+The shared part (heads, q, k, v, the pre-norm, the state layout, the regimes) is
+:mod:`.matrix`. Per head, with scalar gates and the stabiliser m:
+
+    ĩ = w_i x̂ + b_i,  log f = logsigmoid(w_f x̂ + b_f)    w_i, w_f (NH, I_l), b_i, b_f (NH,)
+    m_t = max(log f + m_{t−1}, ĩ)
+    i' = exp(ĩ − m_t),  f' = exp(log f + m_{t−1} − m_t)
+    C_t = f' C_{t−1} + i' k_t v_tᵀ,   n_t = f' n_{t−1} + i' k_t          C (K, V), n (K,)
+    h_t = C_tᵀ q̃ / (max(|n_tᵀ q̃|, exp(−m_t)) + 1e-6),   q̃ = q / sqrt(K)
+
+as NX-AI's mlstm_kernels compute it from q, k, v and the gate pre-activations (ε = 1e-6 there
+too). The case's h0 / hy is C (:mod:`.matrix`'s layout); its c0 / cy is [n | m]: n flattened
+head-major (NH·K), then m (NH), so c_size = NH·K + NH. The denominator is at least exp(−m) > 0,
+so every drawn state is valid as drawn.
+
+The stabiliser makes (C, n, m) nearly redundant: shifting m by δ while C and n scale by e^−δ
+changes h only through ε. The contract is the true derivative of this forward, m differentiated
+as computed (through the max); a backward that holds m constant differs for a head gradient on
+the final state and, through ε, slightly for every loss — so it is not exact, and no convention
+for it is offered yet.
+
+Case id: ``mlstm-L2-uni-I3-H4-NH2-K2[-strongdecay][-nobias][-longmem]-T7-B3-…``; ``-longmem``
+and ``-strongdecay`` shift the forget gate's bias b_f.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from .base import RNNConfig
+from .matrix import HEAD, HEADS, IN, KEY_WIDTH, STRONG_DECAY, MatrixFamily
+
+EPS = 1e-6
+
+
+class MLSTMFamily(MatrixFamily):
+    """The mLSTM, as described in the module docstring."""
+
+    decay_bias = "b_f"
+
+    def gate_axes(self, config: RNNConfig) -> dict[str, tuple[str, ...]]:
+        return {"w_i": (HEAD, IN), "b_i": (HEAD,), "w_f": (HEAD, IN), "b_f": (HEAD,)}
+
+    def c_size(self, config: RNNConfig) -> int:
+        NH, K, _ = self.sizes(config)
+        return NH * K + NH
+
+    def draw_options(self, rng: Any, hidden_size: int) -> dict[str, Any]:
+        """NH uniform among the divisors of H, K in 1..4."""
+        divisors = [k for k in range(1, hidden_size + 1) if hidden_size % k == 0]
+        return {"heads": divisors[int(rng.integers(len(divisors)))], "key_width": int(rng.integers(1, 5))}
+
+    def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
+        NH, K, _ = self.sizes(config)
+        x, q, k, v = self.project(ops, p, x, config)
+        gate_i, gate_f = x @ p["w_i"].T, x @ p["w_f"].T
+        if "b_i" in p:
+            gate_i, gate_f = gate_i + p["b_i"], gate_f + p["b_f"]
+        log_f = ops.log_sigmoid(gate_f)
+        n_prev, m_prev = c[..., :NH * K].reshape(c.shape[:-1] + (NH, K)), c[..., NH * K:]
+        m = ops.maximum(log_f + m_prev, gate_i)
+        i_s, f_s = ops.exp(gate_i - m), ops.exp(log_f + m_prev - m)  # (..., NH)
+        memory = f_s[..., None, None] * self.matrix(h, config) + i_s[..., None, None] * k[..., :, None] * v[..., None, :]
+        n = f_s[..., None] * n_prev + i_s[..., None] * k
+        q = q * self.scale(p, config)
+        numerator = (memory * q[..., :, None]).sum(-2)  # (..., NH, V)
+        denominator = ops.maximum(ops.abs((n * q).sum(-1)), ops.exp(-m)) + EPS
+        out = numerator / denominator[..., None]
+        return (out.reshape(out.shape[:-2] + (-1,)), memory.reshape(h.shape),
+                ops.cat([n.reshape(n.shape[:-2] + (-1,)), m], -1))
+
+    def pad_cell_state(self, config: RNNConfig, padded: RNNConfig, c: np.ndarray) -> np.ndarray:
+        """[n (NH·K) | m (NH)] -> the bucket's [n (NHp·Kp) | m (NHp)], each real unit at its head and key."""
+        NH, K, _ = self.sizes(config)
+        NHp, Kp, _ = self.sizes(padded)
+        n = np.zeros(c.shape[:-1] + (NHp, Kp))
+        n[..., :NH, :K] = c[..., :NH * K].reshape(c.shape[:-1] + (NH, K))
+        m = np.zeros(c.shape[:-1] + (NHp,))
+        m[..., :NH] = c[..., NH * K:]
+        return np.concatenate([n.reshape(c.shape[:-1] + (NHp * Kp,)), m], axis=-1)
+
+    def unpad_cell_state(self, config: RNNConfig, padded: RNNConfig, c: np.ndarray) -> np.ndarray:
+        NH, K, _ = self.sizes(config)
+        NHp, Kp, _ = self.sizes(padded)
+        n = c[..., :NHp * Kp].reshape(c.shape[:-1] + (NHp, Kp))[..., :NH, :K]
+        return np.concatenate([n.reshape(c.shape[:-1] + (NH * K,)), c[..., NHp * Kp:NHp * Kp + NH]], axis=-1)
+
+
+MLSTM = MLSTMFamily(
+    token="mlstm", gates=("i", "f"), cell_state=True, bidirectional=False,
+    long_memory_needs="it opens the forget gate through its bias b_f, so it needs it (not with -nobias)",
+    options=(HEADS, KEY_WIDTH, STRONG_DECAY))
