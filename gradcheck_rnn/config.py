@@ -25,7 +25,10 @@ DTYPES = ("f64", "f32", "f16", "bf16")
 TORCH_DTYPE_NAMES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 WANTS_GROUPS = ("all", "inputs", "x", "params")
 HEADS = ("all", "y", "states", "last")
-LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending")
+LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unsorted", "descending", "chunk_edges")
+# What a profile without a [draw] lengths table draws: every pattern but chunk_edges, which only
+# means something with the profile's chunk_sizes (docs/concepts/profiles.md).
+DEFAULT_LENGTH_PATTERNS = LENGTH_PATTERNS[:-1]
 MAX_SEED = 2**63 - 1
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the shipped sweep profiles
 

@@ -35,7 +35,7 @@ from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig,
                    make_case)
 from .errors import UsageError
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import CONFIG_DIR, LENGTH_PATTERNS, profile_names
+from .config import CONFIG_DIR, DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS, profile_names
 from .families import family, modes as family_modes
 from .tolerances import Tolerances
 
@@ -66,7 +66,9 @@ class Profile:
     batch_size: tuple[int, int] = (1, 4)
     edge_shapes: float = 0.15
     dtypes: dict[str, float] = field(default_factory=lambda: {"f64": 1.0, "f32": 1.0})
-    lengths: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LENGTH_PATTERNS, 1.0))
+    lengths: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DEFAULT_LENGTH_PATTERNS, 1.0))
+    # the chunk sizes whose edges the ``chunk_edges`` length pattern draws (c−1, c, c+1, k·c+1)
+    chunk_sizes: tuple[int, ...] = (4,)
     wants: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
     heads: dict[str, float] = field(default_factory=lambda: {"all": 1.0})
     initial_state: float = 1.0
@@ -74,6 +76,7 @@ class Profile:
     bias: float = 1.0
     zero_length: float = 0.0
     long_memory: float = 0.0
+    strong_decay: float = 0.0
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
 
@@ -141,6 +144,13 @@ def _probability(section: str, value: Any) -> float:
     return float(value)
 
 
+def _chunk_sizes(section: str, value: Any) -> tuple[int, ...]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 2 for v in value)):
+        raise UsageError(f"{section} = {value!r} is not allowed; give a list of chunk sizes, integers >= 2")
+    return tuple(value)
+
+
 def load_profile(config: str | Path | None = None) -> Profile:
     """Read and validate a profile; every problem is one UsageError naming the key and value."""
     path = resolve_profile_path(config)
@@ -173,6 +183,8 @@ def load_profile(config: str | Path | None = None) -> Profile:
         "bias": _probability,
         "zero_length": _probability,
         "long_memory": _probability,
+        "strong_decay": _probability,
+        "chunk_sizes": _chunk_sizes,
     }
     for key, value in draw.items():
         if key not in converters:
@@ -208,8 +220,19 @@ def _between(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
     return int(rng.integers(bounds[0], bounds[1] + 1))
 
 
-def draw_lengths(rng: np.random.Generator, pattern: str, T: int, B: int) -> list[int]:
-    """A length vector of one of the patterns that broke real kernels."""
+def chunk_edge_lengths(chunk_sizes: Sequence[int], T: int) -> list[int]:
+    """The lengths in 1..T at the edges of each chunk size c: c−1, c, c+1 and k·c+1 (k ≥ 2), where
+    a chunkwise kernel's hand-off between chunks, or a last chunk of one step, goes wrong."""
+    edges = {n for c in chunk_sizes for n in (c - 1, c, c + 1, *range(2 * c + 1, T + 1, c))}
+    return sorted(n for n in edges if 1 <= n <= T)
+
+
+def draw_lengths(rng: np.random.Generator, pattern: str, T: int, B: int, chunk_sizes: Sequence[int] = (4,)) -> list[int]:
+    """A length vector of one of the patterns that broke real kernels (``chunk_edges``: every
+    length at a chunk edge of :func:`chunk_edge_lengths`, or random where T has none)."""
+    edges = chunk_edge_lengths(chunk_sizes, T) if pattern == "chunk_edges" else []
+    if edges:
+        return [int(v) for v in rng.choice(edges, size=B)]
     if pattern == "all_full":
         return [T] * B
     if pattern == "all_one":
@@ -258,12 +281,13 @@ def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RN
                                         H)
     config = RNNConfig(mode=mode, num_layers=layers, bidirectional=bidirectional, input_size=I, hidden_size=H,
                        max_len=T, batch_size=B, dtype=dtype, options=options)
-    lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B)
+    lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B, profile.chunk_sizes)
     wants, heads = _choice(rng, profile.wants), _choice(rng, profile.heads)
     initial_state = bool(rng.random() < profile.initial_state)
     seed = int(rng.integers(SEED_LIMIT))
     config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
-    return _draw_long_memory(profile, sweep_seed, index, config), lengths, seed, wants, heads, initial_state
+    config = _draw_strong_decay(profile, sweep_seed, index, _draw_long_memory(profile, sweep_seed, index, config))
+    return config, lengths, seed, wants, heads, initial_state
 
 
 def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,
@@ -291,6 +315,19 @@ def _draw_long_memory(profile: Profile, sweep_seed: int, index: int, config: RNN
         return config
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 3])))
     return dataclasses.replace(config, long_memory=bool(rng.random() < profile.long_memory))
+
+
+def _draw_strong_decay(profile: Profile, sweep_seed: int, index: int, config: RNNConfig) -> RNNConfig:
+    """``-strongdecay`` for a share ``profile.strong_decay`` of the configs whose family has that
+    option and that can take it (a bias, no long memory), from a generator of its own."""
+    if not profile.strong_decay or "strong_decay" not in config.family.option_values(config):
+        return config
+    if config.long_memory or not config.bias:
+        return config
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 4])))
+    if rng.random() >= profile.strong_decay:
+        return config
+    return dataclasses.replace(config, options={**dict(config.options), "strong_decay": True})
 
 
 def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:

@@ -492,8 +492,9 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "slstm-padded-step-updates-n": ("slstm", SLSTMPaddedStepUpdatesNormalizer),
 }
 
-# The profile whose cases a mutant is judged on by default: the family mutants' draws their families.
+# The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
+HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix"}
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
@@ -563,7 +564,8 @@ def mutant_doc(name: str) -> str:
 def home_profile(name: str) -> str:
     """The profile whose cases the default ``gradcheck-rnn mutants`` judges mutant ``name`` on:
     one that draws the family its bug is in."""
-    return FAMILY_PROFILE if name in FAMILY_MUTANTS or name in GPU_FAMILY_MUTANTS else CUDNN_PROFILE
+    scoped = FAMILY_MUTANTS.get(name) or GPU_FAMILY_MUTANTS.get(name)
+    return CUDNN_PROFILE if scoped is None else HOME_PROFILES[scoped[0]]
 
 
 def mutant_target(name: str) -> Target:
