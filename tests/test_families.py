@@ -22,7 +22,7 @@ from gradcheck_rnn.layout import param_shapes
 def test_cudnn_cells_are_the_first_families_in_their_historical_order():
     assert CUDNN_MODES == ("rnn_relu", "rnn_tanh", "lstm", "gru") == modes()[:4]
     assert {m: family(m).gates for m in CUDNN_MODES} == GATE_NAMES
-    assert [m for m in modes() if family(m).cell_state] == ["lstm", "slstm"]
+    assert [m for m in modes() if family(m).cell_state] == ["lstm", "slstm", "mlstm"]
     with pytest.raises(UsageError, match="unknown mode 'nosuch'"):
         RNNConfig("nosuch", 1, False, 2, 3, 4, 1)
     with pytest.raises(ValueError, match="already registered"):

@@ -37,7 +37,7 @@ class GLAFamily(MatrixFamily):
         return {"w_a1": (RANK, IN), "w_a2": (decay, RANK), "b_a": (decay,)}
 
     def bucket_options(self, config: RNNConfig) -> dict[str, Any]:
-        return {"decay_rank": _up(config.option("decay_rank"), 2)}
+        return {"decay_rank": _up(config.option("decay_rank"), 4)}
 
     def draw_options(self, rng: Any, hidden_size: int) -> dict[str, Any]:
         """NH uniform among the divisors of H, K in 1..4, R in 1..3, one decay per head a quarter of

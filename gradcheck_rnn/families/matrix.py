@@ -180,7 +180,7 @@ class MatrixFamily(Family):
         zero rows and columns. The read's scale is the real 1/sqrt(K), passed as data."""
         NH, K, V = self.sizes(config)
         NHp = _up(NH, 1)
-        options = {**self.option_values(config), "heads": NHp, "key_width": _up(K, 2), "strong_decay": False,
+        options = {**self.option_values(config), "heads": NHp, "key_width": _up(K, 4), "strong_decay": False,
                    **self.bucket_options(config)}
         return dataclasses.replace(config, input_size=_up(config.input_size, 4), hidden_size=NHp * V, bias=True,
                                    options=options, long_memory=False)  # regimes are in the parameters' values

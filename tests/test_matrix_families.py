@@ -1,0 +1,110 @@
+"""The matrix-memory families (mlstm, gla, gdn): their case ids, shapes and state layout, both
+references against central differences, the bucketed JAX program, the regimes and the profile
+that draws them (configs/matrix.toml)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from family_checks import assert_matches_central_differences, assert_one_bucketed_program_is_exact
+
+from gradcheck_rnn import Case
+from gradcheck_rnn.errors import UsageError
+from gradcheck_rnn.generate import chunk_edge_lengths, draw_cases, load_profile
+from gradcheck_rnn.references import run_reference
+
+FD_IDS = ["mlstm-L2-uni-I3-H4-NH2-K3-T5-B3-len5.2.0-f64-s11",
+          "gla-L2-uni-I3-H4-NH2-K3-R2-T5-B3-len5.2.0-f64-s12",
+          "gla-L1-uni-I2-H3-NH3-K2-R1-headdecay-strongdecay-T5-B3-len5.2.0-f64-s13",
+          "gdn-L2-uni-I3-H4-NH2-K3-T5-B3-len5.2.0-f64-s14",
+          "gdn-L1-uni-I2-H2-K2-longmem-T5-B3-len5.2.0-f64-s15"]
+
+
+def test_case_ids_round_trip_with_every_option_and_the_state_layout():
+    case = Case.from_id("mlstm-L2-uni-I3-H6-NH3-K2-strongdecay-T4-B2-len4.1-f32-s1")
+    assert case.id == "mlstm-L2-uni-I3-H6-NH3-K2-strongdecay-T4-B2-len4.1-f32-s1"
+    assert case.h0.shape == (2, 2, 3 * 2 * 2) and case.c0.shape == (2, 2, 3 * 2 + 3)  # C; [n | m]
+    assert case.params["l1.fwd.w_q"].shape == (6, 6) and case.params["l0.fwd.w_v"].shape == (6, 3)
+    gla = Case.from_id("gla-L1-uni-I3-H4-NH2-K3-R2-headdecay-nobias-T4-B1-len4-f64-s1")
+    assert gla.c0 is None and gla.h0.shape == (1, 1, 2 * 3 * 2)
+    assert {k.rpartition(".")[2]: v.shape for k, v in gla.params.items()} == {
+        "w_q": (6, 3), "w_k": (6, 3), "w_v": (4, 3), "w_a1": (2, 3), "w_a2": (2, 2)}
+    gdn = Case.from_id("gdn-L1-uni-I3-H4-K3-T4-B1-len4-f64-s1")
+    assert sorted(k.rpartition(".")[2] for k in gdn.params) == ["b_a", "b_b", "w_a", "w_b", "w_k", "w_q", "w_v"]
+
+
+def test_the_flat_state_is_head_then_key_then_value():
+    """hy of one step from a zero state is k vᵀ of each head (gla with its decay of a zero state)."""
+    case = Case.from_id("gla-L1-uni-I3-H4-NH2-K3-R1-T1-B1-len1-f64-s2-z")
+    hy = run_reference("loop", case).hy[0, 0].reshape(2, 3, 2)
+    x = case.x[0, 0] / np.sqrt(np.mean(case.x[0, 0] ** 2) + 1)
+    k, v = (case.params["l0.fwd.w_k"] @ x).reshape(2, 3), (case.params["l0.fwd.w_v"] @ x).reshape(2, 2)
+    np.testing.assert_allclose(hy, k[:, :, None] * v[:, None, :], rtol=1e-13)
+
+
+@pytest.mark.parametrize("bad_id, words", [
+    ("gla-L1-uni-I3-H4-NH3-K2-R1-T4-B1-len4-f64-s1", "must divide"),
+    ("gdn-L1-uni-I3-H4-T4-B1-len4-f64-s1", "K<key units per head>"),
+    ("mlstm-L1-bi-I3-H4-K2-T4-B1-len4-f64-s1", "bidirectional is not allowed"),
+    ("gdn-L1-uni-I3-H4-K2-strongdecay-longmem-T4-B1-len4-f64-s1", "strongdecay is not allowed with longmem"),
+    ("mlstm-L1-uni-I3-H4-K2-strongdecay-nobias-T4-B1-len4-f64-s1", "needs it (not with -nobias)"),
+])
+def test_bad_ids_raise_one_clear_error(bad_id, words):
+    with pytest.raises(UsageError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        Case.from_id(bad_id)
+
+
+@pytest.mark.parametrize("case_id", FD_IDS)
+@pytest.mark.parametrize("reference", ["loop", "jax"])
+def test_references_match_central_differences(reference, case_id):
+    case = Case.from_id(case_id)
+    names = ["x", "h0", *(["c0"] if case.c0 is not None else []), *case.params]
+    assert_matches_central_differences(reference, case, names, 1, (2, 1))
+    out = run_reference(reference, case)  # padding: nothing past a length, a length-0 sequence keeps its state
+    assert not out.y[2:, 1].any() and not out.grads["x"][2:, 1].any() and not out.y[:, 2].any()
+    assert np.array_equal(out.hy[:, 2], case.h0[:, 2]) and np.array_equal(out.grads["h0"][:, 2], case.dhy[:, 2])
+
+
+def test_the_regimes_shift_only_the_decay_bias():
+    plain = Case.from_id("gdn-L1-uni-I3-H4-K2-T4-B1-len4-f64-s3")
+    for token, shift in (("longmem", 4.0), ("strongdecay", -4.0)):
+        held = Case.from_id(f"gdn-L1-uni-I3-H4-K2-{token}-T4-B1-len4-f64-s3")
+        for key, value in plain.params.items():
+            np.testing.assert_array_equal(held.params[key], value + shift if key.endswith("b_a") else value)
+        np.testing.assert_array_equal(held.x, plain.x)
+
+
+def test_one_bucketed_program_serves_other_sizes_and_equals_the_exact_one():
+    assert_one_bucketed_program_is_exact(["gdn-L2-uni-I3-H6-NH3-K3-T5-B2-len5.0-f64-s4",
+                                          "gdn-L2-uni-I4-H6-NH3-K4-nobias-T6-B1-len6-f64-s5",
+                                          "gdn-L2-uni-I1-H6-NH3-K2-T3-B3-len3.1.2-f64-s6"],
+                                         ["gdn-L2-uni-I3-H6-NH3-K3-T5-B2-len5.0-f64-s4"])
+
+
+def test_chunk_edges_are_drawn_at_every_edge_of_the_profile_chunk_sizes():
+    assert chunk_edge_lengths((4,), 18) == [3, 4, 5, 9, 13, 17]
+    assert chunk_edge_lengths((4, 8), 10) == [3, 4, 5, 7, 8, 9]
+    profile = dataclasses.replace(load_profile("matrix"), lengths={"chunk_edges": 1.0}, max_len=(18, 18),
+                                  edge_shapes=0.0)
+    lengths = {n for case in draw_cases(profile, 0, 30) for n in case.seq_lengths.tolist()}
+    assert lengths <= set(chunk_edge_lengths((4, 8), 18)) | {0} and len(lengths) >= 6
+
+
+def test_the_matrix_profile_draws_every_family_option_and_regime():
+    cases = list(draw_cases(load_profile("matrix"), 0, 120))
+    assert {c.config.mode for c in cases} == {"mlstm", "gla", "gdn"}
+    assert not any(c.config.bidirectional for c in cases)
+    assert any(c.config.option("strong_decay") for c in cases) and any(c.config.long_memory for c in cases)
+    assert any(c.config.option("heads") > 1 for c in cases)
+    assert {c.config.option("head_decay") for c in cases if c.config.mode == "gla"} == {True, False}
+    assert all(Case.from_id(c.id).id == c.id for c in cases)
+
+
+@pytest.mark.slow
+def test_loop_and_jax_agree_on_300_cases_of_each_matrix_family():
+    from gradcheck_rnn.context import CaseContext
+
+    for mode in ("mlstm", "gla", "gdn"):
+        profile = dataclasses.replace(load_profile("matrix"), modes={mode: 1.0}, wants={"all": 1.0})
+        for case in draw_cases(profile, 2026, 300):
+            assert CaseContext(case).disagreement is None, case.id
