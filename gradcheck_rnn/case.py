@@ -23,7 +23,9 @@ breaking change; tests pin known values). S is the state width: P with projectio
 6. dhy (L·D, B, S) standard normal;
 7. dcy (L·D, B, c_size) standard normal, for a family with a cell state.
 
-Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``) change nothing else.
+Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``, ``-tail<n>``) change nothing
+else; the packed tail's rows (x and dy past the last sequence) come from a generator of their own
+(:mod:`gradcheck_rnn.packed`).
 Variants are then applied (zeroed heads, omitted states), and finally every array is rounded
 to the case dtype, so a target computing in that dtype sees exactly the master values and the
 float64 references differ from it only by the target's own arithmetic.
@@ -53,6 +55,7 @@ __all__ = ["DTYPES", "HEADS", "MODES", "TORCH_DTYPE_NAMES", "WANTS_GROUPS", "Cas
 # elements of case data (160 MB) is the most a 24 GiB machine judges comfortably; the largest
 # nightly case has about 13 thousand.
 DEFAULT_MAX_ELEMENTS = 20_000_000
+MAX_TAIL = 64  # rows of a packed tail (-tail<n>): enough for any block overshoot, bounded like every size
 MAX_ELEMENTS_ENV = "GRADCHECK_RNN_MAX_ELEMENTS"
 
 
@@ -141,12 +144,18 @@ class Case:
     seed: int
     wants: Any = "all"
     heads: str = "all"
+    # rows of padding after the last sequence in the packed form (case id ``-tail<n>``, see
+    # :mod:`gradcheck_rnn.packed`); a padded target never sees them
+    tail: int = 0
     wants_group: str = field(default="all", init=False)
 
     def __post_init__(self) -> None:
         self.seq_lengths = validate_lengths(self.config, self.seq_lengths)
         if self.heads not in HEADS:
             raise UsageError(f"unknown head-gradient variant {self.heads!r}; allowed: {', '.join(HEADS)}")
+        if isinstance(self.tail, bool) or not isinstance(self.tail, (int, np.integer)) or not 0 <= self.tail <= MAX_TAIL:
+            raise UsageError(f"tail={self.tail!r} is not allowed; a packed tail has 0..{MAX_TAIL} rows")
+        self.tail = int(self.tail)
         initial_state = self.h0 is not None
         if isinstance(self.wants, str):
             self.wants_group = self.wants
@@ -161,7 +170,7 @@ class Case:
     @property
     def id(self) -> str:
         return format_case_id(self.config, self.seq_lengths, self.seed, self.wants_group, self.heads,
-                              self.h0 is not None)
+                              self.h0 is not None, self.tail)
 
     @property
     def initial_state(self) -> bool:
@@ -188,6 +197,9 @@ class Outputs:
     hy: Any
     cy: Any = None
     grads: dict[str, Any] = field(default_factory=dict)
+    # what a packed target returned past cu_seqlens[-1] for each gradient (``x``): every value
+    # there must be exactly 0 (:func:`gradcheck_rnn.packed.packed_outputs` fills it)
+    tails: dict[str, Any] = field(default_factory=dict)
 
 
 _HEAD_PATTERNS: list[tuple[str, str, str]] = [
@@ -207,10 +219,11 @@ _VARIANT_PATTERNS: list[tuple[str, str]] = [
     ("wants", rf"w({'|'.join(WANTS_GROUPS[1:])})"),
     ("heads", rf"g({'|'.join(HEADS[1:])})"),
     ("initial_state", r"(z)"),
+    ("tail", r"tail([1-9]\d*)"),
 ]
 ID_FORMAT = ("<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-<family options>][-nobias][-longmem]"
              "-T<maxlen>-B<batch>"
-             "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z]")
+             "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z][-tail<rows>]")
 
 
 # The mode, dtype and wants group of a case id, read by its fixed grammar alone (no family is
@@ -271,7 +284,7 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
                 break
         else:
             raise UsageError(f"case id {case_id!r}: suffix {part!r} is not allowed; variant suffixes are "
-                             f"-w{{{'|'.join(WANTS_GROUPS[1:])}}}, -g{{{'|'.join(HEADS[1:])}}}, -z, in that order")
+                             f"-w{{{'|'.join(WANTS_GROUPS[1:])}}}, -g{{{'|'.join(HEADS[1:])}}}, -z, -tail<rows>, in that order")
     if values.get("proj_size") is not None and int(values["proj_size"]) == 0:
         raise UsageError(f"case id {case_id!r}: part 'P0' is not allowed; leave -P<proj> out for no projection")
     seed = int(values["seed"])
@@ -288,6 +301,7 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
         "wants": variants.get("wants", "all"),
         "heads": variants.get("heads", "all"),
         "initial_state": "initial_state" not in variants,
+        "tail": int(variants.get("tail", 0)),
     }
 
 
@@ -301,7 +315,7 @@ def _config_from_id(values: dict[str, Any], options: dict[str, Any]) -> RNNConfi
 
 
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
-              heads: str = "all", initial_state: bool = True) -> Case:
+              heads: str = "all", initial_state: bool = True, tail: int = 0) -> Case:
     """Draw a case's data from its seed in the fixed order documented in this module."""
     check_size_budget(config)
     lengths = validate_lengths(config, seq_lengths)
@@ -339,16 +353,17 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
 
     return Case(config=config, x=rounded(x), seq_lengths=lengths, h0=rounded(h0), c0=rounded(c0),
                 params={k: rounded(v) for k, v in params.items()}, dy=rounded(dy), dhy=rounded(dhy),
-                dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads)
+                dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads, tail=tail)
 
 
 def format_case_id(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants_group: str = "all",
-                   heads: str = "all", initial_state: bool = True) -> str:
+                   heads: str = "all", initial_state: bool = True, tail: int = 0) -> str:
     """The case id of the case these values make (``Case.id``), without drawing its data."""
     lengths = ".".join(str(int(v)) for v in seq_lengths)
     suffix = "" if wants_group == "all" else f"-w{wants_group}"
     suffix += "" if heads == "all" else f"-g{heads}"
     suffix += "" if initial_state else "-z"
+    suffix += f"-tail{tail}" if tail else ""
     return f"{config.prefix}-len{lengths}-{config.dtype}-s{seed}{suffix}"
 
 
@@ -375,7 +390,7 @@ class CaseRef:
         except UsageError as exc:
             raise UsageError(f"case id {case_id!r}: {exc}") from None
         return cls(format_case_id(spec["config"], spec["seq_lengths"], spec["seed"], spec["wants"], spec["heads"],
-                                  spec["initial_state"]), spec["config"], spec["wants"])
+                                  spec["initial_state"], spec["tail"]), spec["config"], spec["wants"])
 
 
 def private_copy(case: Case) -> Case:

@@ -238,6 +238,22 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+TAIL = "[tail]"
+EXACT = Tolerance(0.0, 0.0)
+
+
+def tail_name(name: str) -> str:
+    """The row name of a gradient's packed tail: ``x[tail]`` (:mod:`gradcheck_rnn.packed`)."""
+    return name + TAIL
+
+
+def compare_tails(actual: dict[str, np.ndarray], config: RNNConfig) -> list["TensorError"]:
+    """One row per packed tail a target returned: every value there must be exactly 0, whatever
+    the dtype (a kernel writes a zero there, or leaves memory unwritten: QwenLM/FlashQLA PR #28)."""
+    return [compare_tensor(name, value, np.zeros_like(value), EXACT, config)
+            for name, value in actual.items() if name.endswith(TAIL)]
+
+
 def to_float64(array: Any) -> np.ndarray:
     """numpy or torch (any float dtype, any device) -> float64 numpy."""
     if hasattr(array, "detach"):
@@ -253,6 +269,8 @@ def logical_location(name: str, index: tuple[int, ...], config: RNNConfig) -> di
     (layer, dir, gate, row[, col])."""
     if name in ("y", "x"):
         return dict(zip(("t", "b", "unit"), index))
+    if name.endswith(TAIL):  # a packed tail: its row past cu_seqlens[-1], and the unit
+        return dict(zip(("row", "unit"), index))
     if name in ("hy", "cy", "h0", "c0"):
         layer, d = divmod(index[0], config.num_directions)
         return {"layer": layer, "dir": directions(config)[d], "b": index[1], "unit": index[2]}

@@ -77,6 +77,7 @@ class Profile:
     zero_length: float = 0.0
     long_memory: float = 0.0
     strong_decay: float = 0.0
+    packed_tail: float = 0.0
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
 
@@ -184,6 +185,7 @@ def load_profile(config: str | Path | None = None) -> Profile:
         "zero_length": _probability,
         "long_memory": _probability,
         "strong_decay": _probability,
+        "packed_tail": _probability,
         "chunk_sizes": _chunk_sizes,
     }
     for key, value in draw.items():
@@ -251,19 +253,20 @@ def draw_lengths(rng: np.random.Generator, pattern: str, T: int, B: int, chunk_s
 
 def draw_case(profile: Profile, sweep_seed: int, index: int) -> Case:
     """Case ``index`` of the sweep with seed ``sweep_seed``: deterministic, independent of other cases."""
-    config, lengths, seed, wants, heads, initial_state = _draw_description(profile, sweep_seed, index)
-    return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state)
+    config, lengths, seed, wants, heads, initial_state, tail = _draw_description(profile, sweep_seed, index)
+    return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state, tail=tail)
 
 
 def draw_case_ref(profile: Profile, sweep_seed: int, index: int) -> CaseRef:
     """What :func:`draw_case` names, without its arrays: a process that sends cases away keeps this."""
-    config, lengths, seed, wants, heads, initial_state = _draw_description(profile, sweep_seed, index)
+    config, lengths, seed, wants, heads, initial_state, tail = _draw_description(profile, sweep_seed, index)
     check_size_budget(config)  # as make_case would: refused here, not in a worker
-    return CaseRef(format_case_id(config, lengths, seed, wants, heads, initial_state), config, wants)
+    return CaseRef(format_case_id(config, lengths, seed, wants, heads, initial_state, tail), config, wants)
 
 
-def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RNNConfig, list[int], int, str, str, bool]:
-    """Config, lengths, data seed, wants group, heads and initial-state switch of case ``index``."""
+def _draw_description(profile: Profile, sweep_seed: int,
+                      index: int) -> tuple[RNNConfig, list[int], int, str, str, bool, int]:
+    """Config, lengths, data seed, wants group, heads, initial-state switch and packed tail of case ``index``."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index])))
     mode = _choice(rng, profile.modes)
     T, B = _between(rng, profile.max_len), _between(rng, profile.batch_size)
@@ -287,7 +290,7 @@ def _draw_description(profile: Profile, sweep_seed: int, index: int) -> tuple[RN
     seed = int(rng.integers(SEED_LIMIT))
     config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
     config = _draw_strong_decay(profile, sweep_seed, index, _draw_long_memory(profile, sweep_seed, index, config))
-    return config, lengths, seed, wants, heads, initial_state
+    return config, lengths, seed, wants, heads, initial_state, _draw_tail(profile, sweep_seed, index)
 
 
 def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,
@@ -328,6 +331,15 @@ def _draw_strong_decay(profile: Profile, sweep_seed: int, index: int, config: RN
     if rng.random() >= profile.strong_decay:
         return config
     return dataclasses.replace(config, options={**dict(config.options), "strong_decay": True})
+
+
+def _draw_tail(profile: Profile, sweep_seed: int, index: int) -> int:
+    """A packed tail of 1..4 rows (``-tail<n>``) for a share ``profile.packed_tail`` of the cases,
+    from a generator of its own."""
+    if not profile.packed_tail:
+        return 0
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 5])))
+    return int(rng.integers(1, 5)) if rng.random() < profile.packed_tail else 0
 
 
 def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:

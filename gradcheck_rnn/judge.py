@@ -32,7 +32,7 @@ import numpy as np
 from .case import Case, Outputs, as_mapping, private_copy, with_changes
 from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
-from .compare import TensorError, to_float64
+from .compare import TensorError, tail_name, to_float64
 from .context import Arrays, CaseContext
 from .errors import INTERRUPTS, TargetReported, UsageError
 from .result import CaseResult
@@ -150,6 +150,13 @@ def validate(case: Case, returned: Any) -> tuple[Arrays, list[TensorError]]:
             if not np.isfinite(array).all():
                 bad = int((~np.isfinite(array)).sum())
                 problems.append(TensorError(name, "fail", message=f"{name}: {bad} non-finite value(s) in the target"))
+    for name, value in returned.tails.items():  # a packed target's rows past cu_seqlens[-1] (packed.py)
+        if name in case.wants and value is not None:
+            array = _as_float_array(value)
+            if isinstance(array, str):
+                problems.append(TensorError(tail_name(name), "fail", message=f"{tail_name(name)}: {array}"))
+            else:
+                arrays[tail_name(name)] = array
     return arrays, problems
 
 

@@ -139,7 +139,7 @@ class ShrinkResult:
 def _rebuild(case: Case, **changes: Any) -> Case:
     """``case`` with config fields, lengths or variants changed; data drawn afresh from its seed."""
     spec: dict[str, Any] = {"seq_lengths": [int(v) for v in case.seq_lengths], "wants": case.wants_group,
-                            "heads": case.heads, "initial_state": case.initial_state}
+                            "heads": case.heads, "initial_state": case.initial_state, "tail": case.tail}
     config_changes = {k: v for k, v in changes.items() if k not in spec}
     spec.update({k: v for k, v in changes.items() if k in spec})
     config = dataclasses.replace(case.config, **config_changes)
@@ -213,6 +213,8 @@ def _variants(case: Case) -> Iterator[Candidate]:
         yield "no projection", lambda: _rebuild(case, proj_size=0)
     if case.config.long_memory:
         yield "no long memory", lambda: _rebuild(case, long_memory=False)
+    if case.tail > 1:  # a packed tail's failure needs a tail: one row is the simplest
+        yield f"tail {case.tail}→1", lambda: _rebuild(case, tail=1)
     for dtype in _WIDER_DTYPES.get(case.config.dtype, ()):
         yield f"{case.config.dtype}→{dtype}", lambda dtype=dtype: _rebuild(case, dtype=dtype)
 

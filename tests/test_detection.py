@@ -204,7 +204,8 @@ def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile
     mutants, correct = detection_targets()
     assert mutants == [f"mutant:{name}" for name in [*MUTANTS, *FAMILY_MUTANTS]] and correct == list(CORRECT)
     assert {home_profile(name) for name in MUTANTS} == {"ci"}
-    assert {home_profile(name) for name in FAMILY_MUTANTS} == {"families"}
+    assert {name: home_profile(name) for name in FAMILY_MUTANTS} == {
+        name: "matrix" if family in ("mlstm", "gla", "gdn") else "families" for name, (family, _) in FAMILY_MUTANTS.items()}
 
 
 def test_home_cases_are_each_profiles_own_draw_named_by_id():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..case import Case
-from ..compare import TensorError, compare_tensor
+from ..compare import TAIL, TensorError, compare_tails, compare_tensor
 from ..references.drift import DriftAllowance, rejudge_with_drift
 from ..tolerances import Tolerances
 from .base import Check, ReferenceDisagreement
@@ -44,7 +44,8 @@ def check_reference(context, call, tolerances: Tolerances) -> list[TensorError]:
     # NaN/Inf reach the comparison, which fails them and maps where they are; a tensor that is
     # missing, of the wrong shape or dtype is reported as validation found it
     unusable = {p.name: p for p in problems if p.name not in actual}
-    return [unusable.get(row.name, row) for row in rows]
+    tails = compare_tails(actual, context.case.config) + [p for p in problems if p.name.endswith(TAIL)]
+    return [unusable.get(row.name, row) for row in rows] + tails
 
 
 CHECK = Check("reference", check_reference)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -27,6 +28,7 @@ from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
+from ..packed import PackedAdapter
 from .protocol import Target
 
 
@@ -443,6 +445,20 @@ class GPUSLSTMStabilizerGradToForget:
         return "held" if self.hold_stabilizer else "forget"
 
 
+class PackedTailUnwritten(PackedAdapter):
+    """gdn, packed varlen: the backward leaves the input gradient past cu_seqlens[-1] unwritten, so the tail keeps what its reused buffer held (QwenLM/FlashQLA PR #28).
+
+    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.packed.PackedAdapter`),
+    whose dx buffer is the packed x's own buffer, written only for the valid rows; only a case with
+    a packed tail (``-tail<n>``) shows it, in the row ``x[tail]``."""
+
+    def __init__(self) -> None:
+        super().__init__(FusedCPUTarget(name="fused-cpu"), name="mutant:gdn-packed-tail-unwritten")
+
+    def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
+        return x_packed.copy()
+
+
 class ScopedMutant:
     """A mutant judged only on the cases of the families its bug lives in: on any other case it is
     a skip with ``reason``, at no kernel run (a kernel bug of cuDNN's cells says nothing about an
@@ -471,7 +487,10 @@ class ScopedMutant:
 
 def family_mutant(family: str, bug: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
     """``target_class``'s kernel of ``family`` with one bug (fused-cpu's, or fused-gpu's for a GPU
-    mutant): judged on that family's cases, skipped (with the reason) on others."""
+    mutant): judged on that family's cases, skipped (with the reason) on others. A bug of the
+    packed path is a target of its own (a :class:`~gradcheck_rnn.packed.PackedAdapter`)."""
+    if issubclass(bug, PackedAdapter):
+        return ScopedMutant(bug(), (family,), f"the bug is in the {family} packed path")
     kernel = target_class.family_kernel_classes()[family]
     target = target_class(name=name, family_kernels={family: type(bug.__name__, (bug, kernel), {})()})
     return ScopedMutant(target, (family,), f"the bug is in the {family} kernel")
@@ -490,6 +509,8 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "slstm-stabilizer-grad-to-forget": ("slstm", SLSTMStabilizerGradToForget),
     "slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
     "slstm-padded-step-updates-n": ("slstm", SLSTMPaddedStepUpdatesNormalizer),
+    # a bug of the packed (varlen) path: a target of its own around the correct kernel
+    "gdn-packed-tail-unwritten": ("gdn", PackedTailUnwritten),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
