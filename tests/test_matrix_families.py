@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from family_checks import assert_matches_central_differences, assert_one_bucketed_program_is_exact
 
+import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import chunk_edge_lengths, draw_cases, load_profile
@@ -108,3 +109,21 @@ def test_loop_and_jax_agree_on_300_cases_of_each_matrix_family():
         profile = dataclasses.replace(load_profile("matrix"), modes={mode: 1.0}, wants={"all": 1.0})
         for case in draw_cases(profile, 2026, 300):
             assert CaseContext(case).disagreement is None, case.id
+
+
+# ------------------------------------------------------------------ a user family with a matrix state
+
+def test_a_user_family_with_a_matrix_state_is_judged_by_every_check_and_a_slip_is_caught():
+    from matrix_family_targets import RETENTION, retention_slipped, retention_target
+
+    from gradcheck_rnn.config import CHECK_NAMES
+    from gradcheck_rnn.families import register
+
+    register(RETENTION)
+    case = Case.from_id("retention-L2-uni-I2-H3-K2-T6-B3-len6.3.0-f64-s4")
+    assert case.h0.shape == (2, 3, 6)
+    good = gr.check(retention_target, case, checks=list(CHECK_NAMES))
+    assert {r.check for r in good} == set(CHECK_NAMES) and {r.status for r in good} == {"pass"}, \
+        [(r.check, r.message) for r in good]
+    slipped = gr.check(retention_slipped, case, checks=["reference", "padding"])
+    assert [r.status for r in slipped] == ["fail", "pass"]  # hy of the short sequences decayed too far

@@ -72,3 +72,12 @@ def test_a_tail_gradient_that_is_not_exactly_zero_fails_the_reference_check(brok
     # without a tail there is nothing past cu_seqlens[-1] to judge: the same target passes
     assert all(r.status == "pass" for r in gr.check(broken(FusedCPUTarget(name="fused-cpu")),
                                                      TAIL_ID.removesuffix("-tail3"), checks=["reference"]))
+
+
+def test_shrink_keeps_a_tail_failure_and_shortens_the_tail_to_one_row():
+    from gradcheck_rnn.shrink import shrink
+    from gradcheck_rnn.targets.protocol import as_target
+
+    path = shrink(Case.from_id(TAIL_ID), as_target(TailLeftUnwritten(FusedCPUTarget(name="fused-cpu"))))
+    minimal = Case.from_id(path.minimal.case_id)
+    assert minimal.tail == 1 and minimal.config.num_layers == 1 and path.failure.tensor == "x[tail]"

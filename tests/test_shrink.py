@@ -197,6 +197,9 @@ def _heads_rolled_target():
     ("slstm-L1-uni-I1-H4-NH4-expf-mconst-T1-B1-len1-f64-s3", ["NH 4→1", "NH 4→2", "NH 4→3", "drop -expf", "drop -mconst"]),
     ("s6-L1-uni-I1-H1-N4-R3-nosoftplus-T1-B1-len1-f64-s3",
      ["N 4→1", "N 4→2", "N 4→3", "R 3→1", "R 3→2", "drop -nosoftplus", "add -nogate"]),
+    ("gla-L1-uni-I1-H4-NH4-K3-R3-headdecay-strongdecay-T1-B1-len1-f64-s3",
+     ["NH 4→1", "NH 4→2", "NH 4→3", "K 3→1", "K 3→2", "R 3→1", "R 3→2", "drop -headdecay", "drop -strongdecay"]),
+    ("mlstm-L1-uni-I1-H2-K1-T1-B1-len1-f64-s3", []),  # heads and K at their simplest
     ("s6-L1-uni-I1-H1-N1-R1-nogate-T1-B1-len1-f64-s3", []),  # already the simplest
     ("gru-L1-uni-I1-H1-T1-B1-len1-f64-s3", []),  # no options
 ])
