@@ -24,6 +24,7 @@ import dataclasses
 from typing import Sequence
 
 try:
+    from hypothesis import reject
     from hypothesis import strategies as st
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("gradcheck_rnn.strategies needs hypothesis: pip install hypothesis") from exc
@@ -69,7 +70,8 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
           max_size: int = 4, max_batch: int = 3, bidirectional: bool = True,
           wants: Sequence[str] = WANTS_GROUPS, heads: Sequence[str] = HEADS,
           no_initial_state: bool = True, projections: bool = False, no_bias: bool = False,
-          zero_lengths: bool = False, long_memory: bool = False) -> st.SearchStrategy[Case]:
+          zero_lengths: bool = False, long_memory: bool = False,
+          packed_tail: bool = False) -> st.SearchStrategy[Case]:
     """A strategy of :class:`Case` objects that shrinks toward small cases.
 
     ``modes``, ``dtypes``, ``wants`` and ``heads`` are the choices drawn from (the first is the
@@ -77,8 +79,8 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
     ``max_batch`` (B) bound the sizes; ``bidirectional`` and ``no_initial_state`` allow those
     variants, and ``projections`` (LSTM ``-P<proj>``), ``no_bias`` (``-nobias``) and
     ``zero_lengths`` (sequences of length 0) the API surface beyond the four modes, and
-    ``long_memory`` (``-longmem``, where the family has that regime) — off by
-    default, so that existing property tests draw what they drew; each is a boolean per case (per
+    ``long_memory`` (``-longmem``, where the family has that regime) and ``packed_tail``
+    (``-tail<n>``, 1..4 rows) — off by default, so that existing property tests draw what they drew; each is a boolean per case (per
     sequence for lengths) that shrinks to the plain path. Bad arguments raise UsageError when the
     strategy is made, not while drawing.
     """
@@ -112,15 +114,22 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
                    draw(st.sampled_from([k for k in range(1, sizes[o.divides] + 1) if sizes[o.divides] % k == 0]))
                    if o.divides else draw(st.integers(1, max_size))
                    for o in family(mode).options if o.name not in conventions}
-        config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)),
-                           proj_size=proj, bias=bias, options=options)
+        try:
+            config = RNNConfig(mode, layers, bidir, input_size, hidden_size, T, B, draw(st.sampled_from(dtypes)),
+                               proj_size=proj, bias=bias, options=options)
+        except UsageError:  # options that exclude each other (-strongdecay without a bias): not a case
+            reject()
         if long_memory and config.family.keeps_memory(config) and draw(st.booleans()):
-            config = dataclasses.replace(config, long_memory=True)
+            try:
+                config = dataclasses.replace(config, long_memory=True)
+            except UsageError:  # a regime the config's options exclude (-strongdecay): keep it plain
+                pass
         group, head = draw(st.sampled_from(wants)), draw(st.sampled_from(heads))
         # booleans shrink to False, so "omit the initial state" shrinks toward the default (given).
         omit_state = draw(st.booleans()) if no_initial_state else False
         seed = draw(st.integers(0, MAX_DATA_SEED))
-        return make_case(config, lengths, seed, wants=group, heads=head, initial_state=not omit_state)
+        tail = draw(st.integers(0, 4)) if packed_tail else 0
+        return make_case(config, lengths, seed, wants=group, heads=head, initial_state=not omit_state, tail=tail)
 
     return draw_case()
 

@@ -55,8 +55,9 @@ def test_bad_ids_raise_one_clear_error(bad_id, words):
         Case.from_id(bad_id)
 
 
-@pytest.mark.parametrize("case_id", FD_IDS)
-@pytest.mark.parametrize("reference", ["loop", "jax"])
+# the jax reference on one case of each family (each is a compile), the loop reference on all
+@pytest.mark.parametrize("reference, case_id", [*(("loop", i) for i in FD_IDS),
+                                                *(("jax", i) for i in FD_IDS[::2])])
 def test_references_match_central_differences(reference, case_id):
     case = Case.from_id(case_id)
     names = ["x", "h0", *(["c0"] if case.c0 is not None else []), *case.params]
@@ -75,11 +76,19 @@ def test_the_regimes_shift_only_the_decay_bias():
         np.testing.assert_array_equal(held.x, plain.x)
 
 
-def test_one_bucketed_program_serves_other_sizes_and_equals_the_exact_one():
-    assert_one_bucketed_program_is_exact(["gdn-L2-uni-I3-H6-NH3-K3-T5-B2-len5.0-f64-s4",
-                                          "gdn-L2-uni-I4-H6-NH3-K4-nobias-T6-B1-len6-f64-s5",
-                                          "gdn-L2-uni-I1-H6-NH3-K2-T3-B3-len3.1.2-f64-s6"],
-                                         ["gdn-L2-uni-I3-H6-NH3-K3-T5-B2-len5.0-f64-s4"])
+BUCKET_IDS = ["gdn-L2-uni-I3-H6-NH3-K3-T5-B2-len5.0-f64-s4", "gdn-L2-uni-I4-H6-NH3-K4-nobias-T6-B1-len6-f64-s5",
+              "gdn-L2-uni-I1-H6-NH3-K2-T3-B3-len3.1.2-f64-s6"]
+
+
+def test_one_bucketed_program_serves_other_sizes_heads_and_key_widths():
+    assert_one_bucketed_program_is_exact(BUCKET_IDS, [])
+
+
+@pytest.mark.slow  # an exact-shape program per id: a compile each
+@pytest.mark.parametrize("case_id", [BUCKET_IDS[0], "gla-L2-uni-I3-H6-NH3-K3-R3-headdecay-T5-B2-len5.0-f64-s4",
+                                     "mlstm-L3-uni-I3-H6-NH3-K2-T5-B2-len5.0-f64-s4"])
+def test_the_bucketed_program_equals_the_exact_shape_one(case_id):
+    assert_one_bucketed_program_is_exact([case_id], [case_id])
 
 
 def test_chunk_edges_are_drawn_at_every_edge_of_the_profile_chunk_sizes():
@@ -127,3 +136,21 @@ def test_a_user_family_with_a_matrix_state_is_judged_by_every_check_and_a_slip_i
         [(r.check, r.message) for r in good]
     slipped = gr.check(retention_slipped, case, checks=["reference", "padding"])
     assert [r.status for r in slipped] == ["fail", "pass"]  # hy of the short sequences decayed too far
+
+
+def test_the_hypothesis_strategy_draws_valid_matrix_cases_with_every_option():
+    from hypothesis import given, settings
+
+    from gradcheck_rnn.strategies import cases
+
+    seen = set()
+
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True)
+    @given(cases(modes=("gla", "mlstm", "gdn"), no_bias=True, zero_lengths=True, long_memory=True, packed_tail=True))
+    def draw(case):
+        assert Case.from_id(case.id).id == case.id and not case.config.bidirectional
+        seen.add((case.config.mode, case.config.option("strong_decay"), case.config.long_memory, case.tail > 0))
+
+    draw()
+    assert {s[0] for s in seen} == {"gla", "mlstm", "gdn"}
+    assert {s[1] for s in seen} == {s[2] for s in seen} == {s[3] for s in seen} == {True, False}
