@@ -9,6 +9,14 @@ among errors far below the tolerance (1e-9 → 1e-8 of it) is noise, not news.
 
 The baseline's rows are read once into a compact dict, (case id, target, check) → (status,
 {tensor: ratio}), and each row is compared as it arrives (:meth:`Baseline.mark`).
+
+A ratio is an error divided by its tolerance, so ratios judged under two tolerance tables differ
+by the tables' quotient, not by any change of the kernel: a baseline judged under another table
+(another profile's ``[tolerances]``, other ``--rtol``/``--atol``) is refused before the sweep
+starts, as is a baseline that shares no row with it (another profile's draw, seed or targets),
+where every row would go uncompared (:meth:`Baseline.refuse_incomparable`). A baseline of another
+profile with the same table is compared, with a note. A run that compared no row never passes
+``--fail-on-drift``: it exits 5, as a run that checked nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +25,16 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .compare import tensor_summary
 from .numbers import from_json_number
+from .errors import UsageError
 from .result import CaseResult
 from .statuses import PASSED
+
+if TYPE_CHECKING:
+    from .run.spec import RunSpec
 
 DRIFT_FACTOR = 4.0
 # A ratio at or below 1% of the tolerance never drifts, however much it grew.
@@ -32,19 +44,21 @@ Key = tuple[str, str, str]  # (case id, target, check)
 Stored = tuple[str, dict[str, float]]  # (status, {tensor: ratio})
 
 
-def load_rows(run_dir: str | Path) -> tuple[Path, dict[Key, Stored]]:
+def load_rows(run_dir: str | Path) -> tuple[Path, dict[Key, Stored], Any]:
     """A stored run's rows as (case id, target, check) → (status, {tensor: ratio}); the run folder
-    (``RUN_DIR``, ``<report dir>/latest`` or a report dir) it was read from."""
+    (``RUN_DIR``, ``<report dir>/latest`` or a report dir) it was read from, and its stored run
+    spec (results.json's ``"spec"``)."""
     from .reports import load_document, resolve_run_dir
 
     folder = resolve_run_dir(run_dir)
     rows: dict[Key, Stored] = {}
-    for row in load_document(folder)["results"]:
+    document = load_document(folder)
+    for row in document["results"]:
         key = (row["case_id"], sys.intern(row["target"]), sys.intern(row.get("check", "reference")))
         rows[key] = (sys.intern(row["status"]),
                      {sys.intern(name): from_json_number(ratio)
                       for name, _, ratio, _ in map(tensor_summary, row.get("tensors", ()))})
-    return folder, rows
+    return folder, rows, document.get("spec")
 
 
 def grown(then: dict[str, float], now: dict[str, float], factor: float,
@@ -79,11 +93,35 @@ class Baseline:
     fail_on_drift: bool = False
     drifted: list[dict[str, Any]] = field(default_factory=list)
     compared: int = 0  # passing rows that had a row in the baseline
+    spec: Any = None  # the baseline's stored run spec (results.json's "spec")
 
     @classmethod
     def load(cls, run_dir: str, factor: float = DRIFT_FACTOR, fail_on_drift: bool = False) -> "Baseline":
-        folder, rows = load_rows(run_dir)
-        return cls(folder, rows, factor, fail_on_drift)
+        folder, rows, spec = load_rows(run_dir)
+        return cls(folder, rows, factor, fail_on_drift, spec=spec)
+
+    def refuse_incomparable(self, spec: RunSpec) -> str | None:
+        """Refuse (UsageError, one sentence) a baseline whose ratios cannot be compared with the
+        run of ``spec``: judged under another tolerance table, or sharing no row with it. Returns
+        a note when the baseline was judged with another profile (its rows are still compared),
+        else None."""
+        from .run.spec import RunSpec
+
+        then = RunSpec.from_json(self.spec, where=str(self.run_dir / "results.json"))
+        differing = _tolerance_differences(then, spec)
+        if differing:
+            raise UsageError(f"the baseline {self.run_dir} was judged under other tolerances ({differing}), so every "
+                             f"ratio would differ by the tolerances alone; give a baseline judged with this run's "
+                             f"profile and --rtol/--atol")
+        if not any(key in self.rows for key in spec.row_keys()):
+            raise UsageError(f"the baseline {self.run_dir} shares no row (case id × target × check) with this run "
+                             f"(it judged profile {then.profile!r}, seed {then.seed}, {then.cases} cases on "
+                             f"{', '.join(then.targets)}); give a baseline of this run's profile, seed and targets")
+        if (then.profile, then.profile_sha256) != (spec.profile, spec.profile_sha256):
+            other = "another version of profile" if then.profile == spec.profile else "profile"
+            return (f"note: the baseline {self.run_dir} was judged with {other} {then.profile!r} under the same "
+                    f"tolerances; only the rows both runs judged are compared")
+        return None
 
     def mark(self, row: CaseResult) -> None:
         """Make a passing row ``drifted`` when a tensor's ratio grew past the factor since the baseline."""
@@ -102,6 +140,21 @@ class Baseline:
                 "fail_on_drift": self.fail_on_drift, "compared": self.compared, "rows": self.drifted}
 
 
+def _tolerance_differences(then: RunSpec, now: RunSpec) -> str:
+    """The tolerances in which two runs' tables differ, as ``f32 output: rtol 1e-09, atol 1e-11 in
+    the baseline, rtol 0.0001, atol 1e-05 now``; "" when they judge alike. A run written before specs recorded their table is
+    known by its --rtol/--atol only."""
+    if not then.tolerance_table:
+        return ", ".join(f"--{name} {getattr(then, name)} in the baseline, {getattr(now, name)} now" for name in ("rtol", "atol")
+                         if getattr(then, name) != getattr(now, name))
+    old = {(dtype, kind): (rtol, atol) for dtype, kind, rtol, atol in then.tolerance_table}
+    changes = [f"{dtype} {kind}: rtol {old_rtol:g}, atol {old_atol:g} in the baseline, rtol {rtol:g}, atol {atol:g} now"
+               for dtype, kind, rtol, atol in now.tolerance_table
+               for old_rtol, old_atol in [old.get((dtype, kind), (math.nan, math.nan))]
+               if (old_rtol, old_atol) != (rtol, atol)]
+    return "; ".join(changes[:2]) + (f"; {len(changes) - 2} more" if len(changes) > 2 else "")
+
+
 @dataclass
 class Diff:
     """Two stored runs compared (``gradcheck-rnn diff``): drifted rows and rows present in one run only."""
@@ -113,8 +166,8 @@ class Diff:
 
 def diff_runs(run_a: str, run_b: str, factor: float = DRIFT_FACTOR) -> Diff:
     """Compare run B with run A as ``sweep --baseline A`` compared B's rows as they arrived."""
-    folder_a, rows_a = load_rows(run_a)
-    folder_b, rows_b = load_rows(run_b)
+    folder_a, rows_a, _ = load_rows(run_a)
+    folder_b, rows_b, _ = load_rows(run_b)
     baseline = Baseline(folder_a, rows_a, factor)
     for key, (status, ratios) in rows_b.items():
         if key in rows_a and status in PASSED and rows_a[key][0] in PASSED:

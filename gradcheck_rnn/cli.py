@@ -111,6 +111,8 @@ def sweep(**values: Any) -> None:
     ensure_writable(values["report_dir"])
     baseline = opt.load_baseline(values)
     spec, execution, resolved = opt.build_sweep(values)
+    if baseline is not None:
+        opt.compare_baseline(baseline, spec)
     sys.exit(judge_and_report(spec, execution, "sweep", values["report_dir"], values["fmt"], targets=resolved,
                               baseline=baseline))
 

@@ -233,6 +233,15 @@ def load_baseline(values: dict[str, Any]) -> Any:
     return Baseline.load(values["baseline"], values["drift_factor"] or DRIFT_FACTOR, values["fail_on_drift"])
 
 
+def compare_baseline(baseline: Any, spec: Any) -> None:
+    """Refuse a baseline whose ratios this run cannot be compared with (UsageError); print the
+    note of one judged with another profile (:meth:`~gradcheck_rnn.baseline.Baseline.refuse_incomparable`)."""
+    from .console import err, say
+
+    if note := baseline.refuse_incomparable(spec):
+        say(err, note)
+
+
 def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
     not pass in the report folder's latest run (exit 5 with a note when there are none)."""

@@ -243,13 +243,12 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 
     spec, results, folders, drift = merge_shards(run_dirs)
     ensure_writable(report_dir)
-    fail_on_drift = drift is not None and drift["fail_on_drift"]  # as the shards were judged
     with row_log(report_dir, "merge", spec.seed) as log:
         for result in results:
             result.repro_options = spec.repro_options
             log.add(result)
         # the one tally, the log's: the verdict's, the console's and the reports'
-        run = Run(results, *tally_verdict(log.tally, spec.named_targets, fail_on_drift), spec, tally=log.tally)
+        run = Run(results, *tally_verdict(log.tally, spec.named_targets, drift), spec, tally=log.tally)
         print_run(results, log.tally)
         extra = None if drift is None else {"drift": drift}
         if drift is not None:
@@ -386,12 +385,16 @@ def rerender_run(run_dir: str, fmt: str) -> int:
 def print_drift(drift: dict[str, Any]) -> None:
     """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.baseline`), largest growth
     first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
-    cut); or one line saying how many rows were compared and that none drifted."""
+    cut); or one line saying how many rows were compared and that none drifted, or that none was."""
     from .reports.document import drift_rows
     from .numbers import fmt
 
     compared = f"{plural(drift['compared'], 'passing row')} compared with {drift['baseline']}"
     rule = f"ratio grew past ×{drift['factor']:g}, ending above {drift['floor']:g}"
+    if not drift["compared"]:
+        say(out, f"nothing was compared with the baseline {drift['baseline']}: no passing row has a row there, "
+                 f"so drift went unchecked", style="bold yellow")
+        return
     if not drift["rows"]:
         say(out, f"no drift: {compared}, none whose {rule}")
         return

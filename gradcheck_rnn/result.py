@@ -241,9 +241,9 @@ def plural(count: int, noun: str) -> str:
 
 
 def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = (),
-            fail_on_drift: bool = False) -> tuple[int, str]:
+            drift: dict[str, Any] | None = None) -> tuple[int, str]:
     """:func:`tally_verdict` of rows held in memory (the pytest fixture, tests)."""
-    return tally_verdict(_Counts(results), named_targets, fail_on_drift)
+    return tally_verdict(_Counts(results), named_targets, drift)
 
 
 class _Counts:
@@ -265,15 +265,18 @@ class _Counts:
         return sum(self.statuses.values())
 
 
-def tally_verdict(tally: Any, named_targets: Iterable[str] = (), fail_on_drift: bool = False) -> tuple[int, str]:
+def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None) -> tuple[int, str]:
     """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
     codes"), from the run's :class:`~gradcheck_rnn.tally.Tally`: no row need be held.
 
     0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
-    or a drifted row with ``fail_on_drift``; 5 nothing was checked — no result, every result a
-    skip, or a target named on the command line judged on no case at all (a vacuous run is never
-    "all passed"). 1 wins over 5. Drifted rows without ``fail_on_drift`` pass, with a warning.
+    or a drifted row with ``--fail-on-drift``; 5 nothing was checked — no result, every result a
+    skip, a target named on the command line judged on no case at all, or, with
+    ``--fail-on-drift``, no row compared with the baseline (a vacuous run is never "all passed").
+    1 wins over 5. Drifted rows without ``--fail-on-drift`` pass, with a warning. ``drift`` is the
+    run's comparison with its baseline (results.json's ``"drift"``), None without one.
     """
+    fail_on_drift = drift is not None and drift["fail_on_drift"]
     failing = BAD_STATUSES | {"drifted"} if fail_on_drift else BAD_STATUSES
     bad = {status: n for status, n in tally.statuses.items() if status in failing and n}
     if bad:
@@ -289,6 +292,9 @@ def tally_verdict(tally: Any, named_targets: Iterable[str] = (), fail_on_drift: 
         if not judged[name]:
             return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
                                           f"({top_skip_reasons(tally.skips, name) or 'it ran on no case'})")
+    if fail_on_drift and not drift["compared"]:
+        return EXIT_NOTHING_CHECKED, (f"no drift was checked: no passing row of this run has a row in the baseline "
+                                      f"{drift['baseline']}, and --fail-on-drift never passes on none")
     drifted = tally.statuses["drifted"]
     warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
     return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"

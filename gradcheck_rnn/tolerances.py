@@ -93,9 +93,19 @@ class Tolerances:
         self.rtol, self.atol = rtol, atol
 
     def for_tensor(self, dtype: str, name: str) -> Tolerance:
-        kind = tensor_kind(name)
+        return self.for_kind(dtype, tensor_kind(name))
+
+    def for_kind(self, dtype: str, kind: str) -> Tolerance:
+        """The tolerance of every tensor of ``kind`` in a target computing in ``dtype``, overrides applied."""
         base = self.table[dtype][kind]
         return Tolerance(_override(self.rtol, kind, base.rtol), _override(self.atol, kind, base.atol))
+
+    def rows(self) -> tuple[tuple[str, str, float, float], ...]:
+        """The whole table as it judges, overrides applied: ``(dtype, kind, rtol, atol)`` per
+        dtype and kind. A run spec records it, since a ratio means something only beside it
+        (``sweep --baseline`` refuses a baseline judged under another table)."""
+        return tuple((dtype, kind, tolerance.rtol, tolerance.atol) for dtype in self.table for kind in KINDS
+                     for tolerance in [self.for_kind(dtype, kind)])
 
     @classmethod
     def from_profile(cls, section: Mapping[str, object], rtol: float | None = None,

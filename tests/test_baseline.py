@@ -16,7 +16,7 @@ from gradcheck_rnn.baseline import grown
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import CHECK_NAMES
 from gradcheck_rnn.generate import CONFIG_DIR
-from gradcheck_rnn.result import row_field
+from gradcheck_rnn.result import CaseResult, row_field, verdict
 
 KERNEL = "drift_targets:kernel"
 
@@ -106,6 +106,41 @@ def test_two_runs_of_the_correct_kernel_do_not_drift_across_1000_cases(reference
     assert sweep(reference_only, tmp_path / "a", 1000)[0] == 0
     code, output = sweep(reference_only, tmp_path / "b", 1000, "--baseline", tmp_path / "a", "--fail-on-drift")
     assert code == 0 and document(tmp_path / "b")["drift"]["rows"] == [], output
+
+
+def test_a_baseline_judged_under_other_tolerances_is_refused(reference_only, correct_run, tmp_path):
+    """Tighter tolerances make every ratio larger: that is no drift of the kernel, so no comparison."""
+    code, output = sweep(reference_only, tmp_path, 40, "--rtol", 1e-5, "--atol", 1e-7, "--baseline", correct_run)
+    assert code == 2 and "was judged under other tolerances" in output and "rtol 1e-05, atol 1e-07 now" in output, output
+    assert "Traceback" not in output and not (tmp_path / "latest").exists()
+
+
+def test_a_baseline_of_another_profile_that_shares_no_row_is_refused(reference_only, correct_run, tmp_path):
+    other = tmp_path / "other.toml"
+    other.write_text(reference_only.read_text().replace("seed = 0", "seed = 5"))
+    code, output = sweep(other, tmp_path / "reports", 40, "--baseline", correct_run, "--fail-on-drift")
+    assert code == 2 and "shares no row" in output and "profile 'reference'" in output, output
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_baseline_of_an_edited_profile_with_the_same_tolerances_is_compared_with_a_note(
+        reference_only, correct_run, tmp_path):
+    edited = tmp_path / "reference.toml"
+    edited.write_text(reference_only.read_text() + "# edited: another sha256, the same draw and tolerances\n")
+    code, output = sweep(edited, tmp_path / "reports", 10, "--baseline", correct_run, "--fail-on-drift")
+    assert code == 0 and "another version of profile 'reference'" in output, output
+    assert document(tmp_path / "reports")["drift"]["compared"] > 0
+
+
+@pytest.mark.parametrize("fail_on_drift, exit_code", [(True, 5), (False, 0)])
+def test_fail_on_drift_never_passes_when_no_row_was_compared(fail_on_drift, exit_code):
+    drift = {"baseline": "reports/run", "factor": 4.0, "floor": 0.01, "fail_on_drift": fail_on_drift,
+             "compared": 0, "rows": []}
+    passing = CaseResult("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7", "fused-cpu", "pass", "gru", "f32", "all")
+    code, reason = verdict([passing], drift=drift)
+    assert code == exit_code and ("no drift was checked" in reason) == fail_on_drift, reason
+    with_compared = verdict([passing], drift={**drift, "compared": 1})
+    assert with_compared[0] == 0
 
 
 def test_diff_lists_the_rows_present_in_one_run_only(reference_only, correct_run, tmp_path):

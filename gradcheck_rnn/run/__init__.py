@@ -282,5 +282,5 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices), tally)
         raise
     results = [row for row in results if spec.judges(row)]
-    code, reason = tally_verdict(tally, spec.named_targets, baseline is not None and baseline.fail_on_drift)
+    code, reason = tally_verdict(tally, spec.named_targets, None if baseline is None else baseline.to_json())
     return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally)

@@ -70,6 +70,9 @@ class RunSpec:
     # (case id, target, check) of every row judged, when not every case × target × check is
     # (sweep --last-failed judges exactly the rows that did not pass): other rows are dropped
     only: tuple[tuple[str, str, str], ...] = ()
+    # (dtype, kind, rtol, atol): the tolerance table the run judges by (Tolerances.rows), overrides
+    # applied; a stored ratio means something only beside it. Empty in runs written before it.
+    tolerance_table: tuple[tuple[str, str, float, float], ...] = ()
 
     @classmethod
     def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
@@ -92,6 +95,7 @@ class RunSpec:
 
         load_all(families)  # before anything reads a mode token of theirs (profile, case ids)
         profile = profile or load_profile(config)
+        tolerance_table = profile.tolerance_table(rtol, atol).rows()  # validates the overrides before anything runs
         case_ids = tuple(CaseRef.from_id(case_id).id for case_id in case_ids)  # checked, in normal form
         targets_now = resolve_targets(targets) if targets else default_targets()
         if resolved is not None:
@@ -104,10 +108,8 @@ class RunSpec:
                    checks=tuple(checks or profile.enabled_checks),
                    rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
                    dtypes=tuple(dtypes), narrowing=narrowing, shard=shard, case_ids=tuple(case_ids),
-                   families=tuple(families),
-                   only=tuple(only))
+                   families=tuple(families), only=tuple(only), tolerance_table=tolerance_table)
         spec.__dict__["profile_data"] = spec.narrow(profile)
-        spec.tolerances()  # validate the overrides now, before anything runs
         return spec
 
     @staticmethod
@@ -192,6 +194,17 @@ class RunSpec:
         """How many rows the run judges: every case × target × check, or the chosen ones."""
         return len(self.only) if self.only else len(self.indices) * len(self.targets) * len(self.checks)
 
+    def row_keys(self) -> Iterator[tuple[str, str, str]]:
+        """``(case id, target, check)`` of every row this run judges, in judging order; each case
+        named without drawing its arrays."""
+        if self.only:
+            yield from self.only
+            return
+        for _, ref in self.jobs():
+            for target in self.targets:
+                for check in self.checks:
+                    yield ref.id, target, check
+
     def judges(self, row: Any) -> bool:
         """Whether ``row`` (a CaseResult) is one this run judges (always, unless rows were chosen)."""
         return not self.only or (row.case_id, row.target, row.check) in self._chosen
@@ -221,8 +234,8 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            # runs written before named cases, user families, narrowing and chosen rows
-            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], **data}
+            # runs written before named cases, user families, narrowing, chosen rows and the tolerance table
+            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [], **data}
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")
@@ -230,6 +243,7 @@ class RunSpec:
         values["shard"] = parse_shard(data["shard"])
         values["narrowing"] = Narrowing.from_json(data["narrowing"])
         values["only"] = tuple(tuple(row) for row in data["only"])
+        values["tolerance_table"] = tuple(tuple(row) for row in data["tolerance_table"])
         return cls(**values)
 
     def differences(self, other: "RunSpec") -> list[str]:
