@@ -21,7 +21,7 @@ from gradcheck_rnn.reports import RowLog, write_reports
 from gradcheck_rnn.reports.document import results_document
 from gradcheck_rnn.reports.stream import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
 from gradcheck_rnn import CaseResult
-from gradcheck_rnn.run import default_workers, slim
+from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers, slim
 from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.tolerances import Tolerances
@@ -67,17 +67,26 @@ def test_the_command_starts_the_fork_server_before_its_own_torch_import(monkeypa
     assert order == ["fork server", "torch threads"]
 
 
-def test_default_workers_follow_cases_and_load_and_say_why(monkeypatch):
+def test_default_workers_follow_cases_and_busy_cores_and_say_why(monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 4)
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert default_workers(10)[0] == default_workers(199)[0] == 1  # one worker process: isolated all the same
-    assert default_workers(200) == (2, "default: at most one per 100 cases")
-    assert default_workers(100_000) == (4, "default: one per idle core, 4 of 4")
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))  # this command's own start-up
-    assert default_workers(100_000)[0] == 4
-    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # three cores busy elsewhere
-    assert default_workers(100_000) == (1, "default: 1 idle core of 4")
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.9, 3.9, 3.9))  # a minute's mean of what has ended: not read
+    idle = lambda: 0.0  # noqa: E731 - the busy-core sampler, injected
+    assert default_workers(10, idle)[0] == default_workers(199, idle)[0] == 1  # one worker process: isolated all the same
+    assert default_workers(200, idle) == (2, "default: at most one per 100 cases")
+    assert default_workers(100_000, idle) == (4, "default: one per idle core, 4 of 4")
+    assert default_workers(100_000, lambda: 0.9)[0] == 4  # this command's own start-up
+    assert default_workers(100_000, lambda: 3.2) == (1, "default: 1 idle core of 4")  # three cores busy elsewhere
+    assert default_workers(100_000, lambda: None)[0] == 1  # no CPU times to read: the load average stands in
     assert default_workers()[0] == 4  # no case count: the cores
+
+
+def test_busy_cores_are_the_busy_share_of_cpu_time_while_the_command_waits(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    ticks = iter([(1000, 4000), (1015, 4020)])  # (busy, total) ticks: 15 of the 20 since were busy
+    assert busy_cores(lambda: next(ticks), seconds=0) == pytest.approx(1.5)
+    assert busy_cores(lambda: None, seconds=0) is None
+    busy, total = cpu_ticks()  # this machine's /proc/stat (the project runs its tests on Linux)
+    assert 0 <= busy <= total
 
 
 def test_passing_rows_lose_their_ratio_maps_on_arrival():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
@@ -33,8 +34,8 @@ from .worker import WorkerSetup
 if TYPE_CHECKING:
     from ..baseline import Baseline
 
-__all__ = ["Execution", "Executor", "RunSpec", "default_workers", "execute", "judge_run", "open_executor",
-           "parse_shard", "start_pool_early"]
+__all__ = ["Execution", "Executor", "RunSpec", "busy_cores", "cpu_ticks", "default_workers", "execute", "judge_run",
+           "open_executor", "parse_shard", "start_pool_early"]
 
 
 # Which rows a run keeps in memory (None: every row); the others only pass through on_result.
@@ -52,29 +53,68 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def idle_cores(cores: int) -> int:
-    """Cores that no other process keeps busy: ``cores`` minus the whole part of the 1-minute load
-    average, at least 1 (a load of 0.9 left by this command's own start-up still leaves 2 of 2)."""
+# How long busy_cores watches the CPU: many scheduler ticks (10 ms each), little of a command's start.
+BUSY_SAMPLE_SECONDS = 0.15
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) CPU time of the whole machine since boot, in clock ticks, from /proc/stat's
+    first line; None where there is none (macOS, Windows)."""
     try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # pragma: no cover - no load average on this OS
-        return cores
-    return max(1, min(cores, cores - int(load)))
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
+    ticks = [int(value) for value in fields[1:9]]
+    total = sum(ticks)
+    return total - ticks[3] - ticks[4], total
 
 
-def default_workers(cases: int | None = None) -> tuple[int, str]:
+def busy_cores(sample: Callable[[], tuple[int, int] | None] = cpu_ticks,
+               seconds: float = BUSY_SAMPLE_SECONDS) -> float | None:
+    """How many cores other processes keep busy now: the machine's busy share of CPU time over
+    ``seconds`` (while this process sleeps) times its cores. None when ``sample`` cannot say.
+
+    Not the load average: its 1-minute mean still counts processes that ended seconds ago (a
+    test run, an install), so right after one a 2-core machine judged 200 cases on 1 worker."""
+    before = sample()
+    time.sleep(seconds)
+    after = sample()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+
+
+def idle_cores(cores: int, busy_now: Callable[[], float | None] = busy_cores) -> int:
+    """Cores that no other process keeps busy now: ``cores`` minus the whole part of
+    :func:`busy_cores`, at least 1 (0.9 of a core busy elsewhere still leaves 2 of 2). Where the
+    CPU time cannot be read, the 1-minute load average stands in for it."""
+    busy = busy_now()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except (AttributeError, OSError):  # pragma: no cover - no load average on this OS
+            return cores
+    return max(1, min(cores, cores - int(busy)))
+
+
+def default_workers(cases: int | None = None, busy_now: Callable[[], float | None] = busy_cores) -> tuple[int, str]:
     """How many worker processes judge a run of ``cases`` cases when ``--workers`` is not given,
     and why (the run's header prints it).
 
-    One per idle core, and at most one per CASES_PER_WORKER cases: a second worker's start-up
-    costs about as much as it saves on fewer cases (benchmarks/sweep_throughput.py; the figures are
-    in benchmarks/RESULTS.md). On a core that another process keeps busy, two workers only take
-    turns, so busy cores do not count.
+    One per idle core (:func:`idle_cores`, with ``busy_now`` counting the busy ones), and at most
+    one per CASES_PER_WORKER cases: a second worker's start-up costs about as much as it saves on
+    fewer cases (benchmarks/sweep_throughput.py; the figures are in benchmarks/RESULTS.md). On a
+    core that another process keeps busy, two workers only take turns, so busy cores do not count.
+    A run that takes one worker whatever the cores does not wait to count them.
     """
     cores = usable_cores()
     if cases is None:
         return cores, f"{cores} usable cores"
-    idle = idle_cores(cores)
+    if cases // CASES_PER_WORKER < 2:
+        return 1, f"default: at most one per {CASES_PER_WORKER} cases"
+    idle = idle_cores(cores, busy_now)
     workers = max(1, min(idle, cases // CASES_PER_WORKER))
     if workers == idle and idle > 1:
         return workers, f"default: one per idle core, {idle} of {cores}"
