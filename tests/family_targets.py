@@ -5,9 +5,12 @@ kernel's planted slip."""
 import sys
 from pathlib import Path
 
+from docs_scripts import no_bytecode
+
 sys.path.insert(0, str(Path(__file__).parent.parent / "docs" / "examples"))
 
-from my_family import MINGRU, my_mingru as mingru_target  # noqa: E402
+with no_bytecode():  # no __pycache__ in docs/examples
+    from my_family import MINGRU, my_mingru as mingru_target  # noqa: E402
 
 from gradcheck_rnn import Outputs  # noqa: E402
 

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from docs_scripts import bytecode_folders, no_bytecode, run_scripts
+
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 EXAMPLES = {"python", "sh"}
@@ -297,6 +299,39 @@ def test_the_sample_output_is_what_the_tool_prints_today(tmp_path):
 
 
 # --- the site builds ------------------------------------------------------------------------------
+
+def test_the_site_leaves_out_the_bytecode_of_the_docs_scripts(tmp_path):
+    """A run that imported docs/mxnet-1.9.1/common.py left __pycache__ beside it, and the site
+    build copied it into site/: mkdocs.yml's exclude_docs leaves it out, whatever left it."""
+    pytest.importorskip("mkdocs", reason='mkdocs is not installed here: pip install -e ".[docs]"')
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import get_files
+
+    scripts = tmp_path / "mxnet-1.9.1"
+    (scripts / "__pycache__").mkdir(parents=True)
+    (tmp_path / "index.md").write_text("# Home\n")
+    (scripts / "common.py").write_text("X = 1\n")
+    (scripts / "__pycache__" / "common.cpython-311.pyc").write_bytes(b"\0")
+    files = get_files(load_config(config_file=str(ROOT / "mkdocs.yml"), docs_dir=str(tmp_path)))
+    included = {file.src_uri for file in files if file.inclusion.is_included()}
+    assert included == {"index.md", "mxnet-1.9.1/common.py"}
+
+
+def test_the_docs_scripts_the_tests_run_leave_no_bytecode_beside_them(tmp_path, monkeypatch):
+    """tests/docs_scripts.py runs docs/'s scripts (in another interpreter, or imported here) as a
+    reader would, importing their siblings, and writes no __pycache__ into docs/."""
+    (tmp_path / "common_h38b.py").write_text("SAID = 'CONFIRMED imported beside the script'\n")
+    (tmp_path / "finding.py").write_text("from common_h38b import SAID\nprint(SAID)\n")
+    done = run_scripts(sys.executable, [tmp_path / "finding.py"], env={})
+    assert done.returncode == 0 and done.stdout == "CONFIRMED imported beside the script\n", done.stderr
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "common_h38b", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as in a session that writes bytecode
+    with no_bytecode():
+        __import__("common_h38b")
+    monkeypatch.delitem(sys.modules, "common_h38b")
+    assert bytecode_folders(tmp_path) == [] and not sys.dont_write_bytecode
+
 
 @pytest.mark.slow
 def test_the_docs_site_builds_strict(tmp_path):

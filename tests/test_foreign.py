@@ -250,14 +250,13 @@ def test_a_short_mxnet_sweep_fails_only_on_the_documented_mxnet_behaviours(mxnet
 
 def test_the_standalone_mxnet_scripts_show_each_finding(mxnet_python):
     """docs/mxnet-1.9.1/*.py: numpy + mxnet only, no gradcheck_rnn; what the README cites."""
-    import subprocess
+    from docs_scripts import run_scripts
 
     folder = Path(__file__).parent.parent / "docs" / "mxnet-1.9.1"
     scripts = ["native_frozen_weights_truncate_bptt.py", "native_frozen_inputs_stacked_weight_grads.py",
                "onednn_ignores_sequence_length.py", "refusals.py"]
-    runner = "import runpy, sys; sys.path.insert(0, sys.argv[1]); [runpy.run_path(f'{sys.argv[1]}/{s}') for s in sys.argv[2:]]"
-    done = subprocess.run([str(mxnet_python), "-c", runner, str(folder), *scripts], capture_output=True, text=True,
-                          env={"MXNET_SUBGRAPH_VERBOSE": "0", "OMP_NUM_THREADS": "1"})
+    done = run_scripts(mxnet_python, [folder / script for script in scripts],
+                       env={"MXNET_SUBGRAPH_VERBOSE": "0", "OMP_NUM_THREADS": "1"})
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and sum(line.startswith("CONFIRMED") for line in lines) == 3, done.stdout + done.stderr
     refusals = dict(line.split(": ", 1) for line in lines[-4:])

@@ -12,11 +12,11 @@ or bias placement produces fails on the tensors it touches.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from docs_scripts import run_scripts
 from gradcheck_rnn import Case
 from gradcheck_rnn.targets import resolve_target
 
@@ -89,9 +89,7 @@ def test_the_standalone_scripts_show_each_library_behaviour(flax_keras_python):
     """docs/flax-0.12/zero_length_carry.py and docs/keras-3.15/float64_tanh.py, in one interpreter."""
     docs = Path(__file__).parent.parent / "docs"
     scripts = [docs / "flax-0.12" / "zero_length_carry.py", docs / "keras-3.15" / "float64_tanh.py"]
-    runner = "import runpy, sys; [runpy.run_path(p) for p in sys.argv[1:]]"
-    done = subprocess.run([str(flax_keras_python), "-c", runner, *map(str, scripts)], capture_output=True, text=True,
-                          env={"KERAS_BACKEND": "jax", "JAX_ENABLE_X64": "1"})
+    done = run_scripts(flax_keras_python, scripts, env={"KERAS_BACKEND": "jax", "JAX_ENABLE_X64": "1"})
     verdicts = [line for line in done.stdout.splitlines() if line.startswith(("CONFIRMED", "NOT REPRODUCED"))]
     assert verdicts == ["CONFIRMED length 0 returns a carry that is not the initial one",
                         "CONFIRMED Keras computes float64 tanh in float32"], done.stdout + done.stderr
