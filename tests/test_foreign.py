@@ -2,7 +2,8 @@
 
 The out-of-process path runs ``tests/foreign_targets.py`` through the client in this venv's own
 python (numpy only is used there); the MXNet tests run MXNet 1.9.1 in the venv that
-tests/foreign_env.py makes, and are skipped with the reason when pip cannot provide it.
+tests/foreign_env.py makes, and are skipped with the reason when the registry cannot provide it
+(they fail when making the venv fails otherwise).
 """
 
 from __future__ import annotations
