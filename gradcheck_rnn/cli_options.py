@@ -228,7 +228,8 @@ def load_baseline(values: dict[str, Any]) -> Any:
         given = [flag for flag, value in (("--drift-factor", values["drift_factor"]),
                                           ("--fail-on-drift", values["fail_on_drift"])) if value]
         if given:
-            raise UsageError(f"{' and '.join(given)} compare with a baseline; add --baseline RUN_DIR")
+            raise UsageError(f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} a baseline to compare "
+                             f"with; add --baseline RUN_DIR")
         return None
     return Baseline.load(values["baseline"], values["drift_factor"] or DRIFT_FACTOR, values["fail_on_drift"])
 

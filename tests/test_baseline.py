@@ -143,6 +143,16 @@ def test_fail_on_drift_never_passes_when_no_row_was_compared(fail_on_drift, exit
     assert with_compared[0] == 0
 
 
+@pytest.mark.parametrize("flags, words", [
+    (["--fail-on-drift"], "--fail-on-drift needs a baseline to compare with; add --baseline RUN_DIR"),
+    (["--drift-factor", "2", "--fail-on-drift"],
+     "--drift-factor and --fail-on-drift need a baseline to compare with; add --baseline RUN_DIR"),
+])
+def test_drift_flags_without_a_baseline_are_refused_in_a_sentence(flags, words, tmp_path):
+    code, output = invoke("sweep", *flags, "--report-dir", tmp_path)
+    assert code == 2 and output.strip() == f"error: {words}", output
+
+
 def test_diff_lists_the_rows_present_in_one_run_only(reference_only, correct_run, tmp_path):
     assert sweep(reference_only, tmp_path, 38)[0] == 0
     code, output = invoke("diff", correct_run, tmp_path)

@@ -134,7 +134,7 @@ def describe_targets() -> list[tuple[str, bool, str]]:
             ("fused-gpu", gpu_reason is None, gpu_note)]
     from .foreign import foreign_rows
 
-    rows.extend(foreign_rows())
+    rows.extend(foreign_rows(cuda))
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
     from .mutants import (

@@ -378,8 +378,9 @@ def local_builtin(name: str) -> Any:
 FOREIGN_CUDA_ONLY = ("flashrnn-triton", "flashrnn-cuda")
 
 
-def foreign_rows() -> list[tuple[str, bool, str]]:
-    """(name, available here, note) for ``gradcheck-rnn targets``."""
+def foreign_rows(cuda: bool) -> list[tuple[str, bool, str]]:
+    """(name, available here, note) for ``gradcheck-rnn targets``; without a CUDA device (``cuda``)
+    the CUDA-only ones are not available, as a default sweep's header says."""
     notes = {"mxnet": "MXNet's RNN operator on CPU (oneDNN where MXNet uses it)",
              "mxnet-native": "MXNet's own CPU RNN kernel (MXNET_USE_MKLDNN_RNN=0)",
              "flax": "flax.linen nn.RNN over LSTMCell, GRUCell, SimpleCell (extra: flax)",
@@ -391,6 +392,9 @@ def foreign_rows() -> list[tuple[str, bool, str]]:
              "mambapy": "mambapy's Mamba selective scan (pscan) for s6 (extra: mambapy)"}
     rows = []
     for name, note in notes.items():
+        if not cuda and name in FOREIGN_CUDA_ONLY:
+            rows.append((name, False, f"{note}; no CUDA device on this machine"))
+            continue
         available = _import_error(_FRAMEWORK[name]) is None
         rows.append((name, available, note if available else f"{note}; not importable here, use {name}@PYTHON"))
     rows.append(("NAME@PYTHON", True, "any target run in another Python interpreter (docs/foreign-targets.md)"))

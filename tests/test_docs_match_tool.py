@@ -1,0 +1,133 @@
+"""The docs read against the tool (issue 38): what a page quotes or counts is what the tool prints,
+knows or registers, so that the two cannot drift apart again.
+
+Each test takes the fact from the tool itself (a header it prints, the families it registers, the
+mutants it judges, the targets it leaves out) and the words from the page a new user reads.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradcheck_rnn.families import BUILT_IN_MODES, family
+from gradcheck_rnn.generate import CONFIG_DIR
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+
+
+def prose(path: Path) -> str:
+    """A page's text with every run of white space one space (quotes wrap across lines)."""
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def test_the_worker_header_the_docs_quote_is_the_one_the_tool_prints(capsys):
+    """getting-started.md and scale.md quote the default sweep's header on a 2-core machine; the
+    default worker count of its 40 cases no longer depends on how busy the machine is."""
+    from gradcheck_rnn.cli_options import announce
+    from gradcheck_rnn.run import Execution, RunSpec, default_workers
+
+    spec = RunSpec.build(targets=("fused-cpu", "torch-native"))  # named: the header lists no left-out built-ins
+    for busy in (0.0, 1.0):  # an idle machine, and one with a core busy elsewhere
+        workers, why = default_workers(len(spec.indices), lambda: busy)
+        announce(spec, Execution(workers=workers), why)
+        printed = " ".join(capsys.readouterr().err.split())
+        for page in (DOCS / "getting-started.md", DOCS / "how-to" / "scale.md"):
+            [quoted] = re.findall(r"judging 40 cases × [^()]*?\(default: [^)]*\)", prose(page))
+            assert printed == quoted, (page.name, busy)
+
+
+def test_the_families_page_has_a_row_and_the_id_tokens_of_every_built_in_family():
+    page = (DOCS / "concepts" / "families.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    for mode in BUILT_IN_MODES:
+        assert any(f"`{mode}`" in row.split("|")[1] for row in rows), f"families.md has no row for {mode}"
+        for option in family(mode).options:
+            assert f"-{option.label}" in page, f"families.md does not show {mode}'s -{option.label}"
+
+
+def _readme_findings() -> list[tuple[str, str]]:
+    """(library, linked page) of each row of the README's "What it found in frameworks" table."""
+    section = README.read_text(encoding="utf-8").split("## What it found in frameworks")[1].split("\n## ")[0]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    return [(library.strip(), re.search(r"\]\(([^)]+)\)", details)[1]) for library, _, details in rows[1:]]
+
+
+def _heading_anchors(page: Path) -> set[str]:
+    """The anchors MkDocs gives a page's headings (python-markdown's toc slugify)."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.MULTILINE)
+    return {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower()) for heading in headings}
+
+
+def _nav_section(title: str) -> list[str]:
+    """The pages filed under a top-level section of mkdocs.yml's nav."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:\n")[1]
+    section = nav.split(f"  - {title}:\n")[1].split("\n  - ")[0]
+    return re.findall(r":\s*(\S+\.md)\s*$", section, re.MULTILINE)
+
+
+def test_every_finding_of_the_readme_links_a_findings_page_that_names_its_library():
+    """Each row's page names the library, sits under the site's Findings, and has the anchor
+    linked; the page "All of them" points to names every library of the table."""
+    findings = _nav_section("Findings")
+    for library, link in _readme_findings():
+        path, _, anchor = link.partition("#")
+        page = ROOT / path
+        assert library.split()[0] in page.read_text(encoding="utf-8"), (library, link)
+        assert str(page.relative_to(DOCS)) in findings, f"{link} ({library}) is not filed under Findings"
+        assert not anchor or anchor in _heading_anchors(page), link
+    [all_of_them] = re.findall(r"All of them, and what the targets do about each: \[[^]]+\]\(([^)]+)\)",
+                               README.read_text(encoding="utf-8"))
+    text = (ROOT / all_of_them).read_text(encoding="utf-8")
+    assert [library for library, _ in _readme_findings() if library.split()[0] not in text] == []
+
+
+def test_the_readme_names_the_tests_a_machine_without_cuda_or_a_browser_skips():
+    """One browser test, and the in-process test of each built-in target that needs CUDA
+    (tests/test_builtin_targets.py) or a framework the test extra does not install."""
+    from test_builtin_targets import CUDA_ONLY
+
+    from gradcheck_rnn.targets import builtin_names
+    from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    installed = {re.split(r"[<>=!\[; ]", requirement)[0] for requirement in extra["test"]}
+    skipped = [name for name in [*builtin_names(), *FOREIGN_BUILTINS]
+               if name in CUDA_ONLY or _FRAMEWORK.get(name, "torch") not in installed | {"torch"}]
+    text = prose(README)
+    [count] = re.findall(r'"(\d+) skipped"', text)
+    sentence = text.split(f'"{count} skipped"')[1].split("):")[0]
+    assert int(count) == 1 + len(skipped) and all(name in sentence for name in skipped), skipped
+
+
+def test_targets_says_not_available_for_what_a_default_sweep_leaves_out_for_no_cuda(monkeypatch):
+    """`gradcheck-rnn targets` listed flashrnn-triton and flashrnn-cuda as available where the
+    sweep's header leaves them out for "no CUDA device"."""
+    from gradcheck_rnn.targets import describe_targets, left_out_builtins
+
+    monkeypatch.setattr("gradcheck_rnn.targets._cuda_available", lambda: False)
+    monkeypatch.setattr("gradcheck_rnn.targets.foreign._import_error", lambda module: None)  # every framework here
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    [no_cuda] = re.findall(r"(?:^|; )([\w, -]+) \(no CUDA device\)", left_out_builtins())
+    available = {name: ok for name, ok, _ in describe_targets()}
+    assert {name: available[name] for name in no_cuda.split(", ")} == dict.fromkeys(no_cuda.split(", "), False)
+
+
+@pytest.mark.parametrize("path", [*sorted(CONFIG_DIR.glob("*.toml")), README], ids=lambda path: path.name)
+def test_a_count_of_mutants_is_the_tools(path):
+    """configs/ci.toml said "23 mutants" when the tool judged 32: a count, where one is given, is
+    the number `gradcheck-rnn mutants` judges."""
+    from gradcheck_rnn.detection import detection_targets
+
+    mutants, _ = detection_targets(())
+    assert all(int(n) == len(mutants) for n in re.findall(r"(\d+) mutants", prose(path))), path
