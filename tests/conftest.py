@@ -32,6 +32,19 @@ limit_torch_threads()
 pytest_plugins = ["foreign_env"]
 
 
+@pytest.fixture(scope="session")
+def reference_only(tmp_path_factory):
+    """The ci profile with the reference check alone (a TOML file): the fast check, and the one
+    drift is read from."""
+    from gradcheck_rnn.config import CHECK_NAMES
+    from gradcheck_rnn.generate import CONFIG_DIR
+
+    draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
+    path = tmp_path_factory.mktemp("profile") / "reference.toml"
+    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in CHECK_NAMES))
+    return path
+
+
 @pytest.fixture
 def worker_processes(monkeypatch):
     """Judging commands in worker processes, as for a user (the default executor)."""

@@ -14,8 +14,6 @@ from click.testing import CliRunner
 import drift_targets
 from gradcheck_rnn.baseline import grown
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.config import CHECK_NAMES
-from gradcheck_rnn.generate import CONFIG_DIR
 from gradcheck_rnn.result import CaseResult, row_field, verdict
 
 KERNEL = "drift_targets:kernel"
@@ -24,15 +22,6 @@ KERNEL = "drift_targets:kernel"
 def invoke(*args):
     result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     return result.exit_code, result.output
-
-
-@pytest.fixture(scope="module")
-def reference_only(tmp_path_factory) -> Path:
-    """The ci profile with the reference check alone: drift is read from it, and it is the fast check."""
-    draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
-    path = tmp_path_factory.mktemp("profile") / "reference.toml"
-    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in CHECK_NAMES))
-    return path
 
 
 def sweep(profile, report_dir, cases, *more):
