@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .compare import tensor_summary
-from .numbers import from_json_number
 from .errors import UsageError
+from .numbers import from_json_number
 from .result import CaseResult
 from .statuses import PASSED
 
@@ -142,11 +142,11 @@ class Baseline:
 
 def _tolerance_differences(then: RunSpec, now: RunSpec) -> str:
     """The tolerances in which two runs' tables differ, as ``f32 output: rtol 1e-09, atol 1e-11 in
-    the baseline, rtol 0.0001, atol 1e-05 now``; "" when they judge alike. A run written before specs recorded their table is
-    known by its --rtol/--atol only."""
+    the baseline, rtol 0.0001, atol 1e-05 now``; "" when they judge alike. A run written before
+    specs recorded their table is known by its --rtol/--atol only."""
     if not then.tolerance_table:
-        return ", ".join(f"--{name} {getattr(then, name)} in the baseline, {getattr(now, name)} now" for name in ("rtol", "atol")
-                         if getattr(then, name) != getattr(now, name))
+        return ", ".join(f"--{name} {getattr(then, name)} in the baseline, {getattr(now, name)} now"
+                         for name in ("rtol", "atol") if getattr(then, name) != getattr(now, name))
     old = {(dtype, kind): (rtol, atol) for dtype, kind, rtol, atol in then.tolerance_table}
     changes = [f"{dtype} {kind}: rtol {old_rtol:g}, atol {old_atol:g} in the baseline, rtol {rtol:g}, atol {atol:g} now"
                for dtype, kind, rtol, atol in now.tolerance_table
