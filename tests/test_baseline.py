@@ -12,9 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 import drift_targets
-from gradcheck_rnn.baseline import grown
+from gradcheck_rnn.baseline import Baseline, grown
 from gradcheck_rnn.cli import main
+from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.result import CaseResult, row_field, verdict
+from gradcheck_rnn.run import RunSpec
 
 KERNEL = "drift_targets:kernel"
 
@@ -119,6 +121,14 @@ def test_a_baseline_of_an_edited_profile_with_the_same_tolerances_is_compared_wi
     code, output = sweep(edited, tmp_path / "reports", 10, "--baseline", correct_run, "--fail-on-drift")
     assert code == 0 and "another version of profile 'reference'" in output, output
     assert document(tmp_path / "reports")["drift"]["compared"] > 0
+
+
+def test_a_baseline_written_before_runs_recorded_their_tolerances_is_judged_by_its_overrides():
+    now = RunSpec.build(cases=1, targets=("fused-cpu",))
+    older = {key: value for key, value in RunSpec.build(cases=1, targets=("fused-cpu",), rtol=1e-3).to_json().items()
+             if key != "tolerance_table"}
+    with pytest.raises(UsageError, match="--rtol 0.001 in the baseline, None now"):
+        Baseline(Path("reports/old"), {}, spec=older).refuse_incomparable(now)
 
 
 @pytest.mark.parametrize("fail_on_drift, exit_code", [(True, 5), (False, 0)])
