@@ -5,6 +5,7 @@ tests judge few cases; what they pin is that every executor gives the rows of a 
 """
 
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.checks import ALL_CHECKS
 from gradcheck_rnn.run import Execution, RunSpec, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks
-from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group, worker_environment
+from gradcheck_rnn.run import preload
+from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.tolerances import Tolerances
 
@@ -133,13 +135,17 @@ def test_dask_chunks_read_the_jobs_lazily_a_window_at_a_time():
     assert sorted(i for part in [first, *rest] for i, _ in part) == list(range(1000)) == read
 
 
-def test_workers_run_one_thread_each_and_share_the_jax_cache(monkeypatch):
-    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", "/srv/jax-cache")
+def test_workers_load_their_libraries_on_one_thread_each_and_keep_the_user_s_environment(monkeypatch):
     monkeypatch.delenv("GRADCHECK_RNN_TORCH_THREADS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
-    env = worker_environment()
-    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
-    assert env["GRADCHECK_RNN_JAX_CACHE"] == "/srv/jax-cache"
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    loaded_under = {}
+    monkeypatch.setattr(preload.importlib, "import_module", lambda name: loaded_under.setdefault(
+        name, tuple(os.environ.get(variable) for variable in preload.THREAD_VARIABLES)))
+    before = dict(os.environ)
+    preload.preload()
+    assert set(loaded_under) == set(preload.MODULES) and set(loaded_under.values()) == {("1", "1", "1")}
+    assert dict(os.environ) == before
 
 
 def test_a_dask_worker_keeps_its_worker_process_between_chunks():

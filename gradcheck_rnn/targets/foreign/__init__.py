@@ -21,7 +21,6 @@ import logging
 import os
 import select
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -76,13 +75,8 @@ def _timeout() -> float | None:
 
 
 def client_environment(extra: dict[str, str]) -> dict[str, str]:
-    """This process's environment for the client, less this interpreter's own library folders on
-    PYTHONPATH (a worker process carries them there): the foreign interpreter has its own numpy."""
+    """This process's environment for the client (the user's: a worker exports nothing of its own)."""
     env = dict(os.environ, **extra)
-    own = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-             if p and not any(Path(p).resolve().is_relative_to(prefix) for prefix in own)]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
     env.setdefault("OMP_NUM_THREADS", os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1"))  # no OpenMP spin
     return env
 
