@@ -245,8 +245,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     ensure_writable(report_dir)
     fail_on_drift = drift is not None and drift["fail_on_drift"]  # as the shards were judged
     with row_log(report_dir, "merge", spec.seed) as log:
-        for result in results:
-            result.repro_options = spec.repro_options
+        for result in results:  # as their shard finished them (gradcheck_rnn.result.finish)
             log.add(result)
         # the one tally, the log's: the verdict's, the console's and the reports'
         run = Run(results, *tally_verdict(log.tally, spec.named_targets, fail_on_drift), spec, tally=log.tally)

@@ -46,6 +46,7 @@ class CaseResult:
     case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
     importable: bool = True  # False: the target is an object that no command line can name
     repro_env: str = ""  # what the repro line sets before the command: "TRITON_INTERPRET=1" (Target.repro_env)
+    timed_out: bool = False  # an error row of a target that ran past --case-timeout (its worker was killed)
     # The row's results.jsonl line, made by the worker process that judged it when the row is stored
     # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
     # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
@@ -88,6 +89,7 @@ class CaseResult:
             "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
             "repro_options": self.repro_options, "importable": self.importable,
             **({"repro_env": self.repro_env} if self.repro_env else {}),
+            **({"timed_out": True} if self.timed_out else {}),
         }
 
     def compact_json(self) -> dict[str, Any]:
@@ -119,8 +121,18 @@ class CaseResult:
                    seconds=from_json_number(row.get("seconds", 0.0)),
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
-                   repro_env=row.get("repro_env", ""),
+                   repro_env=row.get("repro_env", ""), timed_out=row.get("timed_out", False),
                    case_index=row.get("case_index"), importable=row.get("importable", True))
+
+
+def finish(row: CaseResult, repro_options: str, case_timeout: float | None) -> CaseResult:
+    """What a run adds to each row it judged, in one place (every executor's rows pass here once;
+    a merge or a report reads them as they were finished): the run's repro options, and
+    ``--case-timeout`` for a row that timed out, so that its repro line stops the hang too."""
+    row.repro_options = repro_options
+    if row.timed_out and case_timeout is not None:
+        row.repro_options = f"{repro_options} --case-timeout {case_timeout:g}".strip()
+    return row
 
 
 def slim(row: CaseResult) -> CaseResult:

@@ -290,7 +290,7 @@ class WorkerPool:
                 on_result(row)
             stopping = stopping or (fail_fast and is_bad(row.status))
 
-        def died(worker: _Worker, reason: str) -> None:
+        def died(worker: _Worker, reason: str, timed_out: bool = False) -> None:
             if not worker.ready:
                 self.start_failures += 1
                 if self.start_failures >= START_FAILURES:
@@ -298,7 +298,7 @@ class WorkerPool:
                     raise UsageError(f"worker processes die while starting ({reason}); "
                                      f"run with --workers 1 to see why")
             elif worker.job is not None:
-                record(self._error_row(worker, reason))
+                record(self._error_row(worker, reason, timed_out))
                 index, case = worker.job
                 if worker.row + 1 < len(self.pairs):  # the rest of the case goes back in line
                     resume[index] = worker.row + 1
@@ -349,7 +349,7 @@ class WorkerPool:
             for worker in [w for w in active if w in self.workers]:
                 if worker.job is not None and now > worker.deadline:
                     self._stop(worker, grace=0)
-                    died(worker, f"timed out after {worker.deadline - worker.row_started:g} s")
+                    died(worker, f"timed out after {worker.deadline - worker.row_started:g} s", timed_out=True)
                 elif check_alive and worker.process.poll() is not None:
                     died(worker, death_reason(self._stop(worker, grace=5)))
         return results
@@ -374,13 +374,13 @@ class WorkerPool:
         # a Case made by the caller travels whole (its data need not be what its id draws); else its id
         worker.conn.send((job[0], job[1] if isinstance(job[1], Case) else job[1].id, row))
 
-    def _error_row(self, worker: _Worker, reason: str) -> CaseResult:
-        """The ``error`` row for the row a lost worker was judging."""
+    def _error_row(self, worker: _Worker, reason: str, timed_out: bool) -> CaseResult:
+        """The ``error`` row for the row a lost worker was judging (killed for ``timed_out``, or dead)."""
         index, case = worker.job
         target, check = self.pairs[worker.row]
         # "killed by signal 11 (SIGSEGV)" / "exited with code 3": the worker "was killed", "exited"
-        message = reason if reason.startswith("timed out") else \
+        message = reason if timed_out else \
             f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
         return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
-                          message=message, check=check, case_index=index,
+                          message=message, check=check, case_index=index, timed_out=timed_out,
                           seconds=time.monotonic() - worker.row_started, repro_env=self.repro_envs.get(target, ""))
