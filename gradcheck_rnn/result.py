@@ -252,31 +252,6 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = (),
-            fail_on_drift: bool = False) -> tuple[int, str]:
-    """:func:`tally_verdict` of rows held in memory (the pytest fixture, tests)."""
-    return tally_verdict(_Counts(results), named_targets, fail_on_drift)
-
-
-class _Counts:
-    """What :func:`tally_verdict` reads of a :class:`~gradcheck_rnn.tally.Tally`, counted from rows
-    in memory (the tally counts stored rows, and imports this module)."""
-
-    def __init__(self, results: Iterable[CaseResult]) -> None:
-        self.statuses: Counter[str] = Counter()
-        self.checks: dict[str, dict[str, Counter[str]]] = {}
-        self.skips: dict[str, Counter[str]] = {}
-        for row in results:
-            self.statuses[row.status] += 1
-            self.checks.setdefault(row.target, {}).setdefault(row.check, Counter())[row.status] += 1
-            if row.status == "skip":
-                self.skips.setdefault(row.target, Counter())[row.message or "no reason given"] += 1
-
-    @property
-    def rows(self) -> int:
-        return sum(self.statuses.values())
-
-
 def tally_verdict(tally: Any, named_targets: Iterable[str] = (), fail_on_drift: bool = False) -> tuple[int, str]:
     """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
     codes"), from the run's :class:`~gradcheck_rnn.tally.Tally`: no row need be held.
