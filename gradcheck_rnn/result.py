@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from .case import id_facts
 from .compare import TensorError, from_json_number, json_safe, tensor_summary
 from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, PASSED, is_bad
+from .statuses import BAD_STATUSES, PASSED, is_bad, worst_first
 
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
@@ -58,11 +58,8 @@ class CaseResult:
 
     @property
     def worst(self) -> TensorError | None:
-        """The missing tensor if any, else the tensor with the largest ratio (NaN counts as worst)."""
-        missing = [t for t in self.tensors if t.status == "missing"]
-        if missing:
-            return missing[0]
-        return max(self.tensors, key=lambda t: (t.ratio != t.ratio, t.ratio), default=None)
+        """The first tensor in :func:`~gradcheck_rnn.statuses.worst_first` order (missing, NaN, largest ratio)."""
+        return max(self.tensors, key=lambda t: worst_first(t.status, t.ratio), default=None)
 
     @property
     def failing(self) -> list[TensorError]:
@@ -222,9 +219,9 @@ def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
     finds it."""
     if "worst_tensor" in row:
         return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
-    ratios = [(name, from_json_number(ratio)) for name, _, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
-    worst = max(ratios, key=lambda pair: (pair[1] != pair[1], pair[1]), default=None)
-    return (None, math.nan) if worst is None else worst
+    tensors = [(name, status, from_json_number(ratio)) for name, status, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
+    worst = max(tensors, key=lambda tensor: worst_first(tensor[1], tensor[2]), default=None)
+    return (None, math.nan) if worst is None else (worst[0], worst[2])
 
 
 def repro_options(config: str | None, rtol: float | None, atol: float | None, families: tuple[str, ...] = ()) -> str:

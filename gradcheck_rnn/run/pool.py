@@ -90,9 +90,7 @@ def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
 
 def tool_import_path() -> str:
     """The folder this gradcheck_rnn is imported from, for an exec'd worker to import the same one."""
-    import gradcheck_rnn
-
-    return str(Path(gradcheck_rnn.__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parents[2])  # <folder>/gradcheck_rnn/run/pool.py
 
 
 def use_fork_server() -> bool:
