@@ -22,6 +22,11 @@ EVERY_FAMILY_AND_OPTION = [
     "slstm-L1-uni-I4-H4-NH2-expf-mconst-T4-B2-len4.3-f64-s7",
     "slstm-L1-uni-I2-H4-NH2-longmem-T3-B1-len3-f32-s10",
     "slstm-L2-bi-I3-H4-nobias-T3-B1-len3-f32-s8",
+    "mlstm-L2-uni-I3-H6-NH3-K2-strongdecay-T4-B2-len4.1-f32-s11",
+    "gla-L1-uni-I3-H4-NH2-K3-R2-headdecay-nobias-T4-B1-len4-f64-s12",
+    "gla-L1-uni-I2-H3-NH3-K2-R1-headdecay-strongdecay-T5-B3-len5.2.0-f64-s13",
+    "gdn-L1-uni-I2-H2-K2-longmem-T5-B3-len5.2.0-f64-s14",
+    "gdn-L2-uni-I3-H4-NH2-K3-T5-B1-len5-f32-s15",
 ]
 
 
