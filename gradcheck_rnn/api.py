@@ -92,6 +92,12 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
     is an ``error`` row; ``in_process=True`` judges in this process instead (for a debugger; not
     isolated), as does a target object that is not importable as ``module:qualname``.
     """
+    return check_run(target, case, checks=checks, rtol=rtol, atol=atol, config=config, in_process=in_process).results
+
+
+def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = None, rtol: float | None = None,
+              atol: float | None = None, config: str = "ci", in_process: bool | None = None) -> Run:
+    """:func:`check` as the judged :class:`Run`, with its one verdict (what the pytest fixture reads)."""
     from .run import RunSpec, judge_run
     from .runtime import judging
 
@@ -103,7 +109,7 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
     # the case travels whole: its data may be the caller's own, not what its id draws
     with judging():  # the caller's threads and environment back afterwards
         execution = _execution(resolved, 1, in_process, lost_families)
-        return judge_run(spec, execution, targets=resolved, jobs=[(0, case)]).results
+        return judge_run(spec, execution, targets=resolved, jobs=[(0, case)])
 
 
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",

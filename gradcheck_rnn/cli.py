@@ -288,7 +288,8 @@ def mutants(mutants: tuple[str, ...], **values: Any) -> None:
 @usage_errors
 def calibrate(target: str, margin: float, **values: Any) -> None:
     """Show how close a correct target comes to the references (error ratio under the current
-    tolerances: median, p99, max, per dtype × tensor kind) and propose tolerances with a margin."""
+    tolerances: median, p99, max, per dtype × tensor kind) and propose tolerances with a margin.
+    Exits with the run's verdict, as sweep: 5 when the target was judged on no case."""
     from .console import judge_calibration
 
     spec, execution, _ = opt.build_run(values, targets=(target,), checks=("reference",))

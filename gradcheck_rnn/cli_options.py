@@ -282,11 +282,14 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     given, is chosen from the number of cases and printed with its reason on stderr. A drawn run
     prints its header line; a run of named cases only with ``header``.
     """
+    from .families import load_all
     from .generate import load_profile
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
     from .runtime import set_up_process
 
     shard = parse_shard(values.get("shard"))
+    families = tuple(spec_values.pop("families", values.get("families", ())))
+    load_all(families)  # before the profile names their tokens (--last-failed's stored families)
     profile = load_profile(values.get("config"))
     workers, why = values.get("workers"), "--workers"
     if workers is None:
@@ -305,9 +308,8 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     for name in ("modes", "dtypes"):
         spec_values.setdefault(name, tuple(values.get(name, ())))
     spec_values.setdefault("layers", values.get("layers"))
-    spec_values.setdefault("families", tuple(values.get("families", ())))
     spec_values.setdefault("bidirectional", values.get("bidirectional"))
-    spec = RunSpec.build(**spec_values, shard=shard, resolved=resolved, profile=profile)
+    spec = RunSpec.build(**spec_values, families=families, shard=shard, resolved=resolved, profile=profile)
     if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
     return spec, execution, resolved

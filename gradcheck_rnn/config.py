@@ -7,7 +7,7 @@ import cycles. Per-mode facts come from the config's family (:attr:`RNNConfig.fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -98,6 +98,27 @@ class RNNConfig:
     def family(self) -> Family:
         return family(self.mode)
 
+    def to_wire(self) -> dict[str, Any]:
+        """The config for another process or interpreter, as plain JSON values: ``id``, its case-id
+        part (:attr:`prefix` and the dtype), and ``attributes``, what a target reads of it for an
+        interpreter that has no gradcheck_rnn (docs/contracts.md, "Targets"): every field, the
+        family's ``options`` with their defaults, and every property (num_gates, h_size,
+        has_cell_state...), all computed here, so a new family or property needs no other copy."""
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update({name: getattr(self, name) for name in _WIRE_PROPERTIES})
+        values["options"] = self.family.option_values(self)
+        return {"id": f"{self.prefix}-{self.dtype}", "attributes": _plain(values)}
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> "RNNConfig":
+        """The config :meth:`to_wire` made; UsageError when its fields and its id disagree."""
+        attributes = wire["attributes"]
+        config = cls(**{f.name: attributes[f.name] for f in fields(cls)})
+        if f"{config.prefix}-{config.dtype}" != wire["id"]:
+            raise UsageError(f"a serialised config does not match its id {wire['id']!r} "
+                             f"(its fields make {config.prefix}-{config.dtype})")
+        return config
+
     def option(self, name: str) -> Any:
         """The value of one of the family's options (its default when the config leaves it out)."""
         return self.family.option_values(self)[name]
@@ -140,3 +161,16 @@ class RNNConfig:
             + ("-longmem" if self.long_memory else "")
         return (f"{self.mode}-L{self.num_layers}-{'bi' if self.bidirectional else 'uni'}"
                 f"-I{self.input_size}-H{self.hidden_size}{surface}-T{self.max_len}-B{self.batch_size}")
+
+
+# The derived attributes a serialised config carries: every property but the family object itself.
+_WIRE_PROPERTIES = tuple(name for name, value in vars(RNNConfig).items() if isinstance(value, property) and name != "family")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars as Python ones and tuples as lists: what JSON writes as it is."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value.item() if isinstance(value, np.generic) else value

@@ -21,7 +21,7 @@ from . import render
 from .errors import INTERRUPTS, UsageError
 from .result import CaseResult, Run, plural, tally_verdict
 from .statuses import STYLE
-from .tally import Tally
+from .tally import StoredTally, Tally
 
 
 def _width(stream: Any) -> int | None:
@@ -65,7 +65,7 @@ def ensure_writable(report_dir: str) -> None:
                          f"choose another folder with --report-dir DIR") from None
 
 
-def print_run(results: list[CaseResult], tally: Tally) -> None:
+def print_run(results: list[CaseResult], tally: Tally | StoredTally) -> None:
     """Summary tables per target (from the run's tally), skip reasons, the failure list and the
     mistrust note."""
     for table in render.summary_tables(tally):
@@ -244,8 +244,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     spec, results, folders, drift = merge_shards(run_dirs)
     ensure_writable(report_dir)
     with row_log(report_dir, "merge", spec.seed) as log:
-        for result in results:
-            result.repro_options = spec.repro_options
+        for result in results:  # as their shard finished them (gradcheck_rnn.result.finish)
             log.add(result)
         # the one tally, the log's: the verdict's, the console's and the reports'
         run = Run(results, *tally_verdict(log.tally, spec.named_targets, drift), spec, tally=log.tally)
@@ -294,7 +293,8 @@ def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
     if run.failures:
         say(out, f"{len(run.failures)} results did not pass: is {spec.targets[0]} really correct? "
                  f"First: {run.failures[0].repro}", style="red")
-    return 1 if run.failures else 0
+    verdict_line(run.exit_code, run.reason)
+    return run.exit_code
 
 
 def judge_case(spec: Any, execution: Any, per_step: bool) -> int:
@@ -357,8 +357,8 @@ def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_
 
 
 def rerender_run(run_dir: str, fmt: str) -> int:
-    """``report``: re-render a run's files from results.json, print what the command printed and
-    its stored verdict; the stored exit code."""
+    """``report``: re-render a run's files from results.json, print what the command printed from
+    its stored tallies and its stored verdict; the stored exit code."""
     from .reports import WRITERS, rerender, resolve_run_dir, results_from_document
     from .reports.document import stored_verdict
 
@@ -371,7 +371,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
         out.print(table)
         render.print_lines(out, lines)
     else:
-        print_run(results_from_document(document), Tally.of(document["results"]))
+        print_run(results_from_document(document), StoredTally(document))
     if document.get("drift") is not None:
         print_drift(document["drift"])
     publish_format(fmt, resolved)

@@ -82,12 +82,11 @@ class RNNGradcheck:
               config: str | os.PathLike[str] = "ci", rtol: float | None = None, atol: float | None = None) -> list:
         """Judge ``target`` on the case named by ``case_id``; raises :class:`GradcheckFailed` as ``sweep`` does."""
         __tracebackhide__ = True
-        import gradcheck_rnn as gr
-        from gradcheck_rnn.result import verdict
+        from gradcheck_rnn.api import check_run
 
-        results = gr.check(target, case_id, checks=checks, config=str(config), rtol=rtol, atol=atol)
-        _judge(results, *verdict(results), case_id)
-        return results
+        run = check_run(target, case_id, checks=checks, config=str(config), rtol=rtol, atol=atol)
+        _judge(run.results, run.exit_code, run.reason, case_id)  # the run's own verdict, never a recount
+        return run.results
 
 
 def _judge(results: list, exit_code: int, reason: str, what: str) -> None:

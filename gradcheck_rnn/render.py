@@ -28,10 +28,10 @@ from rich.text import Text
 from .compare import TensorError
 from .numbers import fmt, fmt_or_dash
 from .reports.document import (CHECK_VALUES, case_lengths, location_mark, mistrust_note,
-                               significant_pair, stopped_early_text, tensor_badness, values_parts)
+                               significant_pair, stopped_early_text, values_parts)
 from .reports.markdown import sparkline
 from .result import CaseResult, plural
-from .statuses import LABEL, STYLE, failure_order, is_bad
+from .statuses import LABEL, STYLE, failure_order, is_bad, worst_first
 from .tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
@@ -180,23 +180,19 @@ def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
         style = STYLE.get(r.status, "")
         lines.append(Text.assemble((f"{LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
         lines += [Text(line) for line in wrapped(f"{r.target} · {r.check} check")]
-        failing = sorted(r.failing, key=lambda t: -_badness(t))
+        failing = sorted(r.failing, key=lambda t: worst_first(t.status, t.ratio), reverse=True)
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, r.check, r.case_id)]
         if not failing:
             details = wrapped(r.message or r.status)
         if len(failing) > TENSORS_SHOWN:
-            rest = ", ".join(f"{t.name} {fmt(_badness(t))}" for t in failing[TENSORS_SHOWN:])
+            rest = ", ".join(f"{t.name} {t.status if t.status == 'missing' else fmt(t.ratio)}"
+                             for t in failing[TENSORS_SHOWN:])
             details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
         lines.extend(Text(d) for d in details)
         lines.append(Text(f"{INDENT}{r.repro}", style="cyan"))
     if len(bad) > limit:
         lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
     return lines
-
-
-def _badness(tensor: TensorError) -> float:
-    """:func:`tensor_badness` of a TensorError (missing, shape and NaN count as infinite)."""
-    return tensor_badness({"status": tensor.status, "ratio": tensor.ratio})
 
 
 def _worst_ratio(result: CaseResult) -> float | None:
@@ -232,8 +228,7 @@ def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
         mark = location_mark(t.location, None if lengths is None else list(lengths))
         location = (compact_location(t.location) + (f" ({mark})" if mark else "")) or t.message
         a, b = significant_pair(t.a, t.b) if t.ratio == t.ratio and t.ratio > 1 else (fmt(t.a), fmt(t.b))
-        rows.append([Text(t.name), Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), Text(location),
-                     "-" if t.a != t.a else a, "-" if t.b != t.b else b])
+        rows.append([Text(t.name), Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), Text(location), a, b])
         if t.rtol == t.rtol:
             tolerances.setdefault(tensor_kind(t.name), f"{t.rtol:g}/{t.atol:g}")
     table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], rows)
@@ -298,7 +293,7 @@ def worst_time_tensor(result: CaseResult) -> TensorError | None:
     timed = [t for t in result.tensors if t.per_step]
     failing = [t for t in timed if not t.passed]
     pool = failing or timed
-    return max(pool, key=lambda t: (t.ratio == t.ratio, t.ratio), default=None)
+    return max(pool, key=lambda t: worst_first(t.status, t.ratio), default=None)
 
 
 def error_picture(result: CaseResult) -> Table | Text | None:
@@ -307,7 +302,7 @@ def error_picture(result: CaseResult) -> Table | Text | None:
     one's ratio per gate block or layer.dir: a passing ``y`` says nothing about a failing ``w_hh``."""
     failing = [t for t in result.tensors if not t.passed and t.status != "missing"]
     if failing and not any(t.per_step for t in failing):
-        return per_unit_table(max(failing, key=_badness), result.mode)
+        return per_unit_table(max(failing, key=lambda t: worst_first(t.status, t.ratio)), result.mode)
     timed = worst_time_tensor(result)
     return None if timed is None else per_step_table(timed)
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from .case import id_facts
 from .compare import TensorError, from_json_number, json_safe, tensor_summary
 from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, PASSED, is_bad
+from .statuses import BAD_STATUSES, PASSED, is_bad, worst_first
 
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
@@ -46,6 +46,7 @@ class CaseResult:
     case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
     importable: bool = True  # False: the target is an object that no command line can name
     repro_env: str = ""  # what the repro line sets before the command: "TRITON_INTERPRET=1" (Target.repro_env)
+    timed_out: bool = False  # an error row of a target that ran past --case-timeout (its worker was killed)
     # The row's results.jsonl line, made by the worker process that judged it when the row is stored
     # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
     # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
@@ -57,11 +58,8 @@ class CaseResult:
 
     @property
     def worst(self) -> TensorError | None:
-        """The missing tensor if any, else the tensor with the largest ratio (NaN counts as worst)."""
-        missing = [t for t in self.tensors if t.status == "missing"]
-        if missing:
-            return missing[0]
-        return max(self.tensors, key=lambda t: (t.ratio != t.ratio, t.ratio), default=None)
+        """The first tensor in :func:`~gradcheck_rnn.statuses.worst_first` order (missing, NaN, largest ratio)."""
+        return max(self.tensors, key=lambda t: worst_first(t.status, t.ratio), default=None)
 
     @property
     def failing(self) -> list[TensorError]:
@@ -88,6 +86,7 @@ class CaseResult:
             "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
             "repro_options": self.repro_options, "importable": self.importable,
             **({"repro_env": self.repro_env} if self.repro_env else {}),
+            **({"timed_out": True} if self.timed_out else {}),
         }
 
     def compact_json(self) -> dict[str, Any]:
@@ -119,8 +118,18 @@ class CaseResult:
                    seconds=from_json_number(row.get("seconds", 0.0)),
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
-                   repro_env=row.get("repro_env", ""),
+                   repro_env=row.get("repro_env", ""), timed_out=row.get("timed_out", False),
                    case_index=row.get("case_index"), importable=row.get("importable", True))
+
+
+def finish(row: CaseResult, repro_options: str, case_timeout: float | None) -> CaseResult:
+    """What a run adds to each row it judged, in one place (every executor's rows pass here once;
+    a merge or a report reads them as they were finished): the run's repro options, and
+    ``--case-timeout`` for a row that timed out, so that its repro line stops the hang too."""
+    row.repro_options = repro_options
+    if row.timed_out and case_timeout is not None:
+        row.repro_options = f"{repro_options} --case-timeout {case_timeout:g}".strip()
+    return row
 
 
 def slim(row: CaseResult) -> CaseResult:
@@ -210,9 +219,9 @@ def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
     finds it."""
     if "worst_tensor" in row:
         return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
-    ratios = [(name, from_json_number(ratio)) for name, _, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
-    worst = max(ratios, key=lambda pair: (pair[1] != pair[1], pair[1]), default=None)
-    return (None, math.nan) if worst is None else worst
+    tensors = [(name, status, from_json_number(ratio)) for name, status, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
+    worst = max(tensors, key=lambda tensor: worst_first(tensor[1], tensor[2]), default=None)
+    return (None, math.nan) if worst is None else (worst[0], worst[2])
 
 
 def repro_options(config: str | None, rtol: float | None, atol: float | None, families: tuple[str, ...] = ()) -> str:
@@ -238,31 +247,6 @@ def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, 
 def plural(count: int, noun: str) -> str:
     """``1 result``, ``2 results``."""
     return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
-def verdict(results: Iterable[CaseResult], named_targets: Iterable[str] = (),
-            drift: dict[str, Any] | None = None) -> tuple[int, str]:
-    """:func:`tally_verdict` of rows held in memory (the pytest fixture, tests)."""
-    return tally_verdict(_Counts(results), named_targets, drift)
-
-
-class _Counts:
-    """What :func:`tally_verdict` reads of a :class:`~gradcheck_rnn.tally.Tally`, counted from rows
-    in memory (the tally counts stored rows, and imports this module)."""
-
-    def __init__(self, results: Iterable[CaseResult]) -> None:
-        self.statuses: Counter[str] = Counter()
-        self.checks: dict[str, dict[str, Counter[str]]] = {}
-        self.skips: dict[str, Counter[str]] = {}
-        for row in results:
-            self.statuses[row.status] += 1
-            self.checks.setdefault(row.target, {}).setdefault(row.check, Counter())[row.status] += 1
-            if row.status == "skip":
-                self.skips.setdefault(row.target, Counter())[row.message or "no reason given"] += 1
-
-    @property
-    def rows(self) -> int:
-        return sum(self.statuses.values())
 
 
 def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None) -> tuple[int, str]:

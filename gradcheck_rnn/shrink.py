@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator
 from .case import Case, make_case
 from .errors import UsageError
 from .families.base import smaller
+from .numbers import fmt
 from .checks import ALL_CHECKS
 from .result import CaseResult
 from .targets import as_target
@@ -333,8 +334,7 @@ def steps_lines(result: ShrinkResult) -> list[str]:
     lines = [f"Shrinking on {result.target}, keeping {result.failure.describe()}",
              f"{'#':>3}  {'change':<{width}} {'ratio':>9}  case id"]
     for i, step in enumerate(result.steps):
-        ratio = "-" if math.isnan(step.ratio) else f"{step.ratio:.3g}"
-        lines.append(f"{i:>3}  {step.change:<{width}} {ratio:>9}  {step.case_id}")
+        lines.append(f"{i:>3}  {step.change:<{width}} {fmt(step.ratio):>9}  {step.case_id}")
     return lines
 
 

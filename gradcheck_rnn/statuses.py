@@ -38,6 +38,14 @@ def is_bad(status: str) -> bool:
     return status in BAD_STATUSES
 
 
+def worst_first(status: str, ratio: float | None) -> tuple[bool, bool, float]:
+    """The key of the one "worst tensor first" order (the console, every report, a row's worst
+    tensor, the error picture): a missing tensor, then a NaN ratio (a shape or non-finite failure;
+    None is one too), then the largest ratio. Take ``max`` of it, or sort with ``reverse=True``."""
+    nan = ratio is None or math.isnan(ratio)
+    return status == "missing", nan, math.inf if nan else ratio
+
+
 def failure_order(status: str, worst_ratio: float | None, case_id: str, target: str, check: str) -> tuple:
     """The sort key of a failing row, the same for the console and every report: by severity, then
     worst ratio first (NaN, Inf and no ratio at all count as the worst), then case, target, check."""

@@ -99,3 +99,19 @@ class Slipped(NumpyTanh):
 def where_am_i(case):
     """Raises with the foreign interpreter's numpy version, so a test sees where it ran."""
     raise RuntimeError(f"numpy {np.__version__} at {sys.executable}")
+
+
+class EchoesItsConfig:
+    """Skips every case with, as the reason, the JSON of every attribute of the config it was sent:
+    what a target in another interpreter sees of a case's config."""
+
+    def supports_case(self, case):
+        import json
+
+        config = case.config
+        seen = {name: getattr(config, name) for name in vars(config) if not callable(getattr(config, name))}
+        seen["option()"] = {name: config.option(name) for name in seen["options"]}
+        return json.dumps(seen, sort_keys=True)
+
+    def run(self, case):
+        raise AssertionError("never run: every case is skipped")

@@ -83,3 +83,19 @@ class CrashesUnderAnEnvironment:
 
 
 crashes_under_an_environment = CrashesUnderAnEnvironment()
+
+
+CHILD_RECORD_ENV = "ISOLATION_TARGETS_CHILD_RECORD"
+_CHILD = "import json, os, sys, numpy; print(json.dumps({'environ': dict(os.environ), 'numpy': numpy.__file__}))"
+
+
+def records_a_child_interpreter(case):
+    """A target that starts another Python interpreter (a framework in its own venv, a vendor tool):
+    what that interpreter sees (its environment, the numpy it imports) goes to the file named by
+    $ISOLATION_TARGETS_CHILD_RECORD; then the fused kernel's answer."""
+    import subprocess
+
+    child = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, check=True)
+    with open(os.environ[CHILD_RECORD_ENV], "w") as record:
+        record.write(child.stdout)
+    return _fused.run(case)

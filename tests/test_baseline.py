@@ -15,8 +15,9 @@ import drift_targets
 from gradcheck_rnn.baseline import Baseline, grown
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.result import CaseResult, row_field, verdict
+from gradcheck_rnn.result import CaseResult, row_field, tally_verdict
 from gradcheck_rnn.run import RunSpec
+from gradcheck_rnn.tally import Tally
 
 KERNEL = "drift_targets:kernel"
 
@@ -136,9 +137,9 @@ def test_fail_on_drift_never_passes_when_no_row_was_compared(fail_on_drift, exit
     drift = {"baseline": "reports/run", "factor": 4.0, "floor": 0.01, "fail_on_drift": fail_on_drift,
              "compared": 0, "rows": []}
     passing = CaseResult("gru-L1-uni-I2-H3-T5-B1-len5-f32-s7", "fused-cpu", "pass", "gru", "f32", "all")
-    code, reason = verdict([passing], drift=drift)
+    code, reason = tally_verdict(Tally.of_results([passing]), drift=drift)
     assert code == exit_code and ("no drift was checked" in reason) == fail_on_drift, reason
-    with_compared = verdict([passing], drift={**drift, "compared": 1})
+    with_compared = tally_verdict(Tally.of_results([passing]), drift={**drift, "compared": 1})
     assert with_compared[0] == 0
 
 

@@ -15,6 +15,7 @@ from gradcheck_rnn import Case, RNNConfig, families
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import GATE_NAMES
 from gradcheck_rnn.errors import UsageError
+from gradcheck_rnn import families
 from gradcheck_rnn.families import CUDNN_MODES, family, modes, register
 from gradcheck_rnn.layout import param_shapes
 
@@ -61,6 +62,22 @@ def test_family_flag_loads_a_user_family_in_the_worker_processes_too(tmp_path, w
     code, output = invoke("repro", failing[0]["case_id"], "--family", "family_targets:MINGRU",
                           "-t", "family_targets:mingru_target")
     assert code == 0, output
+
+
+def test_last_failed_reruns_a_run_whose_profile_draws_a_user_family(tmp_path, monkeypatch):
+    """--last-failed takes the stored run's families with its profile: they are registered before
+    the profile that names their token is read (a fresh process knows only the built-in ones)."""
+    profile = tmp_path / "mingru.toml"
+    profile.write_text("[sweep]\ncases = 2\n[draw]\nmodes = { mingru = 1 }\n[checks]\nreference = true\n"
+                       "determinism = false\npadding = false\npermutation = false\nfuture = false\n"
+                       "linearity = false\nstateless = false\nfd = false\n")
+    reports = tmp_path / "reports"
+    code, output = invoke("sweep", "--family", "family_targets:MINGRU", "-c", profile,
+                          "-t", "family_targets:mingru_slipped", "--report-dir", reports)
+    assert code == 1, output
+    monkeypatch.delitem(families._REGISTRY, "mingru")  # as in a new process
+    code, output = invoke("sweep", "--last-failed", "--report-dir", reports)
+    assert code == 1 and "rerunning the 1 rows that did not pass" in output, output
 
 
 @pytest.mark.parametrize("args, message", [

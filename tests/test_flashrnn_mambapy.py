@@ -174,13 +174,12 @@ def test_the_standalone_scripts_show_each_library_behaviour(monkeypatch, capsys)
 
 def test_the_protocol_carries_a_familys_options():
     """mambapy@PYTHON reads s6's options from the client's config: the host sends them, defaults included."""
-    from gradcheck_rnn.targets.foreign import client, config_fields
+    from gradcheck_rnn.targets.foreign import client
 
-    config = Case.from_id("s6-L1-uni-I2-H3-N2-R1-nogate-T4-B1-len4-f32-s3").config
-    fields = config_fields(config)
-    assert fields["options"] == {"state_dim": 2, "dt_rank": 1, "softplus": True, "gated": False}
-    assert client.make_config(fields).options == fields["options"]
-    assert config_fields(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f32-s3").config)["options"] == {}
+    wire = Case.from_id("s6-L1-uni-I2-H3-N2-R1-nogate-T4-B1-len4-f32-s3").config.to_wire()
+    assert wire["attributes"]["options"] == {"state_dim": 2, "dt_rank": 1, "softplus": True, "gated": False}
+    assert client.make_config(wire).option("gated") is False
+    assert Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f32-s3").config.to_wire()["attributes"]["options"] == {}
 
 
 @pytest.mark.slow

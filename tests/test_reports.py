@@ -35,7 +35,7 @@ from gradcheck_rnn.reports.document import failures, load_document, results_docu
 from gradcheck_rnn.reports.markdown import sparkline
 from gradcheck_rnn.context import CaseContext
 from gradcheck_rnn.judge import judge_one
-from gradcheck_rnn.result import verdict
+from gradcheck_rnn.result import tally_verdict
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.tolerances import Tolerances
 
@@ -45,7 +45,7 @@ META = {"command": "sweep", "profile": "ci", "seed": 0, "cases": 1, "targets": [
 
 def meta(results) -> dict:
     """META with the verdict the engine stores for these rows."""
-    code, reason = verdict(results)
+    code, reason = tally_verdict(Tally.of_results(results))
     return {**META, "verdict": {"exit_code": code, "reason": reason}}
 # A bidirectional LSTM with padding: every kind of tensor (y, hy, cy, x, h0, c0, gate-blocked
 # parameters) and padded steps to mark.

@@ -5,19 +5,22 @@ tests judge few cases; what they pin is that every executor gives the rows of a 
 """
 
 import json
+import os
 import pickle
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from gradcheck_rnn.case import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.checks import ALL_CHECKS
 from gradcheck_rnn.run import Execution, RunSpec, execute
-from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks
-from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group, worker_environment
+from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_rows
+from gradcheck_rnn.run import preload
+from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.tolerances import Tolerances
 
@@ -133,13 +136,29 @@ def test_dask_chunks_read_the_jobs_lazily_a_window_at_a_time():
     assert sorted(i for part in [first, *rest] for i, _ in part) == list(range(1000)) == read
 
 
-def test_workers_run_one_thread_each_and_share_the_jax_cache(monkeypatch):
-    monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", "/srv/jax-cache")
+def test_workers_load_their_libraries_on_one_thread_each_and_keep_the_user_s_environment(monkeypatch):
     monkeypatch.delenv("GRADCHECK_RNN_TORCH_THREADS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
-    env = worker_environment()
-    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
-    assert env["GRADCHECK_RNN_JAX_CACHE"] == "/srv/jax-cache"
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    loaded_under = {}
+    monkeypatch.setattr(preload.importlib, "import_module", lambda name: loaded_under.setdefault(
+        name, tuple(os.environ.get(variable) for variable in preload.THREAD_VARIABLES)))
+    before = dict(os.environ)
+    preload.preload()
+    assert set(loaded_under) == set(preload.MODULES) and set(loaded_under.values()) == {("1", "1", "1")}
+    assert dict(os.environ) == before
+
+
+def test_the_rows_of_a_lost_dask_chunk_keep_their_target_s_repro_environment():
+    """A chunk comes back with each target's repro environment on its Dask worker; the rows of a
+    chunk that is lost later (its Dask worker gone, retries too) are written with it."""
+    target = "isolation_targets:crashes_under_an_environment"
+    setup = WorkerSetup((target,), Tolerances(), ("stateless",), (str(TESTS),))
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
+    rows, repro_envs = judge_chunk(setup, [(0, case.id)], None)
+    assert repro_envs == {target: "ISOLATION_TARGETS_MODE=crash"} and rows[0].status == "error"
+    (lost,) = lost_rows([(1, case)], setup, "the Dask worker judging it was lost", repro_envs)
+    assert lost.repro.startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro ") and lost.case_index == 1
 
 
 def test_a_dask_worker_keeps_its_worker_process_between_chunks():
@@ -219,6 +238,21 @@ def test_merged_shards_equal_the_unsharded_run(tmp_path, judged_here):
     assert merged["summary"] == whole["summary"] and merged["by_mode"] == whole["by_mode"]
     assert merged["spec"] == whole["spec"] and whole["spec"]["shard"] is None
     assert "plugin_targets:zero_top_bhh" in output and "gradcheck-rnn repro" in output
+
+
+def test_a_merged_run_keeps_the_shards_case_timeout_in_its_repro_lines(tmp_path):
+    """A row that timed out says so in a field, and its repro line carries --case-timeout (so the
+    repro stops the hang too); merge keeps the rows as the shards finished them: the unsharded run's."""
+    profile = tmp_path / "stateless.toml"
+    profile.write_text("[checks]\n" + "".join(f"{name} = {'true' if name == 'stateless' else 'false'}\n"
+                                              for name in ALL_CHECKS))
+    args = ["-c", profile, "-n", 2, "-t", "plugin_targets:hangs", "--case-timeout", 0.5]
+    whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
+    code, output = invoke("merge", *sweep_shards(tmp_path, 2, *args), "--report-dir", tmp_path / "merged")
+    whole, merged = document(tmp_path / "whole")["results"], document(tmp_path / "merged")["results"]
+    assert code == whole_code == 1, output
+    assert comparable(merged) == comparable(whole) and len(whole) == 2
+    assert all(row["timed_out"] and row["repro"].endswith(" --case-timeout 0.5") for row in whole), whole
 
 
 def test_merge_keeps_exit_5_for_a_vacuous_run(tmp_path, judged_here):

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from gradcheck_rnn import Case, cli, console
 from gradcheck_rnn.judge import judge_one
-from gradcheck_rnn.result import verdict
+from gradcheck_rnn.result import tally_verdict
+from gradcheck_rnn.tally import Tally
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
@@ -91,10 +92,39 @@ def test_every_result_skipped_exits_5(tmp_path):
 
 
 def test_failures_win_over_vacuity():
-    code, reason = verdict([])
+    code, reason = tally_verdict(Tally())
     assert code == 5 and "no case" in reason
     failed = judge_one(Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1"), resolve_target("plugin_targets:raises"))
-    assert verdict([failed], ["plugin_targets:only_f16"])[0] == 1
+    assert tally_verdict(Tally.of_results([failed]), ["plugin_targets:only_f16"])[0] == 1
+
+
+# --- every command exits with its run's verdict ------------------------------------------------
+
+def test_calibrate_on_a_target_that_skips_every_case_exits_5_as_sweep_does():
+    code, output = invoke("calibrate", "-t", "plugin_targets:only_f16", "-n", 2)
+    assert code == 5 and "nothing was checked: all 2 results were skipped" in output, output
+
+
+def test_the_fixture_fails_a_check_on_the_run_s_own_verdict(monkeypatch):
+    """The fixture takes the verdict judge_run computed for the run; it never counts rows again."""
+    import gradcheck_rnn.run
+    from gradcheck_rnn.pytest_plugin import GradcheckFailed, RNNGradcheck
+
+    monkeypatch.setattr(gradcheck_rnn.run, "tally_verdict", lambda *args: (1, "the run's own verdict"))
+    with pytest.raises(GradcheckFailed, match="the run's own verdict"):
+        RNNGradcheck().check("fused-cpu", "gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
+
+
+def test_report_prints_the_run_s_stored_tallies(tmp_path):
+    """``report`` prints the tables the run counted as it judged (results.json's by_mode, skips,
+    mistrusted), never a recount of the stored rows."""
+    invoke("sweep", "-t", "fused-cpu", "-n", 1, "--report-dir", tmp_path)
+    results = tmp_path / "latest" / "results.json"
+    document = json.loads(results.read_text())
+    document["by_mode"][0]["cases"] = 7  # what a recount of the one stored case could not say
+    results.write_text(json.dumps(document))
+    code, output = invoke("report", tmp_path / "latest")
+    assert code == document["verdict"]["exit_code"] == 0 and "fused-cpu: 7 cases" in output, output
 
 
 def test_readme_plugin_command_judges_every_case(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ Every test builds its rows by hand (CaseResult, TensorError), so it pins the out
 from __future__ import annotations
 
 import io
+import math
 import re
 import sys
 import warnings
@@ -413,3 +414,37 @@ def test_the_progress_bar_counts_every_row_though_it_takes_them_ten_times_a_seco
             advance(row)
     assert sum(handed) == 3000  # every row is counted, the last ones when the bar closes
     assert len(handed) < 300  # not one update per row
+
+
+# --- one spelling of NaN and infinity, one worst-first order ------------------------------------
+
+def test_nan_and_infinity_are_spelled_alike_in_the_check_table_and_shrink_s_steps():
+    """"nan", "inf", "-inf" everywhere (the check/repro table's a and b, shrink's ratios); "-" only
+    where there is no number at all."""
+    from gradcheck_rnn.shrink import Failure, ShrinkResult, Step, steps_lines
+
+    result = row([tensor("y", math.nan, a=math.nan, b=math.inf), tensor("hy", 3.0, a=-math.inf, b=1.0)])
+    cells = [line.split() for line in printed(*render.tensor_table(result))]
+    assert ["y", "fail", "nan"] == cells[3][:3] and cells[3][-2:] == ["nan", "inf"], cells
+    assert cells[4][-2:] == ["-inf", "1"], cells
+    steps = [Step(CASE_ID, "start", math.nan, result), Step(EMPTY_ID, "fewer layers", math.inf, result)]
+    lines = steps_lines(ShrinkResult("fused-cpu", Failure("reference", "fail"), steps, 2, 10))
+    assert lines[2].split()[2] == "nan" and lines[3].split()[3] == "inf", lines
+
+
+def test_every_writer_orders_tensors_worst_first_alike():
+    """A missing tensor, then NaN, then the largest ratio (an infinite one before a finite one):
+    the row's worst tensor, the console's failure lines, the reports' tensor lines and the error
+    picture's tensor with a time axis all agree."""
+    tensors = [tensor("x", 2.0), tensor("y", math.nan), tensor("hy", math.inf),
+               TensorError("h0", "missing", message="h0: missing"), tensor("cy", 50.0)]
+    for t in tensors[1:3] + tensors[:1]:
+        t.per_step = [0.0, 1.0, 2.0]
+    result = row(tensors)
+    expected = ["h0", "y", "hy", "cy", "x"]
+    assert result.worst.name == "h0"
+    assert [t["name"] for t in failing_tensors(result.to_json())] == expected
+    text = failure_text([result])
+    shown = [text.index(f"{name}: ") for name in expected[:3]]
+    assert shown == sorted(shown) and "… and 2 more tensors: cy 50, x 2" in text, text
+    assert render.worst_time_tensor(result).name == "y"  # NaN is worse than any number, inf included

@@ -21,7 +21,7 @@ from ..compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..numbers import fmt, from_json_number, location_text
 from ..result import CaseResult, document_row
-from ..statuses import failure_order, is_bad
+from ..statuses import failure_order, is_bad, worst_first
 from ..tally import Tally
 
 SCHEMA = 1
@@ -178,16 +178,10 @@ def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[
     return line
 
 
-def tensor_badness(tensor: dict[str, Any]) -> float:
-    """How bad one tensor is, for worst-first order: missing, shape and NaN count as infinite."""
-    ratio = from_json_number(tensor.get("ratio"))
-    return math.inf if tensor["status"] == "missing" or ratio != ratio else ratio
-
-
 def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The tensors of a row that did not pass, worst first (the worst must not hide in "… more")."""
     return sorted((t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "pass"),
-                  key=lambda t: -tensor_badness(t))
+                  key=lambda t: worst_first(t["status"], from_json_number(t.get("ratio"))), reverse=True)
 
 
 def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:

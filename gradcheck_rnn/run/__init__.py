@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
-from ..result import CaseResult, Run, slim, stored_row, tally_verdict
+from ..result import CaseResult, Run, finish, slim, stored_row, tally_verdict
 from ..statuses import is_bad
 from .spec import Job, RunSpec, parse_shard
 from .worker import WorkerSetup
@@ -298,12 +298,10 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     repro_options = spec.repro_options  # once: it is made from the spec's strings, for every row
 
     def finish_row(row: CaseResult) -> None:
-        """The repro options every row carries, set as it arrives (so streamed rows have them)."""
+        """Each row finished as it arrives (so streamed rows have their repro options), then stored."""
         if not spec.judges(row):  # a row of the product that --last-failed did not ask for
             return
-        row.repro_options = repro_options
-        if row.status == "error" and row.message.startswith("timed out"):  # its repro must stop it too
-            row.repro_options = f"{repro_options} --case-timeout {execution.case_timeout:g}".strip()
+        finish(row, repro_options, execution.case_timeout)
         if baseline is not None:
             baseline.mark(row)
         if log is not None:

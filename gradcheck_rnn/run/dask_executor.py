@@ -52,13 +52,16 @@ def _pool(setup: WorkerSetup) -> WorkerPool:
     return _local.pool
 
 
-def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]], case_timeout: float | None) -> list[CaseResult]:
-    """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)), in order."""
+def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]],
+                case_timeout: float | None) -> tuple[list[CaseResult], dict[str, str]]:
+    """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)), in order,
+    and each target's repro environment there (for the rows of a chunk that is lost)."""
     from ..case import Case
 
     load_user_code(setup)
-    by_index = _pool(setup).judge([(index, Case.from_id(case_id)) for index, case_id in chunk], case_timeout)
-    return [row for index in sorted(by_index) for row in by_index[index]]
+    pool = _pool(setup)
+    by_index = pool.judge([(index, Case.from_id(case_id)) for index, case_id in chunk], case_timeout)
+    return [row for index in sorted(by_index) for row in by_index[index]], pool.repro_envs
 
 
 def chunk_size(count: int, slots: int) -> int:
@@ -79,10 +82,11 @@ def chunks(jobs: Iterable[Job], size: int, window: int) -> Iterator[list[Job]]:
             yield from (group[i:i + size] for i in range(0, len(group), size))
 
 
-def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str) -> list[CaseResult]:
-    """``error`` rows for every row of a chunk whose task could not be judged."""
+def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str, repro_envs: dict[str, str]) -> list[CaseResult]:
+    """``error`` rows for every row of a chunk whose task could not be judged, each with its
+    target's repro environment as the Dask workers reported it (none before any chunk came back)."""
     return [CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
-                       message=reason, check=check, case_index=index)
+                       message=reason, check=check, case_index=index, repro_env=repro_envs.get(target, ""))
             for index, case in chunk for target in setup.targets for check in setup.checks]
 
 
@@ -115,6 +119,7 @@ def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler
 
     client = _client(scheduler)
     by_index: dict[int, list[CaseResult]] = {}
+    repro_envs: dict[str, str] = {}  # target -> its repro_env, as the Dask workers report it
     try:
         slots = sum(client.nthreads().values())
         window = WINDOW_PER_SLOT * max(1, slots)
@@ -135,9 +140,11 @@ def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler
         for future in pending:
             part = in_flight.pop(future)
             try:
-                rows = future.result()
+                rows, reported = future.result()
+                repro_envs.update(reported)
             except KilledWorker as exc:
-                rows = lost_rows(part, setup, f"the Dask worker judging it was lost, and retries too ({exc})")
+                rows = lost_rows(part, setup, f"the Dask worker judging it was lost, and retries too ({exc})",
+                                 repro_envs)
             except UsageError:
                 raise
             failed = False

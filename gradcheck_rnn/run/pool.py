@@ -14,7 +14,9 @@ is in flight:
 - each worker keeps to one JAX shape bucket while it has cases, so it compiles each bucket once
   (and loads the others from the shared persistent compile cache, GRADCHECK_RNN_JAX_CACHE);
 - each worker runs torch, OpenMP, MKL and OpenBLAS on one thread (GRADCHECK_RNN_TORCH_THREADS
-  overrides), so N workers use N cores and do not oversubscribe them.
+  overrides), so N workers use N cores and do not oversubscribe them; its environment is still
+  the supervisor's, unchanged (:mod:`.preload` sets the thread variables only while those
+  libraries load), so a target, and any interpreter it starts, sees what the user started.
 
 Workers are forked from ``multiprocessing``'s fork server, which imported torch, jax and the
 judging modules once (:mod:`.preload`): the first worker is ready once the server's imports are
@@ -22,7 +24,7 @@ done, every later one (a crashed worker's replacement too) a tenth of a second a
 for, and the server starts before the supervisor's own set-up (:func:`..run.start_pool_early`),
 so both import at once (benchmarks/RESULTS.md, "Worker start-up"). The fork server is a fresh interpreter that never computed
 anything (no torch, BLAS or XLA threads to lose in a fork), and each worker still takes the
-supervisor's current environment and its thread settings. Unlike ``multiprocessing``'s habit, a
+supervisor's current environment. Unlike ``multiprocessing``'s habit, a
 worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
 ``python -c``): a user's script that sweeps with workers needs no ``if __name__ == "__main__":``
 guard, and its targets are named by importable specs as always. A daemonic process (a Dask worker) may not have ``multiprocessing`` children, so there each worker
@@ -47,6 +49,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator
 
 from ..case import Case, RNNConfig
@@ -57,8 +60,10 @@ from .spec import Job
 from .worker import WorkerSetup
 
 START_FAILURES = 3  # workers that die before their first case, in a row, before the run gives up
-# Not ``-m gradcheck_rnn.run.worker``: the package imports that module first, and runpy warns.
-WORKER_COMMAND = "from gradcheck_rnn.run.worker import main; main()"
+# Not ``-m gradcheck_rnn.run.worker``: the package imports that module first, and runpy warns. The
+# tool's own import path is the last argument, put on the worker's sys.path only: an exported
+# PYTHONPATH would reach every interpreter a target starts (with this venv's numpy).
+WORKER_COMMAND = "import sys; sys.path.insert(0, sys.argv.pop()); from gradcheck_rnn.run.worker import main; main()"
 _TICK = 0.5  # seconds between checks that the workers are alive (a grandchild may hold the socket open)
 # Seconds a worker may take for a case's float64 references before its first row's --case-timeout
 # starts (the worker says "truth" when they are ready): a JAX compile in a fresh worker on a busy
@@ -83,13 +88,9 @@ def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
     return groups
 
 
-def worker_environment() -> dict[str, str]:
-    """The environment of a worker: one thread for torch and every BLAS, this process's import path."""
-    threads = os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")
-    env = dict(os.environ, GRADCHECK_RNN_TORCH_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
-               OPENBLAS_NUM_THREADS=threads)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
+def tool_import_path() -> str:
+    """The folder this gradcheck_rnn is imported from, for an exec'd worker to import the same one."""
+    return str(Path(__file__).resolve().parents[2])  # <folder>/gradcheck_rnn/run/pool.py
 
 
 def use_fork_server() -> bool:
@@ -218,7 +219,7 @@ class WorkerPool:
 
             context = multiprocessing.get_context("forkserver")
             conn, theirs = context.Pipe()
-            child = context.Process(target=forked_main, args=(theirs, worker_environment()),
+            child = context.Process(target=forked_main, args=(theirs, dict(os.environ)),
                                     name="gradcheck-rnn-worker")
             try:
                 with _main_module_hidden():
@@ -229,9 +230,9 @@ class WorkerPool:
         else:
             ours, their_socket = socket.socketpair()
             try:
-                process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(their_socket.fileno())],
-                                           pass_fds=(their_socket.fileno(),), env=worker_environment(),
-                                           stdin=subprocess.DEVNULL)
+                process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(their_socket.fileno()),
+                                            tool_import_path()],
+                                           pass_fds=(their_socket.fileno(),), stdin=subprocess.DEVNULL)
             finally:
                 their_socket.close()
             worker = _Worker(process, Connection(ours.detach()))
@@ -287,7 +288,7 @@ class WorkerPool:
                 on_result(row)
             stopping = stopping or (fail_fast and is_bad(row.status))
 
-        def died(worker: _Worker, reason: str) -> None:
+        def died(worker: _Worker, reason: str, timed_out: bool = False) -> None:
             if not worker.ready:
                 self.start_failures += 1
                 if self.start_failures >= START_FAILURES:
@@ -295,7 +296,7 @@ class WorkerPool:
                     raise UsageError(f"worker processes die while starting ({reason}); "
                                      f"run with --workers 1 to see why")
             elif worker.job is not None:
-                record(self._error_row(worker, reason))
+                record(self._error_row(worker, reason, timed_out))
                 index, case = worker.job
                 if worker.row + 1 < len(self.pairs):  # the rest of the case goes back in line
                     resume[index] = worker.row + 1
@@ -346,7 +347,7 @@ class WorkerPool:
             for worker in [w for w in active if w in self.workers]:
                 if worker.job is not None and now > worker.deadline:
                     self._stop(worker, grace=0)
-                    died(worker, f"timed out after {worker.deadline - worker.row_started:g} s")
+                    died(worker, f"timed out after {worker.deadline - worker.row_started:g} s", timed_out=True)
                 elif check_alive and worker.process.poll() is not None:
                     died(worker, death_reason(self._stop(worker, grace=5)))
         return results
@@ -371,13 +372,13 @@ class WorkerPool:
         # a Case made by the caller travels whole (its data need not be what its id draws); else its id
         worker.conn.send((job[0], job[1] if isinstance(job[1], Case) else job[1].id, row))
 
-    def _error_row(self, worker: _Worker, reason: str) -> CaseResult:
-        """The ``error`` row for the row a lost worker was judging."""
+    def _error_row(self, worker: _Worker, reason: str, timed_out: bool) -> CaseResult:
+        """The ``error`` row for the row a lost worker was judging (killed for ``timed_out``, or dead)."""
         index, case = worker.job
         target, check = self.pairs[worker.row]
         # "killed by signal 11 (SIGSEGV)" / "exited with code 3": the worker "was killed", "exited"
-        message = reason if reason.startswith("timed out") else \
+        message = reason if timed_out else \
             f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
         return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
-                          message=message, check=check, case_index=index,
+                          message=message, check=check, case_index=index, timed_out=timed_out,
                           seconds=time.monotonic() - worker.row_started, repro_env=self.repro_envs.get(target, ""))

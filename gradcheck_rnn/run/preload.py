@@ -12,8 +12,10 @@ imported, so each worker imports it itself, after taking the supervisor's enviro
 (:func:`gradcheck_rnn.run.worker.forked_main`); once jax is loaded that import costs ~30 ms.
 
 The thread counts of OpenMP, MKL and OpenBLAS are fixed when those libraries load, so they are set
-here, before numpy and torch are imported: one thread each (``GRADCHECK_RNN_TORCH_THREADS``
-overrides), so that N workers use N cores.
+here while numpy and torch are imported: one thread each (``GRADCHECK_RNN_TORCH_THREADS``
+overrides), so that N workers use N cores. Then the environment is put back as it was: a target,
+and any interpreter it starts, sees the user's environment (docs/contracts.md, "Isolation").
+An exec'd worker (:func:`gradcheck_rnn.run.worker.main`) imports this module first for the same reason.
 """
 
 from __future__ import annotations
@@ -27,20 +29,23 @@ MODULES = ("numpy", "torch", "jax", "jax.numpy", "gradcheck_rnn.judge", "gradche
 
 
 def preload() -> list[str]:
-    """Set the thread variables, import :data:`MODULES`; the names that could not be imported.
+    """Import :data:`MODULES` under the thread variables; the names that could not be imported.
 
     A module that fails here is left to the worker, which imports it again and reports the error
     as a worker that cannot set up its targets (one sentence, exit 2) instead of a silent server.
     """
-    threads = os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")
-    for variable in THREAD_VARIABLES:
-        os.environ[variable] = threads
+    saved = dict(os.environ)  # jax's import sets variables of its own too (TF_CPP_MIN_LOG_LEVEL)
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")))
     missing = []
-    for name in MODULES:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - see the docstring
-            missing.append(name)
+    try:
+        for name in MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - see the docstring
+                missing.append(name)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     return missing
 
 

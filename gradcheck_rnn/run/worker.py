@@ -2,8 +2,9 @@
 
 Forked from the pool's fork server (:func:`forked_main`, with its end of a pipe to the supervisor
 and the supervisor's environment), or, where a fork server cannot be used (a daemonic process such
-as a Dask worker), started as ``python -c '...worker import main; main()' FD``, where FD is its end
-of a socket pair to the supervisor. Messages are pickles (``multiprocessing.connection``):
+as a Dask worker), started as ``python -c '...worker import main; main()' FD PATH``, where FD is its
+end of a socket pair to the supervisor and PATH the folder gradcheck_rnn is imported from (put on
+this process's ``sys.path``, never exported: a target's own interpreters must not see it). Messages are pickles (``multiprocessing.connection``):
 
 - in: a :class:`WorkerSetup` first, then ``(index, case, start)`` per case (the case as its id,
   or as a ``Case`` when the caller built its data itself), ``None`` to stop;
@@ -104,8 +105,8 @@ def forked_main(conn: Connection, environ: dict[str, str]) -> None:
     """Entry point of a worker forked from the fork server (:mod:`.preload`).
 
     The fork server's environment is the supervisor's of the moment it started; the worker takes
-    the supervisor's current one (GRADCHECK_RNN_JAX_CACHE, the thread counts a test sets) before
-    anything reads it.
+    the supervisor's current one (GRADCHECK_RNN_JAX_CACHE, whatever a test sets) before anything
+    reads it.
     """
     os.environ.clear()
     os.environ.update(environ)
@@ -117,7 +118,9 @@ def forked_main(conn: Connection, environ: dict[str, str]) -> None:
 
 
 def main() -> None:
-    """Entry point of a worker process; its one argument is the socket's file descriptor."""
+    """Entry point of an exec'd worker process; its one argument is the socket's file descriptor."""
+    from . import preload  # noqa: F401  (one thread for OpenMP, MKL and OpenBLAS, set as they load)
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(sys.argv[1]))
     try:

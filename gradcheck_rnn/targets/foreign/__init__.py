@@ -21,13 +21,11 @@ import logging
 import os
 import select
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from ...case import Case, Outputs, RNNConfig
 from ...errors import TargetReported, UsageError
@@ -76,31 +74,15 @@ def _timeout() -> float | None:
 
 
 def client_environment(extra: dict[str, str]) -> dict[str, str]:
-    """This process's environment for the client, less this interpreter's own library folders on
-    PYTHONPATH (a worker process carries them there): the foreign interpreter has its own numpy."""
+    """This process's environment for the client (the user's: a worker exports nothing of its own)."""
     env = dict(os.environ, **extra)
-    own = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-             if p and not any(Path(p).resolve().is_relative_to(prefix) for prefix in own)]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
     env.setdefault("OMP_NUM_THREADS", os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1"))  # no OpenMP spin
     return env
 
 
-def _plain(value: Any) -> Any:
-    return bool(value) if isinstance(value, (bool, np.bool_)) else value if isinstance(value, str) else int(value)
-
-
-def config_fields(config: RNNConfig) -> dict[str, Any]:
-    """The config's ten fields, and the family's options with their defaults (s6's state size...)."""
-    fields = {name: _plain(getattr(config, name)) for name in protocol.CONFIG_FIELDS}
-    fields["options"] = {k: _plain(v) for k, v in config.family.option_values(config).items()}
-    return fields
-
-
 def case_message(case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
     """The case as a protocol header and arrays."""
-    header = {"config": config_fields(case.config), "wants": sorted(case.wants), "wants_group": case.wants_group,
+    header = {"config": case.config.to_wire(), "wants": sorted(case.wants), "wants_group": case.wants_group,
               "heads": case.heads, "initial_state": case.initial_state, "seed": int(case.seed), "id": case.id}
     arrays: dict[str, Any] = {name: getattr(case, name) for name in protocol.CASE_ARRAYS}
     arrays.update({f"param:{k}": v for k, v in case.params.items()})
@@ -257,7 +239,7 @@ class ForeignTarget:
             self._ensure()
             if not self._loaded.get("supports"):
                 return True
-            reply, _ = self._ask({"type": "supports", "config": config_fields(config)}, None, "asking supports()")
+            reply, _ = self._ask({"type": "supports", "config": config.to_wire()}, None, "asking supports()")
         except (ForeignTargetError, TimeoutError):
             return True
         return reply["value"]

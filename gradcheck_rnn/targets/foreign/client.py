@@ -26,10 +26,13 @@ Requests (host -> client) and their answers:
 
 Case arrays are ``x``, ``seq_lengths``, ``h0``, ``c0``, ``dy``, ``dhy``, ``dcy`` (absent when
 None) and ``param:<key>`` for each parameter. The target sees a case object with the fields of
-``gradcheck_rnn.Case``: ``config`` (mode, num_layers, bidirectional, input_size, hidden_size,
-max_len, batch_size, dtype, proj_size, bias, plus num_gates, num_directions, state_size,
-has_cell_state), the arrays, ``params`` (dict), ``wants`` (frozenset), ``wants_group``,
+``gradcheck_rnn.Case``: ``config`` (every attribute of ``RNNConfig``: mode, num_layers, ...,
+options, long_memory, num_gates, has_cell_state, h_size, c_size, ...), the arrays, ``params`` (dict), ``wants`` (frozenset), ``wants_group``,
 ``heads``, ``initial_state``, ``seed`` and ``id``.
+
+A ``config`` travels as ``RNNConfig.to_wire()`` makes it: ``{"id": <config part of the case id>,
+"attributes": {...}}``, every field, property and option (defaults included) of the config; the
+client shows the attributes as they are, with ``option(name)``, and knows nothing of any family.
 
 EOF on stdin ends the client; so does the host's death (the client sets PR_SET_PDEATHSIG).
 """
@@ -53,9 +56,6 @@ PROTOCOL = 1
 HOST_PID_ENV = "GRADCHECK_RNN_HOST_PID"
 _PREFIX = struct.Struct(">IQ")
 CASE_ARRAYS = ("x", "seq_lengths", "h0", "c0", "dy", "dhy", "dcy")
-CONFIG_FIELDS = ("mode", "num_layers", "bidirectional", "input_size", "hidden_size", "max_len",
-                 "batch_size", "dtype", "proj_size", "bias")
-_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
 
 class ProtocolError(RuntimeError):
@@ -133,14 +133,11 @@ def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray]]
 # --- the client side -------------------------------------------------------------------------
 
 
-def make_config(fields: dict[str, Any]) -> SimpleNamespace:
-    """A config namespace with RNNConfig's fields and derived properties."""
-    config = SimpleNamespace(**{k: fields[k] for k in CONFIG_FIELDS})
-    config.options = dict(fields.get("options", {}))  # a family's options, defaults included (s6: state_dim, ...)
-    config.num_gates = _GATES.get(config.mode, 0)  # 0: a family the client does not know by name
-    config.num_directions = 2 if config.bidirectional else 1
-    config.state_size = config.proj_size or config.hidden_size
-    config.has_cell_state = config.mode == "lstm"
+def make_config(wire: dict[str, Any]) -> SimpleNamespace:
+    """The config a foreign target sees, from ``RNNConfig.to_wire()``: its attributes as they are
+    (the host's config computed every one), and ``option(name)`` as on an RNNConfig."""
+    config = SimpleNamespace(**wire["attributes"])
+    config.option = config.options.__getitem__
     return config
 
 

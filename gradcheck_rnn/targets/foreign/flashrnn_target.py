@@ -92,7 +92,7 @@ def to_flashrnn(params: dict[str, Any], config: Any, layer: int, direction: str,
         return params[f"l{layer}.{direction}.{kind}"]
 
     if mode == "slstm":  # FlashRNN's gate order and layouts: reshapes only
-        heads = torch_grad.option(config, "heads")
+        heads = config.option("heads")
         d = H // heads
         Wx = (x @ p("w_ih").T).reshape(x.shape[0], x.shape[1], 4, heads, d).transpose(0, 1)
         b = p("b") if config.bias else p("w_hh").new_zeros(4 * H)
@@ -131,7 +131,7 @@ class FlashRNNTarget(torch_grad.TorchGradTarget):
                     if config.mode == "rnn_relu" else f"the flashrnn targets judge lstm, gru, rnn_tanh and slstm, not {config.mode}")
         if config.proj_size:
             return "FlashRNN's LSTM has no projections"
-        if config.mode == "slstm" and torch_grad.option(config, "exp_forget"):
+        if config.mode == "slstm" and config.option("exp_forget"):
             return ("FlashRNN 1.0.8's sLSTM has the sigmoid forget gate only (every backend computes "
                     "\"logfplusm = m + torch.nn.functional.logsigmoid(fbar)\"; its slstm entry has no constants)")
         if self.backend == "vanilla_fwbw" and config.mode not in ("lstm", "slstm"):
@@ -153,7 +153,7 @@ class FlashRNNTarget(torch_grad.TorchGradTarget):
                     return (f"flashrnn-triton needs a CUDA device: Triton {triton.__version__}'s CPU interpreter "
                             f"(TRITON_INTERPRET=1) cannot run FlashRNN's kernels (\"{TRITON_INTERPRETER_REFUSES}\")")
                 return "FlashRNN's cuda backend compiles CUDA kernels and needs a CUDA device; this machine has none"
-        head = config.hidden_size // (torch_grad.option(config, "heads") if config.mode == "slstm" else 1)
+        head = config.hidden_size // (config.option("heads") if config.mode == "slstm" else 1)
         if self.backend == "triton_fused" and (head & (head - 1)):
             return f"FlashRNN's Triton kernels need a power-of-2 head size (\"DH must be a power of 2, got {head}.\")"
         return True

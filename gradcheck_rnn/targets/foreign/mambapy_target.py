@@ -96,9 +96,9 @@ class MambaPyTarget(torch_grad.TorchGradTarget):
     def supports(self, config: Any) -> bool | str:
         if config.mode != "s6":
             return f"mambapy implements Mamba's selective scan (the s6 family), not {config.mode}"
-        if not torch_grad.option(config, "softplus"):
+        if not config.option("softplus"):
             return "mambapy's MambaBlock.ssm always applies softplus to Δ (F.softplus(delta + self.dt_proj.bias))"
-        if not torch_grad.option(config, "gated"):
+        if not config.option("gated"):
             return "mambapy's MambaBlock.forward always gates its output with silu(z) (output = y * z)"
         if config.dtype != "f32":
             name = torch_grad.DTYPES[config.dtype]
@@ -110,7 +110,7 @@ class MambaPyTarget(torch_grad.TorchGradTarget):
         import torch
         from mambapy.mamba import MambaConfig
 
-        key = (width, config.hidden_size, torch_grad.option(config, "state_dim"), torch_grad.option(config, "dt_rank"))
+        key = (width, config.hidden_size, config.option("state_dim"), config.option("dt_rank"))
         if key not in self._blocks:
             mcfg = MambaConfig(d_model=width, n_layers=1, dt_rank=key[3], d_state=key[2], expand_factor=1)
             mcfg.d_inner = config.hidden_size  # ED = H, whatever the input width
@@ -123,7 +123,7 @@ class MambaPyTarget(torch_grad.TorchGradTarget):
         from torch.func import functional_call
 
         cfg = case.config
-        H, N = cfg.hidden_size, torch_grad.option(cfg, "state_dim")
+        H, N = cfg.hidden_size, cfg.option("state_dim")
         hy = []
         x = x.transpose(0, 1)  # mambapy is batch-first: (B, L, ·)
         for layer in range(cfg.num_layers):

@@ -23,11 +23,6 @@ import numpy as np
 DTYPES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
 
-def option(config: Any, name: str) -> Any:
-    """A family's option from an RNNConfig (``option``) or from the client's config (``options`` dict)."""
-    return config.option(name) if hasattr(config, "option") else config.options[name]
-
-
 def length_groups(lengths: Any) -> list[tuple[int, list[int]]]:
     """(length, batch indices in order) for each distinct length, shortest first."""
     lengths = np.asarray(lengths)
