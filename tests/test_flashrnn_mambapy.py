@@ -197,3 +197,46 @@ def test_each_target_passes_in_another_interpreter(name, case_id):
         target.impl.close()
     assert result.status == "pass", result.message
     assert ("-mconst" in result.case_id) == (name == "flashrnn-fwbw")
+
+
+class _Missing:
+    """A meta-path finder for which ``name`` is not installed, as in a venv that lacks it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.partition(".")[0] == self.name:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+
+
+@pytest.fixture
+def without_packaging(monkeypatch):
+    """flashrnn as `pip install ".[flashrnn]"` left it before issue 38: `packaging` missing, so
+    `import flashrnn` fails. Every module imported meanwhile is dropped again afterwards."""
+    import sys
+
+    saved = dict(sys.modules)
+    for name in [n for n in sys.modules if n.partition(".")[0] in ("packaging", "flashrnn")]:
+        del sys.modules[name]
+    monkeypatch.setattr(sys, "meta_path", [_Missing("packaging"), *sys.meta_path])
+    yield
+    for name in set(sys.modules) - set(saved):
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+def test_a_named_target_that_cannot_load_is_a_usage_error_with_its_import_error(without_packaging, tmp_path):
+    """Issue 38: it was a skip of every case (exit 5, "flashrnn is not importable here") and a
+    "next:" hint about narrowing flags, hiding the ModuleNotFoundError."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    result = CliRunner().invoke(main, ["sweep", "-c", "modern", "-n", "2", "-t", "flashrnn-vanilla",
+                                       "--report-dir", str(tmp_path / "reports")])
+    assert result.exit_code == 2, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: target 'flashrnn-vanilla' cannot load")
+    assert "(ModuleNotFoundError: No module named 'packaging')" in line and "next:" not in line
+    assert not (tmp_path / "reports").exists()

@@ -8,6 +8,7 @@ tests/foreign_env.py makes, and are skipped with the reason when the registry ca
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -171,10 +172,14 @@ def test_mxnet_layout_is_the_projects_mxnet_packing():
         assert all(np.array_equal(v, case.params[k]) for k, v in mxnet_target.unpack_mxnet(flat, case.config).items())
 
 
-def test_mxnet_unimportable_here_is_skipped_with_the_way_out():
-    result = judge_one(Case.from_id(TANH.format(seed=3)), resolve_target("mxnet-native"))
-    assert result.status == "skip"
-    assert result.message == "mxnet is not importable here; use mxnet-native@/path/to/venv"
+def test_mxnet_unimportable_here_is_a_usage_error_with_the_import_error_and_the_way_out():
+    if importlib.util.find_spec("mxnet") is not None:
+        pytest.skip("mxnet imports here")
+    with pytest.raises(UsageError) as refused:
+        resolve_target("mxnet-native")
+    assert str(refused.value) == ("target 'mxnet-native' cannot load: importing mxnet failed here "
+                                  "(ModuleNotFoundError: No module named 'mxnet'); install what it lacks, or run it "
+                                  "in an interpreter where it imports: mxnet-native@/path/to/venv")
 
 
 @pytest.fixture(scope="module")

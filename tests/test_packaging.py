@@ -49,3 +49,19 @@ def test_wheel_in_a_fresh_venv_sweeps_from_another_folder(tmp_path):
     [results] = [p for p in (elsewhere / "out").glob("*/results.json") if p.parent.name != "latest"]
     document = json.loads(results.read_text())
     assert document["profile"] == "ci" and document["summary"]["pass"] > 0
+
+
+def test_the_flashrnn_extra_installs_what_flashrnn_imports():
+    """Issue 38: flashrnn 1.0.8 imports `packaging` (flashrnn/cuda_init.py) but does not require
+    it, so `pip install ".[flashrnn]"` in a clean venv left it unimportable. The test extra
+    installs every foreign built-in's extra."""
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() for r in requirements}
+
+    assert {"flashrnn", "packaging"} <= names(extras["flashrnn"])
+    assert names(extras["flashrnn"]) | names(extras["mambapy"]) <= names(extras["test"])

@@ -308,19 +308,6 @@ class InProcess:
         return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
 
 
-class Unavailable:
-    """A built-in whose framework does not import here: resolves, and is skipped with the reason."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        self.name, self.reason = name, reason
-
-    def supports(self, config: RNNConfig) -> str:
-        return self.reason
-
-    def run(self, case: Case) -> Outputs:
-        raise ForeignTargetError(self.reason)
-
-
 _FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras", "mambapy": "mambapy",
               **{name: "flashrnn" for name in FOREIGN_BUILTINS if name.startswith("flashrnn-")}}
 
@@ -342,11 +329,15 @@ def _import_error(module: str) -> str | None:
 
 
 def local_builtin(name: str) -> Any:
-    """A foreign built-in (``mxnet``, ``flax``, ``flashrnn-vanilla``, ``mambapy``, ...): in this process
-    when its framework imports, else a target that is skipped with a reason naming ``NAME@PYTHON``."""
+    """A foreign built-in (``mxnet``, ``flax``, ``flashrnn-vanilla``, ``mambapy``, ...) in this process.
+
+    A target is resolved only when it is named (``-t``, the API): one whose framework does not
+    import here is a UsageError (exit 2, nothing run) quoting the import's own error line, since
+    a skip of every case (exit 5) hid a broken install behind "not importable here"."""
     framework = _FRAMEWORK[name]
-    if _import_error(framework) is not None:
-        return Unavailable(name, f"{framework} is not importable here; use {name}@/path/to/venv")
+    if (error := _import_error(framework)) is not None:
+        raise UsageError(f"target {name!r} cannot load: importing {framework} failed here ({error}); install "
+                         f"what it lacks, or run it in an interpreter where it imports: {name}@/path/to/venv")
     import importlib.util
 
     file, factory, kwargs, _ = FOREIGN_BUILTINS[name]
