@@ -280,13 +280,16 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     The execution is made (and validated) first and the pool's fork server started, so that its
     imports run beside the slow part of the set-up (profile, targets); the worker count, when not
     given, is chosen from the number of cases and printed with its reason on stderr. A drawn run
-    prints its header line; a run of named cases only with ``header``.
+    prints its header line; a run of named cases only with ``header``. Target names and case ids
+    are checked before anything starts: a typo is refused before the seconds that torch, JAX and the
+    pool take to start (:func:`refuse_bad_names`).
     """
     from .families import load_all
     from .generate import load_profile
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
     from .runtime import set_up_process
 
+    refuse_bad_names(spec_values.get("targets", values.get("targets", ())), spec_values.get("case_ids", ()))
     shard = parse_shard(values.get("shard"))
     families = tuple(spec_values.pop("families", values.get("families", ())))
     load_all(families)  # before the profile names their tokens (--last-failed's stored families)
@@ -313,6 +316,20 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
     return spec, execution, resolved
+
+
+def refuse_bad_names(targets: Any, case_ids: Any) -> None:
+    """UsageError for an unknown target, a ``NAME@PYTHON`` without its interpreter or a bad case
+    id, found without importing torch or JAX (RunSpec.build checks them again for API callers,
+    after its heavy imports)."""
+    from .case import CaseRef
+    from .targets import check_target_name
+
+    for name in targets:
+        if isinstance(name, str):
+            check_target_name(name)
+    for case_id in case_ids:
+        CaseRef.from_id(case_id)
 
 
 def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tuple[Any, Any, list, Callable]:

@@ -1,6 +1,7 @@
 """Usage errors are one line in the project's style (exit 2), and repro/check take --case-timeout
 so that the repro line of a timed-out row stops too instead of hanging."""
 
+import json
 import subprocess
 import sys
 
@@ -55,6 +56,26 @@ def test_help_report_and_merge_import_neither_torch_nor_jax(tmp_path):
              "print(codes, 'torch' in sys.modules, 'jax' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe, str(run_dir)], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["[0,", "5,", "2]", "False", "False"], done.stdout + done.stderr
+
+
+def test_usage_errors_that_need_no_kernel_are_refused_before_torch_and_jax_import(tmp_path):
+    """Issue 38: a bad case id, an unknown target or a bad @PYTHON path waited 4-9 s for torch and
+    JAX to import before the one-line refusal. One fresh interpreter judges every command."""
+    commands = [["repro", "lstm-L1-bad", "-t", "fused-cpu"],
+                ["check", "--case-id", "gru-L1-uni-I2-H3-T5-B1-len5-f32"],
+                ["shrink", "lstm-L1-uni-I2-H3-T5-B1-len9-f32-s7", "-t", "fused-cpu"],
+                ["sweep", "-t", "nosuch", "-n", "2", "--report-dir", str(tmp_path / "reports")],
+                ["repro", "lstm-L1-uni-I2-H3-T5-B1-len5-f32-s7", "-t", "fused-cpu@" + str(tmp_path / "no-venv")]]
+    probe = ("import json, sys; from click.testing import CliRunner; from gradcheck_rnn.cli import main; "
+             "runs = [CliRunner().invoke(main, args) for args in json.loads(sys.argv[1])]; "
+             "print(json.dumps([[r.exit_code, r.output, 'torch' in sys.modules or 'jax' in sys.modules] "
+             "for r in runs]))")
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(commands)], capture_output=True,
+                          text=True, timeout=120)
+    for args, (code, output, heavy) in zip(commands, json.loads(done.stdout)):
+        assert code == 2 and len(output.strip().splitlines()) == 1 and output.startswith("error: "), (args, output)
+        assert not heavy, f"{args}: torch or jax imported before the refusal"
+    assert not (tmp_path / "reports").exists()
 
 
 def test_a_folder_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch):

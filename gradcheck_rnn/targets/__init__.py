@@ -21,8 +21,8 @@ from ..errors import INTERRUPTS, UsageError
 from ..importing import import_object
 from .protocol import Target, as_target
 
-__all__ = ["Target", "as_target", "default_targets", "describe_targets", "left_out_builtins", "resolve_target",
-           "resolve_targets"]
+__all__ = ["Target", "as_target", "check_target_name", "default_targets", "describe_targets", "left_out_builtins",
+           "resolve_target", "resolve_targets"]
 
 ENTRY_POINT_GROUP = "gradcheck_rnn.targets"
 
@@ -33,15 +33,19 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+BUILTIN_NAMES = ("fused-cpu", "torch-native", "torch-native-cuda", "fused-gpu")
+"""The built-in targets' names, known without importing their kernels (torch)."""
+
+
 def _builtin_factories() -> dict[str, Callable[[], Any]]:
-    """Every built-in target by name, whether or not this machine can run it: one that cannot
-    resolves all the same and is skipped with its ``supports()`` reason."""
+    """Every built-in target by name (:data:`BUILTIN_NAMES`), whether or not this machine can run
+    it: one that cannot resolves all the same and is skipped with its ``supports()`` reason."""
     from ..kernels.fused_cpu import FusedCPUTarget
     from ..kernels.fused_gpu import FusedGPUTarget
     from .torch_native import TorchNativeTarget
 
-    return {"fused-cpu": FusedCPUTarget, "torch-native": TorchNativeTarget,
-            "torch-native-cuda": lambda: TorchNativeTarget("cuda"), "fused-gpu": FusedGPUTarget}
+    factories = (FusedCPUTarget, TorchNativeTarget, lambda: TorchNativeTarget("cuda"), FusedGPUTarget)
+    return dict(zip(BUILTIN_NAMES, factories))
 
 
 CUDA_TARGETS = ("torch-native-cuda", "fused-gpu")
@@ -49,7 +53,7 @@ CUDA_TARGETS = ("torch-native-cuda", "fused-gpu")
 
 
 def builtin_names() -> list[str]:
-    return list(_builtin_factories())
+    return list(BUILTIN_NAMES)
 
 
 def default_targets() -> list[Target]:
@@ -97,10 +101,28 @@ def resolve_target(spec: str) -> Target:
         raise UsageError(f"target {spec!r} could not be loaded ({type(exc).__name__}: {exc})") from None
 
 
+def check_target_name(spec: str) -> None:
+    """UsageError for a target name that cannot resolve, found without importing torch, JAX or any
+    framework: an unknown name, or ``NAME@PYTHON`` without its interpreter. A command checks its
+    targets so before the heavy imports, so that a typo is refused in a moment, not in seconds."""
+    from .foreign import FOREIGN_BUILTINS, foreign_spec
+
+    if "@" in spec:
+        foreign_spec(spec)
+        return
+    plugins = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    if (spec in BUILTIN_NAMES or spec in FOREIGN_BUILTINS or spec.startswith("mutant:") or spec in plugins
+            or (":" in spec and spec.partition(":")[0] and spec.partition(":")[2])):
+        return
+    known = ", ".join([*BUILTIN_NAMES, *FOREIGN_BUILTINS, "mutant:<name>", *plugins, "package.module:callable",
+                       "NAME@PYTHON"])
+    raise UsageError(f"unknown target {spec!r}; allowed: {known}")
+
+
 def _resolve(spec: str) -> Target:
-    factories = _builtin_factories()
-    if spec in factories:
-        return as_target(factories[spec](), spec)
+    check_target_name(spec)
+    if spec in BUILTIN_NAMES:
+        return as_target(_builtin_factories()[spec](), spec)
     from .foreign import FOREIGN_BUILTINS, foreign_target, local_builtin
 
     if "@" in spec:  # TARGET@PYTHON: run in another interpreter (docs/foreign-targets.md)
@@ -114,11 +136,7 @@ def _resolve(spec: str) -> Target:
     plugins = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
     if spec in plugins:
         return as_target(plugins[spec].load(), spec)
-    if ":" in spec and spec.partition(":")[0] and spec.partition(":")[2]:
-        return as_target(import_object(spec, "target"), spec)
-    known = ", ".join([*factories, *FOREIGN_BUILTINS, "mutant:<name>", *plugins, "package.module:callable",
-                       "NAME@PYTHON"])
-    raise UsageError(f"unknown target {spec!r}; allowed: {known}")
+    return as_target(import_object(spec, "target"), spec)  # package.module:callable (check_target_name)
 
 
 def describe_targets() -> list[tuple[str, bool, str]]:

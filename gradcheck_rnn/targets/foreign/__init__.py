@@ -262,14 +262,20 @@ class ForeignTarget:
         return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
 
 
-def foreign_target(spec: str) -> ForeignTarget:
-    """``TARGET@PYTHON`` as a :class:`ForeignTarget` named by the whole spec; UsageError for a
-    missing interpreter or an empty target."""
+def foreign_spec(spec: str) -> tuple[str, Path]:
+    """``TARGET@PYTHON`` split into the target's name and the interpreter; UsageError for a missing
+    interpreter or an empty target. Starts nothing, so a bad spec is refused in a moment."""
     name, _, python_text = spec.partition("@")
     if not name or not python_text:
         raise UsageError(f"target {spec!r} is not allowed; a foreign target is NAME@PYTHON, "
                          f"e.g. mxnet-native@/opt/mx191")
-    python = interpreter_path(python_text)
+    return name, interpreter_path(python_text)
+
+
+def foreign_target(spec: str) -> ForeignTarget:
+    """``TARGET@PYTHON`` as a :class:`ForeignTarget` named by the whole spec, its target loaded once
+    there (:meth:`ForeignTarget.probe`); UsageError as :func:`foreign_spec` says, or when it does not load."""
+    name, python = foreign_spec(spec)
     if name in FOREIGN_BUILTINS:
         file, factory, kwargs, env = FOREIGN_BUILTINS[name]
         target = ForeignTarget(spec, python, {"kind": "file", "path": str(_HERE / file), "factory": factory,
