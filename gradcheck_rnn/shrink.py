@@ -5,9 +5,10 @@ is hypothesis's shrinker applied to case ids, deterministic and greedy:
 
 1. the start case is judged; if it does not fail, :class:`DidNotReproduce` (exit 1), as
    hypothesis refuses a replay that passes;
-2. the *failure* to keep is fixed there: the check, and the failing tensor (the worst one, as
-   the failure table shows it) — or, with ``any_tensor``, any failing tensor; a target that
-   raises keeps its exception type instead;
+2. the *failure* to keep is fixed there: the check, its status (``fail``, or ``nondeterministic``
+   from the determinism check: both fail a run) and the failing tensor (the worst one, as the
+   failure table shows it) — or, with ``any_tensor``, any failing tensor; a target that raises
+   keeps its exception type instead;
 3. candidates are tried in a fixed order, simplest first within each dimension (jump to 1, then
    halve, then decrement, like hypothesis's integer shrinking): fewer layers, unidirectional,
    fewer sequences, smaller T and shorter lengths, smaller I and H, the family's own options
@@ -40,6 +41,7 @@ from .families.base import smaller
 from .numbers import fmt
 from .checks import ALL_CHECKS
 from .result import CaseResult
+from .statuses import BAD_STATUSES, JUDGED
 from .targets import as_target
 from .tolerances import Tolerances
 
@@ -48,6 +50,8 @@ DEFAULT_MAX_STEPS = 300
 _SIMPLER_WANTS = {"all": ("x", "inputs", "params"), "inputs": ("x",)}
 # float64 first: a failure that persists there has no rounding in the way of debugging it.
 _WIDER_DTYPES = {"f32": ("f64",), "f16": ("f64", "f32"), "bf16": ("f64", "f32")}
+# The statuses of a target judged wrong on named tensors (fail, nondeterministic): what is kept is a tensor.
+TENSOR_FAILURES = tuple(status for status in JUDGED if status in BAD_STATUSES)
 
 
 class DidNotReproduce(Exception):
@@ -65,13 +69,13 @@ class Failure:
     """What shrinking keeps: the check, and the failing tensor role or the exception type."""
 
     check: str
-    status: str  # "fail" or "error"
+    status: str  # one of TENSOR_FAILURES, or "error"
     tensor: str | None = None  # the kept tensor's name in the start case; None with any_tensor
     error_type: str | None = None
 
     def matching_tensor(self, result: CaseResult):
         """The failing tensor of ``result`` that shows this failure, or None if it does not."""
-        if result.status != self.status or result.check != self.check or self.status != "fail":
+        if result.status != self.status or result.check != self.check or self.status not in TENSOR_FAILURES:
             return None
         if self.tensor is None:
             return result.worst
@@ -90,7 +94,8 @@ class Failure:
     def describe(self) -> str:
         if self.status == "error":
             return f"the {self.check} check raising {self.error_type}"
-        return f"the {self.check} check failing on {self.tensor or 'any tensor'}"
+        how = "failing" if self.status == "fail" else f"{self.status} on"
+        return f"the {self.check} check {how} {self.tensor or 'any tensor'}"
 
 
 @dataclass
@@ -301,9 +306,9 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     judge = judge or in_process_judge(target, check, tolerances)
     start = judge(case)
     name = start.target
-    if start.status == "fail":
+    if start.status in TENSOR_FAILURES:
         worst = start.worst if start.worst in start.failing else start.failing[0]
-        failure = Failure(check, "fail", tensor=None if any_tensor else worst.name)
+        failure = Failure(check, start.status, tensor=None if any_tensor else worst.name)
     elif start.status == "error":
         failure = Failure(check, "error", error_type=start.message.split(":", 1)[0])
     else:

@@ -248,3 +248,15 @@ def test_s6_state_size_and_rank_shrink_and_the_gate_stays_only_when_the_bug_is_i
                     resolve_target("mutant:s6-padded-step-decay"))
     # #368 needs a padded step and the delta_bias or the softplus; the gate it does not need
     assert padded.minimal.case_id.startswith("s6-L1-uni-I1-H1-N1-R1-nogate-T2-B1-len1-f64-s3"), padded.minimal.case_id
+
+
+def test_a_nondeterministic_case_shrinks_under_the_determinism_check():
+    """Issue 38: nondeterministic fails a run, and --check keeps a reference-free check's failure,
+    yet shrink refused ("the case did not fail: … is nondeterministic")."""
+    code, output = invoke("shrink", "gru-L1-bi-I2-H3-T4-B2-len4.3-f32-s2", "-t", "mutant:nondeterministic-weight-grad",
+                          "--check", "determinism")
+    assert code == 0, output
+    assert "keeping the determinism check nondeterministic on l0.bwd.w_hh" in output
+    minimal = Case.from_id(re.search(r"minimal case: (\S+)", output).group(1)).config
+    assert (minimal.batch_size, minimal.max_len, minimal.hidden_size) == (1, 1, 1)
+    assert "--target mutant:nondeterministic-weight-grad --check determinism" in output
