@@ -168,6 +168,40 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
     assert "passed" not in document["verdict"]["reason"]
 
 
+def _fork_server_importing_torch(supervisor: int) -> bool:
+    """Whether the supervisor's fork server runs and has torch's library loaded: it is in the
+    middle of its seconds of imports (gradcheck_rnn/run/preload.py)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == supervisor
+                    and b"forkserver" in (entry / "cmdline").read_bytes()):
+                return "libtorch" in (entry / "maps").read_text()
+        except (OSError, ValueError):  # a process that ended meanwhile
+            continue
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the processes in /proc (Linux)")
+def test_ctrl_c_while_the_workers_start_up_is_one_line_and_no_traceback(tmp_path):
+    """Issue 38: Ctrl-C in the first seconds printed the one line, then the fork server's
+    KeyboardInterrupt traceback from its torch import. Sent as a terminal sends it, to the whole
+    process group, while the server imports torch."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADCHECK_RNN_WORKERS", "GRADCHECK_RNN_IN_PROCESS")}
+    process = subprocess.Popen([sys.executable, "-c", "from gradcheck_rnn.cli import main; main()", "sweep",
+                                "-t", "fused-cpu", "-n", "40", "--workers", "2", "--report-dir", str(tmp_path / "r")],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, preexec_fn=_default_sigint)
+    deadline = time.monotonic() + 60
+    while not _fork_server_importing_torch(process.pid) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    assert process.poll() is None and time.monotonic() < deadline, "the fork server was not seen importing torch"
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=60)  # the server's output too: it holds the pipe until it exits
+    assert process.returncode == 130, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    assert output.strip().splitlines()[-1] == "error: interrupted (SIGINT) before any case was judged", output
+
+
 def test_the_row_of_a_worker_that_died_keeps_its_target_s_repro_environment(tmp_path, profile):
     """The supervisor writes a crashed row itself, without the target object: the environment its
     repro line needs comes from the worker's ready message."""

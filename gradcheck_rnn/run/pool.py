@@ -107,10 +107,25 @@ def start_fork_server() -> None:
     server is already running (this process made one before, with whatever preload), it is reused.
     """
     multiprocessing.set_forkserver_preload(["gradcheck_rnn.run.preload"])
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
 
-    with _main_module_hidden():
+    # The server's start starts the resource tracker first, and that start ends by unblocking
+    # SIGINT (multiprocessing/resource_tracker.py): started before, it leaves interrupts_held alone.
+    resource_tracker.ensure_running()
+    with _main_module_hidden(), interrupts_held():
         forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Block SIGINT in this thread while a child process is made, so that the child starts with it
+    blocked until it ignores it (:func:`.worker.ignore_interrupts`): a Ctrl-C during the child's
+    imports then prints no traceback there. Here it is only held: it arrives when this ends."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 @contextlib.contextmanager
@@ -230,9 +245,10 @@ class WorkerPool:
         else:
             ours, their_socket = socket.socketpair()
             try:
-                process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(their_socket.fileno()),
-                                            tool_import_path()],
-                                           pass_fds=(their_socket.fileno(),), stdin=subprocess.DEVNULL)
+                with interrupts_held():
+                    process = subprocess.Popen([sys.executable, "-c", WORKER_COMMAND, str(their_socket.fileno()),
+                                                tool_import_path()],
+                                               pass_fds=(their_socket.fileno(),), stdin=subprocess.DEVNULL)
             finally:
                 their_socket.close()
             worker = _Worker(process, Connection(ours.detach()))

@@ -6,6 +6,10 @@ server is a fresh interpreter (``multiprocessing``'s forkserver), so it never ra
 or XLA computation and holds none of their thread pools: forking it is safe, unlike forking the
 supervisor (which may have judged cases itself, e.g. in a test process).
 
+The server ignores SIGINT from the start (:func:`~gradcheck_rnn.run.worker.ignore_interrupts`;
+``multiprocessing`` itself ignores it only after the preload): a Ctrl-C during these imports is the
+supervisor's to report, in one line, and must not print this process's KeyboardInterrupt traceback.
+
 Only libraries and modules that read nothing from the environment at import are preloaded. The
 JAX reference (:mod:`gradcheck_rnn.references.jax_ref`) reads ``GRADCHECK_RNN_JAX_CACHE`` when
 imported, so each worker imports it itself, after taking the supervisor's environment
@@ -34,6 +38,9 @@ def preload() -> list[str]:
     A module that fails here is left to the worker, which imports it again and reports the error
     as a worker that cannot set up its targets (one sentence, exit 2) instead of a silent server.
     """
+    from .worker import ignore_interrupts
+
+    ignore_interrupts()
     saved = dict(os.environ)  # jax's import sets variables of its own too (TF_CPP_MIN_LOG_LEVEL)
     os.environ.update(dict.fromkeys(THREAD_VARIABLES, os.environ.get("GRADCHECK_RNN_TORCH_THREADS", "1")))
     missing = []

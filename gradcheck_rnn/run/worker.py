@@ -15,7 +15,10 @@ this process's ``sys.path``, never exported: a target's own interpreters must no
 A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
 
 A worker ignores SIGINT: Ctrl-C reaches every process of the terminal's group, and it is the
-supervisor's to act on (it stops the workers and publishes what was judged).
+supervisor's to act on (it stops the workers and publishes what was judged). The supervisor makes
+every child (the fork server, an exec'd worker) with SIGINT blocked, so that a Ctrl-C during the
+child's start-up (seconds of torch and jax imports) cannot raise a KeyboardInterrupt there and
+print its traceback; the child ignores SIGINT, then unblocks it (:func:`ignore_interrupts`).
 """
 
 from __future__ import annotations
@@ -101,6 +104,13 @@ def serve(conn: Connection) -> None:
             conn.send(("row", index, with_stored_line(slim(row))))
 
 
+def ignore_interrupts() -> None:
+    """Ignore SIGINT in this child process, then unblock it (the supervisor made this process with
+    it blocked: a Ctrl-C pending since then is discarded, never raised)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def forked_main(conn: Connection, environ: dict[str, str]) -> None:
     """Entry point of a worker forked from the fork server (:mod:`.preload`).
 
@@ -110,7 +120,7 @@ def forked_main(conn: Connection, environ: dict[str, str]) -> None:
     """
     os.environ.clear()
     os.environ.update(environ)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_interrupts()  # as the fork server does: whatever it inherited, a worker leaves SIGINT to the supervisor
     try:
         serve(conn)
     finally:
@@ -119,9 +129,9 @@ def forked_main(conn: Connection, environ: dict[str, str]) -> None:
 
 def main() -> None:
     """Entry point of an exec'd worker process; its one argument is the socket's file descriptor."""
+    ignore_interrupts()
     from . import preload  # noqa: F401  (one thread for OpenMP, MKL and OpenBLAS, set as they load)
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(sys.argv[1]))
     try:
         serve(conn)
