@@ -14,7 +14,7 @@ command line's threads and JAX cache for the duration of the call only
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .case import Case
 from .errors import UsageError
@@ -119,7 +119,7 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
           projections: bool | None = None, bias: bool | None = None, initial_state: bool | None = None,
           heads: Sequence[str] | None = None, input_size: int | tuple[int, int] | str | None = None,
           hidden_size: int | tuple[int, int] | str | None = None, lengths: Sequence[str] | None = None,
-          zero_length: bool | None = None) -> Run:
+          zero_length: bool | None = None, family_options: Mapping[str, Any] | None = None) -> Run:
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
 
     ``modes``, ``layers``, ``bidirectional`` and ``dtypes`` narrow the draw as ``sweep --mode``,
@@ -127,7 +127,9 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     command line's narrowing flags (gradcheck_rnn/narrowing.py): ``projections``, ``bias``,
     ``initial_state``, ``zero_length`` (True: every case has it, False: none), ``heads`` and
     ``lengths`` (head-gradient variants and length patterns kept), ``input_size`` and
-    ``hidden_size`` (a size, ``(min, max)`` or ``"min..max"``), e.g. ``projections=False``.
+    ``hidden_size`` (a size, ``(min, max)`` or ``"min..max"``), e.g. ``projections=False``;
+    ``family_options`` keeps a family's own options at these values, e.g. ``{"gated": True,
+    "heads": (1, 2)}`` (``sweep --family-option``).
 
     Judged in ``workers`` worker processes (isolated, as ``check``; ``in_process=True`` for a
     debugger). Each worker process resolves the targets by name, so a target object judged there
@@ -141,7 +143,7 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
 
     narrowing = Narrowing.build(projections=projections, bias=bias, initial_state=initial_state, heads=heads,
                                 input_size=input_size, hidden_size=hidden_size, lengths=lengths,
-                                zero_length=zero_length)
+                                zero_length=zero_length, family_options=family_options)
     resolved: list = []
     profile = load_profile(_config_name(config))
     families, lost_families = _user_families(modes or profile.modes)

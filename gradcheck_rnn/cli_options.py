@@ -148,10 +148,16 @@ narrowing = options(
                  help="Draw only these sequence-length patterns (repeatable), e.g. --length-pattern all_full."),
     click.option("--zero-length/--no-zero-length", "zero_length", default=None,
                  help="Draw only cases with a length-0 sequence, or none, e.g. --no-zero-length."),
+    click.option("--family-option", "family_options", multiple=True, metavar="NAME=VALUE",
+                 help="Draw a cell family's own option only at these values (repeatable): a flag on or off, an "
+                      "integer one size or MIN..MAX, e.g. --family-option gated=on (no -nogate), --family-option "
+                      "heads=1 (no -NH<k>), --family-option exp_forget=off (no -expf). Families without the "
+                      "option draw as before; the option names are in docs/concepts/families.md."),
 )
 NARROWING_FLAGS = {"projections": "--[no-]projections", "bias": "--[no-]bias", "initial_state": "--[no-]initial-state",
                    "heads": "--heads", "input_size": "--input-size", "hidden_size": "--hidden-size",
-                   "lengths": "--length-pattern", "zero_length": "--[no-]zero-length"}
+                   "lengths": "--length-pattern", "zero_length": "--[no-]zero-length",
+                   "family_options": "--family-option"}
 isolation = options(
     click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
                  help="Worker processes that judge, each on one torch/BLAS thread (default: one per idle core, "

@@ -17,7 +17,9 @@ these switches on leaves every other draw of case i as it was: the same mode, sh
 variants and data seed, now with a projection, without biases or with empty sequences. A
 family's own options (s6's state size, sLSTM's heads, …) come from a third generator,
 ``SeedSequence([S, i, 2])``, after H (heads divide it), and a variant a family does not support
-(two directions for s6) is never drawn for it.
+(two directions for s6) is never drawn for it. A run narrowed to some values of a family's options
+(``--family-option heads=1``: gradcheck_rnn/narrowing.py) replaces a value drawn outside them by one
+inside, from that third generator after the family's own draw: the rest of the case is unchanged.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class Profile:
     long_memory: float = 0.0
     strong_decay: float = 0.0
     packed_tail: float = 0.0
+    # the families' options a narrowed run keeps (set by gradcheck_rnn/narrowing.py, not by a file):
+    # option name -> True/False (a flag) or (min, max) (an integer)
+    family_options: Mapping[str, Any] = field(default_factory=dict)
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
 
@@ -91,7 +96,10 @@ class Profile:
     def narrowed(self, modes: Sequence[str] = (), layers: int | None = None, bidirectional: bool | None = None,
                  dtypes: Sequence[str] = ()) -> "Profile":
         """This profile with its draw restricted from the command line (``sweep --mode gru
-        --layers 1 --unidirectional --dtype f32``); options left out keep the profile's draw."""
+        --layers 1 --unidirectional --dtype f32``); options left out keep the profile's draw.
+        ``--bidirectional`` keeps only the modes whose family runs both ways (UsageError when none does)."""
+        from .narrowing import modes_able
+
         changes: dict[str, Any] = {}
         if modes:
             changes["modes"] = dict.fromkeys(modes, 1.0)
@@ -101,7 +109,12 @@ class Profile:
             changes["layers"] = (layers, layers)
         if bidirectional is not None:
             changes["bidirectional"] = 1.0 if bidirectional else 0.0
-        return dataclasses.replace(self, **changes)
+        narrowed = dataclasses.replace(self, **changes)
+        if bidirectional:
+            narrowed.modes = modes_able(narrowed, "bidirectional", "--bidirectional",
+                                        lambda drawn: f"{', '.join(drawn)} {'runs' if len(drawn) == 1 else 'run'} "
+                                                      f"forward in time only")
+        return narrowed
 
 
 def resolve_profile_path(config: str | Path | None) -> Path:
@@ -280,8 +293,10 @@ def _draw_description(profile: Profile, sweep_seed: int,
     bidirectional = bool(rng.random() < profile.bidirectional) and family(mode).bidirectional
     I, H = _between(rng, profile.input_size), _between(rng, profile.hidden_size)
     dtype = _choice(rng, profile.dtypes)
-    options = family(mode).draw_options(np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2]))),
-                                        H)
+    options_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2])))
+    options = _kept_options(family(mode), family(mode).draw_options(options_rng, H), profile.family_options,
+                            options_rng, {"input_size": I, "hidden_size": H, "max_len": T, "batch_size": B,
+                                                          "num_layers": layers})
     config = RNNConfig(mode=mode, num_layers=layers, bidirectional=bidirectional, input_size=I, hidden_size=H,
                        max_len=T, batch_size=B, dtype=dtype, options=options)
     lengths = draw_lengths(rng, _choice(rng, profile.lengths), T, B, profile.chunk_sizes)
@@ -291,6 +306,25 @@ def _draw_description(profile: Profile, sweep_seed: int,
     config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
     config = _draw_strong_decay(profile, sweep_seed, index, _draw_long_memory(profile, sweep_seed, index, config))
     return config, lengths, seed, wants, heads, initial_state, _draw_tail(profile, sweep_seed, index)
+
+
+def _kept_options(cell: Any, drawn: Mapping[str, Any], kept: Mapping[str, Any], rng: np.random.Generator,
+                  sizes: Mapping[str, int]) -> dict[str, Any]:
+    """The family's ``drawn`` options within a narrowed run's ``kept`` values: a flag set to its
+    kept value, an integer outside its kept range replaced by a value in it (one that divides its
+    ``divides`` size, which the narrowing checked exists), drawn from ``rng``."""
+    options = dict(drawn)
+    for option in cell.options:
+        if option.name not in kept:
+            continue
+        value = kept[option.name]
+        if option.is_flag:
+            options[option.name] = value
+            continue
+        allowed = [v for v in range(value[0], value[1] + 1) if not option.divides or sizes[option.divides] % v == 0]
+        if options.get(option.name, option.default) not in allowed:
+            options[option.name] = allowed[int(rng.integers(len(allowed)))]
+    return options
 
 
 def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,

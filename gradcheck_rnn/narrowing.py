@@ -1,5 +1,6 @@
 """Narrowing a profile's draw to what one target takes: projections, biases, initial states,
-head gradients, input and hidden sizes, length patterns and zero-length sequences.
+head gradients, input and hidden sizes, length patterns, zero-length sequences and the cell
+families' own options (sLSTM's heads and ``-expf``, s6's ``-nogate``, ...).
 
 A plugin target that supports a part of the API surface (an LSTM without projections, a kernel
 that cannot take length 0) would otherwise be skipped on most cases of a sweep; a profile file
@@ -8,7 +9,15 @@ per target was the only way to say so. A :class:`Narrowing` is the command line'
 *intersects* the profile — a switch on means every case has it, off means none, a list keeps the
 profile's weights of the names given, a range is cut to the profile's — so a narrowed run never
 draws what the profile would not. A narrowing that leaves nothing to draw is a UsageError naming
-the conflicting values.
+the conflicting values. A switch that only some families can honour (projections; two directions)
+keeps the modes whose family can, and is refused when none is left.
+
+A family's own options are narrowed by name, from the family's :class:`~gradcheck_rnn.families.base.Option`
+objects, never from mode names (``--family-option gated=on``, ``--family-option heads=1``): a flag
+option is set on every case of a family that has it, an integer option is kept in a range (a value
+drawn outside it is replaced by one inside, from the options' own generator). Families without
+the option draw as before; an option no drawn family has, or a range that a case's size cannot
+take (sLSTM's heads divide H), is refused naming the flag.
 
 A narrowed run draws other cases than the profile's own (a switch of the API surface — projections,
 bias, zero lengths — leaves the rest of each case as it was: gradcheck_rnn/generate.py), so the
@@ -34,6 +43,7 @@ SWITCHES = {  # field: (Profile probability, the flag pair, what "on" means in a
     "zero_length": ("zero_length", "zero-length", "a zero-length sequence"),
 }
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
+_FLAG_VALUES = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 
 
 def parse_range(value: Any, name: str) -> tuple[int, int] | None:
@@ -63,6 +73,49 @@ def _names(value: Iterable[str] | str | None, name: str, allowed: tuple[str, ...
     return tuple(dict.fromkeys(chosen))
 
 
+def _family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, Any], ...]:
+    """``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]`` as sorted (name,
+    value) pairs: a flag's value a bool, an integer option's a (min, max) range."""
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(given, str):
+        given = [given]
+    items = given.items() if isinstance(given, Mapping) else (str(t).partition("=")[::2] for t in given or ())
+    for name, value in items:
+        text = f"{name}={value}"
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name) or value in ("", None):
+            raise UsageError(f"family option {text!r} is not allowed; give NAME=VALUE, e.g. gated=on or heads=1..2")
+        if isinstance(value, str) and value.strip().lower() in _FLAG_VALUES:
+            value = _FLAG_VALUES[value.strip().lower()]
+        elif not isinstance(value, bool):
+            value = parse_range(value, f"family option {name}")
+        pairs.append((name, value))
+    names = [name for name, _ in pairs]
+    if len(set(names)) < len(names):
+        raise UsageError(f"family option {next(n for n in names if names.count(n) > 1)!r} is given twice; give it once")
+    return tuple(sorted(pairs))
+
+
+def _option_text(name: str, value: Any) -> str:
+    """``gated=on``, ``heads=2``, ``heads=1..2``: how the command line writes a family option."""
+    if isinstance(value, bool):
+        return f"{name}={'on' if value else 'off'}"
+    return f"{name}={value[0]}" if value[0] == value[1] else f"{name}={value[0]}..{value[1]}"
+
+
+def modes_able(profile: Any, capability: str, flag: str, why: Any) -> dict[str, float]:
+    """The profile's drawn modes whose family has ``capability`` (a :class:`Family` attribute:
+    ``projections``, ``bidirectional``), with their weights; UsageError naming ``flag`` when none
+    has it, ``why(families without it)`` saying why."""
+    from .families import family
+
+    drawn = [m for m, w in profile.modes.items() if w > 0]
+    kept = {m: profile.modes[m] for m in drawn if getattr(family(m), capability)}
+    if not kept:
+        raise UsageError(f"{flag} leaves nothing to draw: {why(drawn)}, and profile {profile.name} draws "
+                         f"{', '.join(drawn)}")
+    return kept
+
+
 def _switch(value: Any, name: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise UsageError(f"{name}={value!r} is not allowed; give True, False or None (the profile's draw)")
@@ -81,18 +134,22 @@ class Narrowing:
     hidden_size: tuple[int, int] | None = None
     lengths: tuple[str, ...] = ()  # length patterns
     zero_length: bool | None = None
+    # the families' own options by name, sorted: (name, True/False) for a flag, (name, (min, max)) for an integer
+    family_options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def build(cls, projections: bool | None = None, bias: bool | None = None, initial_state: bool | None = None,
               heads: Iterable[str] | str | None = None, input_size: Any = None, hidden_size: Any = None,
-              lengths: Iterable[str] | str | None = None, zero_length: bool | None = None) -> Narrowing:
-        """A narrowing from loosely typed values (API keywords, command-line strings), validated."""
+              lengths: Iterable[str] | str | None = None, zero_length: bool | None = None,
+              family_options: Mapping[str, Any] | Iterable[str] | None = None) -> Narrowing:
+        """A narrowing from loosely typed values (API keywords, command-line strings), validated;
+        ``family_options`` as ``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]``."""
         return cls(projections=_switch(projections, "projections"), bias=_switch(bias, "bias"),
                    initial_state=_switch(initial_state, "initial_state"), heads=_names(heads, "heads", HEADS),
                    input_size=parse_range(input_size, "input_size"),
                    hidden_size=parse_range(hidden_size, "hidden_size"),
                    lengths=_names(lengths, "length pattern", LENGTH_PATTERNS),
-                   zero_length=_switch(zero_length, "zero_length"))
+                   zero_length=_switch(zero_length, "zero_length"), family_options=_family_options(family_options))
 
     def __bool__(self) -> bool:
         return self != NO_NARROWING
@@ -109,7 +166,7 @@ class Narrowing:
             if bounds is not None:
                 shown = str(bounds[0]) if bounds[0] == bounds[1] else f"{bounds[0]}..{bounds[1]}"
                 flags.append(f"--{name.replace('_', '-')} {shown}")
-        return flags
+        return flags + [f"--family-option {_option_text(name, value)}" for name, value in self.family_options]
 
     def apply(self, profile: Any) -> Any:
         """``profile`` with its draw intersected with this narrowing; UsageError when nothing is left."""
@@ -141,22 +198,46 @@ class Narrowing:
                 changes[knob] = 1.0 if on else 0.0
         if self.projections:
             changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), where))
-        return dataclasses.replace(profile, **changes)
+        narrowed = dataclasses.replace(profile, **changes)
+        if self.family_options:
+            narrowed.family_options = self._options_drawn(narrowed)
+        return narrowed
 
     @staticmethod
     def _projected(profile: Any, hidden: tuple[int, int], where: str) -> dict[str, Any]:
         """Only modes with projections, and H >= 2 (a projection has 1 <= P < H units)."""
-        from .families import family
-
-        drawn = [m for m, w in profile.modes.items() if w > 0]
-        modes = {m: w for m, w in profile.modes.items() if w > 0 and family(m).projections}
-        if not modes:
-            raise UsageError(f"--projections leaves nothing to draw: projections are LSTM only, and {where} "
-                             f"draws {', '.join(drawn)}")
+        modes = modes_able(profile, "projections", "--projections", lambda drawn: "projections are LSTM only")
         if hidden[1] < 2:
             raise UsageError(f"--projections leaves nothing to draw: a projection needs hidden_size >= 2, and "
                              f"{where} draws hidden_size {hidden[0]}..{hidden[1]}")
         return {"modes": modes, "hidden_size": (max(2, hidden[0]), hidden[1])}
+
+    def _options_drawn(self, profile: Any) -> dict[str, Any]:
+        """The family options of this narrowing, checked against the families ``profile`` draws
+        (their :class:`~gradcheck_rnn.families.base.Option` objects): the profile's ``family_options``."""
+        from .families import family
+
+        families = [family(m) for m, w in profile.modes.items() if w > 0]
+        for name, value in self.family_options:
+            flag = f"--family-option {_option_text(name, value)}"
+            options = [o for f in families for o in f.options if o.name == name]
+            if not options:
+                having = "; ".join(f"{f.token}: {', '.join(o.name for o in f.options) or 'none'}" for f in families)
+                raise UsageError(f"{flag} leaves nothing to draw: no family that profile {profile.name} draws has "
+                                 f"an option {name!r} (options by family: {having})")
+            for option in options:
+                if option.is_flag != isinstance(value, bool):
+                    kind = "on or off" if option.is_flag else "a size or a range MIN..MAX"
+                    raise UsageError(f"{flag} is not allowed; {name} takes {kind}")
+                if option.divides:  # every size the profile draws must leave the option a value
+                    low, high = getattr(profile, option.divides)
+                    for size in range(low, high + 1):
+                        if not any(size % v == 0 for v in range(value[0], value[1] + 1)):
+                            raise UsageError(f"{flag} leaves nothing to draw for {option.divides} {size}: {name} "
+                                             f"must divide {option.divides}, and profile {profile.name} draws "
+                                             f"{option.divides} {low}..{high}; narrow it too, e.g. "
+                                             f"--{option.divides.replace('_', '-')} {value[1]}")
+        return dict(self.family_options)
 
     # ------------------------------------------------------------------ results.json
 
@@ -169,7 +250,10 @@ class Narrowing:
         """Inverse of :meth:`to_json`; None (a run written before narrowing) is no narrowing."""
         if not data:
             return cls()
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        values["family_options"] = tuple((name, tuple(value) if isinstance(value, list) else value)
+                                         for name, value in data.get("family_options", ()))
+        return cls(**values)
 
 
 NO_NARROWING = Narrowing()  # the profile's own draw

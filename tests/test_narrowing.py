@@ -228,3 +228,79 @@ def test_the_pytest_fixture_takes_the_same_narrowing():
         fixture.sweep(TARGET, cases=3, checks=["reference"], modes=["gru"])
     with pytest.raises(UsageError, match="--projections leaves nothing to draw"):
         fixture.sweep(TARGET, cases=3, modes=["gru"], projections=True)
+
+
+# --- issue 38: what a family cannot honour, and the families' own options --------------------------
+
+
+def test_bidirectional_with_a_forward_only_family_is_refused_naming_the_flag(tmp_path):
+    """`--mode s6 --bidirectional` drew unidirectional cases and exited 0, while `--mode gru
+    --projections` was refused: both are now "leaves nothing to draw", exit 2."""
+    code, output = invoke("sweep", "-n", 2, "-t", "fused-cpu", "--mode", "s6", "--bidirectional",
+                          "--report-dir", tmp_path / "reports")
+    assert code == 2 and output.strip().splitlines() == [
+        "error: --bidirectional leaves nothing to draw: s6 runs forward in time only, and profile ci draws s6"], output
+    assert not (tmp_path / "reports").exists()
+
+
+def test_bidirectional_keeps_the_families_that_run_both_ways():
+    profile = load_profile("families").narrowed(bidirectional=True)
+    assert profile.modes == {"slstm": 1.0}
+    assert all(draw_case_ref(profile, 0, i).config.bidirectional for i in range(10))
+
+
+FAMILY_OPTIONS = {  # family options kept, and what every case drawn with them has
+    "gated=on": (lambda c: c.config.mode != "s6" or "-nogate" not in c.id),
+    "softplus=on": (lambda c: c.config.mode != "s6" or "-nosoftplus" not in c.id),
+    "heads=1": (lambda c: "-NH" not in c.id),
+    "exp_forget=off": (lambda c: "-expf" not in c.id),
+    "state_dim=2..3": (lambda c: c.config.mode != "s6" or 2 <= c.config.option("state_dim") <= 3),
+}
+
+
+def without_options(ref):
+    """A case id less its family-option tokens: what the narrowing of family options leaves alone
+    (long memory follows -expf: an sLSTM has the regime only with its sigmoid forget gate)."""
+    return [t for t in ref.id.split("-") if not (t.startswith(("N", "R")) and t[1:].isdigit()) and
+            t not in ("nogate", "nosoftplus", "expf", "longmem") and not t.startswith("NH")]
+
+
+@pytest.mark.parametrize("option", FAMILY_OPTIONS)
+def test_every_case_drawn_with_a_family_option_has_it_and_the_rest_of_the_case_is_unchanged(option):
+    holds = FAMILY_OPTIONS[option]
+    narrowed = refs(Narrowing.build(family_options=[option]), config="families")
+    plain = refs(config="families")
+    assert all(holds(ref) for ref in narrowed) and not all(holds(ref) for ref in plain), option
+    assert [without_options(r) for r in narrowed] == [without_options(r) for r in plain]
+
+
+@pytest.mark.parametrize("options, words", [
+    (["nosuch=on"], ["--family-option nosuch=on leaves nothing to draw", "no family that profile families draws",
+                     "s6: state_dim, dt_rank, softplus, gated; slstm: heads, exp_forget, m_constant"]),
+    (["heads=on"], ["--family-option heads=on is not allowed; heads takes a size or a range MIN..MAX"]),
+    (["gated=2"], ["--family-option gated=2 is not allowed; gated takes on or off"]),
+    (["heads=2"], ["--family-option heads=2 leaves nothing to draw for hidden_size 1", "must divide hidden_size",
+                   "--hidden-size 2"]),
+])
+def test_a_family_option_no_drawn_family_can_take_is_refused_naming_the_flag(options, words):
+    with pytest.raises(UsageError) as raised:
+        Narrowing.build(family_options=options).apply(load_profile("families"))
+    assert all(w in str(raised.value) for w in words), str(raised.value)
+
+
+@pytest.mark.parametrize("given", [["gated"], ["=on"], ["heads=0"], ["heads=1", "heads=2"]])
+def test_a_malformed_family_option_is_one_sentence(given):
+    with pytest.raises(UsageError, match="family option"):
+        Narrowing.build(family_options=given)
+
+
+def test_the_command_line_narrows_family_options_records_and_shows_them(tmp_path):
+    code, output = invoke("sweep", "-c", "families", "-n", 2, "-t", "fused-cpu", "--mode", "s6", "--family-option",
+                          "gated=on", "--family-option", "state_dim=1", "--dtype", "f64", "--report-dir", tmp_path)
+    assert code == 0, output
+    assert "--family-option gated=on --family-option state_dim=1" in " ".join(output.split())
+    document = json.loads((tmp_path / "latest" / "results.json").read_text())
+    spec = RunSpec.from_json(json.loads(json.dumps(document["spec"])))
+    assert spec.narrowing == Narrowing.build(family_options={"gated": True, "state_dim": 1})
+    assert {row["case_id"].split("-")[5] for row in document["results"]} == {"N1"}
+    assert not any("-nogate" in row["case_id"] for row in document["results"])
