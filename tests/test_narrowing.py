@@ -304,3 +304,16 @@ def test_the_command_line_narrows_family_options_records_and_shows_them(tmp_path
     assert spec.narrowing == Narrowing.build(family_options={"gated": True, "state_dim": 1})
     assert {row["case_id"].split("-")[5] for row in document["results"]} == {"N1"}
     assert not any("-nogate" in row["case_id"] for row in document["results"])
+
+
+def test_the_families_page_lists_every_option_that_family_option_takes():
+    """docs/concepts/families.md names the options by which --family-option narrows: every built-in
+    family's Option objects, no more, no less (a new family's options belong in that table)."""
+    import re
+    from pathlib import Path
+
+    from gradcheck_rnn.families import BUILT_IN_MODES, family
+
+    page = (Path(__file__).parent.parent / "docs" / "concepts" / "families.md").read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \| `(\w+)` \|", page, flags=re.M))
+    assert listed == {(mode, option.name) for mode in BUILT_IN_MODES for option in family(mode).options}
