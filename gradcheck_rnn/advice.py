@@ -6,7 +6,8 @@ or shipped profile that adds it (issue 29: every green run ended with "a kernel 
 would pass them" and no next step):
 
 - cases a target refused (``supports``): the narrowing flags that draw only cases it takes
-  (``--mode lstm --no-projections``), read from the refused and the judged case ids;
+  (``--mode lstm --no-projections``, ``--family-option gated=on``), read from the refused and the
+  judged case ids;
 - checks the run did not enable, and a shipped profile that runs them (``-c nightly``);
 - cell families the profile never draws, and a shipped profile that does (``-c families``);
 - otherwise, more and larger cases (``-c nightly``).
@@ -50,9 +51,71 @@ _SEPARATORS = (
 
 def _kind(case_id: str) -> tuple:
     """What the note tells cases apart by: the mode, then whether each separator holds (all False
-    for a text that does not read as a case id)."""
+    for a text that does not read as a case id), then, for a family known here that has options,
+    every option's (name, value) (:func:`_option_values`)."""
     match = _ID.fullmatch(case_id)
-    return (case_id.split("-", 1)[0], *(match is not None and holds(match) for _, holds in _SEPARATORS))
+    mode = case_id.split("-", 1)[0]
+    kind = (mode, *(match is not None and holds(match) for _, holds in _SEPARATORS))
+    options = _option_values(mode, match["surface"]) if match is not None else ()
+    return (*kind, options) if options else kind
+
+
+def _option_values(mode: str, surface: str) -> tuple[tuple[str, Any], ...]:
+    """The family options of a case id's surface tokens, by the family's own Option objects; ()
+    for a family this process does not know (a user family's stored rows) or one without options."""
+    from .errors import UsageError
+    from .families import family
+
+    try:
+        options = family(mode).options
+    except (KeyError, UsageError):  # not known here: the note goes without its options
+        return ()
+    values = {option.name: option.default for option in options}
+    for token in surface.split("-"):
+        for option in options:
+            if (value := option.parse(token)) is not None:
+                values[option.name] = value
+    return tuple(values.items())
+
+
+_OPTIONS = len(_SEPARATORS) + 1  # where a kind holds its family's options, when it has them
+
+
+def _options_of(kind: tuple) -> dict[str, Any]:
+    return dict(kind[_OPTIONS]) if len(kind) > _OPTIONS else {}
+
+
+def _option_flags(refused: list[tuple], judged: list[tuple]) -> list[str]:
+    """``--family-option`` flags that together leave out every refused kind and no judged one: a
+    flag option at the one value the judged cases have, an integer option in the range of their
+    values; [] when they cannot leave out every refused kind."""
+    taken: dict[str, set] = {}
+    for kind in judged:
+        for name, value in _options_of(kind).items():
+            taken.setdefault(name, set()).add(value)
+    candidates: dict[str, set] = {}  # the flag -> the values it keeps
+    for name, seen in taken.items():
+        if None in seen or (any(isinstance(v, bool) for v in seen) and len(seen) > 1):
+            continue
+        if any(isinstance(v, bool) for v in seen):
+            candidates[f"--family-option {name}={'on' if next(iter(seen)) else 'off'}"] = seen
+        else:
+            low, high = min(seen), max(seen)
+            candidates[f"--family-option {name}={low if low == high else f'{low}..{high}'}"] = set(range(low, high + 1))
+
+    def leaves_out(flag: str, kind: tuple) -> bool:
+        name = flag.split()[1].partition("=")[0]
+        return name in _options_of(kind) and _options_of(kind)[name] not in candidates[flag]
+
+    flags, left = [], list(refused)
+    while left and candidates:  # greedy: the flag that leaves out most of what is left, first
+        flag = max(candidates, key=lambda f: sum(leaves_out(f, kind) for kind in left))
+        if not any(leaves_out(flag, kind) for kind in left):
+            break
+        flags.append(flag)
+        left = [kind for kind in left if not leaves_out(flag, kind)]
+        del candidates[flag]
+    return flags if flags and not left else []
 
 
 class Coverage:
@@ -81,6 +144,8 @@ def _narrowing_steps(coverage: Coverage) -> list[str]:
         rest = [kind for kind in refused if kind[0] in modes] if modes else list(refused)
         flags += [flag for i, (flag, _) in enumerate(_SEPARATORS, start=1)
                   if rest and all(kind[i] for kind in rest) and not any(kind[i] for kind in judged)]
+        if len(flags) == len([f for f in flags if f.startswith("--mode")]):  # no separator: the families' options
+            flags += _option_flags(rest, list(judged))
         what = " ".join(flags) if flags else "the narrowing flags of `gradcheck-rnn sweep --help`"
         count = sum(refused.values())
         steps.append(f"{target} refused {count} of {count + sum(judged.values())} cases: draw only what it "

@@ -93,3 +93,22 @@ def test_the_refusals_are_read_from_case_ids_alone_so_a_user_familys_run_tallies
     refused, judged = Tally.of(rows).coverage.kinds["t"]
     assert list(refused) == [("nofamily", True, False, True, False, False, True)]
     assert list(judged) == [("nofamily", False, False, False, False, False, False)]
+
+
+def test_a_target_that_refuses_family_options_is_told_the_family_option_flags():
+    """Issue 38: mambapy refuses -nogate and -nosoftplus; the note said "the narrowing flags of
+    `gradcheck-rnn sweep --help`", none of which reached a family's options. Several flags may be
+    needed, each leaving out some refused cases and no judged one."""
+    spec = RunSpec.build(config="families", cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("s6",))
+    judged = ["s6-L1-uni-I2-H3-N2-R1-T4-B2-len4.2-f32-s1", "s6-L1-uni-I2-H3-N3-R2-nobias-T4-B2-len4.2-f32-s2"]
+    refused = ["s6-L1-uni-I2-H3-N2-R1-nogate-T4-B2-len4.2-f32-s3", "s6-L1-uni-I2-H3-N2-R1-nosoftplus-T4-B2-len4.2-f32-s4",
+               "s6-L1-uni-I2-H3-N4-R1-nosoftplus-nogate-T4-B2-len4.2-f32-s5"]
+    rows = [row(c, "pass", "mambapy") for c in judged] + [row(c, "skip", "mambapy") for c in refused]
+    note = next_step(spec, Tally.of_results(rows).coverage)
+    assert note.startswith("next: mambapy refused 3 of 5 cases: draw only what it takes with --family-option ")
+    flags = note.split(" with ", 1)[1].split(";")[0]
+    assert sorted(flags.split(" --family-option ")) == ["--family-option softplus=on", "gated=on"], note
+    heads = [row("slstm-L1-uni-I2-H4-T4-B2-len4.2-f32-s1", "pass", "t"),
+             row("slstm-L1-uni-I2-H4-NH2-T4-B2-len4.2-f32-s2", "pass", "t"),
+             row("slstm-L1-uni-I2-H4-NH4-T4-B2-len4.2-f32-s3", "skip", "t")]
+    assert "draw only what it takes with --family-option heads=1..2" in next_step(spec, Tally.of_results(heads).coverage)
