@@ -19,6 +19,7 @@ import torch
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.judge import judge, judge_one
 from gradcheck_rnn.targets import builtin_names, resolve_target
 from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, InProcess
@@ -67,6 +68,10 @@ def why_not_here(name: str) -> str | None:
 def judged(context: CaseContext, name: str) -> list:
     """The rows of every check that touches the target's own paths (supports_case, run, the outputs)."""
     reason = why_not_here(name)
+    if name in _FRAMEWORK and importlib.util.find_spec(_FRAMEWORK[name]) is None:  # named where it cannot load: exit 2
+        with pytest.raises(UsageError, match=f"importing {_FRAMEWORK[name]} failed here"):
+            resolve_target(name)
+        pytest.skip(f"{name}: {reason} (naming it is a usage error)")
     if reason is not None:
         row = judge_one(context, resolve_target(name))
         assert row.status == "skip" and row.message, (name, row.status, row.message)
