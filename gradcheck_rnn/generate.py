@@ -359,6 +359,8 @@ def _draw_strong_decay(profile: Profile, sweep_seed: int, index: int, config: RN
     option and that can take it (a bias, no long memory), from a generator of its own."""
     if not profile.strong_decay or "strong_decay" not in config.family.option_values(config):
         return config
+    if "strong_decay" in profile.family_options:  # a narrowed run keeps it where it asked (narrowing.py)
+        return config
     if config.long_memory or not config.bias:
         return config
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 4])))

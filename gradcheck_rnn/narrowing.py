@@ -237,7 +237,16 @@ class Narrowing:
                                              f"must divide {option.divides}, and profile {profile.name} draws "
                                              f"{option.divides} {low}..{high}; narrow it too, e.g. "
                                              f"--{option.divides.replace('_', '-')} {value[1]}")
+        for cell in families:
+            if conflict := _variant_conflict(cell, dict(self.family_options), profile):
+                raise UsageError(f"--family-option {' --family-option '.join(self.flags_of(cell))} cannot hold on "
+                                 f"every {cell.token} case: {conflict}")
         return dict(self.family_options)
+
+    def flags_of(self, cell: Any) -> list[str]:
+        """The family options of this narrowing that ``cell`` has, as the command line writes them."""
+        names = {option.name for option in cell.options}
+        return [_option_text(name, value) for name, value in self.family_options if name in names]
 
     # ------------------------------------------------------------------ results.json
 
@@ -257,6 +266,41 @@ class Narrowing:
 
 
 NO_NARROWING = Narrowing()  # the profile's own draw
+
+# The variants a profile draws on its own that a family's validation may refuse beside an option a
+# run keeps: (config field, its variant value, the profile's share of it, whether the generator
+# draws it for that config (gradcheck_rnn/generate.py), what avoids the conflict).
+_VARIANTS = (("bias", False, lambda p: 1 - p.bias, lambda cell, config: True, lambda p: "add --bias"),
+             ("long_memory", True, lambda p: p.long_memory, lambda cell, config: cell.keeps_memory(config),
+              lambda p: f"profile {p.name} draws -longmem (draw.long_memory = {p.long_memory:g}); leave the option "
+                        f"to the profile's draw"))
+
+
+def _variant_conflict(cell: Any, kept: Mapping[str, Any], profile: Any) -> str | None:
+    """Why a case of family ``cell`` with the ``kept`` options (those it has) cannot be, or cannot
+    take a variant ``profile`` draws for it, as the family's own validation says, with what avoids
+    it; None when it can."""
+    import numpy as np
+
+    from .config import RNNConfig
+
+    own = {option.name for option in cell.options}
+    if not own & set(kept):
+        return None
+    hidden = profile.hidden_size[1]  # every kept integer divides it (checked before)
+    options = {**cell.draw_options(np.random.default_rng(0), hidden),
+               **{name: value if isinstance(value, bool) else value[1] for name, value in kept.items() if name in own}}
+    try:
+        config = RNNConfig(cell.token, 1, False, 1, hidden, 1, 1, options=options)
+        for field, variant, share, drawn_for, avoid in _VARIANTS:
+            if share(profile) > 0 and drawn_for(cell, config):
+                try:
+                    dataclasses.replace(config, **{field: variant})
+                except UsageError as exc:
+                    return f"{exc}; {avoid(profile)}"
+    except UsageError as exc:
+        return str(exc)
+    return None
 
 
 def draw_flags(draw: Mapping[str, Any] | None) -> list[str]:

@@ -315,5 +315,18 @@ def test_the_families_page_lists_every_option_that_family_option_takes():
     from gradcheck_rnn.families import BUILT_IN_MODES, family
 
     page = (Path(__file__).parent.parent / "docs" / "concepts" / "families.md").read_text()
-    listed = set(re.findall(r"^\| `(\w+)` \| `(\w+)` \|", page, flags=re.M))
+    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| `(\w+)` \|", page, flags=re.M)
+    listed = {(mode, option) for modes, option in rows for mode in re.findall(r"`(\w+)`", modes)}
     assert listed == {(mode, option.name) for mode in BUILT_IN_MODES for option in family(mode).options}
+
+
+def test_a_kept_option_the_family_refuses_beside_a_drawn_variant_is_refused_with_what_avoids_it():
+    """-strongdecay excludes -nobias and -longmem (the matrix families' validation): kept on every
+    case it is refused, naming --bias; kept off, the profile's strong_decay knob draws it no more."""
+    with pytest.raises(UsageError, match=r"strong_decay=on cannot hold on every mlstm case: .*-nobias.*; add --bias"):
+        Narrowing.build(family_options=["strong_decay=on"]).apply(load_profile("matrix"))
+    with pytest.raises(UsageError, match=r"profile matrix draws -longmem \(draw.long_memory = 0.2\)"):
+        Narrowing.build(family_options=["strong_decay=on"], bias=True).apply(load_profile("matrix"))
+    assert any("-strongdecay" in ref.id for ref in refs(config="matrix"))
+    assert not any("-strongdecay" in ref.id for ref in refs(Narrowing.build(family_options=["strong_decay=off"]),
+                                                            config="matrix"))
