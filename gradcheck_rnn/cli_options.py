@@ -295,10 +295,10 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
     from .runtime import set_up_process
 
-    refuse_bad_names(spec_values.get("targets", values.get("targets", ())), spec_values.get("case_ids", ()))
     shard = parse_shard(values.get("shard"))
     families = tuple(spec_values.pop("families", values.get("families", ())))
     load_all(families)  # before the profile names their tokens (--last-failed's stored families)
+    refuse_bad_names(spec_values.get("targets", values.get("targets", ())), spec_values.get("case_ids", ()))
     profile = load_profile(values.get("config"))
     workers, why = values.get("workers"), "--workers"
     if workers is None:
