@@ -142,10 +142,9 @@ def _narrowing_steps(coverage: Coverage) -> list[str]:
         modes = sorted({kind[0] for kind in judged})
         flags = [f"--mode {m}" for m in modes if len(modes) < len({kind[0] for kind in refused | judged})]
         rest = [kind for kind in refused if kind[0] in modes] if modes else list(refused)
-        flags += [flag for i, (flag, _) in enumerate(_SEPARATORS, start=1)
-                  if rest and all(kind[i] for kind in rest) and not any(kind[i] for kind in judged)]
-        if len(flags) == len([f for f in flags if f.startswith("--mode")]):  # no separator: the families' options
-            flags += _option_flags(rest, list(judged))
+        separators = [flag for i, (flag, _) in enumerate(_SEPARATORS, start=1)
+                      if rest and all(kind[i] for kind in rest) and not any(kind[i] for kind in judged)]
+        flags += separators or _option_flags(rest, list(judged))  # else the families' own options
         what = " ".join(flags) if flags else "the narrowing flags of `gradcheck-rnn sweep --help`"
         count = sum(refused.values())
         steps.append(f"{target} refused {count} of {count + sum(judged.values())} cases: draw only what it "
