@@ -185,6 +185,19 @@ def _family_steps(spec: Any) -> list[str]:
     missing = [m for m in modes() if m in shipped and m not in drawn]  # built-in families a profile draws
     if not missing:
         return []
-    profiles = _shipped(lambda p: set(missing) <= {m for m, w in p.modes.items() if w > 0})
-    how = f"-c {profiles[0]}" if profiles else " or ".join(f"--mode {m}" for m in missing)
+    how = ", ".join(f"-c {n}" for n in _covering_profiles(missing)) or " or ".join(f"--mode {m}" for m in missing)
     return [f"the {', '.join(missing)} famil{'ies were' if len(missing) > 1 else 'y was'} not drawn ({how})"]
+
+
+def _covering_profiles(families: list[str]) -> list[str]:
+    """Shipped profiles that together draw every one of ``families``, fewest first (greedy: the one
+    that draws the most of those left, nightly first among equals); [] when none draws some."""
+    draws = {n: {m for m, w in load(n).modes.items() if w > 0} for n in _shipped(lambda p: True)}
+    left, cover = set(families), []
+    while left:
+        best = max(draws, key=lambda n: len(left & draws[n]))
+        if not left & draws[best]:
+            return []
+        cover.append(best)
+        left -= draws[best]
+    return cover
