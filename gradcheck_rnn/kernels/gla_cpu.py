@@ -38,13 +38,12 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
+from ..case import RNNConfig
 from ..families.matrix import NORM_EPS
-from ..layout import param_key
+from .layer_stack import LayerStackKernel
 
 DEFAULT_CHUNK = 4
 DEFAULT_KEY_BLOCK = 2  # smaller than most drawn K (1..4), so a partial last block is common
@@ -67,7 +66,7 @@ class Layer:
     states: Tensor   # (B, NH, C + 1, K, V): the state at each chunk's start, then the final one
 
 
-class GLACPUKernel:
+class GLACPUKernel(LayerStackKernel):
     """The fused gla kernel (see the module docstring); subclass and override one stage to mutate."""
 
     def __init__(self, chunk: int = DEFAULT_CHUNK, key_block: int = DEFAULT_KEY_BLOCK) -> None:
@@ -92,9 +91,10 @@ class GLACPUKernel:
         return t.reshape(B, NH, C * c, X)[:, :, :T].permute(2, 0, 1, 3)
 
     # ------------------------------------------------------------------ forward
-    def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor,
-                      h0: Tensor) -> tuple[Tensor, Tensor, Layer]:
-        """y (T, B, H) masked, the final state (B, NH·K·V) and what the backward needs."""
+    def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
+                      index: int) -> tuple[Tensor, Tensor, Layer]:
+        """y (T, B, H) masked, the final state (B, NH·K·V) and what the backward needs (every
+        layer alike: ``index`` is not used)."""
         NH, K, V = cfg.family.sizes(cfg)
         T, B = x.shape[:2]
         x = x * mask
@@ -203,38 +203,3 @@ class GLACPUKernel:
         for i in range(layer.cum.shape[2] - 1, -1, -1):
             d_ends.append(carry[:, :, i] * d_ends[-1] + read[:, :, i])
         return torch.stack(d_ends[-2::-1], dim=2), d_ends[-1]
-
-    # ------------------------------------------------------------------ the whole stack
-    def run(self, case: Case, dtype: torch.dtype, device: str = "cpu") -> Outputs:
-        """Forward and the requested gradients of a case, computed in ``dtype`` on ``device``."""
-        cfg = case.config
-        T, B, L = cfg.max_len, cfg.batch_size, cfg.num_layers
-
-        def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
-
-        lengths = torch.from_numpy(case.seq_lengths).to(device)
-        mask = (torch.arange(T, device=device)[:, None] < lengths[None, :]).to(dtype)[..., None]
-        units = [{k: tensor(case.params[param_key(layer, "fwd", k)]) for k in cfg.family.unit_shapes(cfg, layer)}
-                 for layer in range(L)]
-        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L, B, cfg.h_size, dtype=dtype, device=device)
-        with torch.no_grad():
-            inp, finals, layers = tensor(case.x), [], []
-            for layer in range(L):
-                inp, hy, state = self.layer_forward(cfg, units[layer], inp, mask, h0[layer])
-                finals.append(hy)
-                layers.append(state)
-            need_weights = any(k in case.wants for k in case.params)
-            grads: dict[str, Tensor] = {}
-            dy, dhy, dh0 = tensor(case.dy), tensor(case.dhy), []
-            for layer in reversed(range(L)):
-                need_x = layer > 0 or "x" in case.wants
-                dy, dh0_l, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy, dhy[layer],
-                                                            need_weights, need_x)
-                dh0.append(dh0_l)
-                grads.update({param_key(layer, "fwd", k): v for k, v in unit_grads.items()})
-        if "x" in case.wants:
-            grads["x"] = dy
-        if "h0" in case.wants:
-            grads["h0"] = torch.stack(dh0[::-1])
-        return Outputs(y=inp, hy=torch.stack(finals), grads={k: v for k, v in grads.items() if k in case.wants})
