@@ -75,6 +75,27 @@ def test_fused_cpu_runs_gla_with_the_requested_gradients_only():
     assert set(FusedCPUTarget().run(case).grads) == {"x"}
 
 
+class _RecordingKernel(GLACPUKernel):
+    """Records what each layer's backward was asked to compute."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked = []
+
+    def layer_backward(self, cfg, p, layer, mask, dy, dhy, need_weights, need_x):
+        self.asked.append((need_weights, need_x))
+        return super().layer_backward(cfg, p, layer, mask, dy, dhy, need_weights, need_x)
+
+
+@pytest.mark.parametrize("group, asked", [("-wx", [(False, True), (False, True)]),
+                                          ("-wparams", [(True, True), (True, False)])])
+def test_weight_gradients_and_the_bottom_dx_are_computed_only_when_requested(group, asked):
+    kernel = _RecordingKernel()
+    out = kernel.run(Case.from_id(f"gla-L2-uni-I2-H2-K2-R1-T5-B2-len5.2-f64-s1{group}"), torch.float64)
+    assert kernel.asked == asked  # from the top layer down
+    assert ("x" in out.grads) == (group == "-wx") and ("l0.fwd.w_q" in out.grads) == (group == "-wparams")
+
+
 @pytest.mark.parametrize("key_width", [1, 2, 3, 4, 5])
 def test_key_blocks_cover_every_key_unit_once(key_width):
     units = [j for block in GLACPUKernel(key_block=2).key_blocks(key_width) for j in range(block.start, block.stop)]
