@@ -23,9 +23,8 @@ with -headdecay, broadcast over the K key units):
 * Backward, by hand, chunkwise: the state gradient dS_end is carried backwards across chunks
   (dS_end of chunk i−1 = exp(Λ_last) ⊙ dS_end of chunk i + Σ_t (q_t ⊙ exp(Λ_t)) dõ_tᵀ, and dh0 is
   the same step once more), then every chunk at once: dv, dk, dq and dΛ from the pairwise form,
-  the state terms, and dg as the reverse cumulative sum of dΛ inside each chunk. When neither x
-  nor any parameter is requested below the layer, only the state chain runs (for dh0); the
-  weight-gradient GEMMs run only when a parameter is requested.
+  the state terms, and dg as the reverse cumulative sum of dΛ inside each chunk. The
+  weight-gradient GEMMs run only when a parameter is requested, layer 0's dx only when x is.
 
 Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.mutants`): ``key_blocks``
 (the key units dq is computed over, block by block as a fused kernel tiles the head dimension)
@@ -158,9 +157,6 @@ class GLACPUKernel(LayerStackKernel):
         q_start = layer.q * torch.exp(layer.cum)                          # what reads the chunk's start
         d_ends, dh0 = self.state_grad_chain(layer, q_start.transpose(-1, -2) @ do, dhy.reshape(B, NH, K, V))
         dh0 = dh0.reshape(B, NH * K * V)
-        grads: dict[str, Tensor] = {}
-        if not (need_x or need_weights):
-            return None, dh0, grads
         d_scores = do @ layer.v.transpose(-1, -2)
         weighted = d_scores[..., None] * layer.pairs                      # dA_ts exp(Λ_t − Λ_s)
         k_end = layer.k * decay_to_end
@@ -179,7 +175,9 @@ class GLACPUKernel(LayerStackKernel):
         d_gate = d_log.reshape(T, B, -1) * mask * torch.sigmoid(-layer.gate)
         d_low = d_gate @ p["w_a2"]
         d_maps = {w: self.unchunked(d, T).reshape(T, B, -1) for w, d in (("w_q", dq), ("w_k", dk), ("w_v", dv))}
-        dx = None
+        # only what is requested: no dx GEMMs for a frozen x, no weight-gradient GEMMs for frozen weights
+        dx: Tensor | None = None
+        grads: dict[str, Tensor] = {}
         if need_x:
             dx_hat = sum(d @ p[w] for w, d in d_maps.items()) + d_low @ p["w_a1"]
             dx = (dx_hat - layer.x * (layer.x * dx_hat).mean(-1, keepdim=True)) / layer.rms * mask
