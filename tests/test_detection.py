@@ -165,8 +165,9 @@ def test_each_mutant_is_caught_on_its_ci_case_where_correct_kernels_pass(mutant,
 
 @pytest.mark.slow
 def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_alarm(tmp_path):
-    """`gradcheck-rnn mutants`: the cuDNN mutants on the ci profile's cases and the s6 and slstm
-    mutants on the families profile's, one run, every one caught, no false alarm."""
+    """`gradcheck-rnn mutants`: the cuDNN mutants on the ci profile's cases, the s6 and slstm
+    mutants on the families profile's and the gdn and gla ones on the matrix profile's, one run,
+    every one caught, no false alarm."""
     from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS
 
     code, output = invoke("mutants", "--report-dir", tmp_path)
@@ -177,21 +178,24 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
     assert all(m["flagged"] > 0 for m in document["mutants"])
     assert all(f["flagged"] == 0 for f in document["false_alarms"])
     assert document["home_profiles"] == [{"profile": "ci", "seed": 0, "cases": 40},
-                                         {"profile": "families", "seed": 0, "cases": 40}]
+                                         {"profile": "families", "seed": 0, "cases": 40},
+                                         {"profile": "matrix", "seed": 0, "cases": 40}]
     cases = {m["target"]: m["cases"] for m in document["mutants"] + document["false_alarms"]}
-    # a mutant counts the cases of its family only; the correct kernels were judged on all 80
-    assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 80
+    # a mutant counts the cases of its family only; fused-cpu those of ci and families and the 20
+    # gla cases of matrix (it has no kernel for the other matrix families: all skips, not counted)
+    assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 100
     assert cases["mutant:s6-gate-grad-dropped"] + cases["mutant:slstm-padded-step-updates-n"] == 40
 
 
 @pytest.mark.slow
 def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_families_fail_nothing(tmp_path):
-    """`mutants -c families`: the 7 family mutants caught on its first 8 cases; the 25 cuDNN-cell
-    mutants, judged on no case there, are named in the verdict and do not fail the run."""
+    """`mutants -c families`: the 7 s6 and slstm mutants caught on its first 8 cases; the 25
+    cuDNN-cell and 3 matrix-family mutants (gdn's, gla's), judged on no case there, are named in
+    the verdict and do not fail the run."""
     code, output = invoke("mutants", "-c", "families", "-n", 8, "--check", "reference", "--report-dir", tmp_path)
     assert code == 0, output
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
-    assert document["verdict"]["reason"].startswith("every mutant judged caught (7), no false alarm; 25 judged on no case")
+    assert document["verdict"]["reason"].startswith("every mutant judged caught (7), no false alarm; 28 judged on no case")
     assert "home_profiles" not in document and document["spec"]["config"] == "families"
 
 

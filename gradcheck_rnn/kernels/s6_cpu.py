@@ -33,13 +33,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
+from ..case import RNNConfig
 from ..families.s6 import NORM_EPS
-from ..layout import param_key
+from .layer_stack import LayerStackKernel
 
 DEFAULT_CHUNK = 4
 
@@ -75,7 +74,7 @@ class Layer:
     y_core: Tensor     # (T, B, H), C h + D u before the gate
 
 
-class S6CPUKernel:
+class S6CPUKernel(LayerStackKernel):
     """The fused s6 kernel (see the module docstring); subclass and override one stage to mutate."""
 
     def __init__(self, chunk: int = DEFAULT_CHUNK) -> None:
@@ -201,38 +200,3 @@ class S6CPUKernel:
             grads["a_log"] = (d_arg * layer.delta[..., None]).sum((0, 1)) * layer.a
             grads["d"] = (dy_core * layer.u).sum((0, 1))
         return dx, dh0, grads
-
-    # ------------------------------------------------------------------ the whole stack
-    def run(self, case: Case, dtype: torch.dtype, device: str = "cpu") -> Outputs:
-        """Forward and the requested gradients of a case, computed in ``dtype`` on ``device``."""
-        cfg = case.config
-        T, B, L = cfg.max_len, cfg.batch_size, cfg.num_layers
-
-        def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
-
-        lengths = torch.from_numpy(case.seq_lengths).to(device)
-        mask = (torch.arange(T, device=device)[:, None] < lengths[None, :]).to(dtype)[..., None]
-        units = [{k: tensor(case.params[param_key(layer, "fwd", k)]) for k in cfg.family.unit_shapes(cfg, layer)}
-                 for layer in range(L)]
-        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L, B, cfg.h_size, dtype=dtype, device=device)
-        with torch.no_grad():
-            inp, finals, layers = tensor(case.x), [], []
-            for layer in range(L):
-                inp, hy, state = self.layer_forward(cfg, units[layer], inp, mask, h0[layer], layer)
-                finals.append(hy)
-                layers.append(state)
-            need_weights = any(k in case.wants for k in case.params)
-            grads: dict[str, Tensor] = {}
-            dy, dhy, dh0 = tensor(case.dy), tensor(case.dhy), []
-            for layer in reversed(range(L)):
-                need_x = layer > 0 or "x" in case.wants
-                dy, dh0_l, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy, dhy[layer],
-                                                            need_weights, need_x)
-                dh0.append(dh0_l)
-                grads.update({param_key(layer, "fwd", k): v for k, v in unit_grads.items()})
-        if "x" in case.wants:
-            grads["x"] = dy
-        if "h0" in case.wants:
-            grads["h0"] = torch.stack(dh0[::-1])
-        return Outputs(y=inp, hy=torch.stack(finals), grads={k: v for k, v in grads.items() if k in case.wants})

@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the s6 and slstm bugs with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the s6, slstm and gla bugs with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -435,6 +435,32 @@ class SLSTMPaddedStepUpdatesNormalizer:
         return new if state == "n" else super().hold(mask, new, old, state)
 
 
+class GLAKeyBlockMask:
+    """gla: dq is computed in key blocks and the last partial block is masked out, so dq of its units is 0 (fla-org/flash-linear-attention #836).
+
+    In #836 the head-dimension mask was wrong when K was not a multiple of the block (dq 82 %
+    off at head dim 100, right at 64). Here the kernel tiles K in blocks of ``key_block`` units
+    (:meth:`~gradcheck_rnn.kernels.gla_cpu.GLACPUKernel.key_blocks`) and the bug keeps only the full blocks: every case whose K
+    is not a multiple of the block and that asks for a gradient through q is wrong."""
+
+    def key_blocks(self, key_width: int) -> list[slice]:
+        return [units for units in super().key_blocks(key_width) if units.stop - units.start == self.key_block]
+
+
+class GLADecayGradOvershoot:
+    """gla: the decay gradient dg of each chunk's last step is zeroed by a block overshoot (state-spaces/mamba PR #537).
+
+    In #537 a block of the SSD backward ran past its chunk and corrupted dA; here the overshoot
+    writes zeros over the last step of every chunk after the reverse cumulative sum of dΛ
+    (:meth:`~gradcheck_rnn.kernels.gla_cpu.GLACPUKernel.log_decay_grad`), so the gate's weights and x get a wrong gradient
+    wherever a chunk's last step is a valid step."""
+
+    def log_decay_grad(self, d_cum: Tensor) -> Tensor:
+        d_log = super().log_decay_grad(d_cum)
+        d_log[..., -1, :] = 0
+        return d_log
+
+
 class GPUSLSTMStabilizerGradToForget:
     """slstm, Triton backward: dL/dm_t always goes to the forget branch log f + m_{t−1}, never to ĩ where the input gate won the max (slstm-stabilizer-grad-to-forget on the GPU).
 
@@ -511,6 +537,9 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "slstm-padded-step-updates-n": ("slstm", SLSTMPaddedStepUpdatesNormalizer),
     # a bug of the packed (varlen) path: a target of its own around the correct kernel
     "gdn-packed-tail-unwritten": ("gdn", PackedTailUnwritten),
+    # gla (kernels/gla_cpu.py), home profile "matrix"
+    "gla-key-block-mask": ("gla", GLAKeyBlockMask),
+    "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
