@@ -376,7 +376,8 @@ def test_docs_describe_case_wants_and_every_command():
     assert {"sweep", "merge", "report", "check", "repro", "shrink", "mutants", "calibrate", "diff", "targets"} <= set(main.commands)
     readme = (ROOT / "README.md").read_text()
     setup = readme[:readme.index("## Example: a CI sweep")]
-    assert "chromium" in setup and '"1 skipped"' in setup
+    # the number itself is read against the tool in tests/test_docs_match_tool.py
+    assert "chromium" in setup and re.search(r'"\d+ skipped"', setup)
 
 
 def test_readme_plugin_example_computes_only_the_requested_gradients():
