@@ -516,7 +516,8 @@ class MLSTMNormalizerGradNotCarried:
 
     n reaches a loss through h only where |nᵀq̃| wins the denominator over exp(−m), and through a
     head gradient on cy; inside a chunk the gradient is right, so a case of one chunk shows it
-    only in dc0 (cy's dn never reaches n0) and, without a head gradient on cy, hides."""
+    only in dc0 (cy's dn never reaches n0) and, without a head gradient on cy, hides; under
+    -strongdecay the dropped carry is e^−4 smaller each step and can hide too."""
 
     def carry_grad(self, starts: MLSTMStates, intra: MLSTMIntra, j: int, dC: Tensor, dn: Tensor,
                    dm: Tensor) -> tuple[Tensor, Tensor, Tensor]:
