@@ -166,9 +166,9 @@ def test_each_mutant_is_caught_on_its_ci_case_where_correct_kernels_pass(mutant,
 @pytest.mark.slow
 def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_alarm(tmp_path):
     """`gradcheck-rnn mutants`: the cuDNN mutants on the ci profile's cases, the s6 and slstm
-    mutants on the families profile's and the gdn and gla ones on the matrix profile's, one run,
+    mutants on the families profile's and the matrix-memory ones on the matrix profile's, one run,
     every one caught, no false alarm."""
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS
+    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
 
     code, output = invoke("mutants", "--report-dir", tmp_path)
     assert code == 0, output
@@ -181,21 +181,26 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
                                          {"profile": "families", "seed": 0, "cases": 40},
                                          {"profile": "matrix", "seed": 0, "cases": 40}]
     cases = {m["target"]: m["cases"] for m in document["mutants"] + document["false_alarms"]}
-    # a mutant counts the cases of its family only; fused-cpu those of ci and families and the 20
-    # gla cases of matrix (it has no kernel for the other matrix families: all skips, not counted)
-    assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 100
+    # a mutant counts the cases of its family only; fused-cpu was judged on all 80 of ci and families
+    # and on the matrix cases of each family it has a kernel (and so mutants) for
+    matrix = {family: cases[f"mutant:{name}"] for name, (family, _) in FAMILY_MUTANTS.items()
+              if home_profile(name) == "matrix"}
+    assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 80 + sum(matrix.values())
     assert cases["mutant:s6-gate-grad-dropped"] + cases["mutant:slstm-padded-step-updates-n"] == 40
 
 
 @pytest.mark.slow
 def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_families_fail_nothing(tmp_path):
-    """`mutants -c families`: the 7 s6 and slstm mutants caught on its first 8 cases; the 25
-    cuDNN-cell and 3 matrix-family mutants (gdn's, gla's), judged on no case there, are named in
-    the verdict and do not fail the run."""
+    """`mutants -c families`: the 7 s6 and slstm mutants caught on its first 8 cases; the cuDNN-cell
+    and matrix-memory mutants, judged on no case there, are named in the verdict and do not fail the run."""
+    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+
     code, output = invoke("mutants", "-c", "families", "-n", 8, "--check", "reference", "--report-dir", tmp_path)
     assert code == 0, output
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
-    assert document["verdict"]["reason"].startswith("every mutant judged caught (7), no false alarm; 28 judged on no case")
+    elsewhere = len(MUTANTS) + sum(home_profile(name) != "families" for name in FAMILY_MUTANTS)
+    assert document["verdict"]["reason"].startswith(
+        f"every mutant judged caught (7), no false alarm; {elsewhere} judged on no case")
     assert "home_profiles" not in document and document["spec"]["config"] == "families"
 
 
@@ -203,13 +208,15 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
 
 def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
     from gradcheck_rnn.detection import detection_targets
+    from gradcheck_rnn.generate import load_profile
     from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
 
     mutants, correct = detection_targets()
     assert mutants == [f"mutant:{name}" for name in [*MUTANTS, *FAMILY_MUTANTS]] and correct == list(CORRECT)
     assert {home_profile(name) for name in MUTANTS} == {"ci"}
-    assert {name: home_profile(name) for name in FAMILY_MUTANTS} == {
-        name: "matrix" if family in ("mlstm", "gla", "gdn") else "families" for name, (family, _) in FAMILY_MUTANTS.items()}
+    assert home_profile("s6-gate-grad-dropped") == "families" and home_profile("mlstm-chunk-states-wrong-size") == "matrix"
+    for name, (family, _) in FAMILY_MUTANTS.items():  # a home profile draws the family the bug is in
+        assert family in load_profile(home_profile(name)).modes, name
 
 
 def test_home_cases_are_each_profiles_own_draw_named_by_id():

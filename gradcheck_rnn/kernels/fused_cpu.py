@@ -264,8 +264,8 @@ def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
 class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
-    its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``gla``: :mod:`.gla_cpu`)
-    runs through that one
+    its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
+    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`) runs through that one
     (``family_kernels``)."""
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
@@ -275,10 +275,11 @@ class FusedCPUTarget(FusedTarget):
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:
         from .gla_cpu import GLACPUKernel
+        from .mlstm_cpu import MLSTMCPUKernel
         from .s6_cpu import S6CPUKernel
         from .slstm_cpu import SLSTMCPUKernel
 
-        return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "gla": GLACPUKernel}
+        return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "mlstm": MLSTMCPUKernel, "gla": GLACPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

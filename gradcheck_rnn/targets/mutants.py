@@ -542,6 +542,44 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
 }
 
+# ---- mlstm: bugs of the chunkwise mLSTM kernel (kernels/mlstm_cpu.py), judged on the matrix profile
+from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates  # noqa: E402
+
+
+class MLSTMChunkStatesWrongSize:
+    """mlstm: the backward reads the chunk-boundary states as if the forward had stored one every 2c steps, not every c (NX-AI/mlstm_kernels PR #10: chunk_size_inter ≠ chunk_size_intra).
+
+    The backward of chunk j (time j·c) reads stored state j·c / c' = j // 2: from the second
+    chunk on it recomputes its outputs, and carries its state gradient, from states the forward
+    never had there, so dq, dk, dv, the gates' and the state gradients are all wrong. A case of
+    one chunk reads its end state at boundary 0, which only a head gradient on hy or cy weighs:
+    without one (``-gy``) it hides."""
+
+    def boundary_states(self, layer: MLSTMLayer) -> MLSTMStates:
+        states = super().boundary_states(layer)
+        read = torch.arange(states.m.shape[2], device=states.m.device) // 2
+        return MLSTMStates(states.C[:, :, read], states.n[:, :, read], states.m[:, :, read])
+
+
+class MLSTMNormalizerGradNotCarried:
+    """mlstm: the normaliser's gradient dn is not carried across a chunk boundary, dC and dm are (a carry dropped in a hand-written chunkwise backward, the class of proger/accelerated-scan #15).
+
+    n reaches a loss through h only where |nᵀq̃| wins the denominator over exp(−m), and through a
+    head gradient on cy; inside a chunk the gradient is right, so a case of one chunk shows it
+    only in dc0 (cy's dn never reaches n0) and, without a head gradient on cy, hides; under
+    -strongdecay the dropped carry is e^−4 smaller each step and can hide too."""
+
+    def carry_grad(self, starts: MLSTMStates, intra: MLSTMIntra, j: int, dC: Tensor, dn: Tensor,
+                   dm: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        dC0, dn0, dm0 = super().carry_grad(starts, intra, j, dC, dn, dm)
+        return dC0, torch.zeros_like(dn0), dm0
+
+
+FAMILY_MUTANTS.update({
+    "mlstm-chunk-states-wrong-size": ("mlstm", MLSTMChunkStatesWrongSize),
+    "mlstm-normalizer-grad-not-carried": ("mlstm", MLSTMNormalizerGradNotCarried),
+})
+
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
 HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix"}
