@@ -235,6 +235,14 @@ class Family:
         """The real parameters' gradients out of the bucket's."""
         raise NotImplementedError  # pragma: no cover
 
+    def output_columns(self, config: RNNConfig, padded: RNNConfig) -> Any:
+        """Where each of a direction's S real output columns sits among the bucket's (an index
+        array); by default the first S (a family that pads inside its output, as the matrix
+        families pad each head's value units, says where they went)."""
+        import numpy as np
+
+        return np.arange(self.output_size(config))
+
     def pad_state(self, config: RNNConfig, padded: RNNConfig, h: Any) -> Any:
         """h0 / dhy (..., h_size) in the bucket's (..., h_size)."""
         raise NotImplementedError  # pragma: no cover

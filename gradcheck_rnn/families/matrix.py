@@ -171,18 +171,19 @@ class MatrixFamily(Family):
 
     # ------------------------------------------------------------------ one JAX program for many configs
     def bucket(self, config: RNNConfig) -> RNNConfig:
-        """I, NH and K (and a rank) padded to powers of two, bias on, no regime token: zero padding
-        is exact. V stays: the heads' outputs then fill y's first H columns, where the reference
-        reads y (an extra head's come after them). An extra input column is zero (the norm divides by the real width, passed as
-        data); an extra head or key unit has zero rows in every map, so its q, k, v are 0,
+        """I, NH, K and V (and a rank) padded to powers of two (at least 4 for K, V and a rank), bias
+        on, no regime token: zero padding is exact. Each head's real outputs sit at the start of its
+        Vp columns (:meth:`output_columns`), where the reference reads y and the next layer's maps
+        read their input. An extra input column is zero (the norm divides by the real width, passed as
+        data); an extra head, key or value unit has zero rows in every map, so its q, k, v are 0,
         its part of the state stays at its zero h0 and its output is 0 (gdn's L2 norm adds 0 for a
         zero unit, mLSTM's denominator is max(0, e^0) + ε for an extra head); an extra rank has
         zero rows and columns. The read's scale is the real 1/sqrt(K), passed as data."""
         NH, K, V = self.sizes(config)
-        NHp = _up(NH, 1)
+        NHp, Vp = _up(NH, 1), _up(V, 4)
         options = {**self.option_values(config), "heads": NHp, "key_width": _up(K, 4), "strong_decay": False,
                    **self.bucket_options(config)}
-        return dataclasses.replace(config, input_size=_up(config.input_size, 4), hidden_size=NHp * V, bias=True,
+        return dataclasses.replace(config, input_size=_up(config.input_size, 4), hidden_size=NHp * Vp, bias=True,
                                    options=options, long_memory=False)  # regimes are in the parameters' values
 
     def bucket_options(self, config: RNNConfig) -> dict[str, Any]:
@@ -195,7 +196,15 @@ class MatrixFamily(Family):
         Kp = padded.option("key_width")
         if axis == KEY:
             return (np.arange(NH)[:, None] * Kp + np.arange(K)).ravel()
-        return np.arange(self.axis_size(config, layer, axis))  # V is not padded: the rest keep their indices
+        if axis == VALUE or (axis == IN and layer > 0):  # a deeper layer reads the heads' outputs
+            return self.output_columns(config, padded)
+        return np.arange(self.axis_size(config, layer, axis))  # I, heads and ranks keep their indices
+
+    def output_columns(self, config: RNNConfig, padded: RNNConfig) -> np.ndarray:
+        """Head h's value unit v (column h·V + v of y) at h·Vp + v in the bucket."""
+        NH, _, V = self.sizes(config)
+        Vp = self.sizes(padded)[2]
+        return (np.arange(NH)[:, None] * Vp + np.arange(V)).ravel()
 
     def _placement(self, config: RNNConfig, padded: RNNConfig, layer: int, kind: str) -> tuple[np.ndarray, ...]:
         axes = self.unit_axes(padded)[kind]

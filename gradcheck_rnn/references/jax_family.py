@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import OrderedDict
 from functools import partial
 from typing import Any
 
@@ -39,7 +40,14 @@ from .buckets import bucket
 from .jax_ref import COMPILER_OPTIONS, x64
 
 _LOCK = threading.Lock()
-_PROGRAMS: dict[tuple, Any] = {}
+# The compiled programs this process keeps, least recently used first. Each holds ~200 memory
+# mappings of XLA's code, and a process may have 65,530 (Linux's vm.max_map_count): one that kept
+# every program of a long sweep of the matrix families (~300 buckets) failed in LLVM ("Cannot
+# allocate memory", then a segfault). So at most MAX_PROGRAMS are kept; an evicted one is
+# compiled again when its bucket returns.
+MAX_PROGRAMS = 64
+_PROGRAMS: OrderedDict[RNNConfig, Any] = OrderedDict()
+_COMPILED = 0
 
 
 def _forward(cfg: RNNConfig, lengths: jax.Array, x: jax.Array, h0: jax.Array, c0: jax.Array | None,
@@ -80,17 +88,22 @@ def _forward_backward(cfg: RNNConfig, lengths, x, h0, c0, params, dy, dhy, dcy):
 
 
 def _program(cfg: RNNConfig, args: tuple) -> Any:
+    global _COMPILED
     with _LOCK:
-        fn = _PROGRAMS.get(cfg)
+        fn = _PROGRAMS.pop(cfg, None)
         if fn is None:
-            fn = _PROGRAMS[cfg] = jax.jit(partial(_forward_backward, cfg)).lower(*args).compile(
+            fn = jax.jit(partial(_forward_backward, cfg)).lower(*args).compile(
                 compiler_options=COMPILER_OPTIONS or None)
+            _COMPILED += 1
+        _PROGRAMS[cfg] = fn  # the most recently used last
+        while len(_PROGRAMS) > MAX_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
     return fn
 
 
 def program_count() -> int:
-    """Programs this process compiled."""
-    return len(_PROGRAMS)
+    """Programs this process compiled (evicted ones and their recompiles included)."""
+    return _COMPILED
 
 
 def _unit_key(layer: int, direction: str) -> str:
@@ -138,9 +151,10 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
             unit = {k: np.asarray(case.params[param_key(layer, direction, k)], dtype=np.float64)
                     for k in family.unit_shapes(cfg, layer)}
             units[_unit_key(layer, direction)] = family.pad_unit(cfg, program, layer, unit) if sized else unit
+    columns = family.output_columns(cfg, program) if sized else np.arange(S)  # the real ones among Sp
     dy = np.zeros((Tp, Bp, D * Sp))
     for d in range(D):  # each direction's part of y starts at d·Sp in the program
-        dy[:T, :B, d * Sp:d * Sp + S] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
+        dy[:T, :B, d * Sp + columns] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
     lengths = np.zeros(Bp, dtype=np.int32)
     lengths[:B] = case.seq_lengths
     args = (lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0), cell_in(case.c0), units,
@@ -157,6 +171,6 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
             g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
             g = family.unpad_unit(cfg, program, layer, g) if sized else g
             grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
-    y_out = np.concatenate([y[:T, :B, d * Sp:d * Sp + S] for d in range(D)], axis=-1)
+    y_out = np.concatenate([y[:T, :B, d * Sp + columns] for d in range(D)], axis=-1)
     return Outputs(y=np.array(y_out, dtype=np.float64), hy=state_out(hy),
                    cy=cell_out(cy) if cell else None, grads=grads)
