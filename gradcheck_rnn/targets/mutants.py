@@ -26,10 +26,10 @@ from ..families import CUDNN_MODES
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
+from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
 from ..packed import PackedAdapter
-from ..kernels.gdn_cpu import Layer as GDNLayer
 from .protocol import Target
 
 
