@@ -68,6 +68,27 @@ def test_fused_cpu_runs_gdn_computing_only_the_requested_gradients():
     assert [r.status for r in rows] == ["pass"]
 
 
+class _RecordingKernel(GDNCPUKernel):
+    """Records what each layer's backward made: (dx made, weight gradients made), top layer first."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = []
+
+    def layer_backward(self, cfg, p, layer, mask, dy, dhy, need_weights, need_x):
+        dx, dh0, grads = super().layer_backward(cfg, p, layer, mask, dy, dhy, need_weights, need_x)
+        self.made.append((dx is not None, bool(grads)))
+        return dx, dh0, grads
+
+
+@pytest.mark.parametrize("group, made", [("-wx", [(True, False), (True, False)]),
+                                         ("-wparams", [(True, True), (False, True)])])
+def test_weight_gradients_and_the_bottom_dx_are_made_only_when_requested(group, made):
+    kernel = _RecordingKernel()
+    kernel.run(Case.from_id(f"gdn-L2-uni-I2-H2-K2-T5-B2-len5.2-f64-s1{group}"), torch.float64)
+    assert kernel.made == made
+
+
 def test_a_chunk_below_one_is_refused():
     with pytest.raises(ValueError, match="chunk=0 must be >= 1"):
         GDNCPUKernel(0)
