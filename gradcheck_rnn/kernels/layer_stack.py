@@ -2,7 +2,8 @@
 forwards from the bottom, their backwards from the top, only the requested gradients.
 
 Shared by the kernels whose family runs forward in time only and keeps its whole state in h0 / hy
-(``s6``: :mod:`.s6_cpu`, ``gla``: :mod:`.gla_cpu`); each gives the two per-layer stages."""
+(``s6``: :mod:`.s6_cpu`, ``gla``: :mod:`.gla_cpu`,
+``gdn``: :mod:`.gdn_cpu`); each gives the two per-layer stages."""
 
 from __future__ import annotations
 

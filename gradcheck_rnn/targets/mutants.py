@@ -26,6 +26,7 @@ from ..families import CUDNN_MODES
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
+from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
 from ..packed import PackedAdapter
@@ -485,6 +486,39 @@ class PackedTailUnwritten(PackedAdapter):
         return x_packed.copy()
 
 
+class GDNStateGradNoHouseholder:
+    """gdn: the backward carries the state gradient across a chunk by the decay alone, the coefficient I − β k kᵀ taken as I (tile-ai/TileOPs #632).
+
+    The forward and every gradient inside a chunk stay right; the state gradient handed back
+    across each chunk's start (to the chunk before, and to h0) keeps the decay and loses the
+    delta rule's projection, so it hides only where β k kᵀ is small against the identity."""
+
+    def state_grad_coefficient(self, layer: GDNLayer) -> Tensor:
+        eye = torch.eye(layer.transition.shape[-1], dtype=layer.gamma.dtype, device=layer.gamma.device)
+        return layer.gamma[..., -1, None, None] * eye
+
+
+class GDNSequenceStartGateGrad:
+    """gdn: the decay gradient at each sequence's first step is zeroed, right only without an initial state (QwenLM/FlashQLA PR #28, "zero true sequence-start gate gradients").
+
+    α at t = 0 scales h0 alone, so its gradient is 0 exactly when h0 is 0: a kernel tested only
+    from a zero state passes. With h0 the gate's weights, bias and x at t = 0 get the error."""
+
+    def gate_grads(self, d_log_decay: Tensor, d_beta: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        d_log_decay, d_beta = super().gate_grads(d_log_decay, d_beta, mask)
+        return torch.cat([torch.zeros_like(d_log_decay[:1]), d_log_decay[1:]]), d_beta
+
+
+class GDNPaddedGateGrad:
+    """gdn: the decay gradient past a sequence's end keeps what the chunk-local cumulative sum put there (QwenLM/FlashQLA PR #36, "dG zero padding").
+
+    A padded step's decay is forced to 1, so its gate gradient must be 0; the reverse cumulative
+    sum spreads the chunk's later terms over it. Only b_a shows it: a padded step's input is zero."""
+
+    def gate_grads(self, d_log_decay: Tensor, d_beta: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        return d_log_decay, d_beta * mask
+
+
 class ScopedMutant:
     """A mutant judged only on the cases of the families its bug lives in: on any other case it is
     a skip with ``reason``, at no kernel run (a kernel bug of cuDNN's cells says nothing about an
@@ -540,6 +574,10 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     # gla (kernels/gla_cpu.py), home profile "matrix"
     "gla-key-block-mask": ("gla", GLAKeyBlockMask),
     "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
+    # gdn (kernels/gdn_cpu.py), home profile "matrix"
+    "gdn-state-grad-no-householder": ("gdn", GDNStateGradNoHouseholder),
+    "gdn-sequence-start-gate-grad": ("gdn", GDNSequenceStartGateGrad),
+    "gdn-padded-gate-grad": ("gdn", GDNPaddedGateGrad),
 }
 
 # ---- mlstm: bugs of the chunkwise mLSTM kernel (kernels/mlstm_cpu.py), judged on the matrix profile
