@@ -30,7 +30,9 @@ Declined, in fla's own words: families other than gla and gdn, the gated delta r
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
-``fla-*@PYTHON`` needs gradcheck_rnn installed in that interpreter too.
+``fla-*@PYTHON`` needs gradcheck_rnn installed in that interpreter too; there the packed case is
+rebuilt from its id (the client's case has no tail), and the tail's gradients are not sent back
+(the protocol has no field for them): only an in-process fla target is judged on them.
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ KERNELS = ("recurrent", "chunk", "naive")
 INTERPRETER_REFUSES = "'int' object has no attribute 'to'"
 FLOAT32_ONLY = {
     "recurrent": ("fla 0.6.0's fused_recurrent_gla keeps its state in float32 (\"b_h = tl.zeros([BK, BV], "
-                  "dtype=tl.float32)\") and returns a float32 final state, so a {} case is not computed in {}"),
-    "chunk": "fla 0.6.0's chunk kernels take a float32 state only (\"initial_state must be in float32.\"), not {}{}",
+                  "dtype=tl.float32)\") and returns a float32 final state, so a {dtype} case is not computed in {dtype}"),
+    "chunk": "fla 0.6.0's chunk kernels take a float32 state only (\"initial_state must be in float32.\"), not {dtype}",
     "naive": ("fla 0.6.0's naive recurrences compute in float32 (\"q, k, v, gk = map(lambda x: "
-              "x.transpose(1, 2).float(), ...)\"), so a {} case is not computed in {}"),
+              "x.transpose(1, 2).float(), ...)\"), so a {dtype} case is not computed in {dtype}"),
 }
 NO_GDN_BACKWARD = ("fla 0.6.0's fused_recurrent_gated_delta_rule has no backward (\"Backward pass is not implemented "
                    "yet and we do not have plans to implement it because we haven't figured out how to compute dg "
@@ -113,8 +115,7 @@ class FlaTarget(torch_grad.TorchGradTarget):
         if self.kernel == "recurrent" and config.mode == "gdn":
             return NO_GDN_BACKWARD
         if config.dtype != "f32":
-            name = torch_grad.DTYPES[config.dtype]
-            return FLOAT32_ONLY[self.kernel].format(name, name if self.kernel != "chunk" else "")
+            return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
         if self.kernel == "chunk" and triton_cpu.interpreted():
             import triton
 
@@ -168,7 +169,7 @@ class FlaTarget(torch_grad.TorchGradTarget):
 
     def run(self, case: Any) -> Any:
         lengths = [int(n) for n in case.seq_lengths]
-        if self.kernel == "naive" or (case.tail == 0 and len(set(lengths)) == 1):
+        if self.kernel == "naive" or (getattr(case, "tail", 0) == 0 and len(set(lengths)) == 1):
             return super().run(case)  # one padded call per length (naive: fla has no cu_seqlens there)
         return self._run_packed(case)
 
@@ -177,8 +178,11 @@ class FlaTarget(torch_grad.TorchGradTarget):
         import numpy as np
         import torch
 
+        from gradcheck_rnn.case import Case
         from gradcheck_rnn.packed import packed_inputs, packed_outputs
 
+        if not isinstance(case, Case):  # the client's plain case (NAME@PYTHON): the same case, bit for bit
+            case = Case.from_id(case.id)
         dtype = getattr(torch, torch_grad.DTYPES[case.config.dtype])
 
         def tensor(array: Any, name: str | None = None) -> Any:
