@@ -10,6 +10,7 @@ fla's Triton kernels run in Triton's interpreter on CPU (tens of seconds for a c
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -40,14 +41,21 @@ def slip(name):
     return getattr(foreign_matrix_targets, name)
 
 
+def installed(module: str, extra: str) -> None:
+    """Skip unless ``module`` is installed; never import it here: on CPU the targets import these
+    Triton libraries under the interpreter themselves (an import without it builds GPU kernels)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (extra: {extra})")
+
+
 @pytest.fixture(scope="module")
 def fla():
-    return pytest.importorskip("fla", reason="flash-linear-attention is not installed (extra: fla)")
+    installed("fla", "fla")
 
 
 @pytest.fixture(scope="module")
 def mlstm_kernels():
-    return pytest.importorskip("mlstm_kernels", reason="mlstm_kernels is not installed (extra: mlstm)")
+    installed("mlstm_kernels", "mlstm")
 
 
 @pytest.mark.parametrize(("name", "case_id"), [
@@ -99,6 +107,16 @@ def test_each_decline_says_why_in_the_librarys_words(fla, mlstm_kernels):
     assert "mlstm" in resolve_target("mlstm-chunkwise").supports(Case.from_id(GDN).config)
 
 
+def test_fla_imported_for_a_gpu_on_a_cpu_machine_is_declined_with_the_way_out(fla):
+    """A process that imported fla without TRITON_INTERPRET=1 on CPU has GPU kernels: fla-recurrent
+    says so instead of an error row per case ("0 active drivers")."""
+    code = ("import fla, torch; from gradcheck_rnn import Case; from gradcheck_rnn.targets import resolve_target; "
+            f"print(torch.cuda.is_available(), resolve_target('fla-recurrent').supports(Case.from_id('{GLA_PACKED}').config))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    cuda, _, answer = out.stdout.strip().rpartition("\n")[2].partition(" ")
+    assert answer == "True" if cuda == "True" else "without TRITON_INTERPRET=1" in answer, out.stdout + out.stderr
+
+
 @pytest.mark.slow
 def test_fla_recurrent_leaves_the_gradients_of_a_packed_tail_unwritten(fla):
     """docs/fla-0.6.0/varlen_tail_unwritten.py: the tail rows' gradients are not 0."""
@@ -111,7 +129,7 @@ def test_fla_recurrent_leaves_the_gradients_of_a_packed_tail_unwritten(fla):
     pytest.param("fla", "fla-0.6.0/varlen_tail_unwritten.py", marks=pytest.mark.slow)])
 def test_the_standalone_scripts_confirm_each_finding(module, script):
     """docs/<library>-<version>/*.py: torch and the library only, what docs/findings/frameworks.md cites."""
-    pytest.importorskip(module)
+    installed(module, module)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, str(DOCS / script)], capture_output=True, text=True, env=env, timeout=600)
     assert "CONFIRMED" in out.stdout, out.stdout + out.stderr

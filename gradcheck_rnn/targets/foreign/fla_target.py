@@ -116,6 +116,12 @@ class FlaTarget(torch_grad.TorchGradTarget):
             return NO_GDN_BACKWARD
         if config.dtype != "f32":
             return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
+        if self.kernel != "naive" and triton_cpu.interpreted():
+            triton_cpu.import_interpreted("fla.ops.gla")
+            if triton_cpu.imported_for_a_gpu("fla"):
+                return (f"fla was imported in this process before {self.name} without TRITON_INTERPRET=1, so its "
+                        f"Triton kernels were built for a GPU this machine does not have; set TRITON_INTERPRET=1 "
+                        f"before importing fla, or let the target import it")
         if self.kernel == "chunk" and triton_cpu.interpreted():
             import triton
 

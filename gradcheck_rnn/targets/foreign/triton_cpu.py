@@ -71,6 +71,22 @@ def _autotuners(prefix: str) -> list[Any]:
     return list(found.values())
 
 
+def imported_for_a_gpu(prefix: str) -> bool:
+    """True where the ``prefix`` library was imported without the interpreter on a machine without
+    CUDA (by the user, before any target): its kernels were decorated for a GPU and cannot run here."""
+    from triton.runtime.jit import JITFunction  # the interpreter's kernels are InterpretedFunction, not one
+
+    if not interpreted():
+        return False
+    for tuner in _autotuners(prefix):
+        kernel = tuner.fn
+        while not isinstance(kernel, JITFunction) and getattr(kernel, "fn", None) is not None:
+            kernel = kernel.fn
+        if type(kernel) is JITFunction:  # not a Gluon kernel (GluonJITFunction), which has no interpreted form
+            return True
+    return False
+
+
 @contextmanager
 def interpreter_call(prefix: str) -> Iterator[None]:
     """On a machine without CUDA, for the block: TRITON_INTERPRET=1 (Triton reads it again when a
