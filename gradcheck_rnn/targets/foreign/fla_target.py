@@ -76,7 +76,7 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
     import torch
     import torch.nn.functional as F
 
-    heads, K = torch_grad.option(config, "heads"), torch_grad.option(config, "key_width")
+    heads, K = config.option("heads"), config.option("key_width")
 
     def p(kind: str) -> Any:
         return params.get(f"l{layer}.fwd.{kind}")
@@ -159,7 +159,7 @@ class FlaTarget(torch_grad.TorchGradTarget):
         import torch
 
         cfg = case.config
-        heads, K = torch_grad.option(cfg, "heads"), torch_grad.option(cfg, "key_width")
+        heads, K = cfg.option("heads"), cfg.option("key_width")
         hy = []
         for layer in range(cfg.num_layers):
             inputs = layer_map(params, cfg, layer, x)

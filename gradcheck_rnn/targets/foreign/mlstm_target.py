@@ -62,7 +62,7 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> tuple[
     """One layer's q, k (B, NH, S, K), v (B, NH, S, V), i and f (B, NH, S) from batch-first x (B, S, I_l)."""
     import torch
 
-    heads, K = torch_grad.option(config, "heads"), torch_grad.option(config, "key_width")
+    heads, K = config.option("heads"), config.option("key_width")
 
     def p(kind: str) -> Any:
         return params.get(f"l{layer}.fwd.{kind}")
@@ -121,7 +121,7 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
 
         triton_cpu.import_interpreted("mlstm_kernels.torch.chunkwise")
         cfg = case.config
-        heads, K = torch_grad.option(cfg, "heads"), torch_grad.option(cfg, "key_width")
+        heads, K = cfg.option("heads"), cfg.option("key_width")
         x = x.transpose(0, 1)  # mlstm_kernels is batch-first
         hy, cy = [], []
         for layer in range(cfg.num_layers):
