@@ -12,6 +12,7 @@ tests/test_fused_gpu.py.
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import numpy as np
 import pytest
@@ -71,6 +72,11 @@ def why_not_here(name: str) -> str | None:
         return f"{framework} is not installed in this interpreter"
     if name in CUDA_ONLY and not torch.cuda.is_available():
         return "no CUDA device"
+    if name == "fla-recurrent" and "triton" in sys.modules:  # Triton's choice of interpreter is made at import
+        from gradcheck_rnn.targets.foreign import triton_cpu
+
+        if triton_cpu.imported_for_a_gpu("fla") is not None:
+            return "Triton was imported in this process without TRITON_INTERPRET=1 (fla-recurrent declines)"
     if (name == "fused-gpu" or name.removeprefix("mutant:") in GPU_MUTANTS) and not TRITON:
         return "triton is not installed"
     return None

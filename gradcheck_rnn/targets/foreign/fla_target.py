@@ -118,10 +118,11 @@ class FlaTarget(torch_grad.TorchGradTarget):
             return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
         if self.kernel != "naive" and triton_cpu.interpreted():
             triton_cpu.import_interpreted("fla.ops.gla")
-            if triton_cpu.imported_for_a_gpu("fla"):
-                return (f"fla was imported in this process before {self.name} without TRITON_INTERPRET=1, so its "
-                        f"Triton kernels were built for a GPU this machine does not have; set TRITON_INTERPRET=1 "
-                        f"before importing fla, or let the target import it")
+            early = triton_cpu.imported_for_a_gpu("fla")
+            if early is not None:
+                return (f"{early} was imported in this process before {self.name} without TRITON_INTERPRET=1, so "
+                        f"its Triton functions were built for a GPU this machine does not have and cannot run in "
+                        f"the interpreter; set TRITON_INTERPRET=1 before the first import of {early} (a new process)")
         if self.kernel == "chunk" and triton_cpu.interpreted():
             import triton
 
@@ -131,28 +132,29 @@ class FlaTarget(torch_grad.TorchGradTarget):
 
     # ------------------------------------------------------------------ one kernel call
     def _kernel(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
-        """The library's recurrence on one layer: o (B, T, NH, V), the final state (N, NH, K, V)."""
-        K = inputs["q"].shape[-1]
+        """The library's recurrence on one layer: o (B, T, NH, V), the final state (N, NH, K, V). Inside
+        the interpreter's scope on CPU, the naive loops too: a module fla imports lazily during a call
+        must be decorated for the interpreter, or a later Triton call cannot call its helpers."""
+        with triton_cpu.interpreter_call("fla"):
+            return self._call(mode, inputs, h0, cu_seqlens, inputs["q"].shape[-1] ** -0.5)
+
+    def _call(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any, scale: float) -> tuple[Any, Any]:
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
         if self.kernel == "naive":
             if mode == "gla":
                 naive = triton_cpu.import_interpreted("fla.ops.gla.naive")
-                return naive.naive_recurrent_gla(inputs["q"], inputs["k"], inputs["v"], inputs["gk"],
-                                                 initial_state=h0, output_final_state=True)
+                return naive.naive_recurrent_gla(q, k, v, inputs["gk"], initial_state=h0, output_final_state=True)
             naive = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
-            return naive.naive_recurrent_gated_delta_rule(_l2norm(inputs["q"]), _l2norm(inputs["k"]), inputs["v"],
-                                                          inputs["beta"], inputs["g"], scale=K ** -0.5,
-                                                          initial_state=h0, output_final_state=True)
-        with triton_cpu.interpreter_call("fla"):
-            if mode == "gla":
-                gla = triton_cpu.import_interpreted("fla.ops.gla")
-                call = gla.fused_recurrent_gla if self.kernel == "recurrent" else gla.chunk_gla
-                gate = {"gk": inputs["gk"]} if self.kernel == "recurrent" else {"g": inputs["gk"]}
-                return call(inputs["q"], inputs["k"], inputs["v"], **gate, scale=K ** -0.5, initial_state=h0,
-                            output_final_state=True, cu_seqlens=cu_seqlens)
-            gdn = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
-            return gdn.chunk_gated_delta_rule(inputs["q"], inputs["k"], inputs["v"], g=inputs["g"], beta=inputs["beta"],
-                                              scale=K ** -0.5, initial_state=h0, output_final_state=True,
-                                              cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=True)
+            return naive.naive_recurrent_gated_delta_rule(_l2norm(q), _l2norm(k), v, inputs["beta"], inputs["g"],
+                                                          scale=scale, initial_state=h0, output_final_state=True)
+        if mode == "gla":
+            gla = triton_cpu.import_interpreted("fla.ops.gla")
+            call = gla.fused_recurrent_gla if self.kernel == "recurrent" else gla.chunk_gla
+            gate = {"gk": inputs["gk"]} if self.kernel == "recurrent" else {"g": inputs["gk"]}
+            return call(q, k, v, **gate, scale=scale, initial_state=h0, output_final_state=True, cu_seqlens=cu_seqlens)
+        gdn = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
+        return gdn.chunk_gated_delta_rule(q, k, v, g=inputs["g"], beta=inputs["beta"], scale=scale, initial_state=h0,
+                                          output_final_state=True, cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=True)
 
     def _layers(self, case: Any, params: dict[str, Any], x: Any, h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
         """Every layer on batch-first x (B, T, I): y (B, T, H) and hy (L, N, NH·K·V)."""

@@ -71,20 +71,25 @@ def _autotuners(prefix: str) -> list[Any]:
     return list(found.values())
 
 
-def imported_for_a_gpu(prefix: str) -> bool:
-    """True where the ``prefix`` library was imported without the interpreter on a machine without
-    CUDA (by the user, before any target): its kernels were decorated for a GPU and cannot run here."""
-    from triton.runtime.jit import JITFunction  # the interpreter's kernels are InterpretedFunction, not one
-
+def imported_for_a_gpu(prefix: str) -> str | None:
+    """Where Triton or the ``prefix`` library was imported in this process without the interpreter on
+    a machine without CUDA (before any target imported it), which one: its jit functions were built
+    for a GPU and an interpreted kernel cannot call them ("Cannot call @triton.jit'd outside of the
+    scope of a kernel"); None when the interpreter can run the library here."""
     if not interpreted():
-        return False
+        return None
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    if type(tl.cdiv) is JITFunction:  # Triton's own helpers (tl.cdiv, tl.sigmoid, ...), which kernels call
+        return "triton"
     for tuner in _autotuners(prefix):
         kernel = tuner.fn
         while not isinstance(kernel, JITFunction) and getattr(kernel, "fn", None) is not None:
             kernel = kernel.fn
         if type(kernel) is JITFunction:  # not a Gluon kernel (GluonJITFunction), which has no interpreted form
-            return True
-    return False
+            return prefix
+    return None
 
 
 @contextmanager
