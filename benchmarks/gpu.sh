@@ -12,7 +12,10 @@
 # 4. where flashrnn is installed (extra: flashrnn), sweeps flashrnn-triton, FlashRNN's Triton LSTM,
 #    which cannot run on CPU (docs/foreign-targets.md). flashrnn-cuda is left out: FlashRNN compiles
 #    its CUDA kernels for every hidden size and batch size, minutes each; judge it with a few cases:
-#    gradcheck-rnn sweep -c gpu -t flashrnn-cuda -n 4.
+#    gradcheck-rnn sweep -c gpu -t flashrnn-cuda -n 4;
+# 5. where fla or mlstm_kernels is installed (extras: fla, mlstm), sweeps their Triton targets, which the
+#    CPU interpreter cannot run or runs only slowly (docs/foreign-targets.md): fla-chunk, fla-recurrent
+#    (compiled, not interpreted) and mlstm-triton, with the matrix-libs-gpu profile.
 # Uses .venv/bin/python when present (else python3, or $PYTHON) with the project and its `gpu`
 # extra installed (pip install -e '.[gpu]'); installs nothing itself. TF32 stays off unless
 # GRADCHECK_RNN_TF32=1. Exit status: 0 when every step passed, 1 when a step failed, 3 without CUDA.
@@ -44,25 +47,38 @@ s6_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTA
 slstm_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M; print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f == "slstm"))')
 
 # shellcheck disable=SC2086  # $mutants is a list of options
-step "1/4 sweep: fused-gpu and torch-native-cuda, gpu profile" \
+step "1/5 sweep: fused-gpu and torch-native-cuda, gpu profile" \
     "$PY" -m gradcheck_rnn.cli sweep -c gpu -t fused-gpu -t torch-native-cuda --report-dir "$REPORTS"
-step "1/4 sweep: fused-gpu, families profile, s6" \
+step "1/5 sweep: fused-gpu, families profile, s6" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode s6 -t fused-gpu --report-dir "$REPORTS"
-step "1/4 sweep: fused-gpu, families profile, slstm" \
+step "1/5 sweep: fused-gpu, families profile, slstm" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode slstm -t fused-gpu --report-dir "$REPORTS"
-step "2/4 fused-gpu mutants on CUDA" \
+step "2/5 fused-gpu mutants on CUDA" \
     "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
 # shellcheck disable=SC2086
-step "2/4 fused-gpu s6 mutants on CUDA, families profile" \
+step "2/5 fused-gpu s6 mutants on CUDA, families profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c families --mode s6 -n 24 $s6_mutants --report-dir "$REPORTS"
 # shellcheck disable=SC2086
-step "2/4 fused-gpu slstm mutants on CUDA, families profile" \
+step "2/5 fused-gpu slstm mutants on CUDA, families profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c families --mode slstm -n 24 $slstm_mutants --report-dir "$REPORTS"
-step "3/4 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
+step "3/5 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
 if "$PY" -c 'import flashrnn' 2>/dev/null; then
-    step "4/4 sweep: flashrnn-triton, gpu profile" \
+    step "4/5 sweep: flashrnn-triton, gpu profile" \
         "$PY" -m gradcheck_rnn.cli sweep -c gpu -t flashrnn-triton --report-dir "$REPORTS"
 else
-    echo "== 4/4 skipped: flashrnn is not installed (pip install -e '.[flashrnn]')"
+    echo "== 4/5 skipped: flashrnn is not installed (pip install -e '.[flashrnn]')"
+fi
+if "$PY" -c 'import fla' 2>/dev/null; then
+    step "5/5 sweep: fla-chunk and fla-recurrent, matrix-libs-gpu profile" \
+        "$PY" -m gradcheck_rnn.cli sweep -c matrix-libs-gpu --mode gla --mode gdn -t fla-chunk -t fla-recurrent \
+        --report-dir "$REPORTS"
+else
+    echo "== 5/5 skipped: fla is not installed (pip install -e '.[fla]')"
+fi
+if "$PY" -c 'import mlstm_kernels' 2>/dev/null; then
+    step "5/5 sweep: mlstm-triton, matrix-libs-gpu profile" \
+        "$PY" -m gradcheck_rnn.cli sweep -c matrix-libs-gpu --mode mlstm -t mlstm-triton --report-dir "$REPORTS"
+else
+    echo "== 5/5 skipped: mlstm_kernels is not installed (pip install -e '.[mlstm]')"
 fi
 exit $status

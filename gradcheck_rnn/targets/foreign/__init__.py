@@ -31,6 +31,7 @@ from ...case import Case, Outputs, RNNConfig
 from ...errors import TargetReported, UsageError
 from ...families import convention_attributes
 from . import client as protocol
+from . import triton_cpu
 
 CLIENT = Path(__file__).with_name("client.py")
 TIMEOUT_ENV = "GRADCHECK_RNN_CASE_TIMEOUT"
@@ -46,6 +47,10 @@ FOREIGN_BUILTINS: dict[str, tuple[str, str, dict[str, Any], dict[str, str]]] = {
     **{f"flashrnn-{backend}": ("flashrnn_target.py", "make_target", {"backend": backend}, {})
        for backend in ("vanilla", "fwbw", "triton", "cuda")},
     "mambapy": ("mambapy_target.py", "make_target", {}, {}),
+    **{f"fla-{kernel}": ("fla_target.py", "make_target", {"kernel": kernel}, {})
+       for kernel in ("recurrent", "chunk", "naive")},
+    **{f"mlstm-{kernel}": ("mlstm_target.py", "make_target", {"kernel": kernel}, {})
+       for kernel in ("chunkwise", "custbw", "parallel", "triton")},
 }
 
 
@@ -309,13 +314,22 @@ class InProcess:
                 setattr(self, attribute, getattr(impl, attribute))
 
     def run(self, case: Case) -> Outputs:
-        out = protocol.outputs_arrays(self.impl.run(case))
+        returned = self.impl.run(case)
+        if isinstance(returned, Outputs):  # a packed target's own Outputs, its tails included (packed.py)
+            return returned
+        out = protocol.outputs_arrays(returned)
         grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
         return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
 
 
 _FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras", "mambapy": "mambapy",
-              **{name: "flashrnn" for name in FOREIGN_BUILTINS if name.startswith("flashrnn-")}}
+              **{name: "flashrnn" for name in FOREIGN_BUILTINS if name.startswith("flashrnn-")},
+              **{name: "fla" for name in FOREIGN_BUILTINS if name.startswith("fla-")},
+              **{name: "mlstm_kernels" for name in FOREIGN_BUILTINS if name.startswith("mlstm-")}}
+
+
+# Triton libraries: imported with TRITON_INTERPRET=1 where there is no CUDA (triton_cpu.py).
+_TRITON_LIBRARIES = ("fla", "mlstm_kernels")
 
 
 def _import_error(module: str) -> str | None:
@@ -326,7 +340,10 @@ def _import_error(module: str) -> str | None:
     level = cpp_extension.level
     cpp_extension.setLevel(logging.ERROR)
     try:
-        __import__(module)
+        if module in _TRITON_LIBRARIES:  # its kernels are decorated at import: in the interpreter on CPU
+            triton_cpu.import_interpreted(module)
+        else:
+            __import__(module)
     except Exception as exc:  # not installed, or built against another numpy: both mean "not here"
         return f"{type(exc).__name__}: {exc}".splitlines()[0]
     finally:
@@ -354,7 +371,7 @@ def local_builtin(name: str) -> Any:
 
 
 # Built-in foreign targets that run on a CUDA device only (a CPU machine can only skip them).
-FOREIGN_CUDA_ONLY = ("flashrnn-triton", "flashrnn-cuda")
+FOREIGN_CUDA_ONLY = ("flashrnn-triton", "flashrnn-cuda", "fla-chunk", "mlstm-triton")
 
 
 def foreign_rows(cuda: bool) -> list[tuple[str, bool, str]]:
@@ -368,7 +385,14 @@ def foreign_rows(cuda: bool) -> list[tuple[str, bool, str]]:
              "flashrnn-fwbw": "FlashRNN's LSTM with its hand-written PyTorch backward (extra: flashrnn)",
              "flashrnn-triton": "FlashRNN's fused Triton LSTM, CUDA only (extra: flashrnn)",
              "flashrnn-cuda": "FlashRNN's CUDA kernels, compiled on first use (extra: flashrnn)",
-             "mambapy": "mambapy's Mamba selective scan (pscan) for s6 (extra: mambapy)"}
+             "mambapy": "mambapy's Mamba selective scan (pscan) for s6 (extra: mambapy)",
+             "fla-recurrent": "flash-linear-attention's fused_recurrent GLA kernel, Triton (interpreter on CPU; extra: fla)",
+             "fla-chunk": "flash-linear-attention's chunk GLA and gated delta rule kernels, CUDA only (extra: fla)",
+             "fla-naive": "flash-linear-attention's naive torch GLA and gated delta rule loops (extra: fla)",
+             "mlstm-chunkwise": "mlstm_kernels' chunkwise--native_autograd mLSTM (extra: mlstm)",
+             "mlstm-custbw": "mlstm_kernels' chunkwise--native_custbw mLSTM, hand-written backward (extra: mlstm)",
+             "mlstm-parallel": "mlstm_kernels' parallel--native_autograd mLSTM (extra: mlstm)",
+             "mlstm-triton": "mlstm_kernels' chunkwise--triton_xl_chunk mLSTM, CUDA only (extra: mlstm)"}
     rows = []
     for name, note in notes.items():
         if not cuda and name in FOREIGN_CUDA_ONLY:

@@ -1,0 +1,215 @@
+"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA and gated delta rule kernels (gla, gdn).
+
+One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
+``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
+(``chunk_gla``, ``chunk_gated_delta_rule``) and ``fla-naive`` (``naive_recurrent_gla``,
+``naive_recurrent_gated_delta_rule``: fla's own torch loops, the cross-check of this map). Read from
+fla/ops/gla/{fused_recurrent,chunk,naive}.py and fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py.
+
+The map (docs/contracts.md, the matrix-memory families), per layer, in ordinary torch ops that
+autograd differentiates (they are not what is judged): the pre-norm x / sqrt(mean(x²) + 1), q, k,
+v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B, T, H, K);
+- gla: gk = logsigmoid(W_a2 W_a1 x̂ + b_a) per key unit (B, T, NH, K), with -headdecay the head's
+  value broadcast over its K units; scale K^-1/2 (fla's default);
+- gdn: g = logsigmoid(w_a x̂ + b_a) and beta = sigmoid(w_b x̂ + b_b) per head (B, T, NH), q and k
+  L2-normalised by the kernel (``use_qk_l2norm_in_kernel=True``; fla-naive has no such switch, so
+  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2.
+The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
+((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
+
+Lengths: ``fla-recurrent`` and ``fla-chunk`` take ``cu_seqlens``, so a case whose sequences differ
+in length (or that has a packed tail, ``-tail<n>``) goes in packed (gradcheck_rnn.packed: B = 1,
+N initial states), and a case whose sequences all have the same length goes in padded, one
+(B, T, …) call: both paths are judged. ``fla-naive`` has no ``cu_seqlens``: equal lengths are one
+call each (torch_grad.py).
+
+On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
+kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
+Declined, in fla's own words: families other than gla and gdn, the gated delta rule on
+``fla-recurrent``, dtypes other than float32 (the recurrent kernels keep their state in float32,
+the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
+
+Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
+``fla-*@PYTHON`` needs gradcheck_rnn installed in that interpreter too; there the packed case is
+rebuilt from its id (the client's case has no tail), and the tail's gradients are not sent back
+(the protocol has no field for them): only an in-process fla target is judged on them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+# Loaded by file path, like the other foreign built-ins: so are the shared helpers.
+_HERE = Path(__file__).parent
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"_gradcheck_foreign_{name}", _HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+torch_grad, triton_cpu = _load("torch_grad"), _load("triton_cpu")
+
+NORM_EPS = 1.0  # the matrix families' pre-norm (docs/contracts.md)
+L2_EPS = 1e-6   # fla's l2norm, as the gdn family has it
+KERNELS = ("recurrent", "chunk", "naive")
+# What Triton 3.9's interpreter raises on fla 0.6.0's chunk kernels (docs/fla-0.6.0/refusals.py).
+INTERPRETER_REFUSES = "'int' object has no attribute 'to'"
+FLOAT32_ONLY = {
+    "recurrent": ("fla 0.6.0's fused_recurrent_gla keeps its state in float32 (\"b_h = tl.zeros([BK, BV], "
+                  "dtype=tl.float32)\") and returns a float32 final state, so a {dtype} case is not computed in {dtype}"),
+    "chunk": "fla 0.6.0's chunk kernels take a float32 state only (\"initial_state must be in float32.\"), not {dtype}",
+    "naive": ("fla 0.6.0's naive recurrences compute in float32 (\"q, k, v, gk = map(lambda x: "
+              "x.transpose(1, 2).float(), ...)\"), so a {dtype} case is not computed in {dtype}"),
+}
+NO_GDN_BACKWARD = ("fla 0.6.0's fused_recurrent_gated_delta_rule has no backward (\"Backward pass is not implemented "
+                   "yet and we do not have plans to implement it because we haven't figured out how to compute dg "
+                   "without materializing the full hidden states for all time steps.\")")
+
+
+def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
+    """One layer's q, k, v and gates in fla's layout from x (…, T, I_l): the pre-norm and the maps."""
+    import torch
+    import torch.nn.functional as F
+
+    heads, K = config.option("heads"), config.option("key_width")
+
+    def p(kind: str) -> Any:
+        return params.get(f"l{layer}.fwd.{kind}")
+
+    x = x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
+    lead = x.shape[:-1]
+    out = {"q": (x @ p("w_q").T).unflatten(-1, (heads, K)), "k": (x @ p("w_k").T).unflatten(-1, (heads, K)),
+           "v": (x @ p("w_v").T).unflatten(-1, (heads, -1))}
+    if config.mode == "gla":
+        gate = (x @ p("w_a1").T) @ p("w_a2").T + (p("b_a") if config.bias else 0)
+        out["gk"] = F.logsigmoid(gate).reshape(lead + (heads, -1)).expand(lead + (heads, K))  # -headdecay: (…, NH, 1)
+    else:
+        decay, write = x @ p("w_a").T, x @ p("w_b").T
+        if config.bias:
+            decay, write = decay + p("b_a"), write + p("b_b")
+        out["g"], out["beta"] = F.logsigmoid(decay), torch.sigmoid(write)
+    return out
+
+
+def _l2norm(a: Any) -> Any:
+    import torch
+
+    return a / torch.sqrt((a * a).sum(-1, keepdim=True) + L2_EPS)
+
+
+class FlaTarget(torch_grad.TorchGradTarget):
+    """One fla kernel form on the gla and gdn families; see the module docstring."""
+
+    def __init__(self, kernel: str = "recurrent") -> None:
+        self.kernel = kernel
+        self.name = f"fla-{kernel}"
+
+    def supports(self, config: Any) -> bool | str:
+        if config.mode not in ("gla", "gdn"):
+            return f"the fla targets judge fla's GLA and gated delta rule kernels (gla and gdn), not {config.mode}"
+        if self.kernel == "recurrent" and config.mode == "gdn":
+            return NO_GDN_BACKWARD
+        if config.dtype != "f32":
+            return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
+        if self.kernel != "naive" and triton_cpu.interpreted():
+            triton_cpu.import_interpreted("fla.ops.gla")
+            early = triton_cpu.imported_for_a_gpu("fla")
+            if early is not None:
+                return (f"{early} was imported in this process before {self.name} without TRITON_INTERPRET=1, so "
+                        f"its Triton functions were built for a GPU this machine does not have and cannot run in "
+                        f"the interpreter; set TRITON_INTERPRET=1 before the first import of {early} (a new process)")
+        if self.kernel == "chunk" and triton_cpu.interpreted():
+            import triton
+
+            return (f"fla-chunk needs a CUDA device: Triton {triton.__version__}'s CPU interpreter "
+                    f"(TRITON_INTERPRET=1) cannot run fla's chunk kernels (\"{INTERPRETER_REFUSES}\")")
+        return True
+
+    # ------------------------------------------------------------------ one kernel call
+    def _kernel(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
+        """The library's recurrence on one layer: o (B, T, NH, V), the final state (N, NH, K, V). Inside
+        the interpreter's scope on CPU, the naive loops too: a module fla imports lazily during a call
+        must be decorated for the interpreter, or a later Triton call cannot call its helpers."""
+        with triton_cpu.interpreter_call("fla"):
+            return self._call(mode, inputs, h0, cu_seqlens, inputs["q"].shape[-1] ** -0.5)
+
+    def _call(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any, scale: float) -> tuple[Any, Any]:
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        if self.kernel == "naive":
+            if mode == "gla":
+                naive = triton_cpu.import_interpreted("fla.ops.gla.naive")
+                return naive.naive_recurrent_gla(q, k, v, inputs["gk"], initial_state=h0, output_final_state=True)
+            naive = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
+            return naive.naive_recurrent_gated_delta_rule(_l2norm(q), _l2norm(k), v, inputs["beta"], inputs["g"],
+                                                          scale=scale, initial_state=h0, output_final_state=True)
+        if mode == "gla":
+            gla = triton_cpu.import_interpreted("fla.ops.gla")
+            call = gla.fused_recurrent_gla if self.kernel == "recurrent" else gla.chunk_gla
+            gate = {"gk": inputs["gk"]} if self.kernel == "recurrent" else {"g": inputs["gk"]}
+            return call(q, k, v, **gate, scale=scale, initial_state=h0, output_final_state=True, cu_seqlens=cu_seqlens)
+        gdn = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
+        return gdn.chunk_gated_delta_rule(q, k, v, g=inputs["g"], beta=inputs["beta"], scale=scale, initial_state=h0,
+                                          output_final_state=True, cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=True)
+
+    def _layers(self, case: Any, params: dict[str, Any], x: Any, h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
+        """Every layer on batch-first x (B, T, I): y (B, T, H) and hy (L, N, NH·K·V)."""
+        import torch
+
+        cfg = case.config
+        heads, K = cfg.option("heads"), cfg.option("key_width")
+        hy = []
+        for layer in range(cfg.num_layers):
+            inputs = layer_map(params, cfg, layer, x)
+            start = None if h0 is None else h0[layer].unflatten(-1, (heads, K, -1))
+            o, last = self._kernel(cfg.mode, inputs, start, cu_seqlens)
+            x = o.flatten(-2)
+            hy.append(last.flatten(-3))
+        return x, torch.stack(hy)
+
+    def forward_group(self, case: Any, params: dict[str, Any], x: Any, h0: Any, c0: Any) -> tuple[Any, Any, Any]:
+        y, hy = self._layers(case, params, x.transpose(0, 1), h0)
+        return y.transpose(0, 1), hy, None
+
+    def run(self, case: Any) -> Any:
+        lengths = [int(n) for n in case.seq_lengths]
+        if self.kernel == "naive" or (getattr(case, "tail", 0) == 0 and len(set(lengths)) == 1):
+            return super().run(case)  # one padded call per length (naive: fla has no cu_seqlens there)
+        return self._run_packed(case)
+
+    def _run_packed(self, case: Any) -> Any:
+        """The case packed through ``cu_seqlens`` (B = 1, one initial state per sequence)."""
+        import numpy as np
+        import torch
+
+        from gradcheck_rnn.case import Case
+        from gradcheck_rnn.packed import packed_inputs, packed_outputs
+
+        if not isinstance(case, Case):  # the client's plain case (NAME@PYTHON): the same case, bit for bit
+            case = Case.from_id(case.id)
+        dtype = getattr(torch, torch_grad.DTYPES[case.config.dtype])
+
+        def tensor(array: Any, name: str | None = None) -> Any:
+            if array is None:
+                return None
+            t = torch.tensor(np.asarray(array), dtype=dtype)
+            return t.requires_grad_(name in case.wants) if name else t
+
+        x_packed, dy_packed, cu_seqlens = packed_inputs(case)
+        x, h0 = tensor(x_packed, "x"), tensor(case.h0, "h0")
+        params = {k: tensor(v, k) for k, v in case.params.items()}
+        y, hy = self._layers(case, params, x, h0, torch.tensor(cu_seqlens, dtype=torch.long))
+        loss = (y * tensor(dy_packed)).sum() + (hy * tensor(case.dhy)).sum()
+        leaves = {"x": x, "h0": h0, **params}
+        requested = [(k, v) for k, v in leaves.items() if k in case.wants and v is not None]
+        grads = torch.autograd.grad(loss, [v for _, v in requested], allow_unused=True)
+        out = {k: np.zeros(v.shape) if g is None else g.detach().double().numpy() for (k, v), g in zip(requested, grads)}
+        return packed_outputs(case, y.detach().double().numpy(), hy.detach().double().numpy(), None, out)
+
+
+def make_target(kernel: str = "recurrent") -> FlaTarget:
+    return FlaTarget(kernel)

@@ -1,0 +1,151 @@
+"""The fla-* and mlstm-* targets (issue 36), in this process; skipped where fla or mlstm_kernels is
+not installed (extras ``fla`` and ``mlstm``, not in the test extra).
+
+The maps are checked both ways: the real targets pass a few cases (fla's naive torch loops
+cross-check the map that the Triton kernels share), and a planted slip of the kind a misread state
+layout or gate order produces (tests/foreign_matrix_targets.py) fails. The findings' standalone
+scripts (docs/fla-0.6.0/, docs/mlstm_kernels-2.0.6/) must still confirm what docs/findings/frameworks.md says.
+fla's Triton kernels run in Triton's interpreter on CPU (tens of seconds for a case): slow-marked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradcheck_rnn import Case
+from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.targets import resolve_target
+from gradcheck_rnn.targets.foreign import triton_cpu
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+GLA_PACKED = "gla-L1-uni-I2-H4-NH2-K2-R1-T5-B3-len5.0.3-f32-s3"  # lengths differ, one is 0: cu_seqlens
+GLA_PADDED = "gla-L2-uni-I2-H4-NH2-K3-R2-headdecay-T4-B2-len4.4-f32-s5"  # equal lengths: one (B, T) call
+GLA_TAIL = "gla-L1-uni-I2-H4-NH2-K2-R1-T5-B2-len5.3-f32-s3-tail2"
+GDN = "gdn-L1-uni-I2-H4-NH2-K2-T5-B2-len5.3-f32-s3"
+MLSTM = "mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3"  # chunks of 2 and of 1 step
+MLSTM_NO_STATE = f"{MLSTM}-z"
+
+
+def failing(result) -> set[str]:
+    return {t.name for t in result.tensors if not t.passed}
+
+
+def slip(name):
+    import foreign_matrix_targets
+
+    return getattr(foreign_matrix_targets, name)
+
+
+def installed(module: str, extra: str) -> None:
+    """Skip unless ``module`` is installed; never import it here: on CPU the targets import these
+    Triton libraries under the interpreter themselves (an import without it builds GPU kernels)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (extra: {extra})")
+
+
+@pytest.fixture(scope="module")
+def fla():
+    installed("fla", "fla")
+
+
+@pytest.fixture
+def interpreted_fla(fla):
+    """fla's Triton kernels in the interpreter: not where this test process imported Triton without
+    TRITON_INTERPRET=1 before (another test module's collection), which fla-recurrent declines."""
+    early = triton_cpu.imported_for_a_gpu("fla") if "triton" in sys.modules else None
+    if early is not None:
+        pytest.skip(f"{early} was imported in this process without TRITON_INTERPRET=1; run this file alone or "
+                    f"with TRITON_INTERPRET=1 set")
+
+
+@pytest.fixture(scope="module")
+def mlstm_kernels():
+    installed("mlstm_kernels", "mlstm")
+
+
+@pytest.mark.parametrize(("name", "case_id"), [
+    ("fla-naive", GLA_PACKED), ("fla-naive", GDN),
+    pytest.param("fla-recurrent", GLA_PACKED, marks=pytest.mark.slow),
+    pytest.param("fla-recurrent", GLA_PADDED, marks=pytest.mark.slow)])
+def test_fla_targets_pass_with_the_correct_map(fla, name, case_id, request):
+    if name == "fla-recurrent":
+        request.getfixturevalue("interpreted_fla")
+    result = judge_one(Case.from_id(case_id), resolve_target(name))
+    assert result.status == "pass", (name, case_id, result.message)
+
+
+@pytest.mark.parametrize(("name", "case_id"), [("mlstm-chunkwise", MLSTM), ("mlstm-parallel", MLSTM_NO_STATE)])
+def test_mlstm_targets_pass_with_the_correct_map(mlstm_kernels, name, case_id):
+    result = judge_one(Case.from_id(case_id), resolve_target(name))
+    assert result.status == "pass", (name, case_id, result.message)
+
+
+@pytest.mark.parametrize(("name", "case_id"), [
+    ("fla_naive_transposed_state", GDN), ("fla_naive_swapped_gate", GDN), ("fla_naive_swapped_gate", GLA_PACKED),
+    pytest.param("fla_recurrent_transposed_state", GLA_PACKED, marks=pytest.mark.slow),
+    pytest.param("fla_recurrent_swapped_gate", GLA_PACKED, marks=pytest.mark.slow)])
+def test_a_planted_slip_in_the_fla_map_is_caught(fla, name, case_id, request):
+    if name.startswith("fla_recurrent"):
+        request.getfixturevalue("interpreted_fla")
+    result = judge_one(Case.from_id(case_id), slip(name))
+    assert result.status == "fail" and {"y", "hy"} <= failing(result), (name, result.message)
+
+
+@pytest.mark.parametrize(("name", "case_id"), [
+    ("mlstm_chunkwise_transposed_state", MLSTM), ("mlstm_chunkwise_swapped_gate", MLSTM),
+    ("mlstm_parallel_swapped_gate", MLSTM_NO_STATE)])
+def test_a_planted_slip_in_the_mlstm_map_is_caught(mlstm_kernels, name, case_id):
+    result = judge_one(Case.from_id(case_id), slip(name))
+    assert result.status == "fail" and {"y", "hy"} <= failing(result), (name, result.message)
+
+
+def test_mlstm_custbw_fails_where_autograd_through_the_same_forward_passes(mlstm_kernels):
+    """native_custbw holds the denominator constant (docs/mlstm_kernels-2.0.6/custbw_denominator_constant.py):
+    its forward is right (y, hy, cy pass) and the gate gradients are not."""
+    result = judge_one(Case.from_id(MLSTM), resolve_target("mlstm-custbw"))
+    assert result.status == "fail"
+    assert {"l0.fwd.w_i", "l0.fwd.w_f"} <= failing(result) and not {"y", "hy", "cy"} & failing(result)
+
+
+def test_each_decline_says_why_in_the_librarys_words(fla, mlstm_kernels):
+    parallel = resolve_target("mlstm-parallel")
+    assert "c_initial is not supported" in parallel.supports_case(Case.from_id(MLSTM))
+    recurrent = resolve_target("fla-recurrent")
+    assert "Backward pass is not implemented" in recurrent.supports(Case.from_id(GDN).config)
+    assert "float32" in recurrent.supports(Case.from_id(GLA_PACKED.replace("-f32-", "-f64-")).config)
+    assert "mlstm" in resolve_target("mlstm-chunkwise").supports(Case.from_id(GDN).config)
+
+
+def test_fla_imported_for_a_gpu_on_a_cpu_machine_is_declined_with_the_way_out(fla):
+    """A process that imported fla without TRITON_INTERPRET=1 on CPU has GPU kernels: fla-recurrent
+    says so instead of an error row per case ("0 active drivers")."""
+    code = ("import fla, torch; from gradcheck_rnn import Case; from gradcheck_rnn.targets import resolve_target; "
+            f"print(torch.cuda.is_available(), resolve_target('fla-recurrent').supports(Case.from_id('{GLA_PACKED}').config))")
+    env = {k: v for k, v in os.environ.items() if k != triton_cpu.INTERPRET}  # fla imported as a GPU user does
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    cuda, _, answer = out.stdout.strip().rpartition("\n")[2].partition(" ")
+    assert answer == "True" if cuda == "True" else "without TRITON_INTERPRET=1" in answer, out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_fla_recurrent_leaves_the_gradients_of_a_packed_tail_unwritten(interpreted_fla):
+    """docs/fla-0.6.0/varlen_tail_unwritten.py: the tail rows' gradients are not 0."""
+    result = judge_one(Case.from_id(GLA_TAIL), resolve_target("fla-recurrent"))
+    assert result.status == "fail" and "x[tail]" in failing(result)
+
+
+@pytest.mark.parametrize(("module", "script"), [
+    ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_denominator_constant.py"),
+    pytest.param("fla", "fla-0.6.0/varlen_tail_unwritten.py", marks=pytest.mark.slow)])
+def test_the_standalone_scripts_confirm_each_finding(module, script):
+    """docs/<library>-<version>/*.py: torch and the library only, what docs/findings/frameworks.md cites."""
+    installed(module, module)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(DOCS / script)], capture_output=True, text=True, env=env, timeout=600)
+    assert "CONFIRMED" in out.stdout, out.stdout + out.stderr

@@ -1,0 +1,50 @@
+"""gradcheck_rnn/targets/foreign/triton_cpu.py: Triton's interpreter for the duration of a call
+only (issue 36): TRITON_INTERPRET and every autotuner's configurations are the user's again after."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import pytest
+
+from gradcheck_rnn.case import Outputs
+from gradcheck_rnn.targets.foreign import InProcess, triton_cpu
+
+triton = pytest.importorskip("triton")
+
+
+def _library_with_an_autotuner(name: str):
+    """A fake library module holding one jit kernel behind an autotuner of three configurations."""
+    import triton.language as tl
+
+    def kernel(x, BLOCK: tl.constexpr):
+        pass
+
+    module = types.ModuleType(name)
+    module.kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (1, 2, 4)], key=[])(triton.jit(kernel))
+    return module
+
+
+@pytest.mark.skipif(not triton_cpu.interpreted(), reason="on a CUDA machine the call is left alone")
+def test_the_interpreter_and_one_config_hold_for_the_call_only(monkeypatch):
+    module = _library_with_an_autotuner("fakelib.ops")
+    monkeypatch.setitem(sys.modules, "fakelib.ops", module)
+    monkeypatch.setenv(triton_cpu.INTERPRET, "0")
+    with triton_cpu.interpreter_call("fakelib"):
+        assert os.environ[triton_cpu.INTERPRET] == "1"
+        assert [c.kwargs["BLOCK"] for c in module.kernel.configs] == [1]
+    assert os.environ[triton_cpu.INTERPRET] == "0"
+    assert [c.kwargs["BLOCK"] for c in module.kernel.configs] == [1, 2, 4]
+
+
+def test_an_in_process_target_that_returns_outputs_keeps_its_packed_tails():
+    """A packed target's Outputs (packed.packed_outputs) reach the judge with the tail rows of dx."""
+    class Packed:
+        name = "packed"
+
+        def run(self, case):
+            return Outputs(y=[[0.0]], hy=[[0.0]], grads={"x": [[0.0]]}, tails={"x": [[1.0]]})
+
+    assert InProcess(Packed()).run(None).tails == {"x": [[1.0]]}
