@@ -15,7 +15,6 @@ from gradcheck_rnn import Case, RNNConfig, families
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import GATE_NAMES
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn import families
 from gradcheck_rnn.families import CUDNN_MODES, family, modes, register
 from gradcheck_rnn.layout import param_shapes
 

@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the s6, slstm and gla bugs with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn) with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -27,6 +27,7 @@ from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.gdn_cpu import Layer as GDNLayer
+from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
 from ..packed import PackedAdapter
@@ -519,6 +520,35 @@ class GDNPaddedGateGrad:
         return d_log_decay, d_beta * mask
 
 
+class MLSTMChunkStatesWrongSize:
+    """mlstm: the backward reads the chunk-boundary states as if the forward had stored one every 2c steps, not every c (NX-AI/mlstm_kernels PR #10: chunk_size_inter ≠ chunk_size_intra).
+
+    The backward of chunk j (time j·c) reads stored state j·c / c' = j // 2: from the second
+    chunk on it recomputes its outputs, and carries its state gradient, from states the forward
+    never had there, so dq, dk, dv, the gates' and the state gradients are all wrong. A case of
+    one chunk reads its end state at boundary 0, which only a head gradient on hy or cy weighs:
+    without one (``-gy``) it hides."""
+
+    def boundary_states(self, layer: MLSTMLayer) -> MLSTMStates:
+        states = super().boundary_states(layer)
+        read = torch.arange(states.m.shape[2], device=states.m.device) // 2
+        return MLSTMStates(states.C[:, :, read], states.n[:, :, read], states.m[:, :, read])
+
+
+class MLSTMNormalizerGradNotCarried:
+    """mlstm: the normaliser's gradient dn is not carried across a chunk boundary, dC and dm are (a carry dropped in a hand-written chunkwise backward, the class of proger/accelerated-scan #15).
+
+    n reaches a loss through h only where |nᵀq̃| wins the denominator over exp(−m), and through a
+    head gradient on cy; inside a chunk the gradient is right, so a case of one chunk shows it
+    only in dc0 (cy's dn never reaches n0) and, without a head gradient on cy, hides; under
+    -strongdecay the dropped carry is e^−4 smaller each step and can hide too."""
+
+    def carry_grad(self, starts: MLSTMStates, intra: MLSTMIntra, j: int, dC: Tensor, dn: Tensor,
+                   dm: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        dC0, dn0, dm0 = super().carry_grad(starts, intra, j, dC, dn, dm)
+        return dC0, torch.zeros_like(dn0), dm0
+
+
 class ScopedMutant:
     """A mutant judged only on the cases of the families its bug lives in: on any other case it is
     a skip with ``reason``, at no kernel run (a kernel bug of cuDNN's cells says nothing about an
@@ -557,8 +587,9 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
-# ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`FAMILY_PROFILE`,
-# configs/families.toml, which draws s6 and slstm) and the cuDNN mutants on the ci profile's, in one
+# ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
+# configs/families.toml for s6 and slstm, configs/matrix.toml for mlstm, gla and gdn) and the cuDNN
+# mutants on the ci profile's, in one
 # run (gradcheck_rnn/detection.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
 FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
@@ -574,49 +605,14 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     # gla (kernels/gla_cpu.py), home profile "matrix"
     "gla-key-block-mask": ("gla", GLAKeyBlockMask),
     "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
+    # mlstm (kernels/mlstm_cpu.py), home profile "matrix"
+    "mlstm-chunk-states-wrong-size": ("mlstm", MLSTMChunkStatesWrongSize),
+    "mlstm-normalizer-grad-not-carried": ("mlstm", MLSTMNormalizerGradNotCarried),
     # gdn (kernels/gdn_cpu.py), home profile "matrix"
     "gdn-state-grad-no-householder": ("gdn", GDNStateGradNoHouseholder),
     "gdn-sequence-start-gate-grad": ("gdn", GDNSequenceStartGateGrad),
     "gdn-padded-gate-grad": ("gdn", GDNPaddedGateGrad),
 }
-
-# ---- mlstm: bugs of the chunkwise mLSTM kernel (kernels/mlstm_cpu.py), judged on the matrix profile
-from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates  # noqa: E402
-
-
-class MLSTMChunkStatesWrongSize:
-    """mlstm: the backward reads the chunk-boundary states as if the forward had stored one every 2c steps, not every c (NX-AI/mlstm_kernels PR #10: chunk_size_inter ≠ chunk_size_intra).
-
-    The backward of chunk j (time j·c) reads stored state j·c / c' = j // 2: from the second
-    chunk on it recomputes its outputs, and carries its state gradient, from states the forward
-    never had there, so dq, dk, dv, the gates' and the state gradients are all wrong. A case of
-    one chunk reads its end state at boundary 0, which only a head gradient on hy or cy weighs:
-    without one (``-gy``) it hides."""
-
-    def boundary_states(self, layer: MLSTMLayer) -> MLSTMStates:
-        states = super().boundary_states(layer)
-        read = torch.arange(states.m.shape[2], device=states.m.device) // 2
-        return MLSTMStates(states.C[:, :, read], states.n[:, :, read], states.m[:, :, read])
-
-
-class MLSTMNormalizerGradNotCarried:
-    """mlstm: the normaliser's gradient dn is not carried across a chunk boundary, dC and dm are (a carry dropped in a hand-written chunkwise backward, the class of proger/accelerated-scan #15).
-
-    n reaches a loss through h only where |nᵀq̃| wins the denominator over exp(−m), and through a
-    head gradient on cy; inside a chunk the gradient is right, so a case of one chunk shows it
-    only in dc0 (cy's dn never reaches n0) and, without a head gradient on cy, hides; under
-    -strongdecay the dropped carry is e^−4 smaller each step and can hide too."""
-
-    def carry_grad(self, starts: MLSTMStates, intra: MLSTMIntra, j: int, dC: Tensor, dn: Tensor,
-                   dm: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        dC0, dn0, dm0 = super().carry_grad(starts, intra, j, dC, dn, dm)
-        return dC0, torch.zeros_like(dn0), dm0
-
-
-FAMILY_MUTANTS.update({
-    "mlstm-chunk-states-wrong-size": ("mlstm", MLSTMChunkStatesWrongSize),
-    "mlstm-normalizer-grad-not-carried": ("mlstm", MLSTMNormalizerGradNotCarried),
-})
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
