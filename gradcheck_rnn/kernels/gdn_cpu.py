@@ -48,7 +48,7 @@ from torch import Tensor
 from ..case import RNNConfig
 from ..families.gdn import L2_EPS
 from ..families.matrix import NORM_EPS
-from .layer_stack import LayerStackKernel
+from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
 
 DEFAULT_CHUNK = 4
 MAPS = ("w_q", "w_k", "w_v", "w_a", "w_b")  # the rows of the one input GEMM, in this order
@@ -134,8 +134,7 @@ class GDNCPUKernel(LayerStackKernel):
         T, B = x.shape[:2]
         c = self.chunk
         x = x * mask
-        rms = torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
-        x = x / rms
+        x, rms = pre_norm(x, NORM_EPS)
         proj = x @ torch.cat([p[kind] for kind in MAPS]).T
         q, k, v, decay_pre, write = proj.split([NH * K, NH * K, NH * V, NH, NH], dim=-1)
         if "b_a" in p:
@@ -252,7 +251,7 @@ class GDNCPUKernel(LayerStackKernel):
         dx = None
         if need_x:
             dx_hat = d_proj @ torch.cat([p[kind] for kind in MAPS])
-            dx = (dx_hat - layer.x * (layer.x * dx_hat).mean(-1, keepdim=True)) / layer.rms * mask
+            dx = pre_norm_backward(layer.x, layer.rms, dx_hat, mask)
         grads: dict[str, Tensor] = {}
         if need_weights:
             rows = T * B

@@ -42,7 +42,7 @@ from torch import Tensor
 
 from ..case import RNNConfig
 from ..families.matrix import NORM_EPS
-from .layer_stack import LayerStackKernel
+from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
 
 DEFAULT_CHUNK = 4
 DEFAULT_KEY_BLOCK = 2  # smaller than most drawn K (1..4), so a partial last block is common
@@ -97,8 +97,7 @@ class GLACPUKernel(LayerStackKernel):
         NH, K, V = cfg.family.sizes(cfg)
         T, B = x.shape[:2]
         x = x * mask
-        rms = torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
-        x = x / rms
+        x, rms = pre_norm(x, NORM_EPS)
         q, k, v = ((x @ p[w].T).reshape(T, B, NH, -1) for w in ("w_q", "w_k", "w_v"))
         low = x @ p["w_a1"].T
         gate = low @ p["w_a2"].T
@@ -180,7 +179,7 @@ class GLACPUKernel(LayerStackKernel):
         grads: dict[str, Tensor] = {}
         if need_x:
             dx_hat = sum(d @ p[w] for w, d in d_maps.items()) + d_low @ p["w_a1"]
-            dx = (dx_hat - layer.x * (layer.x * dx_hat).mean(-1, keepdim=True)) / layer.rms * mask
+            dx = pre_norm_backward(layer.x, layer.rms, dx_hat, mask)
         if need_weights:
             rows = T * B
             x = layer.x.reshape(rows, -1)

@@ -67,3 +67,16 @@ class LayerStackKernel:
         if "h0" in case.wants:
             grads["h0"] = torch.stack(dh0[::-1])
         return Outputs(y=inp, hy=torch.stack(finals), grads={k: v for k, v in grads.items() if k in case.wants})
+
+
+def pre_norm(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """x̂ = x / r with r = sqrt(mean(x²) + eps) over the features, and r: the RMS pre-norm that
+    s6 and the matrix families put before a layer's maps (its ``NORM_EPS``)."""
+    rms = torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+    return x / rms, rms
+
+
+def pre_norm_backward(x_hat: Tensor, rms: Tensor, dx_hat: Tensor, mask: Tensor) -> Tensor:
+    """The gradient of the layer input from that of x̂ (:func:`pre_norm`): (dx̂ − x̂·mean(x̂ ⊙ dx̂)) / r,
+    0 at padded steps."""
+    return (dx_hat - x_hat * (x_hat * dx_hat).mean(-1, keepdim=True)) / rms * mask

@@ -53,6 +53,7 @@ from ..case import Case, Outputs, RNNConfig
 from ..families.matrix import NORM_EPS
 from ..families.mlstm import EPS
 from ..layout import param_key
+from .layer_stack import pre_norm, pre_norm_backward
 
 DEFAULT_CHUNK = 4
 MAPS = ("w_q", "w_k", "w_v", "w_i", "w_f")  # the layer's maps from x̂, stacked into one GEMM
@@ -163,8 +164,7 @@ class MLSTMCPUKernel:
         NH, K, V = cfg.family.sizes(cfg)
         T, B = x.shape[:2]
         x = x * mask
-        rms = torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
-        x = x / rms
+        x, rms = pre_norm(x, NORM_EPS)
         q, k, v, gate_i, gate_f = (x @ torch.cat([p[kind] for kind in MAPS]).T).split(
             [NH * K, NH * K, NH * V, NH, NH], -1)
         if "b_i" in p:
@@ -268,7 +268,7 @@ class MLSTMCPUKernel:
         dx = None
         if need_x:
             dx_hat = d_pre @ torch.cat([p[kind] for kind in MAPS])
-            dx = (dx_hat - layer.x * (layer.x * dx_hat).mean(-1, keepdim=True)) / layer.rms * mask
+            dx = pre_norm_backward(layer.x, layer.rms, dx_hat, mask)
         grads: dict[str, Tensor] = {}
         if need_weights:
             rows = T * B

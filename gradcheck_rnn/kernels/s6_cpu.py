@@ -38,7 +38,7 @@ from torch import Tensor
 
 from ..case import RNNConfig
 from ..families.s6 import NORM_EPS
-from .layer_stack import LayerStackKernel
+from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
 
 DEFAULT_CHUNK = 4
 
@@ -126,8 +126,7 @@ class S6CPUKernel(LayerStackKernel):
         H, N, R = cfg.hidden_size, cfg.option("state_dim"), cfg.option("dt_rank")
         T, B = x.shape[:2]
         x = x * mask
-        rms = torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
-        x = x / rms
+        x, rms = pre_norm(x, NORM_EPS)
         uz = x @ p["w_in"].T
         u, z = uz[..., :H], (uz[..., H:] if cfg.option("gated") else None)
         proj = u @ p["w_x"].T
@@ -188,7 +187,7 @@ class S6CPUKernel(LayerStackKernel):
         dx = None
         if need_x:
             dx_hat = duz @ p["w_in"]
-            dx = (dx_hat - layer.x * (layer.x * dx_hat).mean(-1, keepdim=True)) / layer.rms * mask
+            dx = pre_norm_backward(layer.x, layer.rms, dx_hat, mask)
         grads: dict[str, Tensor] = {}
         if need_weights:
             rows = T * B
