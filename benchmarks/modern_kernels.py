@@ -1,5 +1,7 @@
 """Forward + backward time of the project's fused-cpu kernels against real implementations, side by side:
-s6 against mambapy's pscan, slstm against FlashRNN's vanilla backend (and its vanilla_fwbw).
+s6 against mambapy's pscan, slstm against FlashRNN's vanilla backend (and its vanilla_fwbw), gla and
+gdn against flash-linear-attention's naive recurrences, mlstm against mlstm_kernels' native chunkwise
+backends (autograd and hand-written backward; the extras ``fla`` and ``mlstm``).
 
     .venv/bin/python benchmarks/modern_kernels.py                 # both tables
     .venv/bin/python benchmarks/modern_kernels.py --quick         # fewer rows and repeats
@@ -43,6 +45,19 @@ FAMILIES = {
     "slstm": (("flashrnn-vanilla", "flashrnn-fwbw"),
               [f"slstm-L{L}-uni-I{I}-H{H}{f'-NH{NH}' if NH > 1 else ''}-T{T}-B{B}" for L, I, H, NH, T, B in
                ((1, 16, 16, 1, 64, 4), (1, 64, 64, 4, 128, 8), (2, 64, 64, 4, 128, 8), (1, 64, 64, 4, 512, 4))]),
+    # the matrix-memory families against the CPU implementations a user would run otherwise:
+    # flash-linear-attention's naive torch recurrences (its fused_recurrent and chunk kernels are
+    # Triton, CPU only through the interpreter) and mlstm_kernels' native chunkwise backends
+    "gla": (("fla-naive",), [f"gla-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-R4-T{T}-B{B}" for L, I, H, NH, K, T, B in
+                             ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
+                              (1, 64, 64, 4, 16, 1024, 4))]),
+    "gdn": (("fla-naive",), [f"gdn-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
+                             ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
+                              (1, 64, 64, 4, 16, 1024, 4))]),
+    "mlstm": (("mlstm-chunkwise", "mlstm-custbw"),
+              [f"mlstm-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
+               ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
+                (1, 64, 64, 4, 16, 1024, 4))]),
 }
 
 
