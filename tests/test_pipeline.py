@@ -72,7 +72,7 @@ def test_the_header_names_the_executor_and_the_built_ins_a_default_sweep_leaves_
     header = " ".join(default.output.split("\n\n")[0].split())
     assert "judging 1 case × fused-cpu, torch-native in 1 worker process (" in header, default.output
     # CUDA-only foreign built-ins are "no CUDA device" on a CPU machine, never "installed: name them"
-    assert ("left out: torch-native-cuda, fused-gpu, flashrnn-triton, flashrnn-cuda (no CUDA device)" in header
+    assert ("left out: torch-native-cuda, fused-gpu, flashrnn-triton, flashrnn-cuda, fla-chunk, mlstm-triton (no CUDA device)" in header
             and "keras" in header), header
     named = runner.invoke(main, ["sweep", "-n", "1", "-t", "fused-cpu", "--in-process", "--report-dir",
                                  str(tmp_path)], catch_exceptions=False)

@@ -4,9 +4,12 @@ Worker processes and the Dask cluster cost seconds to start (torch and jax in ea
 tests judge few cases; what they pin is that every executor gives the rows of a serial run.
 """
 
+import importlib
 import json
 import os
 import pickle
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,6 @@ from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.checks import ALL_CHECKS
 from gradcheck_rnn.run import Execution, RunSpec, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_rows
-from gradcheck_rnn.run import preload
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.tolerances import Tolerances
@@ -137,6 +139,14 @@ def test_dask_chunks_read_the_jobs_lazily_a_window_at_a_time():
 
 
 def test_workers_load_their_libraries_on_one_thread_each_and_keep_the_user_s_environment(monkeypatch):
+    # importing the fork server's module runs its preload here: it ignores SIGINT and joins
+    # sys.modules, both undone so that this process stays as the tests that follow expect it
+    handler = signal.getsignal(signal.SIGINT)
+    monkeypatch.delitem(sys.modules, "gradcheck_rnn.run.preload", raising=False)
+    try:
+        preload = importlib.import_module("gradcheck_rnn.run.preload")
+    finally:
+        signal.signal(signal.SIGINT, handler)
     monkeypatch.delenv("GRADCHECK_RNN_TORCH_THREADS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)

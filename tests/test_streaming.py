@@ -41,6 +41,7 @@ def row(index: int, target: str, status: str = "pass") -> CaseResult:
 def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_current_environment(monkeypatch):
     monkeypatch.syspath_prepend(str(TESTS))
     monkeypatch.setenv("GRADCHECK_RNN_PROBE", "set-after-the-server-started")
+    preloaded_here = "gradcheck_rnn.run.preload" in sys.modules  # by another test of this process, if any
     setup = WorkerSetup(("probe_targets:reports_its_process",), Tolerances(), ("reference",),
                         tuple(p for p in sys.path if p))
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
@@ -54,7 +55,7 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
     assert all(s["torch_threads"] == "1" and s["omp"] == user_omp for s in seen), seen
     assert all(s["marker"] == "set-after-the-server-started" for s in seen), seen
     assert all(s["main"] == "None" for s in seen), seen  # the supervisor's __main__ is not re-run
-    assert "gradcheck_rnn.run.preload" not in sys.modules  # the heavy imports happen in the server only
+    assert ("gradcheck_rnn.run.preload" in sys.modules) == preloaded_here  # the heavy imports happen in the server only
 
 
 def test_the_command_starts_the_fork_server_before_its_own_torch_import(monkeypatch):

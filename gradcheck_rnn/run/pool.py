@@ -119,7 +119,7 @@ def start_fork_server() -> None:
 @contextlib.contextmanager
 def interrupts_held() -> Iterator[None]:
     """Block SIGINT in this thread while a child process is made, so that the child starts with it
-    blocked until it ignores it (:func:`.worker.ignore_interrupts`): a Ctrl-C during the child's
+    blocked until it ignores it (:func:`.interrupts.ignore_interrupts`): a Ctrl-C during the child's
     imports then prints no traceback there. Here it is only held: it arrives when this ends."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:

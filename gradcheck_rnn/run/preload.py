@@ -6,7 +6,7 @@ server is a fresh interpreter (``multiprocessing``'s forkserver), so it never ra
 or XLA computation and holds none of their thread pools: forking it is safe, unlike forking the
 supervisor (which may have judged cases itself, e.g. in a test process).
 
-The server ignores SIGINT from the start (:func:`~gradcheck_rnn.run.worker.ignore_interrupts`;
+The server ignores SIGINT from the start (:func:`~gradcheck_rnn.run.interrupts.ignore_interrupts`;
 ``multiprocessing`` itself ignores it only after the preload): a Ctrl-C during these imports is the
 supervisor's to report, in one line, and must not print this process's KeyboardInterrupt traceback.
 
@@ -38,7 +38,7 @@ def preload() -> list[str]:
     A module that fails here is left to the worker, which imports it again and reports the error
     as a worker that cannot set up its targets (one sentence, exit 2) instead of a silent server.
     """
-    from .worker import ignore_interrupts
+    from .interrupts import ignore_interrupts
 
     ignore_interrupts()
     saved = dict(os.environ)  # jax's import sets variables of its own too (TF_CPP_MIN_LOG_LEVEL)

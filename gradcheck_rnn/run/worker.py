@@ -18,17 +18,18 @@ A worker ignores SIGINT: Ctrl-C reaches every process of the terminal's group, a
 supervisor's to act on (it stops the workers and publishes what was judged). The supervisor makes
 every child (the fork server, an exec'd worker) with SIGINT blocked, so that a Ctrl-C during the
 child's start-up (seconds of torch and jax imports) cannot raise a KeyboardInterrupt there and
-print its traceback; the child ignores SIGINT, then unblocks it (:func:`ignore_interrupts`).
+print its traceback; the child ignores SIGINT, then unblocks it (:func:`~gradcheck_rnn.run.interrupts.ignore_interrupts`).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
+
+from .interrupts import ignore_interrupts
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,6 @@ def serve(conn: Connection) -> None:
             # a passing row's ratio maps are not wanted (less to send), and its results.jsonl line
             # is made here, on this worker's core instead of the supervisor's
             conn.send(("row", index, with_stored_line(slim(row))))
-
-
-def ignore_interrupts() -> None:
-    """Ignore SIGINT in this child process, then unblock it (the supervisor made this process with
-    it blocked: a Ctrl-C pending since then is discarded, never raised)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def forked_main(conn: Connection, environ: dict[str, str]) -> None:
