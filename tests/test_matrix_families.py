@@ -111,12 +111,13 @@ def test_the_matrix_profile_draws_every_family_option_and_regime():
 
 
 @pytest.mark.slow
-def test_loop_and_jax_agree_on_300_cases_of_each_matrix_family():
+def test_loop_and_jax_agree_on_100_cases_of_each_matrix_family():
+    """Every gradient requested; the soak (docs/findings/soak.md) measures the same at 2,000 a family."""
     from gradcheck_rnn.context import CaseContext
 
     for mode in ("mlstm", "gla", "gdn"):
         profile = dataclasses.replace(load_profile("matrix"), modes={mode: 1.0}, wants={"all": 1.0})
-        for case in draw_cases(profile, 2026, 300):
+        for case in draw_cases(profile, 2026, 100):
             assert CaseContext(case).disagreement is None, case.id
 
 
