@@ -48,7 +48,7 @@ from torch import Tensor
 from ..case import RNNConfig
 from ..families.gdn import L2_EPS
 from ..families.matrix import NORM_EPS
-from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
+from .layer_stack import LayerStackKernel, pre_norm, stacked_maps_backward
 
 DEFAULT_CHUNK = 4
 MAPS = ("w_q", "w_k", "w_v", "w_a", "w_b")  # the rows of the one input GEMM, in this order
@@ -248,15 +248,7 @@ class GDNCPUKernel(LayerStackKernel):
         d_proj = torch.cat([l2_normalise_backward(layer.q_unit, layer.q_norm, from_chunks(d_q, T)).reshape(T, B, -1),
                             l2_normalise_backward(layer.k_unit, layer.k_norm, from_chunks(d_k, T)).reshape(T, B, -1),
                             from_chunks(d_v, T).reshape(T, B, -1), d_decay_pre, d_write], dim=-1)
-        dx = None
-        if need_x:
-            dx_hat = d_proj @ torch.cat([p[kind] for kind in MAPS])
-            dx = pre_norm_backward(layer.x, layer.rms, dx_hat, mask)
-        grads: dict[str, Tensor] = {}
-        if need_weights:
-            rows = T * B
-            d_maps = d_proj.reshape(rows, -1).T @ layer.x.reshape(rows, -1)
-            grads.update(zip(MAPS, d_maps.split([NH * K, NH * K, NH * V, NH, NH])))
-            if "b_a" in p:
-                grads["b_a"], grads["b_b"] = d_decay_pre.sum((0, 1)), d_write.sum((0, 1))
+        dx, grads = stacked_maps_backward(layer.x, layer.rms, mask, d_proj, p, MAPS, need_x, need_weights)
+        if need_weights and "b_a" in p:
+            grads["b_a"], grads["b_b"] = d_decay_pre.sum((0, 1)), d_write.sum((0, 1))
         return dx, dh0.reshape(B, NH * K * V), grads

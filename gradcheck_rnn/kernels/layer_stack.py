@@ -80,3 +80,17 @@ def pre_norm_backward(x_hat: Tensor, rms: Tensor, dx_hat: Tensor, mask: Tensor) 
     """The gradient of the layer input from that of x̂ (:func:`pre_norm`): (dx̂ − x̂·mean(x̂ ⊙ dx̂)) / r,
     0 at padded steps."""
     return (dx_hat - x_hat * (x_hat * dx_hat).mean(-1, keepdim=True)) / rms * mask
+
+
+def stacked_maps_backward(x_hat: Tensor, rms: Tensor, mask: Tensor, d_proj: Tensor, p: Mapping[str, Tensor],
+                          kinds: tuple[str, ...], need_x: bool, need_weights: bool) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """The backward of a layer's maps stacked into one GEMM, proj = x̂ @ [W_1; W_2; …]ᵀ after
+    :func:`pre_norm`: the layer input's gradient (None unless ``need_x``) and, when
+    ``need_weights``, each map's gradient by kind (one GEMM over all T·B rows, split by rows)."""
+    dx = pre_norm_backward(x_hat, rms, d_proj @ torch.cat([p[kind] for kind in kinds]), mask) if need_x else None
+    grads: dict[str, Tensor] = {}
+    if need_weights:
+        rows = x_hat.shape[0] * x_hat.shape[1]
+        d_maps = d_proj.reshape(rows, -1).T @ x_hat.reshape(rows, -1)
+        grads.update(zip(kinds, d_maps.split([p[kind].shape[0] for kind in kinds])))
+    return dx, grads

@@ -53,7 +53,7 @@ from ..case import Case, Outputs, RNNConfig
 from ..families.matrix import NORM_EPS
 from ..families.mlstm import EPS
 from ..layout import param_key
-from .layer_stack import pre_norm, pre_norm_backward
+from .layer_stack import pre_norm, stacked_maps_backward
 
 DEFAULT_CHUNK = 4
 MAPS = ("w_q", "w_k", "w_v", "w_i", "w_f")  # the layer's maps from x̂, stacked into one GEMM
@@ -265,17 +265,9 @@ class MLSTMCPUKernel:
         d_pre = torch.cat([from_chunks(dq, T).reshape(T, B, NH * K) / math.sqrt(K),
                            from_chunks(dk, T).reshape(T, B, NH * K), from_chunks(dv, T).reshape(T, B, NH * V),
                            from_chunks(d_i, T), from_chunks(d_f, T)], -1)
-        dx = None
-        if need_x:
-            dx_hat = d_pre @ torch.cat([p[kind] for kind in MAPS])
-            dx = pre_norm_backward(layer.x, layer.rms, dx_hat, mask)
-        grads: dict[str, Tensor] = {}
-        if need_weights:
-            rows = T * B
-            d_w = d_pre.reshape(rows, -1).T @ layer.x.reshape(rows, -1)
-            grads.update(zip(MAPS, d_w.split([NH * K, NH * K, NH * V, NH, NH])))
-            if "b_i" in p:
-                grads["b_i"], grads["b_f"] = from_chunks(d_i, T).sum((0, 1)), from_chunks(d_f, T).sum((0, 1))
+        dx, grads = stacked_maps_backward(layer.x, layer.rms, mask, d_pre, p, MAPS, need_x, need_weights)
+        if need_weights and "b_i" in p:
+            grads["b_i"], grads["b_f"] = from_chunks(d_i, T).sum((0, 1)), from_chunks(d_f, T).sum((0, 1))
         dc0 = torch.cat([grad[1].reshape(B, NH * K), grad[2]], -1)
         return dx, grad[0].reshape(B, NH * K * V), dc0, grads
 
