@@ -1,9 +1,10 @@
-"""The stack of layers that a family kernel with one state tensor per layer runs: the layers'
-forwards from the bottom, their backwards from the top, only the requested gradients.
+"""The stack of layers that a family kernel runs: the layers' forwards from the bottom, their
+backwards from the top, only the requested gradients.
 
-Shared by the kernels whose family runs forward in time only and keeps its whole state in h0 / hy
-(``s6``: :mod:`.s6_cpu`, ``gla``: :mod:`.gla_cpu`,
-``gdn``: :mod:`.gdn_cpu`); each gives the two per-layer stages."""
+Shared by the kernels whose family runs forward in time only (``s6``: :mod:`.s6_cpu`, ``gla``:
+:mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``mlstm``: :mod:`.mlstm_cpu`); each gives the two
+per-layer stages. A layer's states are h, and c for a family with a cell state (mLSTM's [n | m]):
+the stages take and give one tensor per state, in that order."""
 
 from __future__ import annotations
 
@@ -18,20 +19,21 @@ from ..layout import param_key
 
 
 class LayerStackKernel:
-    """:meth:`run` over a subclass's ``layer_forward`` and ``layer_backward``:
+    """:meth:`run` over a subclass's ``layer_forward`` and ``layer_backward`` (``c0``, ``cy``, ``dcy``
+    and ``dc0`` only for a family with a cell state):
 
-    * ``layer_forward(cfg, p, x, mask, h0, index) -> (y, hy, saved)``: the layer's output (T, B, ·),
-      masked, its final state (B, h_size), and what its backward needs;
-    * ``layer_backward(cfg, p, saved, mask, dy, dhy, need_weights, need_x) -> (dx, dh0, grads)``:
-      dx (None unless ``need_x``), dh0 and, when ``need_weights``, the layer's parameter gradients
-      by kind."""
+    * ``layer_forward(cfg, p, x, mask, h0[, c0], index) -> (y, hy[, cy], saved)``: the layer's output
+      (T, B, ·), masked, its final states (B, h_size[, c_size]), and what its backward needs;
+    * ``layer_backward(cfg, p, saved, mask, dy, dhy[, dcy], need_weights, need_x) -> (dx, dh0[, dc0],
+      grads)``: dx (None unless ``need_x``), the initial states' gradients and, when
+      ``need_weights``, the layer's parameter gradients by kind."""
 
-    def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
-                      index: int) -> tuple[Tensor, Tensor, Any]:
+    def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor,
+                      *states_and_index: Any) -> tuple[Any, ...]:
         raise NotImplementedError  # pragma: no cover - every kernel defines it
 
     def layer_backward(self, cfg: RNNConfig, p: Mapping[str, Tensor], saved: Any, mask: Tensor, dy: Tensor,
-                       dhy: Tensor, need_weights: bool, need_x: bool) -> tuple[Tensor | None, Tensor, dict[str, Tensor]]:
+                       *heads_and_flags: Any) -> tuple[Any, ...]:
         raise NotImplementedError  # pragma: no cover - every kernel defines it
 
     def run(self, case: Case, dtype: torch.dtype, device: str = "cpu") -> Outputs:
@@ -42,32 +44,40 @@ class LayerStackKernel:
         def tensor(a: np.ndarray) -> Tensor:
             return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
 
+        # (name, initial value, head gradient) of each state tensor: h, and c where the family has one
+        names = ("h0", "c0") if cfg.has_cell_state else ("h0",)
+        widths = {"h0": cfg.h_size, "c0": cfg.c_size}
+        initial = [tensor(getattr(case, n)) if getattr(case, n) is not None
+                   else torch.zeros(L, B, widths[n], dtype=dtype, device=device) for n in names]
+        heads = [tensor(case.dhy)] + ([tensor(case.dcy)] if cfg.has_cell_state else [])
         lengths = torch.from_numpy(case.seq_lengths).to(device)
         mask = (torch.arange(T, device=device)[:, None] < lengths[None, :]).to(dtype)[..., None]
         units = [{k: tensor(case.params[param_key(layer, "fwd", k)]) for k in cfg.family.unit_shapes(cfg, layer)}
                  for layer in range(L)]
-        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L, B, cfg.h_size, dtype=dtype, device=device)
         with torch.no_grad():
             inp, finals, layers = tensor(case.x), [], []
             for layer in range(L):
-                inp, hy, state = self.layer_forward(cfg, units[layer], inp, mask, h0[layer], layer)
-                finals.append(hy)
+                inp, *final, state = self.layer_forward(cfg, units[layer], inp, mask,
+                                                        *(s[layer] for s in initial), layer)
+                finals.append(final)
                 layers.append(state)
             need_weights = any(k in case.wants for k in case.params)
             grads: dict[str, Tensor] = {}
-            dy, dhy, dh0 = tensor(case.dy), tensor(case.dhy), []
+            dy, starts = tensor(case.dy), []
             for layer in reversed(range(L)):
                 need_x = layer > 0 or "x" in case.wants
-                dy, dh0_l, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy, dhy[layer],
-                                                            need_weights, need_x)
-                dh0.append(dh0_l)
+                dy, *start, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy,
+                                                             *(h[layer] for h in heads), need_weights, need_x)
+                starts.append(start)
                 grads.update({param_key(layer, "fwd", k): v for k, v in unit_grads.items()})
         if "x" in case.wants:
             grads["x"] = dy
-        if "h0" in case.wants:
-            grads["h0"] = torch.stack(dh0[::-1])
-        return Outputs(y=inp, hy=torch.stack(finals), grads={k: v for k, v in grads.items() if k in case.wants})
-
+        for i, name in enumerate(names):
+            if name in case.wants:
+                grads[name] = torch.stack([start[i] for start in starts[::-1]])
+        hy, *cy = (torch.stack([final[i] for final in finals]) for i in range(len(names)))
+        return Outputs(y=inp, hy=hy, cy=cy[0] if cy else None,
+                       grads={k: v for k, v in grads.items() if k in case.wants})
 
 def pre_norm(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """x̂ = x / r with r = sqrt(mean(x²) + eps) over the features, and r: the RMS pre-norm that

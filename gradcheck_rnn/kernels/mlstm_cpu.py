@@ -45,15 +45,13 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
+from ..case import RNNConfig
 from ..families.matrix import NORM_EPS
 from ..families.mlstm import EPS
-from ..layout import param_key
-from .layer_stack import pre_norm, stacked_maps_backward
+from .layer_stack import LayerStackKernel, pre_norm, stacked_maps_backward
 
 DEFAULT_CHUNK = 4
 MAPS = ("w_q", "w_k", "w_v", "w_i", "w_f")  # the layer's maps from x̂, stacked into one GEMM
@@ -119,7 +117,7 @@ class Intra:
     h: Tensor           # (..., c, V), the outputs
 
 
-class MLSTMCPUKernel:
+class MLSTMCPUKernel(LayerStackKernel):
     """The chunkwise mLSTM kernel (see the module docstring); subclass and override one stage to mutate."""
 
     def __init__(self, chunk: int = DEFAULT_CHUNK) -> None:
@@ -159,7 +157,7 @@ class MLSTMCPUKernel:
         return Intra(m0 >= layer.a_max, g, D, P, Cq, nq, d, e, den, h)
 
     def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
-                      c0: Tensor) -> tuple[Tensor, Tensor, Tensor, Layer]:
+                      c0: Tensor, index: int) -> tuple[Tensor, Tensor, Tensor, Layer]:
         """y (T, B, H), hy (B, NH·K·V), cy (B, NH·K + NH) and what the backward keeps."""
         NH, K, V = cfg.family.sizes(cfg)
         T, B = x.shape[:2]
@@ -271,43 +269,3 @@ class MLSTMCPUKernel:
         dc0 = torch.cat([grad[1].reshape(B, NH * K), grad[2]], -1)
         return dx, grad[0].reshape(B, NH * K * V), dc0, grads
 
-    # ------------------------------------------------------------------ the whole stack
-    def run(self, case: Case, dtype: torch.dtype, device: str = "cpu") -> Outputs:
-        """Forward and the requested gradients of a case, computed in ``dtype`` on ``device``."""
-        cfg = case.config
-        T, B, L = cfg.max_len, cfg.batch_size, cfg.num_layers
-
-        def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
-
-        lengths = torch.from_numpy(case.seq_lengths).to(device)
-        mask = (torch.arange(T, device=device)[:, None] < lengths[None, :]).to(dtype)[..., None]
-        units = [{k: tensor(case.params[param_key(layer, "fwd", k)]) for k in cfg.family.unit_shapes(cfg, layer)}
-                 for layer in range(L)]
-        h0 = tensor(case.h0) if case.h0 is not None else torch.zeros(L, B, cfg.h_size, dtype=dtype, device=device)
-        c0 = tensor(case.c0) if case.c0 is not None else torch.zeros(L, B, cfg.c_size, dtype=dtype, device=device)
-        with torch.no_grad():
-            inp, hy, cy, layers = tensor(case.x), [], [], []
-            for layer in range(L):
-                inp, h, c, state = self.layer_forward(cfg, units[layer], inp, mask, h0[layer], c0[layer])
-                hy.append(h)
-                cy.append(c)
-                layers.append(state)
-            need_weights = any(k in case.wants for k in case.params)
-            grads: dict[str, Tensor] = {}
-            dy, dhy, dcy, dh0, dc0 = tensor(case.dy), tensor(case.dhy), tensor(case.dcy), [], []
-            for layer in reversed(range(L)):
-                need_x = layer > 0 or "x" in case.wants
-                dy, dh0_l, dc0_l, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy,
-                                                                   dhy[layer], dcy[layer], need_weights, need_x)
-                dh0.append(dh0_l)
-                dc0.append(dc0_l)
-                grads.update({param_key(layer, "fwd", k): v for k, v in unit_grads.items()})
-        if "x" in case.wants:
-            grads["x"] = dy
-        if "h0" in case.wants:
-            grads["h0"] = torch.stack(dh0[::-1])
-        if "c0" in case.wants:
-            grads["c0"] = torch.stack(dc0[::-1])
-        return Outputs(y=inp, hy=torch.stack(hy), cy=torch.stack(cy),
-                       grads={k: v for k, v in grads.items() if k in case.wants})
