@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .case import Case, Outputs, round_to_dtype
+from .case import Case, Outputs, round_to_dtype, with_changes
 from .compare import to_float64
 
 
@@ -128,8 +128,6 @@ class PackedAdapter:
         return np.zeros_like(x_packed)
 
     def run(self, case: Case) -> Outputs:
-        from .case import with_changes
-
         x, dy, _ = packed_inputs(case)
         batch, T = PackedBatch.of(case), case.config.max_len
         out = self.padded.run(with_changes(case, x=batch.unpack(x, T), dy=batch.unpack(dy, T)))
