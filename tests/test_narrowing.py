@@ -5,6 +5,7 @@ Each narrowing is shown to change the draw (the same cases without it break the 
 hold on every case drawn with it; a narrowing that leaves nothing to draw is exit 2.
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -16,7 +17,7 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_case_ref, load_profile
 from gradcheck_rnn.narrowing import NO_NARROWING, Narrowing, draw_flags, parse_range
-from gradcheck_rnn.run import RunSpec
+from gradcheck_rnn.run import RunSpec, Selection
 
 TARGET = "narrow_targets:only_lstm_without_projections"
 CASES = 40
@@ -28,7 +29,7 @@ def invoke(*args):
 
 
 def refs(narrowing=NO_NARROWING, cases=CASES, modes=(), config="ci"):
-    profile = narrowing.apply(load_profile(config).narrowed(modes=modes))
+    profile = dataclasses.replace(narrowing, modes=tuple(modes)).apply(load_profile(config))
     return [draw_case_ref(profile, 0, i) for i in range(cases)]
 
 
@@ -63,7 +64,7 @@ def test_every_case_drawn_with_a_narrowing_has_it_and_the_profile_alone_does_not
 def test_no_narrowing_is_the_profile_itself_bit_for_bit():
     profile = load_profile("ci")
     assert Narrowing().apply(profile) is profile
-    spec = RunSpec.build(cases=CASES, targets=("fused-cpu",))
+    spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=CASES))
     assert [ref.id for _, ref in spec.jobs()] == [ref.id for ref in refs()]
 
 
@@ -101,7 +102,7 @@ def test_a_narrowing_that_leaves_nothing_to_draw_names_the_conflict(narrowing, c
 
 def test_projections_with_modes_that_have_none_leave_nothing_to_draw():
     with pytest.raises(UsageError, match="projections are LSTM only, and profile ci draws gru"):
-        Narrowing(projections=True).apply(load_profile("ci").narrowed(modes=("gru",)))
+        Narrowing(modes=("gru",), projections=True).apply(load_profile("ci"))
 
 
 @pytest.mark.parametrize("text, bounds", [("3", (3, 3)), ("2..5", (2, 5)), (" 2 .. 5 ", (2, 5)), (4, (4, 4)),
@@ -117,11 +118,13 @@ def test_a_bad_size_range_is_one_sentence(text):
 
 
 def test_the_spec_records_the_narrowing_and_reads_it_back():
-    narrowing = Narrowing(projections=False, heads=("all", "y"), hidden_size=(2, 4), zero_length=False)
-    spec = RunSpec.build(cases=3, targets=("fused-cpu",), modes=("lstm",), narrowing=narrowing)
+    narrowing = Narrowing(modes=("lstm",), projections=False, heads=("all", "y"), hidden_size=(2, 4),
+                          zero_length=False)
+    spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=narrowing))
     data = json.loads(json.dumps(spec.to_json()))
     assert RunSpec.from_json(data) == spec
-    assert RunSpec.from_json(data).differences(RunSpec.build(cases=3, targets=("fused-cpu",), modes=("lstm",)))
+    only_lstm, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("lstm",))))
+    assert RunSpec.from_json(data).differences(only_lstm)
     del data["narrowing"]  # a run written before narrowing existed reads as a run without it
     assert RunSpec.from_json(data).narrowing == Narrowing()
     assert draw_flags(spec.draw_json()) == ["--mode lstm", "--no-projections", "--no-zero-length", "--heads all",
@@ -136,7 +139,8 @@ def test_the_command_line_narrows_records_and_shows_the_narrowing(tmp_path):
     assert "narrowed by --mode lstm --no-projections --no-zero-length --heads y --hidden-size 2..3" in header
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
     spec = RunSpec.from_json(document["spec"])
-    assert spec.narrowing == Narrowing(projections=False, heads=("y",), hidden_size=(2, 3), zero_length=False)
+    assert spec.narrowing == Narrowing(modes=("lstm",), projections=False, heads=("y",), hidden_size=(2, 3),
+                                      zero_length=False)
     for row in document["results"]:
         case = CaseRef.from_id(row["case_id"])
         assert case.config.proj_size == 0 and 2 <= case.config.hidden_size <= 3 and "-gy" in case.id
@@ -164,8 +168,8 @@ def test_shards_of_a_narrowed_run_merge_into_the_same_cases(tmp_path):
     code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
     assert code == 0, output
     merged = json.loads((tmp_path / "merged" / "latest" / "results.json").read_text())
-    whole = RunSpec.build(cases=4, targets=("fused-cpu",), modes=("lstm",),
-                          narrowing=Narrowing(projections=False, hidden_size=(2, 2)))
+    narrowing = Narrowing(modes=("lstm",), projections=False, hidden_size=(2, 2))
+    whole, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=4, narrowing=narrowing))
     assert sorted({row["case_id"] for row in merged["results"]}) == sorted(ref.id for _, ref in whole.jobs())
     code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
     unnarrowed = tmp_path / "plain"
@@ -185,7 +189,7 @@ def test_gr_sweep_takes_the_same_narrowing():
                    heads=["all"], lengths=["all_full", "random"], bias=True, initial_state=True, zero_length=False,
                    input_size=2)
     assert run.exit_code == 0, run.reason
-    assert run.spec.narrowing.flags() == ["--no-projections", "--bias", "--initial-state", "--no-zero-length",
+    assert run.spec.narrowing.flags() == ["--mode lstm", "--no-projections", "--bias", "--initial-state", "--no-zero-length",
                                           "--heads all", "--length-pattern all_full", "--length-pattern random",
                                           "--input-size 2", "--hidden-size 2..3"]
     with pytest.raises(UsageError, match="heads 'none' is not allowed"):
@@ -199,10 +203,11 @@ def test_the_done_when_draw_forty_lstm_cases_without_projections_all_supported()
     --no-projections` gives the target every one of its 40 cases (the full run: the slow test below)."""
     from narrow_targets import only_lstm_without_projections as target
 
-    spec = RunSpec.build(cases=CASES, targets=(TARGET,), modes=("lstm",), narrowing=Narrowing(projections=False))
+    spec, _ = RunSpec.build(None, (TARGET,), Selection(cases=CASES, narrowing=Narrowing(modes=("lstm",),
+                                                                                         projections=False)))
     reasons = [target.supports(ref.config) for _, ref in spec.jobs()]
     assert len(reasons) == CASES and all(r is True for r in reasons), reasons
-    plain = RunSpec.build(cases=CASES, targets=(TARGET,), modes=("lstm",))  # what issue 29 saw: skips
+    plain, _ = RunSpec.build(None, (TARGET,), Selection(cases=CASES, narrowing=Narrowing(modes=("lstm",))))  # skips
     assert any(target.supports(ref.config) is not True for _, ref in plain.jobs())
 
 
@@ -244,7 +249,7 @@ def test_bidirectional_with_a_forward_only_family_is_refused_naming_the_flag(tmp
 
 
 def test_bidirectional_keeps_the_families_that_run_both_ways():
-    profile = load_profile("families").narrowed(bidirectional=True)
+    profile = Narrowing(bidirectional=True).apply(load_profile("families"))
     assert profile.modes == {"slstm": 1.0}
     assert all(draw_case_ref(profile, 0, i).config.bidirectional for i in range(10))
 
@@ -301,7 +306,7 @@ def test_the_command_line_narrows_family_options_records_and_shows_them(tmp_path
     assert "--family-option gated=on --family-option state_dim=1" in " ".join(output.split())
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
     spec = RunSpec.from_json(json.loads(json.dumps(document["spec"])))
-    assert spec.narrowing == Narrowing.build(family_options={"gated": True, "state_dim": 1})
+    assert spec.narrowing == Narrowing.build(modes=["s6"], dtypes=["f64"], family_options={"gated": True, "state_dim": 1})
     assert {row["case_id"].split("-")[5] for row in document["results"]} == {"N1"}
     assert not any("-nogate" in row["case_id"] for row in document["results"])
 
