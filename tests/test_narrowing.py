@@ -16,8 +16,8 @@ from gradcheck_rnn.case import CaseRef
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_case_ref, load_profile
-from gradcheck_rnn.narrowing import NO_NARROWING, Narrowing, draw_flags, parse_range
-from gradcheck_rnn.run import RunSpec, Selection
+from gradcheck_rnn.narrowing import KNOB, KNOBS, NO_NARROWING, SHAPE_KNOBS, Narrowing, draw_flags, parse_range
+from gradcheck_rnn.run import Judging, RunSpec, Selection
 
 TARGET = "narrow_targets:only_lstm_without_projections"
 CASES = 40
@@ -335,3 +335,109 @@ def test_a_kept_option_the_family_refuses_beside_a_drawn_variant_is_refused_with
     assert any("-strongdecay" in ref.id for ref in refs(config="matrix"))
     assert not any("-strongdecay" in ref.id for ref in refs(Narrowing.build(family_options=["strong_decay=off"]),
                                                             config="matrix"))
+
+
+# --- issue 37: one narrowing object, one flag table, a small RunSpec.build -------------------------
+
+# One request, written as each surface takes it: every knob of the table given.
+REQUEST = {"modes": ["s6"], "layers": 1, "bidirectional": False, "dtypes": ["f64"], "projections": False,
+           "bias": True, "initial_state": True, "zero_length": False, "heads": ["all"], "lengths": ["random"],
+           "input_size": "2..3", "hidden_size": 4, "family_options": {"gated": True}}
+REQUEST_FLAGS = ["--mode", "s6", "--layers", "1", "--unidirectional", "--dtype", "f64", "--no-projections", "--bias",
+                 "--initial-state", "--no-zero-length", "--heads", "all", "--length-pattern", "random",
+                 "--input-size", "2..3", "--hidden-size", "4", "--family-option", "gated=on"]
+
+
+class Built(Exception):
+    """Raised by the spy in place of building the run: the narrowing reached RunSpec.build."""
+
+
+@pytest.fixture
+def narrowing_built(monkeypatch):
+    """The narrowing each call to RunSpec.build received (the call then stops with Built)."""
+    seen = []
+
+    def spy(config=None, targets=(), selection=None, *args, **kwargs):
+        seen.append(selection.narrowing)
+        raise Built
+
+    monkeypatch.setattr(RunSpec, "build", spy)
+    return seen
+
+
+def test_the_command_line_the_api_and_the_fixture_build_one_equal_narrowing(narrowing_built, tmp_path):
+    from gradcheck_rnn.pytest_plugin import RNNGradcheck
+
+    with pytest.raises(Built):
+        invoke("sweep", "-c", "families", "-n", 1, "-t", "fused-cpu", *REQUEST_FLAGS, "--report-dir", tmp_path)
+    with pytest.raises(Built):
+        gr.sweep("fused-cpu", config="families", cases=1, **REQUEST)
+    with pytest.raises(Built):
+        RNNGradcheck().sweep("fused-cpu", config="families", cases=1, **REQUEST)
+    cli, api, fixture = narrowing_built
+    assert cli == api == fixture == Narrowing.build(**REQUEST)
+    assert all(getattr(cli, field) not in (None, ()) for field in KNOB), "the request leaves a knob out"
+
+
+def test_the_flags_a_narrowing_shows_give_it_back_on_the_command_line(narrowing_built, tmp_path):
+    narrowing = Narrowing.build(**REQUEST)
+    with pytest.raises(Built):
+        invoke("sweep", "-c", "families", *" ".join(narrowing.flags()).split(), "--report-dir", tmp_path)
+    assert narrowing_built == [narrowing]
+    assert " ".join(narrowing.flags()).split() == REQUEST_FLAGS
+
+
+def test_the_knob_table_is_the_one_source_of_the_narrowing_and_its_flags():
+    from gradcheck_rnn.cli_options import LAST_FAILED_CONFLICTS
+
+    assert [f.name for f in dataclasses.fields(Narrowing)] == [knob.field for knob in KNOBS]
+    options = {param.name: param for param in main.commands["sweep"].params}
+    assert [name for name in options if name in KNOB] == [knob.field for knob in KNOBS]
+    for knob in KNOBS:  # each option is the knob's own: its flags and its help
+        option = options[knob.field]
+        assert option.opts == [f"--{knob.flag}"] and option.help == knob.help, knob.field
+        assert option.secondary_opts == ([f"--{knob.negative}"] if knob.kind == "switch" else []), knob.field
+        assert LAST_FAILED_CONFLICTS[knob.field] == knob.usage
+    mutants = [param.name for param in main.commands["mutants"].params if param.name in KNOB]
+    assert mutants == [knob.field for knob in SHAPE_KNOBS]
+
+
+def test_an_unknown_narrowing_keyword_is_one_sentence_naming_the_known_ones():
+    with pytest.raises(UsageError, match=r"'hidden' is not a way to narrow the draw; give one of modes, layers"):
+        gr.sweep("fused-cpu", cases=1, hidden=4)
+    with pytest.raises(UsageError, match=r"layers=0 is not allowed"):
+        Narrowing.build(layers=0)
+    with pytest.raises(UsageError, match=r"mode 'lsmt' is not allowed; allowed: rnn_relu"):
+        Narrowing.build(modes=["lsmt"])
+
+
+def test_run_spec_build_takes_a_handful_of_arguments_and_returns_the_spec_and_its_targets():
+    import inspect
+
+    assert len(inspect.signature(RunSpec.build).parameters) <= 6
+    spec, targets = RunSpec.build(None, ("fused-cpu",), Selection(cases=2, narrowing=Narrowing(modes=("gru",))),
+                                  Judging(("reference",), rtol=1e-3))
+    assert isinstance(spec, RunSpec) and [t.name for t in targets] == list(spec.targets) == ["fused-cpu"]
+    assert (spec.cases, spec.checks, spec.rtol) == (2, ("reference",), 1e-3)
+    assert {ref.config.mode for _, ref in spec.jobs()} == {"gru"}
+
+
+# The "spec" of a results.json written before the narrowing held the shape of the draw (8ef2349):
+# --mode, --layers, --unidirectional and --dtype at the top level, the other knobs under "narrowing".
+OLD_SPEC = json.loads("""{"profile": "ci", "profile_sha256": "a943173df9efb11e634bc7433be3e2a158c7bc4a3d6787dbacd3aea361670cbd",
+ "config": null, "seed": 5, "cases": 3, "targets": ["fused-cpu"], "named_targets": ["fused-cpu"],
+ "checks": ["reference"], "rtol": null, "atol": null, "modes": ["lstm"], "layers": 1, "bidirectional": false,
+ "dtypes": ["f64"], "narrowing": {"projections": false, "bias": null, "initial_state": null, "heads": [],
+ "input_size": null, "hidden_size": [2, 4], "lengths": [], "zero_length": null, "family_options": []},
+ "shard": null, "case_ids": [], "families": [], "only": [], "tolerance_table": [["f64", "output", 1e-07, 1e-09]]}""")
+
+
+def test_a_spec_written_with_the_shape_outside_the_narrowing_reads_as_one_narrowing():
+    spec = RunSpec.from_json(OLD_SPEC)
+    assert spec.narrowing == Narrowing(modes=("lstm",), layers=1, bidirectional=False, dtypes=("f64",),
+                                       projections=False, hidden_size=(2, 4))
+    assert "modes" not in spec.to_json() and spec.to_json()["narrowing"]["modes"] == ["lstm"]
+    assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    before_narrowing = {key: value for key, value in OLD_SPEC.items() if key != "narrowing"}
+    assert RunSpec.from_json(before_narrowing).narrowing == Narrowing(modes=("lstm",), layers=1, bidirectional=False,
+                                                                      dtypes=("f64",))
