@@ -344,7 +344,6 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     --dtype. Unknown mutant names are a UsageError before any case runs."""
     from .console import present_mutants
     from .detection import detection_targets, home_cases
-
     from .run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)

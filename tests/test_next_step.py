@@ -8,8 +8,8 @@ from gradcheck_rnn.advice import next_step
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import CHECK_NAMES
 from gradcheck_rnn.generate import CONFIG_DIR
-from gradcheck_rnn.result import CaseResult
 from gradcheck_rnn.narrowing import Narrowing
+from gradcheck_rnn.result import CaseResult
 from gradcheck_rnn.run import Judging, RunSpec, Selection
 from gradcheck_rnn.tally import Tally
 
