@@ -128,8 +128,8 @@ def knob_option(knob: Knob) -> Callable[[Any], Any]:
         return click.option(f"--{knob.flag}", knob.field, type=click.IntRange(min=1), default=None, help=knob.help)
     if knob.kind == "range":
         return click.option(f"--{knob.flag}", knob.field, type=SizeRange(), default=None, help=knob.help)
-    kind = {"modes": ModeType(), "names": click.Choice(knob.choices)}.get(knob.kind)
-    return click.option(f"--{knob.flag}", knob.field, multiple=True, type=kind,
+    names = {"modes": ModeType(), "names": click.Choice(knob.choices)}.get(knob.kind)  # None: NAME=VALUE text
+    return click.option(f"--{knob.flag}", knob.field, multiple=True, type=names,
                         metavar="NAME=VALUE" if knob.kind == "options" else None, help=knob.help)
 
 

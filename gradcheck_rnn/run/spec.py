@@ -70,10 +70,6 @@ class Judging:
     atol: float | None = None
 
 
-EVERY_CASE = Selection()  # the profile's own draw, every case of it
-THE_PROFILES = Judging()  # the profile's checks and tolerances
-
-
 @dataclass(frozen=True)
 class RunSpec:
     """What a run judges. Two runs with equal specs judge the same rows; shards differ only in ``shard``."""
@@ -100,8 +96,8 @@ class RunSpec:
     tolerance_table: tuple[tuple[str, str, float, float], ...] = ()
 
     @classmethod
-    def build(cls, config: str | None = None, targets: tuple[Any, ...] = (), selection: Selection = EVERY_CASE,
-              judging: Judging = THE_PROFILES, families: tuple[str, ...] = (),
+    def build(cls, config: str | None = None, targets: tuple[Any, ...] = (), selection: Selection = Selection(),
+              judging: Judging = Judging(), families: tuple[str, ...] = (),
               profile: Any = None) -> tuple["RunSpec", list]:
         """The spec of a run, and its targets resolved: ``config`` names the profile (None: ci),
         which fills what ``selection`` and ``judging`` leave out; ``targets`` are names or objects
