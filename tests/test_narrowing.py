@@ -171,7 +171,14 @@ def test_shards_of_a_narrowed_run_merge_into_the_same_cases(tmp_path):
     narrowing = Narrowing(modes=("lstm",), projections=False, hidden_size=(2, 2))
     whole, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=4, narrowing=narrowing))
     assert sorted({row["case_id"] for row in merged["results"]}) == sorted(ref.id for _, ref in whole.jobs())
+    assert merged["spec"]["narrowing"]["modes"] == ["lstm"] and "modes" not in merged["spec"]
+    # a shard whose spec has --mode at its top level, as written before the narrowing held it: the same run
+    stored = next((tmp_path / "s1").glob("*/results.json"))
+    document = json.loads(stored.read_text())
+    shape = {name: document["spec"]["narrowing"].pop(name) for name in ("modes", "layers", "bidirectional", "dtypes")}
+    stored.write_text(json.dumps({**document, "spec": {**document["spec"], **shape}}))
     code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
+    assert code == 0, output
     unnarrowed = tmp_path / "plain"
     assert invoke("sweep", "-n", 4, "-t", "fused-cpu", "--mode", "lstm", "--shard", "2/2",
                   "--report-dir", unnarrowed)[0] == 0
@@ -441,3 +448,4 @@ def test_a_spec_written_with_the_shape_outside_the_narrowing_reads_as_one_narrow
     before_narrowing = {key: value for key, value in OLD_SPEC.items() if key != "narrowing"}
     assert RunSpec.from_json(before_narrowing).narrowing == Narrowing(modes=("lstm",), layers=1, bidirectional=False,
                                                                       dtypes=("f64",))
+
