@@ -135,7 +135,8 @@ SHAPE_KNOBS = KNOBS[:4]  # --mode, --layers, --[uni|bi]directional, --dtype
 
 # The surface switches: the Profile probability each sets to 1 or 0, and what "on" means in a sentence.
 SWITCHES = {"projections": ("proj", "a projection"), "bias": ("bias", "biases"),
-            "initial_state": ("initial_state", "an initial state"), "zero_length": ("zero_length", "a zero-length sequence")}
+            "initial_state": ("initial_state", "an initial state"),
+            "zero_length": ("zero_length", "a zero-length sequence")}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
 _FLAG_VALUES = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 

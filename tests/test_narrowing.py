@@ -196,9 +196,9 @@ def test_gr_sweep_takes_the_same_narrowing():
                    heads=["all"], lengths=["all_full", "random"], bias=True, initial_state=True, zero_length=False,
                    input_size=2)
     assert run.exit_code == 0, run.reason
-    assert run.spec.narrowing.flags() == ["--mode lstm", "--no-projections", "--bias", "--initial-state", "--no-zero-length",
-                                          "--heads all", "--length-pattern all_full", "--length-pattern random",
-                                          "--input-size 2", "--hidden-size 2..3"]
+    assert run.spec.narrowing.flags() == ["--mode lstm", "--no-projections", "--bias", "--initial-state",
+                                          "--no-zero-length", "--heads all", "--length-pattern all_full",
+                                          "--length-pattern random", "--input-size 2", "--hidden-size 2..3"]
     with pytest.raises(UsageError, match="heads 'none' is not allowed"):
         gr.sweep(TARGET, cases=1, heads=["none"])
     with pytest.raises(UsageError, match="bias='no' is not allowed"):
@@ -313,7 +313,8 @@ def test_the_command_line_narrows_family_options_records_and_shows_them(tmp_path
     assert "--family-option gated=on --family-option state_dim=1" in " ".join(output.split())
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
     spec = RunSpec.from_json(json.loads(json.dumps(document["spec"])))
-    assert spec.narrowing == Narrowing.build(modes=["s6"], dtypes=["f64"], family_options={"gated": True, "state_dim": 1})
+    assert spec.narrowing == Narrowing.build(modes=["s6"], dtypes=["f64"],
+                                             family_options={"gated": True, "state_dim": 1})
     assert {row["case_id"].split("-")[5] for row in document["results"]} == {"N1"}
     assert not any("-nogate" in row["case_id"] for row in document["results"])
 
@@ -431,8 +432,8 @@ def test_run_spec_build_takes_a_handful_of_arguments_and_returns_the_spec_and_it
 
 # The "spec" of a results.json written before the narrowing held the shape of the draw (8ef2349):
 # --mode, --layers, --unidirectional and --dtype at the top level, the other knobs under "narrowing".
-OLD_SPEC = json.loads("""{"profile": "ci", "profile_sha256": "a943173df9efb11e634bc7433be3e2a158c7bc4a3d6787dbacd3aea361670cbd",
- "config": null, "seed": 5, "cases": 3, "targets": ["fused-cpu"], "named_targets": ["fused-cpu"],
+OLD_SPEC = json.loads("""{"profile": "ci",
+ "profile_sha256": "a943173df9efb11e634bc7433be3e2a158c7bc4a3d6787dbacd3aea361670cbd", "config": null, "seed": 5, "cases": 3, "targets": ["fused-cpu"], "named_targets": ["fused-cpu"],
  "checks": ["reference"], "rtol": null, "atol": null, "modes": ["lstm"], "layers": 1, "bidirectional": false,
  "dtypes": ["f64"], "narrowing": {"projections": false, "bias": null, "initial_state": null, "heads": [],
  "input_size": null, "hidden_size": [2, 4], "lengths": [], "zero_length": null, "family_options": []},
