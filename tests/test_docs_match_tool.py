@@ -53,7 +53,7 @@ def test_the_worker_header_the_docs_quote_is_the_one_the_tool_prints(monkeypatch
     from gradcheck_rnn.run import Execution, RunSpec, default_workers
 
     _plain_install(monkeypatch)
-    spec = RunSpec.build()
+    spec, _ = RunSpec.build()
     [shown] = [fence for fence in re.findall(r"```text\n(.*?)```", (DOCS / "getting-started.md").read_text(
         encoding="utf-8"), re.DOTALL) if fence.startswith("judging ")]
     [quoted] = re.findall(r"judging 40 cases × [^()]*?\(default: [^)]*\)", prose(DOCS / "how-to" / "scale.md"))

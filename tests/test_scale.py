@@ -20,7 +20,8 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.checks import ALL_CHECKS
-from gradcheck_rnn.run import Execution, RunSpec, execute
+from gradcheck_rnn.narrowing import Narrowing
+from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
@@ -61,10 +62,12 @@ def reference_only_profile(tmp_path) -> str:
 # --- the run spec ------------------------------------------------------------------------------
 
 def test_spec_round_trips_through_results_json_and_draws_the_sweep_cases():
-    spec = RunSpec.build("ci", cases=7, seed=3, targets=("fused-cpu",), rtol=1e-3, modes=("gru",), shard=(2, 3))
+    gru = Narrowing(modes=("gru",))
+    spec, _ = RunSpec.build("ci", ("fused-cpu",), Selection(cases=7, seed=3, narrowing=gru, shard=(2, 3)),
+                            Judging(rtol=1e-3))
     assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     assert list(spec.indices) == [1, 4]
-    profile = load_profile("ci").narrowed(modes=("gru",))
+    profile = gru.apply(load_profile("ci"))
     whole = list(draw_cases(profile, 3, 7))
     assert [(i, c.id) for i, c in spec.draw()] == [(1, whole[1].id), (4, whole[4].id)]
     assert spec.repro_options == "--config ci --rtol 0.001"
@@ -73,7 +76,7 @@ def test_spec_round_trips_through_results_json_and_draws_the_sweep_cases():
 @pytest.mark.parametrize("cases, shard", [(None, None), (7, (2, 3)), (7, (3, 3)), (2, (3, 3)), (None, (1, 4))])
 def test_the_worker_count_is_chosen_from_the_cases_the_spec_will_judge(cases, shard):
     """sweep picks --workers before the slow set-up (RunSpec.count_cases reads only the profile)."""
-    spec = RunSpec.build("ci", cases=cases, targets=("fused-cpu",), shard=shard)
+    spec, _ = RunSpec.build("ci", ("fused-cpu",), Selection(cases=cases, shard=shard))
     assert RunSpec.count_cases("ci", cases, shard) == len(spec.indices)
 
 
@@ -82,7 +85,7 @@ def test_a_profile_is_read_once_and_an_edited_one_is_refused_to_a_stored_spec(tm
     results.json (merge) refuses a profile file that changed since."""
     path = tmp_path / "mine.toml"
     path.write_text("[sweep]\ncases = 2\n")
-    spec = RunSpec.build(str(path), targets=("fused-cpu",))
+    spec, _ = RunSpec.build(str(path), ("fused-cpu",))
     path.write_text("[sweep]\ncases = 3\n[draw]\nmodes = { gru = 1 }\n")
     assert len(list(spec.draw())) == 2
     with pytest.raises(UsageError, match="has changed since"):
@@ -187,7 +190,7 @@ def test_death_reasons_name_the_signal_or_the_exit_code():
 # --- worker processes --------------------------------------------------------------------------
 
 def test_worker_processes_give_the_serial_rows_in_case_order():
-    spec = RunSpec.build("ci", cases=5, seed=11, targets=("fused-cpu", "plugin_targets:zero_top_bhh"))
+    spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=5, seed=11))
     serial = execute(spec, Execution(workers=1))
     seen = []
     pooled = execute(spec, Execution(workers=2), on_result=seen.append)
