@@ -454,3 +454,75 @@ def test_every_writer_orders_tensors_worst_first_alike():
     shown = [text.index(f"{name}: ") for name in expected[:3]]
     assert shown == sorted(shown) and "… and 2 more tensors: cy 50, x 2" in text, text
     assert render.worst_time_tensor(result.to_json())["name"] == "y"  # NaN is worse than any number, inf included
+
+
+def check_output(result: CaseResult, monkeypatch) -> list[str]:
+    """What ``check`` and ``repro`` print for one row, on an 80-column terminal."""
+    from gradcheck_rnn import console
+
+    recorder = Console(file=io.StringIO(), width=80, color_system=None)
+    monkeypatch.setattr(console, "out", recorder)
+    console.print_case_result(result.to_json(), per_step=True)
+    return recorder.file.getvalue().splitlines()
+
+
+def test_the_check_table_and_report_md_give_a_row_s_tensors_in_one_order_and_one_spelling(monkeypatch):
+    """The check table listed a row's tensors in declaration order, report.md worst first: both list
+    them worst first now, each failing tensor's ratio, a and b spelled the same ("nan", "inf",
+    "-inf") in both, from the same stored row."""
+    result = row([tensor("y", 0.5, a=1.0, b=1.0), tensor("hy", 3.0, a=2.5, b=1.0),
+                  tensor("x", math.nan, a=math.nan, b=math.inf), tensor("h0", math.inf, a=-math.inf, b=0.25)])
+    lines = check_output(result, monkeypatch)
+    assert all(len(line) <= 80 or CASE_ID in line for line in lines), lines
+    names = [t.name for t in result.tensors]
+    cells = {line.split()[0]: line.split() for line in lines if line.split() and line.split()[0] in names}
+    page = markdown.render(results_document([result], META)).decode()
+    reported = re.findall(r"^- (\S+): ratio (\S+), .* a=(\S+) \(target\), b=(\S+) \(", page, re.MULTILINE)
+    assert [name for name, *_ in reported] == ["x", "h0", "hy"], page
+    assert [name for name in cells if cells[name][1] != "pass"] == ["x", "h0", "hy"], lines
+    for name, ratio, a, b in reported:
+        assert (cells[name][2], cells[name][-2], cells[name][-1]) == (ratio, a, b.rstrip(",")), (cells[name], page)
+    assert {cells["x"][2], cells["h0"][2], cells["h0"][-2]} == {"nan", "inf", "-inf"}
+
+
+def test_no_number_is_spelled_alike_on_the_console_and_in_the_reports():
+    """A target that only errored has no worst ratio: the console's summary said "-", report.md
+    and report.html an empty cell."""
+    results = [row(status="error", message="RuntimeError: boom")]
+    [table] = render.summary_tables(Tally.of_results(results))
+    console_rows = [line.split("│") for line in printed(table) if line.startswith("│ lstm")]
+    assert console_rows and all(cells[-2].strip() == "-" for cells in console_rows), console_rows
+    document = results_document(results, META)
+    [md_row] = [line for line in markdown.render(document).decode().splitlines() if line.startswith("| fused-cpu |")]
+    assert md_row.endswith("| - |"), md_row
+    page = html_writer.render(document).decode()
+    assert re.search(r"<td class=l>fused-cpu</td>.*?<td>-</td></tr>", page), page
+
+
+def test_shrink_s_json_spells_an_infinite_ratio_as_results_json_does():
+    """shrink --json wrote an infinite ratio as null, which results.json's readers read as NaN."""
+    from gradcheck_rnn.shrink import Step
+
+    assert Step(CASE_ID, "start", math.inf, row()).to_json()["ratio"] == "inf"
+    assert Step(CASE_ID, "start", math.nan, row()).to_json()["ratio"] is None
+
+
+def test_tensors_are_ordered_worst_first_in_one_place_only():
+    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/statuses.py sorts, or
+    takes the largest or smallest of, anything by a key that reads a ratio."""
+    import ast
+
+    package = ROOT / "gradcheck_rnn"
+    own_orders = []
+    for path in package.rglob("*.py"):
+        if path == package / "statuses.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = getattr(node, "func", None)
+            name = getattr(name, "id", None) or getattr(name, "attr", None)
+            if isinstance(node, ast.Call) and name in ("sorted", "sort", "max", "min"):
+                for keyword in (k for k in node.keywords if k.arg == "key"):
+                    text = ast.unparse(keyword.value)
+                    if re.search(r"\.ratio\b|\['ratio'\]|\.get\('ratio'\)|worst_first|_badness", text):
+                        own_orders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text}")
+    assert own_orders == [], own_orders
