@@ -232,18 +232,20 @@ def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
     title = Text.assemble((row["case_id"], "bold"), f" on {row['target']}"
                           + ("" if check == "reference" else f" ({check} check)") + ": ",
                           (row["status"], STYLE.get(row["status"], "")))
-    tolerances: dict[str, str] = {}
+    tensors = [expand_tensor(t) for t in row.get("tensors", [])]
+    tolerances: dict[str, str] = {}  # per tensor kind, in the row's order: output, input_grad, weight_grad
+    for t in tensors:
+        rtol = from_json_number(t.get("rtol"))
+        if rtol == rtol:
+            tolerances.setdefault(tensor_kind(t["name"]), f"{rtol:g}/{from_json_number(t.get('atol')):g}")
     cells: list[list[Text | str]] = []
-    for t in tensors_worst_first(map(expand_tensor, row.get("tensors", [])), stored_facts):
+    for t in tensors_worst_first(tensors, stored_facts):
         ratio, a, b = (from_json_number(t.get(key)) for key in ("ratio", "a", "b"))
         where, mark = _location(t, row["case_id"])
         location = (where + (f" ({mark})" if mark else "")) or t.get("message", "")
         a_text, b_text = significant_pair(a, b) if ratio == ratio and ratio > 1 else (fmt(a), fmt(b))
         cells.append([Text(t["name"]), Text(t["status"], style=STYLE.get(t["status"], "")), fmt(ratio),
                       fmt(t.get("max_abs")), Text(location), a_text, b_text])
-        rtol = from_json_number(t.get("rtol"))
-        if rtol == rtol:
-            tolerances.setdefault(tensor_kind(t["name"]), f"{rtol:g}/{from_json_number(t.get('atol')):g}")
     table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], cells)
     notes = []
     if check != "reference":
