@@ -43,8 +43,8 @@ Design — one for every dtype
    ``loop`` reference, nor to a non-finite value.
 
 The runs are float64 torch autograd one sequence at a time (like the ``loop`` reference) with
-their own relu cell, so the pins are exact; a 4-layer bidirectional T=20, B=5, H=12 case costs
-~0.2 s a run.
+their own relu cell, so the pins are exact (what a run costs: benchmarks/RESULTS.md, "Costs the
+code is built around").
 """
 
 from __future__ import annotations
