@@ -99,7 +99,8 @@ def summary_tables(tally: Tally) -> list[Table]:
         for i, (label, row) in enumerate(rows):
             if i and rows[i - 1][0].startswith("wants=") != label.startswith("wants="):
                 table.add_section()
-            ratio = row["worst_ratio"]
+            # a stored tally (``report``) holds ±Inf as results.json does, "inf": read as a number
+            ratio = None if row["worst_ratio"] is None else from_json_number(row["worst_ratio"])
             cells = [Text(label), str(row["cases"]), str(row["pass"]),
                      Text(str(row["fail"]), style="red" if row["fail"] else ""),
                      Text(str(row["error"]), style="magenta" if row["error"] else ""), str(row["skip"]),

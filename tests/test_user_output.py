@@ -499,6 +499,19 @@ def test_no_number_is_spelled_alike_on_the_console_and_in_the_reports():
     assert re.search(r"<td class=l>fused-cpu</td>.*?<td>-</td></tr>", page), page
 
 
+def test_report_re_renders_an_infinite_worst_ratio_as_the_files_spell_it():
+    """``gradcheck-rnn report`` of a run whose worst ratio was infinite crashed: the console's
+    summary compared results.json's "inf" with 1."""
+    from gradcheck_rnn.tally import StoredTally
+
+    document = results_document([row([tensor("x", math.inf, a=math.inf, b=1.0)])], META)
+    [table] = render.summary_tables(StoredTally(document))
+    console_rows = [line.split("│") for line in printed(table) if line.startswith("│ lstm")]
+    assert console_rows and console_rows[0][-2].strip() == "inf", console_rows
+    [md_row] = [line for line in markdown.render(document).decode().splitlines() if line.startswith("| fused-cpu |")]
+    assert md_row.endswith("| inf |"), md_row
+
+
 def test_shrink_s_json_spells_an_infinite_ratio_as_results_json_does():
     """shrink --json wrote an infinite ratio as null, which results.json's readers read as NaN."""
     from gradcheck_rnn.shrink import Step
