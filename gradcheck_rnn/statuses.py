@@ -1,5 +1,6 @@
 """The statuses of a result row, in one place: what each means, which fail a run, how failures
-sort and how every writer (console, report.md, report.html, junit, github) shows them.
+sort, how a row's tensors sort (worst first) and how every writer (console, report.md,
+report.html, junit, github) shows them.
 
 * ``pass`` / ``fail`` — the check judged the target;
 * ``error`` — the target raised (``SystemExit`` too), returned something that is not an
