@@ -333,6 +333,19 @@ def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, dask_cluste
     assert len(rows) == 1 and all(r["status"] == "error" and "Dask worker" in r["message"] for r in rows), rows
 
 
+def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environment(tmp_path, dask_cluster):
+    """The first chunk is lost before any came back with the targets' repro environments: its rows
+    still carry the environment (asked of the cluster) and the run's repro options, as a pool's do."""
+    code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "--rtol", "0.5",
+                          "-t", "plugin_targets:kills_its_dask_worker_under_an_environment", "--executor", "dask",
+                          "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+    assert code == 1, output
+    (row,) = document(tmp_path / "dask")["results"]
+    assert row["status"] == "error" and "Dask worker" in row["message"], row
+    assert row["repro_env"] == "PLUGIN_TARGETS_MODE=kill" and "--rtol 0.5" in row["repro_options"], row
+    assert row["repro"].startswith("PLUGIN_TARGETS_MODE=kill gradcheck-rnn repro "), row["repro"]
+
+
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path, monkeypatch):
     pytest.importorskip("distributed")
     monkeypatch.setattr("gradcheck_rnn.run.dask_executor.CONNECT_TIMEOUT", 1)

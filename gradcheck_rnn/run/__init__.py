@@ -156,7 +156,7 @@ class Execution:
 
 def start_pool_early(execution: Execution) -> None:
     """Start the local pool's fork server now, when ``execution`` will use one, so that its imports
-    (torch and jax, 1.5-2 s) run beside this process's own set-up (the profile, the targets, the
+    (torch and jax, seconds) run beside this process's own set-up (the profile, the targets, the
     cases) instead of after it. Call it once the options are valid and before the spec is built.
     """
     if not execution.uses_pool:
