@@ -7,8 +7,8 @@
 Each column is one fresh process that imports the package from one checkout (``PYTHONPATH``) and
 runs ``gradcheck-rnn sweep -n CASES --in-process`` (the ci profile, fused-cpu) through the command
 line's own entry point under a profiler hook. A *hand-off* is a call into a function of the
-package that receives a row (a ``CaseResult``, a stored row dict, or a list or tuple of them) or a
-return from one that gives a row back. The hand-offs, in the order they happen, name a sequence of
+package that receives rows (a ``CaseResult`` or a stored row dict, a list or tuple of them, the row
+log, its stored rows, a tally, or a results document) or a return from one that gives rows back. The hand-offs, in the order they happen, name a sequence of
 modules (repeats in a row collapsed). Reported:
 
 - ``modules``: how many different modules the rows pass through;
@@ -42,11 +42,14 @@ PACKAGE = "gradcheck_rnn"
 sequence = []
 
 
+ROW_HOLDERS = {"CaseResult", "StoredRows", "RowLog", "Tally"}
+
+
 def row_like(value, depth=0):
-    if is_dataclass(value) and type(value).__name__ == "CaseResult":
+    if type(value).__name__ in ROW_HOLDERS:
         return True
     if isinstance(value, dict):
-        return "case_id" in value and "status" in value
+        return ("case_id" in value and "status" in value) or (depth == 0 and row_like(value.get("results"), 1))
     if depth == 0 and isinstance(value, (list, tuple)) and value:
         return any(row_like(item, 1) for item in value[:4])
     return False

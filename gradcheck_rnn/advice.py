@@ -23,9 +23,13 @@ from typing import Any
 from .config import CHECK_NAMES, profile_names
 
 
-def next_step(spec: Any, coverage: "Coverage") -> str | None:
+Coverage = dict[str, tuple[Counter[str], Counter[str]]]  # Tally.coverage: target -> (refused, judged) case shapes
+
+
+def next_step(spec: Any, coverage: Coverage) -> str | None:
     """The "next:" sentence of a run judged green or vacuous (exit 0 or 5), or None for a run of
-    named cases; ``coverage`` is what the run's tally gathered from its rows."""
+    named cases; ``coverage`` is what the run's tally gathered from its rows (:attr:`Tally.coverage
+    <gradcheck_rnn.tally.Tally.coverage>`: the case shapes each target refused and was judged on)."""
     if spec.case_ids:
         return None
     steps = _narrowing_steps(coverage) + _check_steps(spec) + _family_steps(spec)
@@ -118,25 +122,18 @@ def _option_flags(refused: list[tuple], judged: list[tuple]) -> list[str]:
     return flags if flags and not left else []
 
 
-class Coverage:
-    """Per target, the kinds of case it refused (its reference row is a skip) and was judged on,
-    counted as rows arrive (the run's :class:`~gradcheck_rnn.tally.Tally` feeds it): one entry per
-    kind of case, so it stays small whatever the run's size."""
-
-    def __init__(self) -> None:
-        self.kinds: dict[str, tuple[Counter[tuple], Counter[tuple]]] = {}  # target -> (refused, judged)
-
-    def add(self, row: dict[str, Any]) -> None:
-        """Count one stored row (only reference rows say whether the target took the case)."""
-        if row.get("check", "reference") != "reference":
-            return
-        refused, judged = self.kinds.setdefault(row["target"], (Counter(), Counter()))
-        (refused if row["status"] == "skip" else judged)[_kind(row["case_id"])] += 1
+def kinds(shapes: Counter[str]) -> Counter[tuple]:
+    """The cases of each kind (:func:`_kind`) among counted case shapes."""
+    counted: Counter[tuple] = Counter()
+    for shape, count in shapes.items():
+        counted[_kind(shape)] += count
+    return counted
 
 
 def _narrowing_steps(coverage: Coverage) -> list[str]:
     steps = []
-    for target, (refused, judged) in coverage.kinds.items():
+    for target, shapes in coverage.items():
+        refused, judged = map(kinds, shapes)
         if not refused:
             continue
         modes = sorted({kind[0] for kind in judged})

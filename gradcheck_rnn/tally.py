@@ -9,10 +9,10 @@ per target × group × case, a set of statuses: no row is held.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any, Iterable
 
-from .advice import Coverage
 from .compare import tensor_summary
 from .result import document_row, row_field, row_worst
 from .statuses import JUDGED, SEVERITY, STATUSES
@@ -23,6 +23,21 @@ GROUP_KEYS = ("mode", "wants")
 # A case's statuses as the bits of one small int: a set per case × target was most of a large
 # run's tally (benchmarks/memory.py).
 _BIT = {status: 1 << i for i, status in enumerate(STATUSES)}
+
+
+# What a case id says beyond the kind of case it is: its sizes, its lengths (but whether one is 0)
+# and its seed, each set to one value so that a run's case shapes stay few whatever its size.
+_SIZES = ((re.compile(r"-I\d+-H\d+"), "-I0-H0"), (re.compile(r"-T\d+-B\d+"), "-T0-B0"),
+          (re.compile(r"-s\d+"), "-s0"))
+_LENGTHS = re.compile(r"-len([0-9.]+)")
+
+
+def case_shape(case_id: str) -> str:
+    """The case id with its sizes, lengths and seed set to one value (a zero length kept as one):
+    the same grammar, read by the "next:" hint (:func:`gradcheck_rnn.advice.next_step`)."""
+    for pattern, fixed in _SIZES:
+        case_id = pattern.sub(fixed, case_id, count=1)
+    return _LENGTHS.sub(lambda m: "-len0" if "0" in m[1].split(".") else "-len1", case_id, count=1)
 
 
 def case_status(statuses: int) -> str:
@@ -45,7 +60,8 @@ class Tally:
         self.per_target: Counter[str] = Counter()
         self.skips: dict[str, Counter[str]] = {}  # target -> skip reason -> rows
         self.checks: dict[str, dict[str, Counter[str]]] = {}  # target -> check -> status -> rows
-        self.coverage = Coverage()  # what each target refused, for a green run's "next:" note
+        # target -> (refused, judged): the case shapes of its reference rows, for a green run's "next:" note
+        self.coverage: dict[str, tuple[Counter[str], Counter[str]]] = {}
 
     @classmethod
     def of(cls, rows: Iterable[dict[str, Any]]) -> "Tally":
@@ -67,7 +83,9 @@ class Tally:
         if status == "skip":
             self.skips.setdefault(target, Counter())[row.get("message") or "no reason given"] += 1
         self.checks.setdefault(target, {}).setdefault(row.get("check", "reference"), Counter())[status] += 1
-        self.coverage.add(row)
+        if row.get("check", "reference") == "reference":  # only reference rows say whether it took the case
+            refused, judged = self.coverage.setdefault(target, (Counter(), Counter()))
+            (refused if status == "skip" else judged)[case_shape(row["case_id"])] += 1
         compared = [t for t in map(tensor_summary, row.get("tensors", ())) if t[1] != "missing"]
         mistrusted = sum(t[3] for t in compared)
         self.compared += len(compared)

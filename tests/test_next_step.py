@@ -4,7 +4,7 @@ refused, the checks not run and the families not drawn, each with the flag or pr
 import pytest
 from click.testing import CliRunner
 
-from gradcheck_rnn.advice import next_step
+from gradcheck_rnn.advice import kinds, next_step
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import CHECK_NAMES
 from gradcheck_rnn.generate import CONFIG_DIR
@@ -93,7 +93,7 @@ def test_the_refusals_are_read_from_case_ids_alone_so_a_user_familys_run_tallies
              "status": "skip"},
             {"case_id": "nofamily-L1-uni-I2-H3-T5-B2-len5.3-f64-s2", "target": "t", "check": "reference",
              "status": "pass"}]
-    refused, judged = Tally.of(rows).coverage.kinds["t"]
+    refused, judged = map(kinds, Tally.of(rows).coverage["t"])
     assert list(refused) == [("nofamily", True, False, True, False, False, True)]
     assert list(judged) == [("nofamily", False, False, False, False, False, False)]
 
@@ -116,3 +116,23 @@ def test_a_target_that_refuses_family_options_is_told_the_family_option_flags():
              row("slstm-L1-uni-I2-H4-NH2-T4-B2-len4.2-f32-s2", "pass", "t"),
              row("slstm-L1-uni-I2-H4-NH4-T4-B2-len4.2-f32-s3", "skip", "t")]
     assert "draw only what it takes with --family-option heads=1..2" in next_step(spec, Tally.of_results(heads).coverage)
+
+
+def test_the_tally_counts_case_shapes_so_its_coverage_stays_small_and_the_row_store_needs_no_hints():
+    """The row store does not import the command line's hints; a run's coverage holds one entry per
+    kind of case, whatever its size, and reads as the same kinds its case ids have."""
+    import ast
+    import inspect
+
+    import gradcheck_rnn.tally as tally_module
+
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(tally_module)))
+                if isinstance(node, ast.ImportFrom)}
+    assert "advice" not in imported
+    rows = [{"case_id": f"lstm-L2-uni-I{i % 7 + 1}-H{i % 5 + 1}-T{i % 9 + 1}-B3-len{i % 9 + 1}.{i % 4}.1-f64-s{i}",
+             "target": "t", "check": "reference", "status": "skip" if i % 2 else "pass"} for i in range(1000)]
+    refused, judged = Tally.of(rows).coverage["t"]
+    assert len(refused) + len(judged) <= 4
+    assert sum(kinds(refused).values()) == 500
+    assert set(kinds(refused)) | set(kinds(judged)) == {("lstm", False, False, zero, False, False, True)
+                                                         for zero in (False, True)}
