@@ -299,7 +299,7 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
 
     def finish_row(row: CaseResult) -> None:
         """Each row finished as it arrives (so streamed rows have their repro options), then stored."""
-        if not spec.judges(row):  # a row of the product that --last-failed did not ask for
+        if not spec.judges(row.case_id, row.target, row.check):  # a row of the product that --last-failed did not ask for
             return
         finish(row, repro_options, execution.case_timeout)
         if baseline is not None:
@@ -319,6 +319,6 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
         exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices), tally)
         raise
-    results = [row for row in results if spec.judges(row)]
+    results = [row for row in results if spec.judges(row.case_id, row.target, row.check)]
     code, reason = tally_verdict(tally, spec.named_targets, None if baseline is None else baseline.to_json())
     return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally)

@@ -220,9 +220,10 @@ class RunSpec:
                 for check in self.checks:
                     yield ref.id, target, check
 
-    def judges(self, row: Any) -> bool:
-        """Whether ``row`` (a CaseResult) is one this run judges (always, unless rows were chosen)."""
-        return not self.only or (row.case_id, row.target, row.check) in self._chosen
+    def judges(self, case_id: str, target: str, check: str) -> bool:
+        """Whether the row of this case, target and check is one this run judges (always, unless
+        rows were chosen)."""
+        return not self.only or (case_id, target, check) in self._chosen
 
     @functools.cached_property
     def _chosen(self) -> frozenset[tuple[str, str, str]]:
