@@ -18,6 +18,7 @@ def torch_ops() -> Any:
     import torch
 
     return SimpleNamespace(exp=torch.exp, abs=torch.abs, log=torch.log, sqrt=torch.sqrt, tanh=torch.tanh, sigmoid=torch.sigmoid,
+                           relu=torch.relu,
                            softplus=lambda a: torch.logaddexp(a, torch.zeros_like(a)),
                            log_sigmoid=torch.nn.functional.logsigmoid, stop_gradient=lambda a: a.detach(),
                            maximum=torch.maximum, where=torch.where, stack=torch.stack, cat=torch.cat)
@@ -28,6 +29,7 @@ def jax_ops() -> Any:
     import jax.numpy as jnp
 
     return SimpleNamespace(exp=jnp.exp, abs=jnp.abs, log=jnp.log, sqrt=jnp.sqrt, tanh=jnp.tanh, sigmoid=jax.nn.sigmoid,
+                           relu=jax.nn.relu,
                            softplus=lambda a: jnp.logaddexp(a, 0.0),
                            log_sigmoid=jax.nn.log_sigmoid, stop_gradient=jax.lax.stop_gradient,
                            maximum=jnp.maximum, where=jnp.where, stack=jnp.stack, cat=jnp.concatenate)
