@@ -42,10 +42,23 @@ class CudnnFamily(Family):
             gi, gh = gi + p["b_ih"], gh + p["b_hh"]
         return gi, gh
 
-    def gate_blocks(self, pre: Any, config: RNNConfig) -> list[Any]:
+    def gate_blocks(self, pre: Any) -> list[Any]:
         """The G gate blocks (..., H) of a pre-activation (..., G·H), in :attr:`gates` order."""
-        H = config.hidden_size
+        H = pre.shape[-1] // self.num_gates
         return [pre[..., g * H:(g + 1) * H] for g in range(self.num_gates)]
+
+    def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
+        """The cell on its pre-activations (:meth:`pre_activations`, (..., G·H)) and states:
+        (h' before any projection, c'); c passes through a cell without a cell state. The
+        bucketed JAX program calls this on its padded gate blocks."""
+        raise NotImplementedError  # pragma: no cover - each cuDNN cell defines it
+
+    def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
+        """torch.nn's step: the cell on the pre-activations, then LSTM's projection h' = W_hr·h'."""
+        h_new, c_new = self.cell(ops, *self.pre_activations(p, x, h), h, c)
+        if "w_hr" in p:
+            h_new = h_new @ p["w_hr"].T
+        return h_new, h_new, c_new
 
     def jax_reference(self, case: Any) -> Any:
         """The bucketed program of the four cuDNN cells (:mod:`gradcheck_rnn.references.jax_ref`):
@@ -88,10 +101,8 @@ class ElmanFamily(CudnnFamily):
 
     nonlinearity: str = "tanh"
 
-    def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
-        gi, gh = self.pre_activations(p, x, h)
-        h_new = getattr(ops, self.nonlinearity)(gi + gh)  # relu'(0) = 0 in both namespaces, as cuDNN
-        return h_new, h_new, c
+    def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
+        return getattr(ops, self.nonlinearity)(gi + gh), c  # relu'(0) = 0 in both namespaces, as cuDNN
 
 
 @dataclass(frozen=True)
@@ -99,14 +110,10 @@ class LSTMFamily(CudnnFamily):
     """torch.nn.LSTM: gates i, f, g, o; c' = σ(f)·c + σ(i)·tanh(g), h' = σ(o)·tanh(c'), and with a
     projection h' = W_hr·(σ(o)·tanh(c'))."""
 
-    def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
-        gi, gh = self.pre_activations(p, x, h)
-        i, f, g, o = self.gate_blocks(gi + gh, config)
+    def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
+        i, f, g, o = self.gate_blocks(gi + gh)
         c_new = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-        h_new = ops.sigmoid(o) * ops.tanh(c_new)
-        if "w_hr" in p:
-            h_new = h_new @ p["w_hr"].T
-        return h_new, h_new, c_new
+        return ops.sigmoid(o) * ops.tanh(c_new), c_new
 
 
 @dataclass(frozen=True)
@@ -114,10 +121,8 @@ class GRUFamily(CudnnFamily):
     """torch.nn.GRU: gates r, z, n, the reset gate applied after the hidden bias:
     n = tanh(W_in x + b_in + r·(W_hn h + b_hn)), h' = (1 − z)·n + z·h."""
 
-    def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
-        gi, gh = self.pre_activations(p, x, h)
-        (ir, iz, i_n), (hr, hz, hn) = self.gate_blocks(gi, config), self.gate_blocks(gh, config)
+    def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
+        (ir, iz, i_n), (hr, hz, hn) = self.gate_blocks(gi), self.gate_blocks(gh)
         r, z = ops.sigmoid(ir + hr), ops.sigmoid(iz + hz)
         n = ops.tanh(i_n + r * hn)
-        h_new = (1.0 - z) * n + z * h
-        return h_new, h_new, c
+        return (1.0 - z) * n + z * h, c
