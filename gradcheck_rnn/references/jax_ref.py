@@ -1,4 +1,5 @@
-"""The ``jax`` reference: the whole padded batch in float64, ``lax.scan`` with length masks.
+"""The cuDNN cells' ``jax`` reference (their :meth:`~gradcheck_rnn.families.Family.jax_reference`):
+the whole padded batch in float64, ``lax.scan`` with length masks, one program for all four cells.
 
 Only this module imports jax; callers import it lazily. It computes under JAX's *scoped* x64
 switch (``with jax.enable_x64():``) and never changes the process's ``jax_enable_x64``: a
