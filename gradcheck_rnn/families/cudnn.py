@@ -34,18 +34,17 @@ class CudnnFamily(Family):
 
     memory_gate: str | None = None
 
-    def pre_activations(self, p: Mapping[str, Any], x: Any, h: Any) -> tuple[Any, Any]:
+    def pre_activations(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any) -> tuple[Any, Any]:
         """The gate pre-activations of the input and of the recurrent state (..., G·H), each with
         its own bias (none without bias): GRU's reset gate needs them apart."""
-        gi, gh = x @ p["w_ih"].T, h @ p["w_hh"].T
+        gi, gh = ops.linear(x, p["w_ih"]), ops.linear(h, p["w_hh"])
         if "b_ih" in p:
             gi, gh = gi + p["b_ih"], gh + p["b_hh"]
         return gi, gh
 
-    def gate_blocks(self, pre: Any) -> list[Any]:
+    def gate_blocks(self, ops: Any, pre: Any) -> list[Any]:
         """The G gate blocks (..., H) of a pre-activation (..., G·H), in :attr:`gates` order."""
-        H = pre.shape[-1] // self.num_gates
-        return [pre[..., g * H:(g + 1) * H] for g in range(self.num_gates)]
+        return ops.split(pre, self.num_gates)
 
     def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
         """The cell on its pre-activations (:meth:`pre_activations`, (..., G·H)) and states:
@@ -55,9 +54,9 @@ class CudnnFamily(Family):
 
     def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
         """torch.nn's step: the cell on the pre-activations, then LSTM's projection h' = W_hr·h'."""
-        h_new, c_new = self.cell(ops, *self.pre_activations(p, x, h), h, c)
+        h_new, c_new = self.cell(ops, *self.pre_activations(ops, p, x, h), h, c)
         if "w_hr" in p:
-            h_new = h_new @ p["w_hr"].T
+            h_new = ops.linear(h_new, p["w_hr"])
         return h_new, h_new, c_new
 
     def jax_reference(self, case: Any) -> Any:
@@ -111,7 +110,7 @@ class LSTMFamily(CudnnFamily):
     projection h' = W_hr·(σ(o)·tanh(c'))."""
 
     def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
-        i, f, g, o = self.gate_blocks(gi + gh)
+        i, f, g, o = self.gate_blocks(ops, gi + gh)
         c_new = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
         return ops.sigmoid(o) * ops.tanh(c_new), c_new
 
@@ -122,7 +121,7 @@ class GRUFamily(CudnnFamily):
     n = tanh(W_in x + b_in + r·(W_hn h + b_hn)), h' = (1 − z)·n + z·h."""
 
     def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
-        (ir, iz, i_n), (hr, hz, hn) = self.gate_blocks(gi), self.gate_blocks(gh)
+        (ir, iz, i_n), (hr, hz, hn) = self.gate_blocks(ops, gi), self.gate_blocks(ops, gh)
         r, z = ops.sigmoid(ir + hr), ops.sigmoid(iz + hz)
         n = ops.tanh(i_n + r * hn)
         return (1.0 - z) * n + z * h, c

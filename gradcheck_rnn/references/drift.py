@@ -59,6 +59,7 @@ import numpy as np
 import torch
 
 from ..case import Case
+from ..families.ops import torch_ops
 from ..layout import directions, param_key
 from ..statuses import worst_first
 
@@ -145,6 +146,7 @@ def _relu_pass(case: Case, pins: Mapping[tuple[int, int, int, int], tuple[Tensor
     cfg, pins = case.config, pins or {}
     u, u_acc, smallest = UNIT_ROUNDOFF[cfg.dtype], ACCUMULATION_ROUNDOFF[cfg.dtype], SMALLEST[cfg.dtype]
     grad = not bounds
+    ops = torch_ops()
     x, h0 = _tensor(case.x, grad), _tensor(case.h0, grad)
     params = {k: _tensor(v, grad) for k, v in case.params.items()}
     H, D, T, B = cfg.hidden_size, cfg.num_directions, cfg.max_len, cfg.batch_size
@@ -171,7 +173,7 @@ def _relu_pass(case: Case, pins: Mapping[tuple[int, int, int, int], tuple[Tensor
                     vs: list[Tensor | None] = [None] * length
                     for t in steps:
                         # the family's own pre-activations (its step is relu of their sum)
-                        proj_i, proj_h = cfg.family.pre_activations(unit, layer_input[t], h)
+                        proj_i, proj_h = cfg.family.pre_activations(ops, unit, layer_input[t], h)
                         pre = proj_i + proj_h
                         if bounds:
                             # rounding-error variance of what a correct kernel stores: the input
