@@ -68,9 +68,9 @@ def use_stand_in_workers(canned: list[list[Any]]) -> None:
 
 def judge_for_real(cases: int) -> tuple[list[list[Any]], float]:
     """The rows of ``cases`` ci cases by case, judged by one worker; its rows per second once running."""
-    from gradcheck_rnn.run import Execution, RunSpec, execute
+    from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
 
-    spec = RunSpec.build("ci", cases=cases, targets=TARGETS)
+    spec, _ = RunSpec.build("ci", TARGETS, Selection(cases=cases))
     arrivals: list[float] = []
     rows = execute(spec, Execution(workers=1), on_result=lambda row: arrivals.append(time.perf_counter()))
     by_case: dict[int, list[Any]] = {}
@@ -83,9 +83,9 @@ def replay_run(cases: int) -> tuple[int, float, float]:
     """A sweep of ``cases`` cases judged by one stand-in worker, as the command runs it: rows, wall, CPU."""
     from gradcheck_rnn.console import judge_with_progress
     from gradcheck_rnn.reports import RowLog
-    from gradcheck_rnn.run import Execution, RunSpec
+    from gradcheck_rnn.run import Execution, RunSpec, Selection
 
-    spec = RunSpec.build("ci", cases=cases, targets=TARGETS)
+    spec, _ = RunSpec.build("ci", TARGETS, Selection(cases=cases))
     with tempfile.TemporaryDirectory(prefix="supervisor-capacity-") as folder:
         log = RowLog(folder, "replay", notify=lambda *_: None)
         wall, cpu = time.perf_counter(), time.process_time()

@@ -107,7 +107,7 @@ def _cache_entries(folder: str) -> int:
 def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     """One run in this process (GRADCHECK_RNN_JAX_CACHE already set): wall time and breakdown."""
     start = time.perf_counter()  # imports count: a user's sweep pays them too
-    from gradcheck_rnn.run import Execution, RunSpec, execute
+    from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
 
     try:  # 0 workers: judged in this process (--in-process); checkouts before it judged there with 1 worker
         execution = Execution(workers=max(1, workers), in_process=workers == 0)
@@ -129,7 +129,7 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
         counts.update(dict.fromkeys([*JAX_EVENTS.values(), "cache hits"], 0))
         spent["jax compile"] = 0.0
         _install_timers(spent, counts)
-    spec = RunSpec.build(profile, cases=cases, targets=TARGETS)
+    spec, _ = RunSpec.build(profile, TARGETS, Selection(cases=cases))
     first: list[float] = []
     results = execute(spec, execution, on_result=lambda r: first or first.append(time.perf_counter()))
     wall = time.perf_counter() - start

@@ -178,7 +178,7 @@ def _check_steps(spec: Any) -> list[str]:
 def _family_steps(spec: Any) -> list[str]:
     from .families import modes
 
-    if spec.modes:  # narrowed on purpose
+    if spec.narrowing.modes:  # narrowed on purpose
         return []
     drawn = {m for m, w in spec.profile_data.modes.items() if w > 0}
     shipped = set().union(*({m for m, w in load(n).modes.items() if w > 0} for n in profile_names()))

@@ -14,7 +14,7 @@ command line's threads and JAX cache for the duration of the call only
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 
 from .case import Case
 from .errors import UsageError
@@ -98,14 +98,13 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
 def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = None, rtol: float | None = None,
               atol: float | None = None, config: str = "ci", in_process: bool | None = None) -> Run:
     """:func:`check` as the judged :class:`Run`, with its one verdict (what the pytest fixture reads)."""
-    from .run import RunSpec, judge_run
+    from .run import Judging, RunSpec, Selection, judge_run
     from .runtime import judging
 
     case = Case.from_id(case) if isinstance(case, str) else case
-    resolved: list = []
     families, lost_families = _user_families([case.config.mode])
-    spec = RunSpec.build(_config_name(config), targets=_target_items(target), checks=valid_checks(checks),
-                         rtol=rtol, atol=atol, case_ids=(case.id,), families=families, resolved=resolved)
+    spec, resolved = RunSpec.build(_config_name(config), _target_items(target), Selection(case_ids=(case.id,)),
+                                   Judging(valid_checks(checks), rtol, atol), families)
     # the case travels whole: its data may be the caller's own, not what its id draws
     with judging():  # the caller's threads and environment back afterwards
         execution = _execution(resolved, 1, in_process, lost_families)
@@ -113,23 +112,18 @@ def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = N
 
 
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
-          modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
-          dtypes: Sequence[str] | None = None, checks: Iterable[str] | None = None, workers: int = 1,
-          rtol: float | None = None, atol: float | None = None, in_process: bool | None = None,
-          projections: bool | None = None, bias: bool | None = None, initial_state: bool | None = None,
-          heads: Sequence[str] | None = None, input_size: int | tuple[int, int] | str | None = None,
-          hidden_size: int | tuple[int, int] | str | None = None, lengths: Sequence[str] | None = None,
-          zero_length: bool | None = None, family_options: Mapping[str, Any] | None = None) -> Run:
+          checks: Iterable[str] | None = None, workers: int = 1, rtol: float | None = None,
+          atol: float | None = None, in_process: bool | None = None, **narrowing: Any) -> Run:
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
 
-    ``modes``, ``layers``, ``bidirectional`` and ``dtypes`` narrow the draw as ``sweep --mode``,
-    ``--layers``, ``--[uni|bi]directional`` and ``--dtype`` do; the rest intersect it as the
-    command line's narrowing flags (gradcheck_rnn/narrowing.py): ``projections``, ``bias``,
-    ``initial_state``, ``zero_length`` (True: every case has it, False: none), ``heads`` and
-    ``lengths`` (head-gradient variants and length patterns kept), ``input_size`` and
-    ``hidden_size`` (a size, ``(min, max)`` or ``"min..max"``), e.g. ``projections=False``;
-    ``family_options`` keeps a family's own options at these values, e.g. ``{"gated": True,
-    "heads": (1, 2)}`` (``sweep --family-option``).
+    ``narrowing`` narrows the draw, keyword for flag as ``gradcheck-rnn sweep`` does (the table
+    :data:`gradcheck_rnn.narrowing.KNOBS`, listed in docs/contracts.md): ``modes``, ``layers``,
+    ``bidirectional`` and ``dtypes`` (``--mode``, ``--layers``, ``--[uni|bi]directional``,
+    ``--dtype``); ``projections``, ``bias``, ``initial_state``, ``zero_length`` (True: every case
+    has it, False: none); ``heads`` and ``lengths`` (head-gradient variants and length patterns
+    kept); ``input_size`` and ``hidden_size`` (a size, ``(min, max)`` or ``"min..max"``);
+    ``family_options``, a family's own options kept at these values, e.g. ``{"gated": True,
+    "heads": (1, 2)}`` (``--family-option``). An unknown keyword is a UsageError naming the known ones.
 
     Judged in ``workers`` worker processes (isolated, as ``check``; ``in_process=True`` for a
     debugger). Each worker process resolves the targets by name, so a target object judged there
@@ -138,18 +132,14 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     """
     from .generate import load_profile
     from .narrowing import Narrowing
-    from .run import RunSpec, judge_run
+    from .run import Judging, RunSpec, Selection, judge_run
     from .runtime import judging
 
-    narrowing = Narrowing.build(projections=projections, bias=bias, initial_state=initial_state, heads=heads,
-                                input_size=input_size, hidden_size=hidden_size, lengths=lengths,
-                                zero_length=zero_length, family_options=family_options)
-    resolved: list = []
+    drawn = Narrowing.build(**narrowing)
     profile = load_profile(_config_name(config))
-    families, lost_families = _user_families(modes or profile.modes)
-    spec = RunSpec.build(_config_name(config), cases, seed, _target_items(targets), checks=valid_checks(checks),
-                         rtol=rtol, atol=atol, modes=tuple(modes or ()), layers=layers,
-                         bidirectional=bidirectional, dtypes=tuple(dtypes or ()), narrowing=narrowing,
-                         families=families, resolved=resolved, profile=profile)
+    families, lost_families = _user_families(drawn.modes or profile.modes)
+    spec, resolved = RunSpec.build(_config_name(config), _target_items(targets),
+                                   Selection(cases=cases, seed=seed, narrowing=drawn),
+                                   Judging(valid_checks(checks), rtol, atol), families, profile)
     with judging():  # the caller's threads and environment back afterwards
         return judge_run(spec, _execution(resolved, workers, in_process, lost_families), targets=resolved)

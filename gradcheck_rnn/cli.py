@@ -169,9 +169,8 @@ def check(ctx: click.Context, **values: Any) -> None:
     else:
         case_id = case_from_options(*(values[name] for name in opt.CASE_FLAGS[:-1]),
                                     initial_state=not values["no_initial_state"]).id
-    spec, execution, _ = opt.build_run({**values, "seed": None}, 1, case_ids=(case_id,),
-                                       checks=opt.expand_checks(values["checks"]), modes=(), layers=None,
-                                       bidirectional=None)
+    judging = opt.judging_of(values, opt.expand_checks(values["checks"]))
+    spec, execution, _ = opt.build_run(values, opt.one_case(case_id), judging)
     sys.exit(judge_case(spec, execution, per_step=False))
 
 
@@ -201,7 +200,8 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
     from .console import err, judge_case, say
     from .regression import emit_test as emitted, write_test
 
-    spec, execution, _ = opt.build_run(values, 1, case_ids=(case_id,), checks=opt.expand_checks(values["checks"]))
+    judging = opt.judging_of(values, opt.expand_checks(values["checks"]))
+    spec, execution, _ = opt.build_run(values, opt.one_case(case_id), judging)
     if emit_test is not None:
         if len(values["targets"]) != 1:
             raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; "
@@ -243,8 +243,8 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
     """
     from .console import shrink_case
 
-    spec, execution, _ = opt.build_run({**values, "workers": values["workers"] or 1}, 1, case_ids=(case_id,),
-                                       targets=(target,), checks=(check,))
+    spec, execution, _ = opt.build_run({**values, "workers": values["workers"] or 1}, opt.one_case(case_id),
+                                       opt.judging_of(values, (check,)), targets=(target,))
     sys.exit(shrink_case(spec, execution, any_tensor, max_steps, as_json))
 
 
@@ -293,7 +293,7 @@ def calibrate(target: str, margin: float, **values: Any) -> None:
     Exits with the run's verdict, as sweep: 5 when the target was judged on no case."""
     from .console import judge_calibration
 
-    spec, execution, _ = opt.build_run(values, targets=(target,), checks=("reference",))
+    spec, execution, _ = opt.build_run(values, judging=opt.judging_of(values, ("reference",)), targets=(target,))
     sys.exit(judge_calibration(spec, execution, margin))
 
 

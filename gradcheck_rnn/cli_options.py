@@ -12,9 +12,9 @@ from typing import Any, Callable
 import click
 
 from .config import CHECK_NAMES as ALL_CHECKS
-from .config import DTYPES, HEADS, LENGTH_PATTERNS, WANTS_GROUPS, profile_names
+from .config import DTYPES, HEADS, WANTS_GROUPS, profile_names
 from .errors import UsageError
-from .families import BUILT_IN_MODES
+from .narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
 from .runtime import IN_PROCESS_ENV
 
 
@@ -103,17 +103,6 @@ detection_cases_and_seed = options(
     click.option("--seed", "-s", type=click.IntRange(min=0), default=None,
                  help="Sweep seed of every profile drawn (default: each profile's own)."),
 )
-draw = options(
-    family,
-    click.option("--mode", "modes", multiple=True, type=ModeType(),
-                 help=f"Draw only these modes (repeatable; default: the profile's): {', '.join(BUILT_IN_MODES)}, "
-                      f"or a user family's token."),
-    click.option("--layers", type=click.IntRange(min=1), default=None, help="Draw only this many layers."),
-    click.option("--bidirectional/--unidirectional", "bidirectional", default=None,
-                 help="Draw only bidirectional or only unidirectional configs."),
-    click.option("--dtype", "dtypes", multiple=True, type=click.Choice(DTYPES),
-                 help="Draw only these dtypes (repeatable; default: the profile's)."),
-)
 class SizeRange(click.ParamType):
     """A size or a range of sizes, ``4`` or ``2..5``, as (min, max)."""
 
@@ -130,34 +119,23 @@ class SizeRange(click.ParamType):
             self.fail(str(exc).lstrip(), param, ctx)
 
 
-# Narrowing the draw to what a target takes (gradcheck_rnn/narrowing.py): each intersects the profile.
-narrowing = options(
-    click.option("--projections/--no-projections", "projections", default=None,
-                 help="Draw only LSTMs with a projection (-P), or none, e.g. --no-projections for a kernel without proj_size."),
-    click.option("--bias/--no-bias", "bias", default=None,
-                 help="Draw only cases with biases, or only without (-nobias), e.g. --no-bias for bias=False layers."),
-    click.option("--initial-state/--no-initial-state", "initial_state", default=None,
-                 help="Draw only cases with h0/c0 given, or only without (-z), e.g. --initial-state."),
-    click.option("--heads", "heads", multiple=True, type=click.Choice(HEADS),
-                 help="Draw only these head-gradient variants (repeatable), e.g. --heads all --heads y."),
-    click.option("--input-size", "input_size", type=SizeRange(), default=None,
-                 help="Draw input sizes I only in this range (or one size), e.g. --input-size 2..4."),
-    click.option("--hidden-size", "hidden_size", type=SizeRange(), default=None,
-                 help="Draw hidden sizes H only in this range (or one size), e.g. --hidden-size 4."),
-    click.option("--length-pattern", "lengths", multiple=True, type=click.Choice(LENGTH_PATTERNS),
-                 help="Draw only these sequence-length patterns (repeatable), e.g. --length-pattern all_full."),
-    click.option("--zero-length/--no-zero-length", "zero_length", default=None,
-                 help="Draw only cases with a length-0 sequence, or none, e.g. --no-zero-length."),
-    click.option("--family-option", "family_options", multiple=True, metavar="NAME=VALUE",
-                 help="Draw a cell family's own option only at these values (repeatable): a flag on or off, an "
-                      "integer one size or MIN..MAX, e.g. --family-option gated=on (no -nogate), --family-option "
-                      "heads=1 (no -NH<k>), --family-option exp_forget=off (no -expf). Families without the "
-                      "option draw as before; the option names are in docs/concepts/families.md."),
-)
-NARROWING_FLAGS = {"projections": "--[no-]projections", "bias": "--[no-]bias", "initial_state": "--[no-]initial-state",
-                   "heads": "--heads", "input_size": "--input-size", "hidden_size": "--hidden-size",
-                   "lengths": "--length-pattern", "zero_length": "--[no-]zero-length",
-                   "family_options": "--family-option"}
+def knob_option(knob: Knob) -> Callable[[Any], Any]:
+    """The click option of one narrowing knob (gradcheck_rnn/narrowing.py's table), its value under
+    the knob's field name: what :func:`narrowing_of` reads back."""
+    if knob.kind == "switch":
+        return click.option(f"--{knob.flag}/--{knob.negative}", knob.field, default=None, help=knob.help)
+    if knob.kind == "count":
+        return click.option(f"--{knob.flag}", knob.field, type=click.IntRange(min=1), default=None, help=knob.help)
+    if knob.kind == "range":
+        return click.option(f"--{knob.flag}", knob.field, type=SizeRange(), default=None, help=knob.help)
+    names = {"modes": ModeType(), "names": click.Choice(knob.choices)}.get(knob.kind)  # None: NAME=VALUE text
+    return click.option(f"--{knob.flag}", knob.field, multiple=True, type=names,
+                        metavar="NAME=VALUE" if knob.kind == "options" else None, help=knob.help)
+
+
+# The shape of the draw (sweep and mutants), and what a target takes (sweep): each intersects the profile.
+draw = options(family, *(knob_option(knob) for knob in SHAPE_KNOBS))
+narrowing = options(*(knob_option(knob) for knob in KNOBS if knob not in SHAPE_KNOBS))
 isolation = options(
     click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
                  help="Worker processes that judge, each on one torch/BLAS thread (default: one per idle core, "
@@ -214,16 +192,36 @@ against_runs = options(
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
 LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
-                         "modes": "--mode", "layers": "--layers", "bidirectional": "--[uni|bi]directional",
-                         "dtypes": "--dtype", "rtol": "--rtol", "atol": "--atol", "shard": "--shard",
-                         **NARROWING_FLAGS}
+                         **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
+                         "shard": "--shard"}
 
 
-def narrowing_of(values: dict[str, Any]) -> Any:
-    """The :class:`~gradcheck_rnn.narrowing.Narrowing` of a command's option values."""
-    from .narrowing import Narrowing
+def narrowing_of(values: dict[str, Any]) -> Narrowing:
+    """The :class:`~gradcheck_rnn.narrowing.Narrowing` of a command's option values (a knob the
+    command does not have keeps the profile's draw)."""
+    return Narrowing.build(**{knob.field: values.get(knob.field) for knob in KNOBS})
 
-    return Narrowing.build(**{name: values.get(name) for name in NARROWING_FLAGS})
+
+def judging_of(values: dict[str, Any], checks: tuple[str, ...] | None = None) -> Any:
+    """How a command judges: ``checks`` (None: the profile's) with its --rtol and --atol."""
+    from .run import Judging
+
+    return Judging(checks, values.get("rtol"), values.get("atol"))
+
+
+def one_case(case_id: str) -> Any:
+    """The selection of a command on one named case (check, repro, shrink)."""
+    from .run import Selection
+
+    return Selection(case_ids=(case_id,))
+
+
+def selection_of(values: dict[str, Any]) -> Any:
+    """The cases a drawing command's option values choose: --cases, --seed, the narrowing flags, --shard."""
+    from .run import Selection, parse_shard
+
+    return Selection(cases=values.get("cases"), seed=values.get("seed"), narrowing=narrowing_of(values),
+                     shard=parse_shard(values.get("shard")))
 
 
 def load_baseline(values: dict[str, Any]) -> Any:
@@ -253,9 +251,10 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
     not pass in the report folder's latest run (exit 5 with a note when there are none)."""
     if not values["last_failed"]:
-        return build_run(values, narrowing=narrowing_of(values))
+        return build_run(values)
     from .console import err, say
     from .rerun import last_failed
+    from .run import Judging, Selection
 
     given = [flag for name, flag in LAST_FAILED_CONFLICTS.items() if values.get(name) not in (None, ())]
     if given:
@@ -268,9 +267,8 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
         sys.exit(5)
     say(err, f"rerunning the {len(failed.rows)} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
              f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
-    return build_run({**values, "config": failed.spec.config}, len(failed.case_ids), case_ids=failed.case_ids,
-                     targets=failed.targets, checks=failed.checks, rtol=failed.spec.rtol, atol=failed.spec.atol,
-                     families=failed.spec.families, only=failed.rows)
+    return build_run({**values, "config": failed.spec.config}, Selection(case_ids=failed.case_ids, only=failed.rows),
+                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
@@ -278,10 +276,13 @@ def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
 
 
-def build_run(values: dict[str, Any], cases_planned: int | None = None, header: bool = False,
-              **spec_values: Any) -> tuple[Any, Any, list]:
+def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
+              families: Any = None, header: bool = False) -> tuple[Any, Any, list]:
     """The run spec, the execution and the resolved targets of a judging command, from its option
-    values (``values``: click's keyword arguments) and ``spec_values`` it sets itself.
+    values (``values``: click's keyword arguments). What the command sets itself replaces what the
+    values say: ``selection`` (default: the draw of --cases, --seed, the narrowing flags and
+    --shard), ``judging`` (default: the profile's checks, --rtol and --atol), ``targets`` and
+    ``families`` (default: --target and --family).
 
     The execution is made (and validated) first and the pool's fork server started, so that its
     imports run beside the slow part of the set-up (profile, targets); the worker count, when not
@@ -292,17 +293,20 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     """
     from .families import load_all
     from .generate import load_profile
-    from .run import Execution, RunSpec, default_workers, parse_shard, start_pool_early
+    from .run import Execution, RunSpec, default_workers, start_pool_early
     from .runtime import set_up_process
 
-    shard = parse_shard(values.get("shard"))
-    families = tuple(spec_values.pop("families", values.get("families", ())))
-    load_all(families)  # before the profile names their tokens (--last-failed's stored families)
-    refuse_bad_names(spec_values.get("targets", values.get("targets", ())), spec_values.get("case_ids", ()))
+    families = tuple(values.get("families", ()) if families is None else families)
+    load_all(families)  # before the profile or the narrowing names their tokens (--last-failed's stored families)
+    selection = selection_of(values) if selection is None else selection
+    judging = judging_of(values) if judging is None else judging
+    targets = tuple(values.get("targets", ()) if targets is None else targets)
+    refuse_bad_names(targets, selection.case_ids)
     profile = load_profile(values.get("config"))
     workers, why = values.get("workers"), "--workers"
     if workers is None:
-        planned = cases_planned or RunSpec.count_cases(cases=values.get("cases"), shard=shard, profile=profile)
+        planned = len(selection.case_ids) or RunSpec.count_cases(cases=selection.cases, shard=selection.shard,
+                                                                 profile=profile)
         workers, why = default_workers(planned)
     execution = Execution(workers=workers, executor=values.get("executor", "local"),
                           scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
@@ -311,14 +315,7 @@ def build_run(values: dict[str, Any], cases_planned: int | None = None, header: 
     # after the fork server has started: this imports torch (~1 s), which the server imports too,
     # on the other core. The JAX cache folder it names is in the environment before any worker is made.
     set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
-    resolved: list = []
-    spec_values = {name: values.get(name) for name in ("config", "cases", "seed", "rtol", "atol")} | spec_values
-    spec_values.setdefault("targets", tuple(values.get("targets", ())))
-    for name in ("modes", "dtypes"):
-        spec_values.setdefault(name, tuple(values.get(name, ())))
-    spec_values.setdefault("layers", values.get("layers"))
-    spec_values.setdefault("bidirectional", values.get("bidirectional"))
-    spec = RunSpec.build(**spec_values, families=families, shard=shard, resolved=resolved, profile=profile)
+    spec, resolved = RunSpec.build(values.get("config"), targets, selection, judging, families, profile)
     if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
     return spec, execution, resolved
@@ -347,20 +344,21 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     --dtype. Unknown mutant names are a UsageError before any case runs."""
     from .console import present_mutants
     from .detection import detection_targets, home_cases
+    from .run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)
-    narrowed = [flag for name, flag in (("modes", "--mode"), ("layers", "--layers"), ("dtypes", "--dtype"),
-                                        ("bidirectional", "--[uni|bi]directional")) if values.get(name) not in (None, ())]
+    narrowed = [knob.usage for knob in SHAPE_KNOBS if values.get(knob.field) not in (None, ())]
     if narrowed and values.get("config") is None:
         raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
                          f"draw; name it with --config, e.g. -c families --mode s6")
-    targets, checks = tuple(mutant_names + correct_names), values["checks"] or None
+    targets = tuple(mutant_names + correct_names)
+    judging = judging_of(values, values["checks"] or None)
     if values.get("config") is not None:
-        spec, execution, resolved = build_run(values, targets=targets, checks=checks)
+        spec, execution, resolved = build_run(values, judging=judging, targets=targets)
         return spec, execution, resolved, present_mutants(mutant_names, correct_names, every_mutant=bool(mutants))
     case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
-    spec, execution, resolved = build_run(values, len(case_ids), header=True, targets=targets, checks=checks,
-                                          case_ids=case_ids)
+    spec, execution, resolved = build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging,
+                                          targets, header=True)
     return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn)
 
 

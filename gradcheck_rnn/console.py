@@ -12,14 +12,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from rich.console import Console
 from rich.text import Text
 
 from . import render
 from .errors import INTERRUPTS, UsageError
-from .result import CaseResult, Run, plural, tally_verdict
+from .result import CaseResult, Run, document_row, plural, tally_verdict
 from .statuses import STYLE
 from .tally import StoredTally, Tally
 
@@ -65,12 +65,12 @@ def ensure_writable(report_dir: str) -> None:
                          f"choose another folder with --report-dir DIR") from None
 
 
-def print_run(results: list[CaseResult], tally: Tally | StoredTally) -> None:
-    """Summary tables per target (from the run's tally), skip reasons, the failure list and the
-    mistrust note."""
+def print_run(rows: Iterable[dict[str, Any]], tally: Tally | StoredTally) -> None:
+    """Summary tables per target (from the run's tally), skip reasons, the failure list (from the
+    stored ``rows``, as the reports read them) and the mistrust note."""
     for table in render.summary_tables(tally):
         out.print(table)
-    render.print_lines(out, render.skipped_target_lines(tally) + render.failure_lines(results)
+    render.print_lines(out, render.skipped_target_lines(tally) + render.failure_lines(rows)
                        + render.mistrusted_lines(tally))
 
 
@@ -108,26 +108,26 @@ def publish_format(fmt: str, run_dir: Path) -> None:
         github.publish(load_document(run_dir), run_dir, lambda line: say(out, line))
 
 
-def print_case_result(result: CaseResult, per_step: bool) -> None:
-    """The full per-tensor table of one row (``check`` and ``repro``), printed as it arrives."""
-    title, table, tolerances = render.tensor_table(result)
+def print_case_result(row: dict[str, Any], per_step: bool) -> None:
+    """The full per-tensor table of one stored row (``check`` and ``repro``), printed as it arrives."""
+    title, table, tolerances = render.tensor_table(row)
     say(out, title)
-    if result.tensors:
+    if row.get("tensors"):
         out.print(table)
         if tolerances:
             say(out, tolerances)
     # A failed comparison is the table itself; other checks, errors and skips explain themselves.
-    if result.message and (result.status != "fail" or result.check != "reference"):
-        first, *rest = render.wrapped(f"{result.status}: {result.message}", indent="", hanging="  ")
-        say(out, Text.assemble((result.status, STYLE.get(result.status, "")),
-                               first[len(result.status):]))
+    status, message = row["status"], row.get("message", "")
+    if message and (status != "fail" or row.get("check", "reference") != "reference"):
+        first, *rest = render.wrapped(f"{status}: {message}", indent="", hanging="  ")
+        say(out, Text.assemble((status, STYLE.get(status, "")), first[len(status):]))
         render.print_lines(out, rest)
-    if result.traceback:
+    if row.get("traceback"):
         say(out, "target traceback (most recent call last):")
-        say(out, result.traceback)
-    if per_step and (picture := render.error_picture(result)) is not None:
+        say(out, row["traceback"])
+    if per_step and (picture := render.error_picture(row)) is not None:
         out.print(picture)
-    say(out, f"reproduce: {result.repro}")
+    say(out, f"reproduce: {row['repro']}")
 
 
 @contextlib.contextmanager
@@ -227,7 +227,7 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
             return write_and_finish(exc.run, report_dir, meta, fmt=fmt, log=log)
         extra = None if baseline is None else {"drift": baseline.to_json()}
         if present is None:
-            print_run(run.results, log.tally)
+            print_run(map(document_row, run.results), log.tally)
             if run.exit_code in (0, 5) and (step := next_step(spec, log.tally.coverage)):  # what to do for more coverage
                 render.print_lines(out, render.note_lines(step))
             if extra is not None:
@@ -248,7 +248,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
             log.add(result)
         # the one tally, the log's: the verdict's, the console's and the reports'
         run = Run(results, *tally_verdict(log.tally, spec.named_targets, drift), spec, tally=log.tally)
-        print_run(results, log.tally)
+        print_run(map(document_row, results), log.tally)
         extra = None if drift is None else {"drift": drift}
         if drift is not None:
             print_drift(drift)
@@ -304,7 +304,7 @@ def judge_case(spec: Any, execution: Any, per_step: bool) -> int:
 
     with terminate_as_exception():
         try:
-            run = judge_run(spec, execution, on_result=lambda row: print_case_result(row, per_step))
+            run = judge_run(spec, execution, on_result=lambda row: print_case_result(row.to_json(), per_step))
         except INTERRUPTS as exc:
             run = exc.run
     verdict_line(run.exit_code, run.reason)
@@ -359,7 +359,7 @@ def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_
 def rerender_run(run_dir: str, fmt: str) -> int:
     """``report``: re-render a run's files from results.json, print what the command printed from
     its stored tallies and its stored verdict; the stored exit code."""
-    from .reports import WRITERS, rerender, resolve_run_dir, results_from_document
+    from .reports import WRITERS, rerender, resolve_run_dir
     from .reports.document import stored_verdict
 
     resolved = resolve_run_dir(run_dir)
@@ -371,7 +371,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
         out.print(table)
         render.print_lines(out, lines)
     else:
-        print_run(results_from_document(document), StoredTally(document))
+        print_run(document["results"], StoredTally(document))
     if document.get("drift") is not None:
         print_drift(document["drift"])
     publish_format(fmt, resolved)

@@ -93,29 +93,6 @@ class Profile:
     def tolerance_table(self, rtol: float | None = None, atol: float | None = None) -> Tolerances:
         return Tolerances.from_profile(self.tolerances, rtol=rtol, atol=atol)
 
-    def narrowed(self, modes: Sequence[str] = (), layers: int | None = None, bidirectional: bool | None = None,
-                 dtypes: Sequence[str] = ()) -> "Profile":
-        """This profile with its draw restricted from the command line (``sweep --mode gru
-        --layers 1 --unidirectional --dtype f32``); options left out keep the profile's draw.
-        ``--bidirectional`` keeps only the modes whose family runs both ways (UsageError when none does)."""
-        from .narrowing import modes_able
-
-        changes: dict[str, Any] = {}
-        if modes:
-            changes["modes"] = dict.fromkeys(modes, 1.0)
-        if dtypes:
-            changes["dtypes"] = dict.fromkeys(dtypes, 1.0)
-        if layers is not None:
-            changes["layers"] = (layers, layers)
-        if bidirectional is not None:
-            changes["bidirectional"] = 1.0 if bidirectional else 0.0
-        narrowed = dataclasses.replace(self, **changes)
-        if bidirectional:
-            narrowed.modes = modes_able(narrowed, "bidirectional", "--bidirectional",
-                                        lambda drawn: f"{', '.join(drawn)} {'runs' if len(drawn) == 1 else 'run'} "
-                                                      f"forward in time only")
-        return narrowed
-
 
 def resolve_profile_path(config: str | Path | None) -> Path:
     """``None`` -> configs/ci.toml; a bare name like ``nightly`` -> configs/nightly.toml; else a path."""

@@ -1,11 +1,14 @@
-"""Narrowing a profile's draw to what one target takes: projections, biases, initial states,
-head gradients, input and hidden sizes, length patterns, zero-length sequences and the cell
-families' own options (sLSTM's heads and ``-expf``, s6's ``-nogate``, ...).
+"""Narrowing a profile's draw to what one target takes: modes, layers, directions, dtypes,
+projections, biases, initial states, head gradients, input and hidden sizes, length patterns,
+zero-length sequences and the cell families' own options (sLSTM's heads and ``-expf``, s6's
+``-nogate``, ...). One :class:`Narrowing` value holds all of it, whether the command line, the
+API or the pytest fixture asked; :data:`KNOBS` is the one table of its flags and keywords.
 
 A plugin target that supports a part of the API surface (an LSTM without projections, a kernel
 that cannot take length 0) would otherwise be skipped on most cases of a sweep; a profile file
 per target was the only way to say so. A :class:`Narrowing` is the command line's
-(``sweep --no-projections --hidden-size 2..4``), ``gr.sweep``'s and the pytest fixture's way: it
+(``sweep --mode lstm --no-projections --hidden-size 2..4``), ``gr.sweep``'s and the pytest
+fixture's (``modes=["lstm"], projections=False, hidden_size="2..4"``) way: it
 *intersects* the profile — a switch on means every case has it, off means none, a list keeps the
 profile's weights of the names given, a range is cut to the profile's — so a narrowed run never
 draws what the profile would not. A narrowing that leaves nothing to draw is a UsageError naming
@@ -33,15 +36,107 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import HEADS, LENGTH_PATTERNS
+from .config import DTYPES, HEADS, LENGTH_PATTERNS
 from .errors import UsageError
+from .families import BUILT_IN_MODES
 
-SWITCHES = {  # field: (Profile probability, the flag pair, what "on" means in a sentence)
-    "projections": ("proj", "projections", "a projection"),
-    "bias": ("bias", "bias", "biases"),
-    "initial_state": ("initial_state", "initial-state", "an initial state"),
-    "zero_length": ("zero_length", "zero-length", "a zero-length sequence"),
-}
+
+@dataclass(frozen=True)
+class Knob:
+    """One way to narrow the draw, written once: its :class:`Narrowing` field (also the keyword of
+    ``gr.sweep`` and of the pytest fixture), its flag and what it draws. The click options
+    (gradcheck_rnn/cli_options.py), :meth:`Narrowing.flags` and every refusal that names a flag
+    are made from this table, so a knob added here is on all three surfaces at once."""
+
+    field: str  # the Narrowing field and the API keyword
+    flag: str  # the long flag without "--": "hidden-size"
+    kind: str  # "modes", "names" (repeatable), "count", "switch", "range" or "options" (NAME=VALUE)
+    help: str
+    choices: tuple[str, ...] = ()  # the names a "names" knob takes
+    negative: str = ""  # a switch's "off" flag: "no-projections", "unidirectional"
+    pair: str = ""  # how a refusal names a switch whose "off" flag is not --no-<flag>
+
+    @property
+    def usage(self) -> str:
+        """The flag as a refusal names it: ``--hidden-size``, ``--[no-]bias``, ``--[uni|bi]directional``."""
+        if self.kind != "switch":
+            return f"--{self.flag}"
+        return self.pair or f"--[no-]{self.flag}"
+
+    def read(self, value: Any) -> Any:
+        """``value`` (an API keyword or a command-line value) as the Narrowing field holds it;
+        UsageError in one sentence naming the keyword when it is not allowed."""
+        if self.kind == "switch":
+            return _switch(value, self.field)
+        if self.kind == "range":
+            return parse_range(value, self.field)
+        if self.kind == "options":
+            return _family_options(value)
+        if self.kind == "count":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UsageError(f"{self.field}={value!r} is not allowed; give a whole number >= 1 or None "
+                                 f"(the profile's draw)")
+            return value
+        if self.kind == "modes":
+            from .families import modes
+
+            return _names(value, "mode", modes())
+        return _names(value, self.flag.replace("-", " "), self.choices)
+
+    def shown(self, value: Any) -> list[str]:
+        """The flags that give ``value`` of this knob (none for the profile's own draw)."""
+        if value is None or value == ():
+            return []
+        if self.kind == "switch":
+            return [f"--{self.flag if value else self.negative}"]
+        if self.kind == "range":
+            return [f"--{self.flag} {value[0]}" if value[0] == value[1] else f"--{self.flag} {value[0]}..{value[1]}"]
+        if self.kind == "count":
+            return [f"--{self.flag} {value}"]
+        if self.kind == "options":
+            return [f"--{self.flag} {_option_text(name, option)}" for name, option in value]
+        return [f"--{self.flag} {name}" for name in value]
+
+
+# Every knob, in the order the flags are shown (the header line, report.md) and listed in --help.
+# The first four narrow the shape of a config (what `mutants` takes); the rest what a target's API takes.
+KNOBS = (
+    Knob("modes", "mode", "modes", f"Draw only these modes (repeatable; default: the profile's): "
+                                   f"{', '.join(BUILT_IN_MODES)}, or a user family's token."),
+    Knob("layers", "layers", "count", "Draw only this many layers."),
+    Knob("bidirectional", "bidirectional", "switch", "Draw only bidirectional or only unidirectional configs.",
+         negative="unidirectional", pair="--[uni|bi]directional"),
+    Knob("dtypes", "dtype", "names", "Draw only these dtypes (repeatable; default: the profile's).", DTYPES),
+    Knob("projections", "projections", "switch", "Draw only LSTMs with a projection (-P), or none, e.g. "
+                                                 "--no-projections for a kernel without proj_size.",
+         negative="no-projections"),
+    Knob("bias", "bias", "switch", "Draw only cases with biases, or only without (-nobias), e.g. --no-bias for "
+                                   "bias=False layers.", negative="no-bias"),
+    Knob("initial_state", "initial-state", "switch", "Draw only cases with h0/c0 given, or only without (-z), "
+                                                     "e.g. --initial-state.", negative="no-initial-state"),
+    Knob("zero_length", "zero-length", "switch", "Draw only cases with a length-0 sequence, or none, e.g. "
+                                                 "--no-zero-length.", negative="no-zero-length"),
+    Knob("heads", "heads", "names", "Draw only these head-gradient variants (repeatable), e.g. --heads all "
+                                    "--heads y.", HEADS),
+    Knob("lengths", "length-pattern", "names", "Draw only these sequence-length patterns (repeatable), e.g. "
+                                               "--length-pattern all_full.", LENGTH_PATTERNS),
+    Knob("input_size", "input-size", "range", "Draw input sizes I only in this range (or one size), e.g. "
+                                              "--input-size 2..4."),
+    Knob("hidden_size", "hidden-size", "range", "Draw hidden sizes H only in this range (or one size), e.g. "
+                                                "--hidden-size 4."),
+    Knob("family_options", "family-option", "options",
+         "Draw a cell family's own option only at these values (repeatable): a flag on or off, an integer one "
+         "size or MIN..MAX, e.g. --family-option gated=on (no -nogate), --family-option heads=1 (no -NH<k>), "
+         "--family-option exp_forget=off (no -expf). Families without the option draw as before; the option "
+         "names are in docs/concepts/families.md."),
+)
+KNOB = {knob.field: knob for knob in KNOBS}
+SHAPE_KNOBS = KNOBS[:4]  # --mode, --layers, --[uni|bi]directional, --dtype
+
+# The surface switches: the Profile probability each sets to 1 or 0, and what "on" means in a sentence.
+SWITCHES = {"projections": ("proj", "a projection"), "bias": ("bias", "biases"),
+            "initial_state": ("initial_state", "an initial state"),
+            "zero_length": ("zero_length", "a zero-length sequence")}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
 _FLAG_VALUES = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 
@@ -124,84 +219,96 @@ def _switch(value: Any, name: str) -> bool | None:
 
 @dataclass(frozen=True)
 class Narrowing:
-    """What a run narrows the profile's draw to; every field left at its default keeps the profile's."""
+    """What a run narrows the profile's draw to (one field per :data:`KNOBS` entry, in its order);
+    every field left at its default keeps the profile's."""
 
+    modes: tuple[str, ...] = ()  # the modes drawn, each weighted 1
+    layers: int | None = None  # every case has this many layers
+    bidirectional: bool | None = None  # True: every case runs both ways (the modes that can); False: none
+    dtypes: tuple[str, ...] = ()
     projections: bool | None = None  # True: every case has a projection (LSTM, H >= 2); False: none
     bias: bool | None = None
     initial_state: bool | None = None
+    zero_length: bool | None = None
     heads: tuple[str, ...] = ()  # head-gradient variants (case id -g<heads>)
+    lengths: tuple[str, ...] = ()  # length patterns
     input_size: tuple[int, int] | None = None  # (min, max)
     hidden_size: tuple[int, int] | None = None
-    lengths: tuple[str, ...] = ()  # length patterns
-    zero_length: bool | None = None
     # the families' own options by name, sorted: (name, True/False) for a flag, (name, (min, max)) for an integer
     family_options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def build(cls, projections: bool | None = None, bias: bool | None = None, initial_state: bool | None = None,
-              heads: Iterable[str] | str | None = None, input_size: Any = None, hidden_size: Any = None,
-              lengths: Iterable[str] | str | None = None, zero_length: bool | None = None,
-              family_options: Mapping[str, Any] | Iterable[str] | None = None) -> Narrowing:
-        """A narrowing from loosely typed values (API keywords, command-line strings), validated;
+    def build(cls, **keywords: Any) -> Narrowing:
+        """A narrowing from loosely typed values by knob name (``gr.sweep``'s keywords, the fixture's,
+        the command line's option values), validated; a keyword left out or None keeps the profile's.
         ``family_options`` as ``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]``."""
-        return cls(projections=_switch(projections, "projections"), bias=_switch(bias, "bias"),
-                   initial_state=_switch(initial_state, "initial_state"), heads=_names(heads, "heads", HEADS),
-                   input_size=parse_range(input_size, "input_size"),
-                   hidden_size=parse_range(hidden_size, "hidden_size"),
-                   lengths=_names(lengths, "length pattern", LENGTH_PATTERNS),
-                   zero_length=_switch(zero_length, "zero_length"), family_options=_family_options(family_options))
+        unknown = [name for name in keywords if name not in KNOB]
+        if unknown:
+            raise UsageError(f"{unknown[0]!r} is not a way to narrow the draw; give one of {', '.join(KNOB)}")
+        return cls(**{knob.field: knob.read(keywords.get(knob.field)) for knob in KNOBS})
 
     def __bool__(self) -> bool:
         return self != NO_NARROWING
 
     def flags(self) -> list[str]:
-        """The command-line flags that give this narrowing, e.g. ``["--no-projections", "--hidden-size 2..4"]``."""
-        flags = []
-        for name, (_, flag, _) in SWITCHES.items():
-            if getattr(self, name) is not None:
-                flags.append(f"--{'' if getattr(self, name) else 'no-'}{flag}")
-        flags += [f"--heads {h}" for h in self.heads] + [f"--length-pattern {p}" for p in self.lengths]
-        for name in ("input_size", "hidden_size"):
-            bounds = getattr(self, name)
-            if bounds is not None:
-                shown = str(bounds[0]) if bounds[0] == bounds[1] else f"{bounds[0]}..{bounds[1]}"
-                flags.append(f"--{name.replace('_', '-')} {shown}")
-        return flags + [f"--family-option {_option_text(name, value)}" for name, value in self.family_options]
+        """The command-line flags that give this narrowing, e.g. ``["--mode lstm", "--no-projections",
+        "--hidden-size 2..4"]``."""
+        return [flag for knob in KNOBS for flag in knob.shown(getattr(self, knob.field))]
 
     def apply(self, profile: Any) -> Any:
         """``profile`` with its draw intersected with this narrowing; UsageError when nothing is left."""
         if not self:
             return profile
+        profile = self._shaped(profile)
         where = f"profile {profile.name}"
         changes: dict[str, Any] = {}
         for name in ("input_size", "hidden_size"):
             if (bounds := getattr(self, name)) is not None:
                 low, high = max(bounds[0], getattr(profile, name)[0]), min(bounds[1], getattr(profile, name)[1])
                 if low > high:
-                    raise UsageError(f"--{name.replace('_', '-')} {bounds[0]}..{bounds[1]} leaves nothing to draw: "
+                    raise UsageError(f"{KNOB[name].usage} {bounds[0]}..{bounds[1]} leaves nothing to draw: "
                                      f"{where} draws {name} {getattr(profile, name)[0]}..{getattr(profile, name)[1]}")
                 changes[name] = (low, high)
-        for name, flag, table in (("heads", "--heads", "heads"), ("lengths", "--length-pattern", "lengths")):
+        for name in ("heads", "lengths"):
             if chosen := getattr(self, name):
-                drawn = {k: w for k, w in getattr(profile, table).items() if w > 0}
+                drawn = {k: w for k, w in getattr(profile, name).items() if w > 0}
                 kept = {k: w for k, w in drawn.items() if k in chosen}
                 if not kept:
-                    raise UsageError(f"{flag} {', '.join(chosen)} leaves nothing to draw: {where} draws "
-                                     f"{table} {', '.join(drawn)} only")
-                changes[table] = kept
-        for name, (knob, flag, what) in SWITCHES.items():
+                    raise UsageError(f"{KNOB[name].usage} {', '.join(chosen)} leaves nothing to draw: {where} draws "
+                                     f"{name} {', '.join(drawn)} only")
+                changes[name] = kept
+        for name, (share, what) in SWITCHES.items():
             if (on := getattr(self, name)) is not None:
-                if getattr(profile, knob) == (0.0 if on else 1.0) and (on or name != "projections"):
-                    raise UsageError(f"--{'' if on else 'no-'}{flag} leaves nothing to draw: {where} draws "
+                if getattr(profile, share) == (0.0 if on else 1.0) and (on or name != "projections"):
+                    raise UsageError(f"{KNOB[name].shown(on)[0]} leaves nothing to draw: {where} draws "
                                      f"{'no case with' if on else 'every case with'} {what} "
-                                     f"(draw.{knob} = {getattr(profile, knob):g})")
-                changes[knob] = 1.0 if on else 0.0
+                                     f"(draw.{share} = {getattr(profile, share):g})")
+                changes[share] = 1.0 if on else 0.0
         if self.projections:
             changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), where))
         narrowed = dataclasses.replace(profile, **changes)
         if self.family_options:
             narrowed.family_options = self._options_drawn(narrowed)
         return narrowed
+
+    def _shaped(self, profile: Any) -> Any:
+        """``profile`` with the shape knobs applied (``--mode gru --layers 1 --unidirectional --dtype
+        f32``): ``--bidirectional`` keeps only the modes whose family runs both ways (UsageError when none does)."""
+        changes: dict[str, Any] = {}
+        if self.modes:
+            changes["modes"] = dict.fromkeys(self.modes, 1.0)
+        if self.dtypes:
+            changes["dtypes"] = dict.fromkeys(self.dtypes, 1.0)
+        if self.layers is not None:
+            changes["layers"] = (self.layers, self.layers)
+        if self.bidirectional is not None:
+            changes["bidirectional"] = 1.0 if self.bidirectional else 0.0
+        shaped = dataclasses.replace(profile, **changes)
+        if self.bidirectional:
+            shaped.modes = modes_able(shaped, "bidirectional", "--bidirectional",
+                                      lambda drawn: f"{', '.join(drawn)} {'runs' if len(drawn) == 1 else 'run'} "
+                                                    f"forward in time only")
+        return shaped
 
     @staticmethod
     def _projected(profile: Any, hidden: tuple[int, int], where: str) -> dict[str, Any]:
@@ -304,19 +411,10 @@ def _variant_conflict(cell: Any, kept: Mapping[str, Any], profile: Any) -> str |
 
 
 def draw_flags(draw: Mapping[str, Any] | None) -> list[str]:
-    """The flags of a run's whole draw narrowing, from the ``"draw"`` object of results.json
-    (``--mode``, ``--layers``, ``--[uni|bi]directional``, ``--dtype`` and this module's): what the
+    """The flags of a run's draw narrowing, from the ``"draw"`` object of results.json: what the
     run's header and report.md show. Empty for a run of the profile's own draw."""
-    draw = draw or {}
-    flags = [f"--mode {m}" for m in draw.get("modes") or ()]
-    if draw.get("layers") is not None:
-        flags.append(f"--layers {draw['layers']}")
-    if draw.get("bidirectional") is not None:
-        flags.append("--bidirectional" if draw["bidirectional"] else "--unidirectional")
-    flags += [f"--dtype {d}" for d in draw.get("dtypes") or ()]
     known = {f.name for f in dataclasses.fields(Narrowing)}
     try:
-        narrowing = Narrowing.from_json({k: v for k, v in draw.items() if k in known})
-    except (TypeError, ValueError):  # a hand-edited file: show what can be shown
-        return flags
-    return flags + narrowing.flags()
+        return Narrowing.from_json({k: v for k, v in (draw or {}).items() if k in known}).flags()
+    except (TypeError, ValueError):  # a hand-edited file: show no flags rather than fail the report
+        return []

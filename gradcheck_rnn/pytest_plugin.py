@@ -20,7 +20,7 @@ call only (:func:`gradcheck_rnn.runtime.judging`): the test process is left as i
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import pytest
 
@@ -54,25 +54,23 @@ class RNNGradcheck:
 
     def sweep(self, target: Any, cases: int = 50, config: str | os.PathLike[str] = "ci", seed: int = 0,
               checks: Iterable[str] | None = None, rtol: float | None = None, atol: float | None = None,
-              modes: Sequence[str] | None = None, layers: int | None = None, bidirectional: bool | None = None,
-              dtypes: Sequence[str] | None = None, **narrowing: Any) -> list:
+              **narrowing: Any) -> list:
         """Judge ``target`` on ``cases`` cases of a profile drawn from ``seed``; return the results.
 
         ``target`` is a name as on the command line (``fused-cpu``, ``mutant:<name>``,
         ``package.module:callable``) or a target object/callable. ``checks`` defaults to the
-        profile's enabled checks; ``modes``, ``layers``, ``bidirectional`` and ``dtypes`` narrow
-        the draw as ``gradcheck-rnn sweep --mode/--layers/--bidirectional/--dtype`` do (a
-        one-mode target is judged on every case instead of a quarter of them); ``narrowing`` takes
-        ``gr.sweep``'s narrowing keywords (``projections=False``, ``hidden_size=(2, 4)``, ``heads``,
-        ``lengths``, ``bias``, ``initial_state``, ``input_size``, ``zero_length``). Raises
-        :class:`GradcheckFailed` on any failure or when nothing was judged.
+        profile's enabled checks; ``narrowing`` takes ``gr.sweep``'s narrowing keywords, each the
+        keyword of a ``gradcheck-rnn sweep`` flag (``modes=["gru"]``, ``layers=1``,
+        ``bidirectional=False``, ``dtypes``, ``projections=False``, ``hidden_size=(2, 4)``,
+        ``heads``, ``lengths``, ``bias``, ``initial_state``, ``input_size``, ``zero_length``,
+        ``family_options``): a one-mode target is judged on every case instead of a quarter of
+        them. Raises :class:`GradcheckFailed` on any failure or when nothing was judged.
         """
         __tracebackhide__ = True
         import gradcheck_rnn as gr
 
         count = self.cases_override or cases
-        run = gr.sweep(target, cases=count, seed=seed, config=str(config), checks=checks, rtol=rtol,
-                       atol=atol, modes=modes, layers=layers, bidirectional=bidirectional, dtypes=dtypes,
+        run = gr.sweep(target, cases=count, seed=seed, config=str(config), checks=checks, rtol=rtol, atol=atol,
                        **narrowing)
         _judge(run.results, run.exit_code, run.reason, f"sweep of {count} cases (profile {run.spec.profile}, "
                                                        f"seed {run.spec.seed})")
@@ -95,9 +93,10 @@ def _judge(results: list, exit_code: int, reason: str, what: str) -> None:
     if exit_code == 0:
         return
     from gradcheck_rnn.render import failure_lines
+    from gradcheck_rnn.result import document_row
 
-    # The console's failure list: each failing case id with its tensors and its repro command.
-    listing = "\n".join(line.plain for line in failure_lines(results))
+    # The console's failure list, of the stored rows: each failing case id with its tensors and its repro command.
+    listing = "\n".join(line.plain for line in failure_lines(map(document_row, results)))
     raise GradcheckFailed(f"{reason} in the {what}" + (f"\n{listing}" if listing else ""))
 
 

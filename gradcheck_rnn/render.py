@@ -8,6 +8,14 @@ the line soft-wraps it and copying still gives the whole id. Other long lines (m
 values of a failing tensor) are packed into lines of at most ``WIDTH`` columns at word
 boundaries, never inside a word.
 
+Like every report writer, the console renders stored rows (the dict form results.json holds:
+:meth:`~gradcheck_rnn.result.CaseResult.to_json`, :func:`~gradcheck_rnn.result.document_row`),
+never result objects, with the writers' own functions for what is shared: the order of rows
+(:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
+(:func:`~gradcheck_rnn.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.numbers.fmt`:
+"nan", "inf", "-inf" as in every file) and the tensor shown under a repro
+(:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).
+
 Text that comes from a target (messages, tracebacks, names) is printed literally, never parsed
 as rich markup: a message such as ``ValueError("shape [/b] mismatch")`` must not crash the run.
 """
@@ -17,7 +25,7 @@ from __future__ import annotations
 import math
 import textwrap
 from functools import lru_cache
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 from rich import box
@@ -25,13 +33,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .compare import TensorError
-from .numbers import fmt, fmt_or_dash
-from .reports.document import (CHECK_VALUES, case_lengths, location_mark, mistrust_note,
-                               significant_pair, stopped_early_text, values_parts)
+from .compare import expand_tensor
+from .numbers import fmt, fmt_or_dash, from_json_number, location_text
+from .reports.document import (CHECK_VALUES, case_lengths, failing_rows, failing_tensors, failure_in_words,
+                               location_mark, mistrust_note, significant_pair, stopped_early_text, values_parts)
 from .reports.markdown import sparkline
-from .result import CaseResult, plural
-from .statuses import LABEL, STYLE, failure_order, is_bad, worst_first
+from .reports.pictures import ratio_grid, stepped_tensors
+from .result import plural, row_field
+from .statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
 from .tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
@@ -90,7 +99,8 @@ def summary_tables(tally: Tally) -> list[Table]:
         for i, (label, row) in enumerate(rows):
             if i and rows[i - 1][0].startswith("wants=") != label.startswith("wants="):
                 table.add_section()
-            ratio = row["worst_ratio"]
+            # a stored tally (``report``) holds ±Inf as results.json does, "inf": read as a number
+            ratio = None if row["worst_ratio"] is None else from_json_number(row["worst_ratio"])
             cells = [Text(label), str(row["cases"]), str(row["pass"]),
                      Text(str(row["fail"]), style="red" if row["fail"] else ""),
                      Text(str(row["error"]), style="magenta" if row["error"] else ""), str(row["skip"]),
@@ -150,55 +160,56 @@ def _lengths(case_id: str) -> tuple[int, ...] | None:
     return None if lengths is None else tuple(lengths)
 
 
-def tensor_lines(tensor: TensorError, check: str, case_id: str, indent: str = INDENT) -> list[str]:
-    """One failing tensor in at most 80 columns: its ratio and where (a padded step or an empty
-    sequence is marked), then a and b with enough digits, what they are, and diff and rdiff there.
-    Shape, missing and non-finite failures say so in words (the message)."""
-    data = {"a": tensor.a, "b": tensor.b, "reference": tensor.reference}  # what values_parts reads
-    if tensor.status == "missing" or (tensor.ratio != tensor.ratio and tensor.message):
-        return wrapped(tensor.message or f"{tensor.name}: {tensor.status}", indent)
+def _location(tensor: dict[str, Any], case_id: str) -> tuple[str, str]:
+    """A stored tensor's worst element in the console's short form, and its mark ("padded step",
+    "empty sequence" or "")."""
+    location = tensor.get("location") or {}
     lengths = _lengths(case_id)
-    mark = location_mark(tensor.location, None if lengths is None else list(lengths))
-    where = compact_location(tensor.location)
-    head = f"{tensor.name}: ratio {fmt(tensor.ratio)}" + (f" at {where}" if where else "") + (f" ({mark})" if mark else "")
+    return compact_location(location), location_mark(location, None if lengths is None else list(lengths))
+
+
+def tensor_lines(tensor: dict[str, Any], check: str, case_id: str, indent: str = INDENT) -> list[str]:
+    """One failing tensor of a stored row in at most 80 columns: its ratio and where (a padded step
+    or an empty sequence is marked), then a and b with enough digits, what they are, and diff and
+    rdiff there. Shape, missing and non-finite failures say so in words (the message)."""
+    if (words := failure_in_words(tensor)) is not None:
+        return wrapped(words, indent)
+    where, mark = _location(tensor, case_id)
+    head = f"{tensor['name']}: ratio {fmt(tensor.get('ratio'))}" + (f" at {where}" if where else "") \
+        + (f" ({mark})" if mark else "")
     lines = wrapped(head, indent)
-    lines += packed(values_parts(data, check), indent + "  ")
-    if "non-finite" in tensor.message:
-        lines += wrapped(tensor.message, indent + "  ")
+    lines += packed(values_parts(tensor, check), indent + "  ")
+    if "non-finite" in tensor.get("message", ""):
+        lines += wrapped(tensor["message"], indent + "  ")
     return lines
 
 
-def failure_lines(results: list[CaseResult], limit: int = 50) -> list[Text]:
-    """Every result that did not pass, failing ones first: status and case id on one line, then
-    target and check, the failing tensors worst first (or the error), and the repro command."""
-    bad = [r for r in results if is_bad(r.status)]
+def failure_lines(rows: Iterable[dict[str, Any]], limit: int = 50) -> list[Text]:
+    """Every stored row that did not pass, in the reports' order (failing ones first): status and
+    case id on one line, then target and check, the failing tensors worst first (or the error),
+    and the repro command."""
+    bad = failing_rows(rows)
     if not bad:
         return []
-    bad.sort(key=lambda r: failure_order(r.status, _worst_ratio(r), r.case_id, r.target, r.check))
     lines = [Text(f"Failures: {len(bad)}, worst first; each ends with its repro command", style="bold")]
     for r in bad[:limit]:
-        style = STYLE.get(r.status, "")
-        lines.append(Text.assemble((f"{LABEL.get(r.status, r.status):<8}", style), " ", (r.case_id, "bold")))
-        lines += [Text(line) for line in wrapped(f"{r.target} · {r.check} check")]
-        failing = sorted(r.failing, key=lambda t: worst_first(t.status, t.ratio), reverse=True)
-        details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, r.check, r.case_id)]
+        status, check = r["status"], r.get("check", "reference")
+        lines.append(Text.assemble((f"{LABEL.get(status, status):<8}", STYLE.get(status, "")), " ",
+                                   (r["case_id"], "bold")))
+        lines += [Text(line) for line in wrapped(f"{r['target']} · {check} check")]
+        failing = failing_tensors(r)
+        details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, check, r["case_id"])]
         if not failing:
-            details = wrapped(r.message or r.status)
+            details = wrapped(r.get("message") or status)
         if len(failing) > TENSORS_SHOWN:
-            rest = ", ".join(f"{t.name} {t.status if t.status == 'missing' else fmt(t.ratio)}"
+            rest = ", ".join(f"{t['name']} {t['status'] if t['status'] == 'missing' else fmt(t.get('ratio'))}"
                              for t in failing[TENSORS_SHOWN:])
             details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
         lines.extend(Text(d) for d in details)
-        lines.append(Text(f"{INDENT}{r.repro}", style="cyan"))
+        lines.append(Text(f"{INDENT}{r['repro']}", style="cyan"))
     if len(bad) > limit:
         lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
     return lines
-
-
-def _worst_ratio(result: CaseResult) -> float | None:
-    """The row's worst ratio as its results.json row stores it (None: no tensor, or one missing)."""
-    worst = result.worst
-    return None if worst is None or worst.status == "missing" else worst.ratio
 
 
 # Short labels for a location's coordinates, so the table fits 80 columns: "l0 fwd h r2 c0".
@@ -210,31 +221,36 @@ def compact_location(location: dict) -> str:
     return " ".join(f"{_LOCATION_LABELS.get(k, k + '=')}{v}" for k, v in location.items())
 
 
-def tensor_table(result: CaseResult) -> tuple[Text, Table, Text | None]:
-    """The per-tensor table of one case × target, fitting 80 columns: its title line (the case
-    id, printed apart so it is never wrapped), the table (a = target, b = the reference it is
-    further from, with enough digits to differ; a padded step or empty sequence is marked
-    after the location), and a line with the tolerances in force per tensor kind."""
+def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
+    """The per-tensor table of one stored row (case × target × check), fitting 80 columns: its
+    title line (the case id, printed apart so it is never wrapped), the table (every tensor, worst
+    first as in the reports; a = target, b = the reference it is further from, with enough digits
+    to differ; a padded step or empty sequence is marked after the location), and a line with the
+    tolerances in force per tensor kind."""
     from .tolerances import tensor_kind
 
-    check = "" if result.check == "reference" else f" ({result.check} check)"
-    title = Text.assemble((result.case_id, "bold"), f" on {result.target}{check}: ",
-                          (result.status, STYLE.get(result.status, "")))
-    tolerances: dict[str, str] = {}
-    lengths = _lengths(result.case_id)
-    rows: list[list[Text | str]] = []
-    for t in result.tensors:
-        style = STYLE.get(t.status, "")
-        mark = location_mark(t.location, None if lengths is None else list(lengths))
-        location = (compact_location(t.location) + (f" ({mark})" if mark else "")) or t.message
-        a, b = significant_pair(t.a, t.b) if t.ratio == t.ratio and t.ratio > 1 else (fmt(t.a), fmt(t.b))
-        rows.append([Text(t.name), Text(t.status, style=style), fmt(t.ratio), fmt(t.max_abs), Text(location), a, b])
-        if t.rtol == t.rtol:
-            tolerances.setdefault(tensor_kind(t.name), f"{t.rtol:g}/{t.atol:g}")
-    table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], rows)
+    check = row.get("check", "reference")
+    title = Text.assemble((row["case_id"], "bold"), f" on {row['target']}"
+                          + ("" if check == "reference" else f" ({check} check)") + ": ",
+                          (row["status"], STYLE.get(row["status"], "")))
+    tensors = [expand_tensor(t) for t in row.get("tensors", [])]
+    tolerances: dict[str, str] = {}  # per tensor kind, in the row's order: output, input_grad, weight_grad
+    for t in tensors:
+        rtol = from_json_number(t.get("rtol"))
+        if rtol == rtol:
+            tolerances.setdefault(tensor_kind(t["name"]), f"{rtol:g}/{from_json_number(t.get('atol')):g}")
+    cells: list[list[Text | str]] = []
+    for t in tensors_worst_first(tensors, stored_facts):
+        ratio, a, b = (from_json_number(t.get(key)) for key in ("ratio", "a", "b"))
+        where, mark = _location(t, row["case_id"])
+        location = (where + (f" ({mark})" if mark else "")) or t.get("message", "")
+        a_text, b_text = significant_pair(a, b) if ratio == ratio and ratio > 1 else (fmt(a), fmt(b))
+        cells.append([Text(t["name"]), Text(t["status"], style=STYLE.get(t["status"], "")), fmt(ratio),
+                      fmt(t.get("max_abs")), Text(location), a_text, b_text])
+    table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], cells)
     notes = []
-    if result.check != "reference":
-        what, a_is, b_is = CHECK_VALUES.get(result.check, ("", "a", "b"))
+    if check != "reference":
+        what, a_is, b_is = CHECK_VALUES.get(check, ("", "a", "b"))
         notes.append(f"{what + ': ' if what else ''}a = {a_is}, b = {b_is}")
     lines = [line for note in notes for line in wrapped(note, indent="")]
     if tolerances:  # "weight_grad 0.0002/2e-05" stays on one line
@@ -270,13 +286,14 @@ def _fitting_table(columns: list[str], rows: list[list[Text | str]]) -> Table:
     return table
 
 
-def per_step_table(tensor: TensorError) -> Table | Text:
-    """Max |a − b| per time step of one tensor: truncated BPTT shows as errors growing toward t=0.
-    A tensor without error at any step gets one line that says so instead of empty bars."""
-    steps = tensor.per_step or []
+def per_step_table(tensor: dict[str, Any]) -> Table | Text:
+    """Max |a − b| per time step of one stored tensor: truncated BPTT shows as errors growing
+    toward t=0. A tensor without error at any step gets one line that says so instead of empty bars."""
+    steps = [from_json_number(v) for v in tensor.get("per_step") or []]
+    name = tensor["name"]
     if steps and all(v == 0 for v in steps):  # bars of nothing say less than words
-        return Text(f"{tensor.name}: max |a − b| per time step: no error, 0 at all {len(steps)} steps")
-    table = Table(title=Text(f"{tensor.name}: max |a − b| per time step   {sparkline(steps)}"), title_justify="left")
+        return Text(f"{name}: max |a − b| per time step: no error, 0 at all {len(steps)} steps")
+    table = Table(title=Text(f"{name}: max |a − b| per time step   {sparkline(steps)}"), title_justify="left")
     table.add_column("t", justify="right")
     table.add_column("max abs error", justify="right")
     table.add_column("", justify="left", min_width=30, no_wrap=True)
@@ -284,48 +301,48 @@ def per_step_table(tensor: TensorError) -> Table | Text:
     top = max(finite, default=0.0)
     for t, value in enumerate(steps):
         width = 30 if not math.isfinite(value) else (0 if not top > 0 else int(round(30 * (value / top))))
-        table.add_row(str(t), f"{value:.3g}", "█" * width)
+        table.add_row(str(t), fmt(value), "█" * width)
     return table
 
 
-def worst_time_tensor(result: CaseResult) -> TensorError | None:
-    """The tensor whose per-step errors a repro shows: the worst one with a time axis."""
-    timed = [t for t in result.tensors if t.per_step]
-    failing = [t for t in timed if not t.passed]
-    pool = failing or timed
-    return max(pool, key=lambda t: worst_first(t.status, t.ratio), default=None)
+def worst_time_tensor(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The tensor whose per-step errors a repro shows: the worst of the series the report's
+    picture draws (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`)."""
+    return worst_tensor(stepped_tensors(row)[0], stored_facts)
 
 
-def error_picture(result: CaseResult) -> Table | Text | None:
-    """What a repro shows under its table: the error per time step of the worst tensor with a time
-    axis, or — when the failing tensors have none (a weight gradient, a state) — the worst failing
-    one's ratio per gate block or layer.dir: a passing ``y`` says nothing about a failing ``w_hh``."""
-    failing = [t for t in result.tensors if not t.passed and t.status != "missing"]
-    if failing and not any(t.per_step for t in failing):
-        return per_unit_table(max(failing, key=lambda t: worst_first(t.status, t.ratio)), result.mode)
-    timed = worst_time_tensor(result)
+def error_picture(row: dict[str, Any]) -> Table | Text | None:
+    """What a repro shows under its table, chosen as the report's picture chooses: the error per
+    time step of the worst tensor with a time axis, or — when the failing tensors have none (a
+    weight gradient, a state) — the worst failing one's ratio per gate block or layer.dir: a
+    passing ``y`` says nothing about a failing ``w_hh``."""
+    stepped, without_time = stepped_tensors(row)
+    if without_time is not None:
+        return per_unit_table(without_time, row_field(row, "mode"))
+    timed = worst_tensor(stepped, stored_facts)
     return None if timed is None else per_step_table(timed)
 
 
-def per_unit_table(tensor: TensorError, mode: str) -> Table | Text:
-    """The tolerance ratio of a tensor without a time axis, per gate block (a parameter) or per
-    layer.dir (a state): its worst ratio there (> 1 fails), where, and a bar."""
+def per_unit_table(tensor: dict[str, Any], mode: str) -> Table | Text:
+    """The tolerance ratio of a stored tensor without a time axis, per gate block (a parameter) or
+    per layer.dir (a state): its worst ratio there (> 1 fails), where, and a bar."""
     from .families import family, modes
 
-    ratio_map = tensor.ratio_map
+    ratio_map = tensor.get("ratio_map")
     if ratio_map is None:  # a shape the maps do not know: the worst element in words
-        return Text(f"{tensor.name}: no time axis; worst ratio {fmt(tensor.ratio)} at {tensor.location_text()}")
-    gated = ratio_map.rows == "gate"
+        return Text(f"{tensor['name']}: no time axis; worst ratio {fmt(tensor.get('ratio'))} at "
+                    f"{location_text(tensor.get('location'))}")
+    gated = ratio_map["rows"] == "gate"
     gates = family(mode).gates if mode in modes() else ()
-    table = Table(title=Text(f"{tensor.name}: tolerance ratio per {'gate block' if gated else 'layer.dir'} "
+    table = Table(title=Text(f"{tensor['name']}: tolerance ratio per {'gate block' if gated else 'layer.dir'} "
                              f"(no time axis)"), title_justify="left")
     for name, justify in (("gate" if gated else "state", "left"), ("worst ratio", "right"),
                           ("at unit" if gated else "at b", "right"), ("", "left")):
         table.add_column(name, justify=justify, no_wrap=True, min_width=30 if not name else None)
-    grid = np.asarray(ratio_map.ratio, dtype=np.float64)
+    grid = ratio_grid(tensor)
     finite = grid[np.isfinite(grid)]
     top = max(float(finite.max()) if finite.size else 0.0, 1.0)
-    pool = ratio_map.pool[1]
+    pool = ratio_map["pool"][1]
     for i, values in enumerate(grid):
         worst = int(np.argmax(np.where(np.isnan(values), np.inf, values)))
         value = float(values[worst])

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from .case import id_facts
 from .compare import TensorError, from_json_number, json_safe, tensor_summary
 from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, PASSED, is_bad, worst_first
+from .statuses import BAD_STATUSES, PASSED, is_bad, worst_tensor
 
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
@@ -58,8 +58,8 @@ class CaseResult:
 
     @property
     def worst(self) -> TensorError | None:
-        """The first tensor in :func:`~gradcheck_rnn.statuses.worst_first` order (missing, NaN, largest ratio)."""
-        return max(self.tensors, key=lambda t: worst_first(t.status, t.ratio), default=None)
+        """The first tensor in the one worst-first order (missing, NaN, largest ratio), :func:`worst_tensor`."""
+        return worst_tensor(self.tensors)
 
     @property
     def failing(self) -> list[TensorError]:
@@ -220,7 +220,7 @@ def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
     if "worst_tensor" in row:
         return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
     tensors = [(name, status, from_json_number(ratio)) for name, status, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
-    worst = max(tensors, key=lambda tensor: worst_first(tensor[1], tensor[2]), default=None)
+    worst = worst_tensor(tensors, facts=lambda tensor: tensor[1:])
     return (None, math.nan) if worst is None else (worst[0], worst[2])
 
 

@@ -37,8 +37,9 @@ def cache_dir() -> Path:
 def limit_torch_threads() -> None:
     """Judge the tiny cases of a sweep on one torch thread ($GRADCHECK_RNN_TORCH_THREADS overrides).
 
-    Measured on a 2-core machine with the other core busy: a (20×40)·(40×7) float64 matmul took
-    11–16 ms with two OpenMP threads spin-waiting on each other and 11 µs with one.
+    On a 2-core machine with the other core busy, two OpenMP threads spin-waiting on each other
+    made a tiny float64 matmul about a thousand times slower than one thread
+    (benchmarks/RESULTS.md, "Costs the code is built around").
     """
     import torch
 
@@ -48,8 +49,10 @@ def limit_torch_threads() -> None:
 def use_persistent_jax_cache() -> None:
     """Keep the JAX reference's compiled programs across runs in :func:`cache_dir`/jax.
 
-    A new program costs ~1.5 s to compile; a new process loads it from the serialized executable
-    kept beside this cache (references/artifacts.py) in ~0.05 s without tracing it again. Set $GRADCHECK_RNN_JAX_CACHE to another folder, or to "" to turn it off.
+    A new program costs seconds to compile; a new process loads it from the serialized executable
+    kept beside this cache (references/artifacts.py) without tracing it again, in a small part of
+    that (benchmarks/RESULTS.md, "Costs the code is built around"). Set $GRADCHECK_RNN_JAX_CACHE
+    to another folder, or to "" to turn it off.
     The folder is named in the environment so that pool workers, started from it, share it.
     """
     os.environ.setdefault(JAX_CACHE_ENV, str(cache_dir() / "jax"))
@@ -88,7 +91,7 @@ def jax_cache_folder() -> str | None:
 @contextlib.contextmanager
 def jax_compilation_cache() -> Iterator[None]:
     """JAX's persistent compilation cache in :func:`jax_cache_folder` for the compiles inside the
-    block, on this thread, every program written (the reference's compile is ~1.5 s either way).
+    block, on this thread, every program written (the reference's compile costs the same either way).
 
     Thread-local config states, so ``jax.config`` keeps the caller's values. JAX opens its cache
     once, at the first compile, and keeps that folder for every later compile; so it is closed on

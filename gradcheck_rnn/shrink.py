@@ -36,12 +36,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .case import Case, make_case
+from .compare import json_safe
 from .errors import UsageError
 from .families.base import smaller
 from .numbers import fmt
 from .checks import ALL_CHECKS
 from .result import CaseResult
-from .statuses import BAD_STATUSES, JUDGED
+from .statuses import BAD_STATUSES, JUDGED, worst_tensor
 from .targets import as_target
 from .tolerances import Tolerances
 
@@ -108,8 +109,8 @@ class Step:
     result: CaseResult
 
     def to_json(self) -> dict[str, Any]:
-        return {"case_id": self.case_id, "change": self.change,
-                "ratio": self.ratio if math.isfinite(self.ratio) else None}
+        """Strict JSON, the ratio spelled as results.json spells it (NaN null, ±Inf "inf"/"-inf")."""
+        return {"case_id": self.case_id, "change": self.change, "ratio": json_safe(self.ratio)}
 
 
 @dataclass
@@ -307,8 +308,7 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     start = judge(case)
     name = start.target
     if start.status in TENSOR_FAILURES:
-        worst = start.worst if start.worst in start.failing else start.failing[0]
-        failure = Failure(check, start.status, tensor=None if any_tensor else worst.name)
+        failure = Failure(check, start.status, tensor=None if any_tensor else worst_tensor(start.failing).name)
     elif start.status == "error":
         failure = Failure(check, "error", error_type=start.message.split(":", 1)[0])
     else:

@@ -1,5 +1,6 @@
 """The statuses of a result row, in one place: what each means, which fail a run, how failures
-sort and how every writer (console, report.md, report.html, junit, github) shows them.
+sort, how a row's tensors sort (worst first) and how every writer (console, report.md,
+report.html, junit, github) shows them.
 
 * ``pass`` / ``fail`` — the check judged the target;
 * ``error`` — the target raised (``SystemExit`` too), returned something that is not an
@@ -16,6 +17,11 @@ sort and how every writer (console, report.md, report.html, junit, github) shows
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Iterable, TypeVar
+
+from .numbers import from_json_number
+
+T = TypeVar("T")
 
 STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic", "drifted")
 # Statuses that make a run fail (exit 1); pass and skip do not.
@@ -38,12 +44,33 @@ def is_bad(status: str) -> bool:
     return status in BAD_STATUSES
 
 
-def worst_first(status: str, ratio: float | None) -> tuple[bool, bool, float]:
-    """The key of the one "worst tensor first" order (the console, every report, a row's worst
-    tensor, the error picture): a missing tensor, then a NaN ratio (a shape or non-finite failure;
-    None is one too), then the largest ratio. Take ``max`` of it, or sort with ``reverse=True``."""
+def _badness(status: str, ratio: float | None) -> tuple[bool, bool, float]:
+    """The key of the one "worst tensor first" order: a missing tensor, then a NaN ratio (a shape
+    or non-finite failure; None is one too), then the largest ratio."""
     nan = ratio is None or math.isnan(ratio)
     return status == "missing", nan, math.inf if nan else ratio
+
+
+def held_facts(tensor: Any) -> tuple[str, float | None]:
+    """The status and ratio of a tensor comparison held in memory (a ``TensorError``)."""
+    return tensor.status, tensor.ratio
+
+
+def stored_facts(tensor: dict[str, Any]) -> tuple[str, float]:
+    """The status and ratio of a tensor as a stored row holds it (a dict; NaN stored as null)."""
+    return tensor["status"], from_json_number(tensor.get("ratio"))
+
+
+def tensors_worst_first(tensors: Iterable[T], facts: Callable[[T], tuple[str, float | None]] = held_facts) -> list[T]:
+    """Tensors in the one "worst tensor first" order that the console, every report, a row's worst
+    tensor and the error pictures use: missing, then NaN, then the largest ratio (ties keep their
+    order). ``facts`` reads a tensor's status and ratio: :func:`held_facts` or :func:`stored_facts`."""
+    return sorted(tensors, key=lambda tensor: _badness(*facts(tensor)), reverse=True)
+
+
+def worst_tensor(tensors: Iterable[T], facts: Callable[[T], tuple[str, float | None]] = held_facts) -> T | None:
+    """The first of :func:`tensors_worst_first` (without sorting them all), or None when there is none."""
+    return max(tensors, key=lambda tensor: _badness(*facts(tensor)), default=None)
 
 
 def failure_order(status: str, worst_ratio: float | None, case_id: str, target: str, check: str) -> tuple:

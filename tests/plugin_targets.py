@@ -161,3 +161,16 @@ def kills_its_dask_worker(case):
         if b"spawn_main" not in stream.read():
             raise RuntimeError("kills_its_dask_worker runs only under a Dask worker")
     os.kill(os.getppid(), signal.SIGKILL)
+
+
+class KillsItsDaskWorkerUnderAnEnvironment:
+    """:func:`kills_its_dask_worker` with a repro environment: the rows of its lost chunk are
+    written by the submitting process, which never loaded the target."""
+
+    repro_env = "PLUGIN_TARGETS_MODE=kill"
+
+    def run(self, case):
+        kills_its_dask_worker(case)
+
+
+kills_its_dask_worker_under_an_environment = KillsItsDaskWorkerUnderAnEnvironment()

@@ -16,7 +16,7 @@ from gradcheck_rnn.baseline import Baseline, grown
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.result import CaseResult, row_field, tally_verdict
-from gradcheck_rnn.run import RunSpec
+from gradcheck_rnn.run import Judging, RunSpec, Selection
 from gradcheck_rnn.tally import Tally
 
 KERNEL = "drift_targets:kernel"
@@ -125,8 +125,9 @@ def test_a_baseline_of_an_edited_profile_with_the_same_tolerances_is_compared_wi
 
 
 def test_a_baseline_written_before_runs_recorded_their_tolerances_is_judged_by_its_overrides():
-    now = RunSpec.build(cases=1, targets=("fused-cpu",))
-    older = {key: value for key, value in RunSpec.build(cases=1, targets=("fused-cpu",), rtol=1e-3).to_json().items()
+    now, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=1))
+    with_rtol, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=1), Judging(rtol=1e-3))
+    older = {key: value for key, value in with_rtol.to_json().items()
              if key != "tolerance_table"}
     with pytest.raises(UsageError, match="--rtol 0.001 in the baseline, None now"):
         Baseline(Path("reports/old"), {}, spec=older).refuse_incomparable(now)

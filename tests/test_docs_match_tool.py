@@ -53,7 +53,7 @@ def test_the_worker_header_the_docs_quote_is_the_one_the_tool_prints(monkeypatch
     from gradcheck_rnn.run import Execution, RunSpec, default_workers
 
     _plain_install(monkeypatch)
-    spec = RunSpec.build()
+    spec, _ = RunSpec.build()
     [shown] = [fence for fence in re.findall(r"```text\n(.*?)```", (DOCS / "getting-started.md").read_text(
         encoding="utf-8"), re.DOTALL) if fence.startswith("judging ")]
     [quoted] = re.findall(r"judging 40 cases × [^()]*?\(default: [^)]*\)", prose(DOCS / "how-to" / "scale.md"))
@@ -148,3 +148,38 @@ def test_a_count_of_mutants_is_the_tools(path):
 
     mutants, _ = detection_targets(())
     assert all(int(n) == len(mutants) for n in re.findall(r"(\d+) mutants", prose(path))), path
+
+
+# Where a page lists the built-in modes: the words that start the list, and the page.
+MODE_LISTS = [(DOCS / "concepts" / "cases.md", "| mode |"), (DOCS / "contracts.md", "Built in:")]
+
+
+@pytest.mark.parametrize("page, start", MODE_LISTS, ids=lambda item: getattr(item, "name", item))
+def test_a_list_of_the_built_in_modes_names_every_built_in_family(page, start):
+    """The cases page listed the modes without slstm, mlstm, gla and gdn: a list of the built-in
+    modes is every family the package registers, in its order."""
+    [line] = [line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith(start)]
+    assert re.findall(r"`(\w+)`", line) == list(BUILT_IN_MODES), line
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda path: path.name)
+def test_every_path_a_profile_names_exists(path):
+    """configs/ci.toml named gradcheck_rnn/fd.py after the module had moved to checks/fd.py."""
+    named = re.findall(r"[A-Za-z_][\w./-]*/[\w.-]+\.(?:py|md|toml|json)\b", path.read_text(encoding="utf-8"))
+    assert [name for name in named if not (ROOT / name).exists()] == [], path
+
+
+def test_docstrings_quote_no_measured_times():
+    """Docstrings quoted timings measured once ("~12 ms the first time", "11 µs with one"), which
+    went stale unseen: a figure belongs in benchmarks/RESULTS.md, with its command and date, and a
+    docstring says why the code is as it is."""
+    import ast
+
+    timing = re.compile(r"\d[\d.]*(?:[–-]\d[\d.]*)?\s?(?:ms|µs|s)\b(?!\w)")
+    quoted = []
+    for path in sorted((ROOT / "gradcheck_rnn").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                prose_only = re.sub(r'"[^"\n]*"', "", ast.get_docstring(node) or "")  # not a message it quotes
+                quoted += [f"{path.relative_to(ROOT)}: {match}" for match in timing.findall(prose_only)]
+    assert quoted == [], quoted

@@ -18,6 +18,9 @@ import engine_targets
 CHECKS = ["reference", "padding", "permutation", "future", "determinism", "linearity", "stateless"]
 CASE = "gru-L2-bi-I3-H4-T5-B3-len5.3.2-f32-s11"
 
+# the pipeline as users run it: judging in worker processes (see conftest.py)
+pytestmark = pytest.mark.usefixtures("worker_processes")
+
 
 def invoke(*args):
     result = CliRunner().invoke(main, [str(a) for a in args])

@@ -39,7 +39,7 @@ def result(failing: str | None) -> CaseResult:
 def printed(result: CaseResult, monkeypatch) -> str:
     recorder = Console(file=io.StringIO(), width=100, color_system=None)
     monkeypatch.setattr(console, "out", recorder)
-    console.print_case_result(result, per_step=True)
+    console.print_case_result(result.to_json(), per_step=True)
     return recorder.file.getvalue()
 
 
@@ -96,4 +96,4 @@ def test_a_tensor_without_a_map_is_named_with_its_worst_element():
     axes = Figure().subplots()
     pictures._ratio_panel(axes, {"name": "l0.A", "ratio": 12.5, "location": {"unit": 3}}, (), 1)
     assert axes.get_title() == "l0.A: no time axis" and "12.5 at (unit=3)" in axes.texts[0].get_text()
-    assert render.per_unit_table(result("l0.fwd.w_hh").tensors[2], "lstm").title is not None
+    assert render.per_unit_table(result("l0.fwd.w_hh").tensors[2].to_json(), "lstm").title is not None

@@ -415,8 +415,8 @@ def test_an_incomplete_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch
 _SERIAL_CI = """
 import json
 import gradcheck_rnn.references.jax_ref as m
-from gradcheck_rnn.run import Execution, RunSpec, execute
-rows = execute(RunSpec.build("ci", cases=3, targets=("fused-cpu",)), Execution(in_process=True))
+from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
+rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3))[0], Execution(in_process=True))
 print(json.dumps({"statuses": sorted({r.status for r in rows}), "rows": len(rows),
                   "reference": sorted({r.status for r in rows if r.check == "reference"}),
                   "compiled": m.compile_count(), "loaded": m.load_count()}))
@@ -430,10 +430,10 @@ def _reference_rows(rows) -> set[str]:
 def test_artifacts_written_by_forked_pool_workers_serve_a_new_process(tmp_path, monkeypatch):
     """The failure of 9be385b: workers forked from the pool's fork server write the artifacts;
     a new process loads them and every reference row passes."""
-    from gradcheck_rnn.run import Execution, RunSpec, execute
+    from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
 
     monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
-    rows = execute(RunSpec.build("ci", cases=3, targets=("fused-cpu",)), Execution(workers=2))
+    rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3))[0], Execution(workers=2))
     assert rows and {r.status for r in rows} <= {"pass", "skip"} and _reference_rows(rows) == {"pass"}
     assert list((tmp_path / "gradcheck-rnn-programs").glob("*.bin"))
     done = subprocess.run([sys.executable, "-c", _SERIAL_CI], env=_child_env(tmp_path), capture_output=True,
@@ -474,7 +474,7 @@ def test_a_cudnn_family_offers_its_bucketed_program_as_its_jax_reference():
 
 @pytest.mark.slow
 def test_the_generic_program_of_a_cudnn_familys_step_gives_the_bucketed_programs_result():
-    """Bidirectional and projected, the generic step program (one compile, ~2.5 s) computes what
+    """Bidirectional and projected, the generic step program (a compile of its own) computes what
     the bucketed program does. The bucketed one stays the family's: it compiles one program for
     the whole ci profile where the generic one compiles one per mode and shape."""
     from gradcheck_rnn.references.jax_family import run_jax_family_reference

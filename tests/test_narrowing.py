@@ -5,6 +5,7 @@ Each narrowing is shown to change the draw (the same cases without it break the 
 hold on every case drawn with it; a narrowing that leaves nothing to draw is exit 2.
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -15,8 +16,8 @@ from gradcheck_rnn.case import CaseRef
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_case_ref, load_profile
-from gradcheck_rnn.narrowing import NO_NARROWING, Narrowing, draw_flags, parse_range
-from gradcheck_rnn.run import RunSpec
+from gradcheck_rnn.narrowing import KNOB, KNOBS, NO_NARROWING, SHAPE_KNOBS, Narrowing, draw_flags, parse_range
+from gradcheck_rnn.run import Judging, RunSpec, Selection
 
 TARGET = "narrow_targets:only_lstm_without_projections"
 CASES = 40
@@ -28,7 +29,7 @@ def invoke(*args):
 
 
 def refs(narrowing=NO_NARROWING, cases=CASES, modes=(), config="ci"):
-    profile = narrowing.apply(load_profile(config).narrowed(modes=modes))
+    profile = dataclasses.replace(narrowing, modes=tuple(modes)).apply(load_profile(config))
     return [draw_case_ref(profile, 0, i) for i in range(cases)]
 
 
@@ -63,7 +64,7 @@ def test_every_case_drawn_with_a_narrowing_has_it_and_the_profile_alone_does_not
 def test_no_narrowing_is_the_profile_itself_bit_for_bit():
     profile = load_profile("ci")
     assert Narrowing().apply(profile) is profile
-    spec = RunSpec.build(cases=CASES, targets=("fused-cpu",))
+    spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=CASES))
     assert [ref.id for _, ref in spec.jobs()] == [ref.id for ref in refs()]
 
 
@@ -101,7 +102,7 @@ def test_a_narrowing_that_leaves_nothing_to_draw_names_the_conflict(narrowing, c
 
 def test_projections_with_modes_that_have_none_leave_nothing_to_draw():
     with pytest.raises(UsageError, match="projections are LSTM only, and profile ci draws gru"):
-        Narrowing(projections=True).apply(load_profile("ci").narrowed(modes=("gru",)))
+        Narrowing(modes=("gru",), projections=True).apply(load_profile("ci"))
 
 
 @pytest.mark.parametrize("text, bounds", [("3", (3, 3)), ("2..5", (2, 5)), (" 2 .. 5 ", (2, 5)), (4, (4, 4)),
@@ -117,11 +118,13 @@ def test_a_bad_size_range_is_one_sentence(text):
 
 
 def test_the_spec_records_the_narrowing_and_reads_it_back():
-    narrowing = Narrowing(projections=False, heads=("all", "y"), hidden_size=(2, 4), zero_length=False)
-    spec = RunSpec.build(cases=3, targets=("fused-cpu",), modes=("lstm",), narrowing=narrowing)
+    narrowing = Narrowing(modes=("lstm",), projections=False, heads=("all", "y"), hidden_size=(2, 4),
+                          zero_length=False)
+    spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=narrowing))
     data = json.loads(json.dumps(spec.to_json()))
     assert RunSpec.from_json(data) == spec
-    assert RunSpec.from_json(data).differences(RunSpec.build(cases=3, targets=("fused-cpu",), modes=("lstm",)))
+    only_lstm, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("lstm",))))
+    assert RunSpec.from_json(data).differences(only_lstm)
     del data["narrowing"]  # a run written before narrowing existed reads as a run without it
     assert RunSpec.from_json(data).narrowing == Narrowing()
     assert draw_flags(spec.draw_json()) == ["--mode lstm", "--no-projections", "--no-zero-length", "--heads all",
@@ -136,7 +139,8 @@ def test_the_command_line_narrows_records_and_shows_the_narrowing(tmp_path):
     assert "narrowed by --mode lstm --no-projections --no-zero-length --heads y --hidden-size 2..3" in header
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
     spec = RunSpec.from_json(document["spec"])
-    assert spec.narrowing == Narrowing(projections=False, heads=("y",), hidden_size=(2, 3), zero_length=False)
+    assert spec.narrowing == Narrowing(modes=("lstm",), projections=False, heads=("y",), hidden_size=(2, 3),
+                                      zero_length=False)
     for row in document["results"]:
         case = CaseRef.from_id(row["case_id"])
         assert case.config.proj_size == 0 and 2 <= case.config.hidden_size <= 3 and "-gy" in case.id
@@ -164,10 +168,17 @@ def test_shards_of_a_narrowed_run_merge_into_the_same_cases(tmp_path):
     code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
     assert code == 0, output
     merged = json.loads((tmp_path / "merged" / "latest" / "results.json").read_text())
-    whole = RunSpec.build(cases=4, targets=("fused-cpu",), modes=("lstm",),
-                          narrowing=Narrowing(projections=False, hidden_size=(2, 2)))
+    narrowing = Narrowing(modes=("lstm",), projections=False, hidden_size=(2, 2))
+    whole, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=4, narrowing=narrowing))
     assert sorted({row["case_id"] for row in merged["results"]}) == sorted(ref.id for _, ref in whole.jobs())
+    assert merged["spec"]["narrowing"]["modes"] == ["lstm"] and "modes" not in merged["spec"]
+    # a shard whose spec has --mode at its top level, as written before the narrowing held it: the same run
+    stored = next((tmp_path / "s1").glob("*/results.json"))
+    document = json.loads(stored.read_text())
+    shape = {name: document["spec"]["narrowing"].pop(name) for name in ("modes", "layers", "bidirectional", "dtypes")}
+    stored.write_text(json.dumps({**document, "spec": {**document["spec"], **shape}}))
     code, output = invoke("merge", tmp_path / "s1", tmp_path / "s2", "--report-dir", tmp_path / "merged")
+    assert code == 0, output
     unnarrowed = tmp_path / "plain"
     assert invoke("sweep", "-n", 4, "-t", "fused-cpu", "--mode", "lstm", "--shard", "2/2",
                   "--report-dir", unnarrowed)[0] == 0
@@ -185,9 +196,9 @@ def test_gr_sweep_takes_the_same_narrowing():
                    heads=["all"], lengths=["all_full", "random"], bias=True, initial_state=True, zero_length=False,
                    input_size=2)
     assert run.exit_code == 0, run.reason
-    assert run.spec.narrowing.flags() == ["--no-projections", "--bias", "--initial-state", "--no-zero-length",
-                                          "--heads all", "--length-pattern all_full", "--length-pattern random",
-                                          "--input-size 2", "--hidden-size 2..3"]
+    assert run.spec.narrowing.flags() == ["--mode lstm", "--no-projections", "--bias", "--initial-state",
+                                          "--no-zero-length", "--heads all", "--length-pattern all_full",
+                                          "--length-pattern random", "--input-size 2", "--hidden-size 2..3"]
     with pytest.raises(UsageError, match="heads 'none' is not allowed"):
         gr.sweep(TARGET, cases=1, heads=["none"])
     with pytest.raises(UsageError, match="bias='no' is not allowed"):
@@ -199,10 +210,11 @@ def test_the_done_when_draw_forty_lstm_cases_without_projections_all_supported()
     --no-projections` gives the target every one of its 40 cases (the full run: the slow test below)."""
     from narrow_targets import only_lstm_without_projections as target
 
-    spec = RunSpec.build(cases=CASES, targets=(TARGET,), modes=("lstm",), narrowing=Narrowing(projections=False))
+    spec, _ = RunSpec.build(None, (TARGET,), Selection(cases=CASES, narrowing=Narrowing(modes=("lstm",),
+                                                                                         projections=False)))
     reasons = [target.supports(ref.config) for _, ref in spec.jobs()]
     assert len(reasons) == CASES and all(r is True for r in reasons), reasons
-    plain = RunSpec.build(cases=CASES, targets=(TARGET,), modes=("lstm",))  # what issue 29 saw: skips
+    plain, _ = RunSpec.build(None, (TARGET,), Selection(cases=CASES, narrowing=Narrowing(modes=("lstm",))))  # skips
     assert any(target.supports(ref.config) is not True for _, ref in plain.jobs())
 
 
@@ -244,7 +256,7 @@ def test_bidirectional_with_a_forward_only_family_is_refused_naming_the_flag(tmp
 
 
 def test_bidirectional_keeps_the_families_that_run_both_ways():
-    profile = load_profile("families").narrowed(bidirectional=True)
+    profile = Narrowing(bidirectional=True).apply(load_profile("families"))
     assert profile.modes == {"slstm": 1.0}
     assert all(draw_case_ref(profile, 0, i).config.bidirectional for i in range(10))
 
@@ -301,7 +313,8 @@ def test_the_command_line_narrows_family_options_records_and_shows_them(tmp_path
     assert "--family-option gated=on --family-option state_dim=1" in " ".join(output.split())
     document = json.loads((tmp_path / "latest" / "results.json").read_text())
     spec = RunSpec.from_json(json.loads(json.dumps(document["spec"])))
-    assert spec.narrowing == Narrowing.build(family_options={"gated": True, "state_dim": 1})
+    assert spec.narrowing == Narrowing.build(modes=["s6"], dtypes=["f64"],
+                                             family_options={"gated": True, "state_dim": 1})
     assert {row["case_id"].split("-")[5] for row in document["results"]} == {"N1"}
     assert not any("-nogate" in row["case_id"] for row in document["results"])
 
@@ -330,3 +343,110 @@ def test_a_kept_option_the_family_refuses_beside_a_drawn_variant_is_refused_with
     assert any("-strongdecay" in ref.id for ref in refs(config="matrix"))
     assert not any("-strongdecay" in ref.id for ref in refs(Narrowing.build(family_options=["strong_decay=off"]),
                                                             config="matrix"))
+
+
+# --- issue 37: one narrowing object, one flag table, a small RunSpec.build -------------------------
+
+# One request, written as each surface takes it: every knob of the table given.
+REQUEST = {"modes": ["s6"], "layers": 1, "bidirectional": False, "dtypes": ["f64"], "projections": False,
+           "bias": True, "initial_state": True, "zero_length": False, "heads": ["all"], "lengths": ["random"],
+           "input_size": "2..3", "hidden_size": 4, "family_options": {"gated": True}}
+REQUEST_FLAGS = ["--mode", "s6", "--layers", "1", "--unidirectional", "--dtype", "f64", "--no-projections", "--bias",
+                 "--initial-state", "--no-zero-length", "--heads", "all", "--length-pattern", "random",
+                 "--input-size", "2..3", "--hidden-size", "4", "--family-option", "gated=on"]
+
+
+class Built(Exception):
+    """Raised by the spy in place of building the run: the narrowing reached RunSpec.build."""
+
+
+@pytest.fixture
+def narrowing_built(monkeypatch):
+    """The narrowing each call to RunSpec.build received (the call then stops with Built)."""
+    seen = []
+
+    def spy(config=None, targets=(), selection=None, *args, **kwargs):
+        seen.append(selection.narrowing)
+        raise Built
+
+    monkeypatch.setattr(RunSpec, "build", spy)
+    return seen
+
+
+def test_the_command_line_the_api_and_the_fixture_build_one_equal_narrowing(narrowing_built, tmp_path):
+    from gradcheck_rnn.pytest_plugin import RNNGradcheck
+
+    with pytest.raises(Built):
+        invoke("sweep", "-c", "families", "-n", 1, "-t", "fused-cpu", *REQUEST_FLAGS, "--report-dir", tmp_path)
+    with pytest.raises(Built):
+        gr.sweep("fused-cpu", config="families", cases=1, **REQUEST)
+    with pytest.raises(Built):
+        RNNGradcheck().sweep("fused-cpu", config="families", cases=1, **REQUEST)
+    cli, api, fixture = narrowing_built
+    assert cli == api == fixture == Narrowing.build(**REQUEST)
+    assert all(getattr(cli, field) not in (None, ()) for field in KNOB), "the request leaves a knob out"
+
+
+def test_the_flags_a_narrowing_shows_give_it_back_on_the_command_line(narrowing_built, tmp_path):
+    narrowing = Narrowing.build(**REQUEST)
+    with pytest.raises(Built):
+        invoke("sweep", "-c", "families", *" ".join(narrowing.flags()).split(), "--report-dir", tmp_path)
+    assert narrowing_built == [narrowing]
+    assert " ".join(narrowing.flags()).split() == REQUEST_FLAGS
+
+
+def test_the_knob_table_is_the_one_source_of_the_narrowing_and_its_flags():
+    from gradcheck_rnn.cli_options import LAST_FAILED_CONFLICTS
+
+    assert [f.name for f in dataclasses.fields(Narrowing)] == [knob.field for knob in KNOBS]
+    options = {param.name: param for param in main.commands["sweep"].params}
+    assert [name for name in options if name in KNOB] == [knob.field for knob in KNOBS]
+    for knob in KNOBS:  # each option is the knob's own: its flags and its help
+        option = options[knob.field]
+        assert option.opts == [f"--{knob.flag}"] and option.help == knob.help, knob.field
+        assert option.secondary_opts == ([f"--{knob.negative}"] if knob.kind == "switch" else []), knob.field
+        assert LAST_FAILED_CONFLICTS[knob.field] == knob.usage
+    mutants = [param.name for param in main.commands["mutants"].params if param.name in KNOB]
+    assert mutants == [knob.field for knob in SHAPE_KNOBS]
+
+
+def test_an_unknown_narrowing_keyword_is_one_sentence_naming_the_known_ones():
+    with pytest.raises(UsageError, match=r"'hidden' is not a way to narrow the draw; give one of modes, layers"):
+        gr.sweep("fused-cpu", cases=1, hidden=4)
+    with pytest.raises(UsageError, match=r"layers=0 is not allowed"):
+        Narrowing.build(layers=0)
+    with pytest.raises(UsageError, match=r"mode 'lsmt' is not allowed; allowed: rnn_relu"):
+        Narrowing.build(modes=["lsmt"])
+
+
+def test_run_spec_build_takes_a_handful_of_arguments_and_returns_the_spec_and_its_targets():
+    import inspect
+
+    assert len(inspect.signature(RunSpec.build).parameters) <= 6
+    spec, targets = RunSpec.build(None, ("fused-cpu",), Selection(cases=2, narrowing=Narrowing(modes=("gru",))),
+                                  Judging(("reference",), rtol=1e-3))
+    assert isinstance(spec, RunSpec) and [t.name for t in targets] == list(spec.targets) == ["fused-cpu"]
+    assert (spec.cases, spec.checks, spec.rtol) == (2, ("reference",), 1e-3)
+    assert {ref.config.mode for _, ref in spec.jobs()} == {"gru"}
+
+
+# The "spec" of a results.json written before the narrowing held the shape of the draw (8ef2349):
+# --mode, --layers, --unidirectional and --dtype at the top level, the other knobs under "narrowing".
+OLD_SPEC = json.loads("""{"profile": "ci",
+ "profile_sha256": "a943173df9efb11e634bc7433be3e2a158c7bc4a3d6787dbacd3aea361670cbd", "config": null, "seed": 5, "cases": 3, "targets": ["fused-cpu"], "named_targets": ["fused-cpu"],
+ "checks": ["reference"], "rtol": null, "atol": null, "modes": ["lstm"], "layers": 1, "bidirectional": false,
+ "dtypes": ["f64"], "narrowing": {"projections": false, "bias": null, "initial_state": null, "heads": [],
+ "input_size": null, "hidden_size": [2, 4], "lengths": [], "zero_length": null, "family_options": []},
+ "shard": null, "case_ids": [], "families": [], "only": [], "tolerance_table": [["f64", "output", 1e-07, 1e-09]]}""")
+
+
+def test_a_spec_written_with_the_shape_outside_the_narrowing_reads_as_one_narrowing():
+    spec = RunSpec.from_json(OLD_SPEC)
+    assert spec.narrowing == Narrowing(modes=("lstm",), layers=1, bidirectional=False, dtypes=("f64",),
+                                       projections=False, hidden_size=(2, 4))
+    assert "modes" not in spec.to_json() and spec.to_json()["narrowing"]["modes"] == ["lstm"]
+    assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    before_narrowing = {key: value for key, value in OLD_SPEC.items() if key != "narrowing"}
+    assert RunSpec.from_json(before_narrowing).narrowing == Narrowing(modes=("lstm",), layers=1, bidirectional=False,
+                                                                      dtypes=("f64",))
+

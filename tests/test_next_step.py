@@ -8,8 +8,9 @@ from gradcheck_rnn.advice import next_step
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import CHECK_NAMES
 from gradcheck_rnn.generate import CONFIG_DIR
+from gradcheck_rnn.narrowing import Narrowing
 from gradcheck_rnn.result import CaseResult
-from gradcheck_rnn.run import RunSpec
+from gradcheck_rnn.run import Judging, RunSpec, Selection
 from gradcheck_rnn.tally import Tally
 
 NARROW = "narrow_targets:only_lstm_without_projections"
@@ -65,7 +66,8 @@ def test_a_failing_run_has_no_next_step_note(tmp_path, reference_only, monkeypat
 
 
 def test_the_refused_cases_give_only_the_flags_that_separate_them():
-    spec = RunSpec.build(cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("lstm",))
+    spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("lstm",))),
+                            Judging(CHECK_NAMES))
     judged = ["lstm-L1-uni-I2-H3-T5-B2-len5.3-f64-s1", "lstm-L2-bi-I2-H3-T5-B2-len5.3-f64-s2"]
     refused = ["lstm-L1-uni-I2-H3-P2-T5-B2-len5.3-f64-s3", "lstm-L1-bi-I2-H3-P1-nobias-T5-B2-len5.0-f64-s4"]
     results = [row(c, "pass") for c in judged] + [row(c, "skip") for c in refused]
@@ -77,10 +79,11 @@ def test_the_refused_cases_give_only_the_flags_that_separate_them():
 
 
 def test_a_run_with_every_check_and_family_is_told_to_judge_more_cases():
-    spec = RunSpec.build(cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("gru",))
+    spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("gru",))),
+                            Judging(CHECK_NAMES))
     assert next_step(spec, Tally.of_results([row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5", "pass", "fused-cpu")]).coverage) == \
         "next: judge more and larger cases: -n 100 or -c nightly"
-    named = RunSpec.build(targets=("fused-cpu",), case_ids=("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",))
+    named, _ = RunSpec.build(None, ("fused-cpu",), Selection(case_ids=("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",)))
     assert next_step(named, Tally().coverage) is None  # a run of named cases has its own next step: the repro line
 
 
@@ -99,7 +102,8 @@ def test_a_target_that_refuses_family_options_is_told_the_family_option_flags():
     """Issue 38: mambapy refuses -nogate and -nosoftplus; the note said "the narrowing flags of
     `gradcheck-rnn sweep --help`", none of which reached a family's options. Several flags may be
     needed, each leaving out some refused cases and no judged one."""
-    spec = RunSpec.build(config="families", cases=3, targets=("fused-cpu",), checks=CHECK_NAMES, modes=("s6",))
+    spec, _ = RunSpec.build("families", ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("s6",))),
+                            Judging(CHECK_NAMES))
     judged = ["s6-L1-uni-I2-H3-N2-R1-T4-B2-len4.2-f32-s1", "s6-L1-uni-I2-H3-N3-R2-nobias-T4-B2-len4.2-f32-s2"]
     refused = ["s6-L1-uni-I2-H3-N2-R1-nogate-T4-B2-len4.2-f32-s3", "s6-L1-uni-I2-H3-N2-R1-nosoftplus-T4-B2-len4.2-f32-s4",
                "s6-L1-uni-I2-H3-N4-R1-nosoftplus-nogate-T4-B2-len4.2-f32-s5"]

@@ -6,10 +6,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import gradcheck_rnn.advice as advice
 import gradcheck_rnn.case as case_module
 import gradcheck_rnn.generate as generate
 import gradcheck_rnn.targets as targets
 from gradcheck_rnn.cli import main
+
+# the pipeline as users run it: judging in worker processes (see conftest.py)
+pytestmark = pytest.mark.usefixtures("worker_processes")
 
 
 def _counting(monkeypatch, module, name: str) -> list:
@@ -26,13 +30,15 @@ def _counting(monkeypatch, module, name: str) -> list:
 
 def test_a_sweep_reads_its_profile_and_resolves_its_targets_once_and_draws_no_arrays(monkeypatch, tmp_path,
                                                                                    worker_processes):
+    advice.load.cache_clear()  # the hints read the shipped profiles, once each per process
     loads = _counting(monkeypatch, generate, "load_profile")
+    hinted = _counting(monkeypatch, advice, "load")
     resolved = _counting(monkeypatch, targets, "resolve_target")
     drawn = _counting(monkeypatch, case_module, "make_case")  # the supervisor's draws; workers are other processes
     result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "torch-native",
                                        "--report-dir", str(tmp_path)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert len(loads) == 1 and len(resolved) == 2 and drawn == []
+    assert len(loads) - len(set(hinted)) == 1 and len(resolved) == 2 and drawn == []
 
 
 def _options(command: click.Command) -> dict[str, click.Option]:

@@ -29,7 +29,7 @@ from rich.console import Console
 from gradcheck_rnn.tally import Tally
 from gradcheck_rnn import Case, Outputs, render
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.reports import WRITERS, github, latest_run, results_from_document, write_reports
+from gradcheck_rnn.reports import WRITERS, github, latest_run, write_reports
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports.document import failures, load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
@@ -172,10 +172,10 @@ def test_special_values_flow_through_every_writer_and_table(references, data):
     assert page.count("<img") == (result.status != "pass")
     github.annotations(document)
     console = Console(file=io.StringIO(), width=80)
-    for rows in ([result], results_from_document(json.loads(text))):
-        for table in render.summary_tables(Tally.of_results(rows)):
+    for rows in ([result.to_json()], json.loads(text)["results"]):
+        for table in render.summary_tables(Tally.of(rows)):
             console.print(table)
-        render.print_lines(console, render.failure_lines(rows) + render.mistrusted_lines(Tally.of_results(rows)))
+        render.print_lines(console, render.failure_lines(rows) + render.mistrusted_lines(Tally.of(rows)))
         console.print(*render.tensor_table(rows[0]))
         if (timed := render.worst_time_tensor(rows[0])) is not None:
             console.print(render.per_step_table(timed))

@@ -109,12 +109,12 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
     from pathlib import Path
 
     from gradcheck_rnn.reports import RowLog
-    from gradcheck_rnn.run import Execution, RunSpec, judge_run
+    from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, judge_run
     from gradcheck_rnn.statuses import is_bad
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    spec = RunSpec.build("ci", cases=4, seed=11, targets=("fused-cpu", "plugin_targets:zero_top_bhh"),
-                         checks=("reference", "linearity"))
+    spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=4, seed=11),
+                            Judging(("reference", "linearity")))
     everything = judge_run(spec, Execution(in_process=True))
     log = RowLog(tmp_path, "20261203-120000-sweep-s11")
     try:

@@ -15,6 +15,9 @@ from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
 
+# the pipeline as users run it: judging in worker processes (see conftest.py)
+pytestmark = pytest.mark.usefixtures("worker_processes")
+
 
 @pytest.fixture(autouse=True)
 def plugins_importable(monkeypatch):

@@ -20,7 +20,8 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.checks import ALL_CHECKS
-from gradcheck_rnn.run import Execution, RunSpec, execute
+from gradcheck_rnn.narrowing import Narrowing
+from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
@@ -61,10 +62,12 @@ def reference_only_profile(tmp_path) -> str:
 # --- the run spec ------------------------------------------------------------------------------
 
 def test_spec_round_trips_through_results_json_and_draws_the_sweep_cases():
-    spec = RunSpec.build("ci", cases=7, seed=3, targets=("fused-cpu",), rtol=1e-3, modes=("gru",), shard=(2, 3))
+    gru = Narrowing(modes=("gru",))
+    spec, _ = RunSpec.build("ci", ("fused-cpu",), Selection(cases=7, seed=3, narrowing=gru, shard=(2, 3)),
+                            Judging(rtol=1e-3))
     assert RunSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     assert list(spec.indices) == [1, 4]
-    profile = load_profile("ci").narrowed(modes=("gru",))
+    profile = gru.apply(load_profile("ci"))
     whole = list(draw_cases(profile, 3, 7))
     assert [(i, c.id) for i, c in spec.draw()] == [(1, whole[1].id), (4, whole[4].id)]
     assert spec.repro_options == "--config ci --rtol 0.001"
@@ -73,7 +76,7 @@ def test_spec_round_trips_through_results_json_and_draws_the_sweep_cases():
 @pytest.mark.parametrize("cases, shard", [(None, None), (7, (2, 3)), (7, (3, 3)), (2, (3, 3)), (None, (1, 4))])
 def test_the_worker_count_is_chosen_from_the_cases_the_spec_will_judge(cases, shard):
     """sweep picks --workers before the slow set-up (RunSpec.count_cases reads only the profile)."""
-    spec = RunSpec.build("ci", cases=cases, targets=("fused-cpu",), shard=shard)
+    spec, _ = RunSpec.build("ci", ("fused-cpu",), Selection(cases=cases, shard=shard))
     assert RunSpec.count_cases("ci", cases, shard) == len(spec.indices)
 
 
@@ -82,7 +85,7 @@ def test_a_profile_is_read_once_and_an_edited_one_is_refused_to_a_stored_spec(tm
     results.json (merge) refuses a profile file that changed since."""
     path = tmp_path / "mine.toml"
     path.write_text("[sweep]\ncases = 2\n")
-    spec = RunSpec.build(str(path), targets=("fused-cpu",))
+    spec, _ = RunSpec.build(str(path), ("fused-cpu",))
     path.write_text("[sweep]\ncases = 3\n[draw]\nmodes = { gru = 1 }\n")
     assert len(list(spec.draw())) == 2
     with pytest.raises(UsageError, match="has changed since"):
@@ -187,7 +190,7 @@ def test_death_reasons_name_the_signal_or_the_exit_code():
 # --- worker processes --------------------------------------------------------------------------
 
 def test_worker_processes_give_the_serial_rows_in_case_order():
-    spec = RunSpec.build("ci", cases=5, seed=11, targets=("fused-cpu", "plugin_targets:zero_top_bhh"))
+    spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=5, seed=11))
     serial = execute(spec, Execution(workers=1))
     seen = []
     pooled = execute(spec, Execution(workers=2), on_result=seen.append)
@@ -328,6 +331,19 @@ def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, dask_cluste
     assert code == 1, output
     rows = document(tmp_path / "dask")["results"]
     assert len(rows) == 1 and all(r["status"] == "error" and "Dask worker" in r["message"] for r in rows), rows
+
+
+def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environment(tmp_path, dask_cluster):
+    """The first chunk is lost before any came back with the targets' repro environments: its rows
+    still carry the environment (asked of the cluster) and the run's repro options, as a pool's do."""
+    code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "--rtol", "0.5",
+                          "-t", "plugin_targets:kills_its_dask_worker_under_an_environment", "--executor", "dask",
+                          "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+    assert code == 1, output
+    (row,) = document(tmp_path / "dask")["results"]
+    assert row["status"] == "error" and "Dask worker" in row["message"], row
+    assert row["repro_env"] == "PLUGIN_TARGETS_MODE=kill" and "--rtol 0.5" in row["repro_options"], row
+    assert row["repro"].startswith("PLUGIN_TARGETS_MODE=kill gradcheck-rnn repro "), row["repro"]
 
 
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path, monkeypatch):

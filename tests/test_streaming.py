@@ -29,6 +29,9 @@ from gradcheck_rnn.tolerances import Tolerances
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "seed": 3, "verdict": {"exit_code": 0, "reason": "all passed"}}
 
+# the pipeline as users run it: judging in worker processes (see conftest.py)
+pytestmark = pytest.mark.usefixtures("worker_processes")
+
 
 def row(index: int, target: str, status: str = "pass") -> CaseResult:
     return CaseResult(f"gru-L1-uni-I2-H3-T4-B1-len4-f64-s{index}", target, status, "gru", "f64", "all",

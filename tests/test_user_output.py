@@ -65,8 +65,13 @@ def printed(*renderables, width: int = 80) -> list[str]:
     return console.file.getvalue().splitlines()
 
 
+def stored(results: list[CaseResult]) -> list[dict]:
+    """The rows as results.json holds the rows that did not pass: what the console renders."""
+    return [result.to_json() for result in results]
+
+
 def failure_text(results: list[CaseResult]) -> str:
-    return "\n".join(printed(render.failure_lines(results)))
+    return "\n".join(printed(render.failure_lines(stored(results))))
 
 
 # --- failure lines ---------------------------------------------------------------------------------
@@ -103,14 +108,14 @@ def test_a_and_b_show_enough_digits_to_differ_with_diff_and_rdiff():
     a, b = re.search(r"a=(\S+) \(target\), b=(\S+) \(reference\)", text).groups()
     assert a != b and float(a) == pytest.approx(-0.000809123, rel=1e-4) and float(b) == pytest.approx(-0.000808456, rel=1e-4)
     assert "diff 6.67e-07" in text and "rdiff 0.000825" in text
-    table = "\n".join(printed(*render.tensor_table(result)))
+    table = "\n".join(printed(*render.tensor_table(result.to_json())))
     assert a in table and b in table
     markdown_line = tensor_line(result.tensors[0].to_json())
     assert f"a={a}" in markdown_line and f"b={b}" in markdown_line and "rdiff 0.000825" in markdown_line
     # 17 significant digits each still fit 80 columns uncut (the table makes room).
     tight = row([tensor("l1.bwd.w_hh", 11.5, a=-0.12345678901234566, b=-0.12345678901234571,
                         location={"layer": 1, "dir": "bwd", "gate": "n", "row": 15, "col": 15})])
-    lines = printed(*render.tensor_table(tight))
+    lines = printed(*render.tensor_table(tight.to_json()))
     assert all(len(line) <= 80 for line in lines[1:])
     assert "-0.12345678901234566" in "\n".join(lines) and "-0.12345678901234571" in "\n".join(lines)
 
@@ -125,7 +130,7 @@ def test_reference_free_rows_say_what_a_and_b_are(check, words, legend):
     result = row([tensor("x", 538, a=-0.0076, b=0.126, location={"t": 2, "b": 0, "unit": 1})], check=check)
     assert words in failure_text([result])
     assert words in tensor_line(result.tensors[0].to_json(), check)
-    assert legend in "\n".join(printed(*render.tensor_table(result)))
+    assert legend in "\n".join(printed(*render.tensor_table(result.to_json())))
 
 
 def test_padded_steps_and_empty_sequences_are_marked():
@@ -135,7 +140,7 @@ def test_padded_steps_and_empty_sequences_are_marked():
     assert "x: ratio 40 at t2 b1 u0 (padded step)" in failure_text([padded])
     assert "hy: ratio 40 at l0 fwd b1 u0 (empty sequence)" in failure_text([empty])
     assert "padded" not in failure_text([valid]) and "empty" not in failure_text([valid])
-    assert "(padded step)" in "\n".join(printed(*render.tensor_table(padded)))
+    assert "(padded step)" in "\n".join(printed(*render.tensor_table(padded.to_json())))
     page = markdown.render(results_document([padded, empty], META)).decode()
     assert "(t=2,b=1,unit=0), padded step:" in page and "(layer=0,dir=fwd,b=1,unit=0), empty sequence:" in page
 
@@ -243,7 +248,7 @@ def test_target_text_is_printed_literally_never_as_markup():
                row([broken], target="pkg.mod:make[/b]"),
                row(status="skip", message="needs [red]CUDA[/]", target="pkg.mod:make[/b]")]
     text = "\n".join(printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(Tally.of_results(results)),
-                             render.failure_lines(results), *render.tensor_table(results[1])))
+                             render.failure_lines(stored(results)), *render.tensor_table(results[1].to_json())))
     assert message in text and "pkg.mod:make[/b]: 1 case" in text and "needs [red]CUDA[/]" in text
     lines = printed(["target traceback: ValueError('[/b] in [bold]x')"])
     assert lines == ["target traceback: ValueError('[/b] in [bold]x')"]
@@ -268,7 +273,7 @@ def test_console_lines_fit_80_columns_and_ids_and_repro_commands_stay_whole():
                    case_id=long_id, target="some_long_package.kernels.fused:bidirectional_gru_target"),
                row(status="error", case_id=long_id, message="RuntimeError: " + "the kernel gave up " * 12)]
     lines = printed(*render.summary_tables(Tally.of_results(results)), render.skipped_target_lines(Tally.of_results(results)),
-                    render.failure_lines(results), render.mistrusted_lines(Tally.of_results(results)))
+                    render.failure_lines(stored(results)), render.mistrusted_lines(Tally.of_results(results)))
     repros = [r.repro for r in results]
     for line in lines:
         assert len(line) <= 80 or long_id in line, line
@@ -303,9 +308,9 @@ def test_an_all_zero_error_series_says_no_error():
 
 def test_an_all_zero_error_series_says_no_error_on_the_console():
     quiet = TensorError("y", "pass", 0.0, 0.0, 0.0, per_step=[0.0] * 8)
-    assert printed(render.per_step_table(quiet)) == ["y: max |a − b| per time step: no error, 0 at all 8 steps"]
+    assert printed(render.per_step_table(quiet.to_json())) == ["y: max |a − b| per time step: no error, 0 at all 8 steps"]
     loud = TensorError("x", "fail", 2e-3, 1.0, 9.0, per_step=[0.0, 1e-3, 2e-3])
-    assert any("██████████████████████████████" in line for line in printed(render.per_step_table(loud)))
+    assert any("██████████████████████████████" in line for line in printed(render.per_step_table(loud.to_json())))
 
 
 def test_a_one_unit_axis_has_one_tick():
@@ -425,7 +430,7 @@ def test_nan_and_infinity_are_spelled_alike_in_the_check_table_and_shrink_s_step
     from gradcheck_rnn.shrink import Failure, ShrinkResult, Step, steps_lines
 
     result = row([tensor("y", math.nan, a=math.nan, b=math.inf), tensor("hy", 3.0, a=-math.inf, b=1.0)])
-    cells = [line.split() for line in printed(*render.tensor_table(result))]
+    cells = [line.split() for line in printed(*render.tensor_table(result.to_json()))]
     assert ["y", "fail", "nan"] == cells[3][:3] and cells[3][-2:] == ["nan", "inf"], cells
     assert cells[4][-2:] == ["-inf", "1"], cells
     steps = [Step(CASE_ID, "start", math.nan, result), Step(EMPTY_ID, "fewer layers", math.inf, result)]
@@ -448,4 +453,89 @@ def test_every_writer_orders_tensors_worst_first_alike():
     text = failure_text([result])
     shown = [text.index(f"{name}: ") for name in expected[:3]]
     assert shown == sorted(shown) and "… and 2 more tensors: cy 50, x 2" in text, text
-    assert render.worst_time_tensor(result).name == "y"  # NaN is worse than any number, inf included
+    assert render.worst_time_tensor(result.to_json())["name"] == "y"  # NaN is worse than any number, inf included
+
+
+def check_output(result: CaseResult, monkeypatch) -> list[str]:
+    """What ``check`` and ``repro`` print for one row, on an 80-column terminal."""
+    from gradcheck_rnn import console
+
+    recorder = Console(file=io.StringIO(), width=80, color_system=None)
+    monkeypatch.setattr(console, "out", recorder)
+    console.print_case_result(result.to_json(), per_step=True)
+    return recorder.file.getvalue().splitlines()
+
+
+def test_the_check_table_and_report_md_give_a_row_s_tensors_in_one_order_and_one_spelling(monkeypatch):
+    """The check table listed a row's tensors in declaration order, report.md worst first: both list
+    them worst first now, each failing tensor's ratio, a and b spelled the same ("nan", "inf",
+    "-inf") in both, from the same stored row."""
+    result = row([tensor("y", 0.5, a=1.0, b=1.0), tensor("hy", 3.0, a=2.5, b=1.0),
+                  tensor("x", math.nan, a=math.nan, b=math.inf), tensor("h0", math.inf, a=-math.inf, b=0.25)])
+    lines = check_output(result, monkeypatch)
+    assert all(len(line) <= 80 or CASE_ID in line for line in lines), lines
+    names = [t.name for t in result.tensors]
+    cells = {line.split()[0]: line.split() for line in lines if line.split() and line.split()[0] in names}
+    page = markdown.render(results_document([result], META)).decode()
+    reported = re.findall(r"^- (\S+): ratio (\S+), .* a=(\S+) \(target\), b=(\S+) \(", page, re.MULTILINE)
+    assert [name for name, *_ in reported] == ["x", "h0", "hy"], page
+    assert [name for name in cells if cells[name][1] != "pass"] == ["x", "h0", "hy"], lines
+    for name, ratio, a, b in reported:
+        assert (cells[name][2], cells[name][-2], cells[name][-1]) == (ratio, a, b.rstrip(",")), (cells[name], page)
+    assert {cells["x"][2], cells["h0"][2], cells["h0"][-2]} == {"nan", "inf", "-inf"}
+
+
+def test_no_number_is_spelled_alike_on_the_console_and_in_the_reports():
+    """A target that only errored has no worst ratio: the console's summary said "-", report.md
+    and report.html an empty cell."""
+    results = [row(status="error", message="RuntimeError: boom")]
+    [table] = render.summary_tables(Tally.of_results(results))
+    console_rows = [line.split("│") for line in printed(table) if line.startswith("│ lstm")]
+    assert console_rows and all(cells[-2].strip() == "-" for cells in console_rows), console_rows
+    document = results_document(results, META)
+    [md_row] = [line for line in markdown.render(document).decode().splitlines() if line.startswith("| fused-cpu |")]
+    assert md_row.endswith("| - |"), md_row
+    page = html_writer.render(document).decode()
+    assert re.search(r"<td class=l>fused-cpu</td>.*?<td>-</td></tr>", page), page
+
+
+def test_report_re_renders_an_infinite_worst_ratio_as_the_files_spell_it():
+    """``gradcheck-rnn report`` of a run whose worst ratio was infinite crashed: the console's
+    summary compared results.json's "inf" with 1."""
+    from gradcheck_rnn.tally import StoredTally
+
+    document = results_document([row([tensor("x", math.inf, a=math.inf, b=1.0)])], META)
+    [table] = render.summary_tables(StoredTally(document))
+    console_rows = [line.split("│") for line in printed(table) if line.startswith("│ lstm")]
+    assert console_rows and console_rows[0][-2].strip() == "inf", console_rows
+    [md_row] = [line for line in markdown.render(document).decode().splitlines() if line.startswith("| fused-cpu |")]
+    assert md_row.endswith("| inf |"), md_row
+
+
+def test_shrink_s_json_spells_an_infinite_ratio_as_results_json_does():
+    """shrink --json wrote an infinite ratio as null, which results.json's readers read as NaN."""
+    from gradcheck_rnn.shrink import Step
+
+    assert Step(CASE_ID, "start", math.inf, row()).to_json()["ratio"] == "inf"
+    assert Step(CASE_ID, "start", math.nan, row()).to_json()["ratio"] is None
+
+
+def test_tensors_are_ordered_worst_first_in_one_place_only():
+    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/statuses.py sorts, or
+    takes the largest or smallest of, anything by a key that reads a ratio."""
+    import ast
+
+    package = ROOT / "gradcheck_rnn"
+    own_orders = []
+    for path in package.rglob("*.py"):
+        if path == package / "statuses.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = getattr(node, "func", None)
+            name = getattr(name, "id", None) or getattr(name, "attr", None)
+            if isinstance(node, ast.Call) and name in ("sorted", "sort", "max", "min"):
+                for keyword in (k for k in node.keywords if k.arg == "key"):
+                    text = ast.unparse(keyword.value)
+                    if re.search(r"\.ratio\b|\['ratio'\]|\.get\('ratio'\)|worst_first|_badness", text):
+                        own_orders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text}")
+    assert own_orders == [], own_orders

@@ -13,6 +13,7 @@ from typing import Callable
 from ..case import Case
 from ..compare import TAIL, TensorError, compare_tails, compare_tensor
 from ..references.drift import DriftAllowance, rejudge_with_drift
+from ..statuses import worst_tensor
 from ..tolerances import Tolerances
 from .base import Check, ReferenceDisagreement
 
@@ -30,7 +31,7 @@ def compare_outputs(case: Case, actual: dict, expected: dict[str, dict], tensor_
             error = compare_tensor(name, actual.get(name), ref[name], tol, case.config)
             error.reference = ref_name
             candidates.append(error)
-        errors.append(max(candidates, key=lambda e: (e.status != "pass", e.ratio != e.ratio, e.ratio)))
+        errors.append(worst_tensor([e for e in candidates if not e.passed] or candidates))
     # failing tensors are re-judged with the drift a correct kernel of the dtype can have (relu kinks)
     return rejudge_with_drift(case, actual, expected, tolerances, errors, allowance)
 

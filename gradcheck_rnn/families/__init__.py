@@ -47,7 +47,7 @@ _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 @functools.cache
 def _installed() -> dict:
     """The entry points of :data:`ENTRY_POINT_GROUP` by name (each name is a mode token); read once
-    per process (reading the installed metadata costs ~10 ms, and every config asks)."""
+    per process (reading the installed metadata is slow next to a config's work, and every config asks)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

@@ -63,10 +63,8 @@ pointwise ops compute each element in float32 and round the result. So the round
 stored value, never per term of a sum. Their tolerances are calibrated in
 :mod:`gradcheck_rnn.tolerances`.
 
-First-call cost: none beyond importing torch — no compilation, no warm-up state. Importing
-this module takes ~40 ms after torch; a tiny case (2-layer bidirectional LSTM, T=7, B=3)
-runs forward + backward in ~12 ms the first time and ~8 ms after, a T=64, B=32, H=256 LSTM
-in ~110 ms either way.
+First-call cost: none beyond importing torch — no compilation, no warm-up state; the first call
+of a case costs about what later ones do (benchmarks/RESULTS.md, "Costs the code is built around").
 
 Where the code lives
 --------------------

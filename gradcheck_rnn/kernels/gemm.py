@@ -10,7 +10,7 @@ rounding.
 oneDNN is reached through ``torch.ops.mkldnn._linear_pointwise``, the op torch's inductor emits for
 CPU linear layers. It is private, so it is looked up once and ``torch.mm`` stays the route when it
 is missing, for other dtypes (oneDNN has no float64; the half path keeps its own float32
-accumulation) and off the CPU. It costs ~10 µs a call more than MKL, so products under
+accumulation) and off the CPU. It costs more a call than MKL (benchmarks/RESULTS.md, "Costs the code is built around"), so products under
 :data:`ONEDNN_MIN_MACS` multiply-adds (every GEMM of the sweeps' tiny cases) stay on MKL.
 Being private, its signature may change in any torch release: a call that raises ``TypeError`` or
 ``RuntimeError`` is done by ``torch.mm`` instead, and the process stops using oneDNN (one

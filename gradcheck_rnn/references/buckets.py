@@ -17,7 +17,7 @@ So the whole ci profile (I, H <= 5, T <= 8, B <= 4, L <= 3, every mode, uni and 
 is one bucket and one compiled program; the nightly profile (H <= 16, T <= 24) six.
 
 This module is what the worker pool may import to group cases by bucket (a worker that keeps
-to one bucket compiles or loads it once) without paying jax's ~2 s start-up in the supervisor.
+to one bucket compiles or loads it once) without paying jax's start-up (seconds) in the supervisor.
 """
 
 from __future__ import annotations

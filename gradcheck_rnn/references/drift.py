@@ -44,9 +44,9 @@ Design — one for every dtype
 
 The runs are float64 torch autograd one sequence at a time (like the ``loop`` reference). They
 take the family's pre-activations (:meth:`gradcheck_rnn.families.cudnn.CudnnFamily.pre_activations`,
-what its step sums) but apply the relu themselves, since a pin replaces the pre-activation
-between the two and the rounding model carries a variance beside it, which no step returns; a
-4-layer bidirectional T=20, B=5, H=12 case costs ~0.2 s a run.
+what its step sums) but apply the relu themselves, so the pins are exact: a pin replaces the
+pre-activation between the two, and the rounding model carries a variance beside it, which no
+step returns (what a run costs: benchmarks/RESULTS.md, "Costs the code is built around").
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import torch
 from ..case import Case
 from ..families.ops import torch_ops
 from ..layout import directions, param_key
-from ..statuses import worst_first
+from ..statuses import worst_tensor
 
 Tensor = torch.Tensor
 
@@ -326,7 +326,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
             error = compare_tensor(name, actual.get(name), ref[name], tol, case.config, allowance=extra)
             error.reference = ref_name
             candidates.append(error)
-        worst = max(candidates, key=lambda e: (e.status != "pass", worst_first(e.status, e.ratio)))
+        worst = worst_tensor([e for e in candidates if not e.passed] or candidates)
         verdict = "within" if worst.passed else "outside"
         worst.message = (f"{name}: {verdict} tolerance + drift allowance (max {worst.drift:.3g}; "
                          f"{drift.describe()}; {drift.runs} float64 runs), ratio {worst.ratio:.3g}; "

@@ -11,7 +11,7 @@ layer 0 and deeper layers differ in input width.
 
 Programs are compiled with the options of the cuDNN program
 (:data:`gradcheck_rnn.references.jax_ref.COMPILER_OPTIONS`) and kept for the process. A sweep of
-random shapes would compile one per config (1.7-3 s each for s6), so T and B are padded to
+random shapes would compile one per config (seconds each), so T and B are padded to
 buckets (:func:`gradcheck_rnn.references.buckets.bucket`; extra steps are masked, extra rows have
 length 0 and zero head gradients, both exact) and, for a family that knows which zero padding is
 exact in its own math (:meth:`gradcheck_rnn.families.Family.bucket`: s6, slstm), every size and

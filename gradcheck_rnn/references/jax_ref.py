@@ -20,9 +20,9 @@ head gradients ``(dy, dhy, dcy)`` as cotangents, the gradient of
 
 Few programs: one per shape bucket, everything else is data
 -----------------------------------------------------------
-A sweep of random shapes is compile-bound (a new program costs ~1 s of trace + lower + compile
-on these 2-core machines, a cached call a few ms), so one program serves as many configs as
-exact padding allows. The key (:mod:`.buckets`) is only (layers, hidden width, input width,
+A sweep of random shapes is compile-bound (a new program's trace, lower and compile cost about
+as much as hundreds of cached calls: benchmarks/RESULTS.md, "Costs the code is built around"), so
+one program serves as many configs as exact padding allows. The key (:mod:`.buckets`) is only (layers, hidden width, input width,
 steps, rows), each padded to a power of two; the whole ci profile is one program (it was 26
 per-mode-and-shape programs for 200 ci cases before). What varies inside a bucket is data:
 
@@ -59,13 +59,15 @@ Warm runs load the program: no trace, no lowering, no compile
 JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``, set around this module's own
 compiles only, thread-locally: :func:`gradcheck_rnn.runtime.jax_compilation_cache`, so importing
 or calling this module leaves ``jax.config`` as it was) saves only the XLA compile: jax
-still traces and lowers the function to compute the cache key (~0.25-0.4 s per program per
-process here). So each bucket's compiled program is also written, serialized
+still traces and lowers the function to compute the cache key (a fraction of a second per
+program per process). So each bucket's compiled program is also written, serialized
 (:mod:`jax.experimental.serialize_executable`), beside that cache in
 ``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/`` (:mod:`.artifacts`), named by the bucket and a
 fingerprint of jax, jaxlib, the backend, the CPU, the compile options, x64 and the sources of
-this file, its buckets and its cells (``families/cudnn.py``, ``families/ops.py``). A new process (a warm run, every pool worker) deserializes it and calls it: 0 traced,
-0 lowered, ~0.05 s per program. ``GRADCHECK_RNN_JAX_CACHE=""`` turns both off.
+this file, its buckets and its cells (``families/cudnn.py``, ``families/ops.py``). A new process
+(a warm run, every pool worker) deserializes it and calls it: 0 traced, 0 lowered
+(benchmarks/RESULTS.md, "Costs the code is built around"). ``GRADCHECK_RNN_JAX_CACHE=""`` turns
+both off.
 
 Only an executable that its process really compiled is written. An earlier version (9be385b)
 serialized whatever ``.compile()`` returned, and that is usually a program XLA:CPU *loaded from

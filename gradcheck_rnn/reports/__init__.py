@@ -23,11 +23,11 @@ from typing import Any, Callable
 from ..errors import UsageError
 from ..result import CaseResult
 from . import html, json, junit, markdown
-from .document import load_document, results_document, results_from_document
+from .document import load_document, results_document
 from .stream import RowLog, clear_stale_staging
 
 __all__ = ["WRITERS", "RowLog", "clear_stale_staging", "latest_run", "load_document", "rerender", "resolve_run_dir",
-           "results_document", "results_from_document", "run_name", "write_reports"]
+           "results_document", "run_name", "write_reports"]
 
 # File name -> writer; results.json first, so that a re-render reads what the others were made from.
 WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {

@@ -3,7 +3,8 @@
 ``results_document`` builds it from the :class:`CaseResult` rows of a run; every writer
 (json, junit, markdown, html, github) then reads only the document, in its strict-JSON form
 (NaN as null, ±Inf as "inf"/"-inf"), so ``gradcheck-rnn report RUN_DIR`` re-renders byte-identical
-files from results.json alone. ``results_from_document`` goes back to rows for the console tables.
+files from results.json alone. The console renders these rows too (:mod:`gradcheck_rnn.render`),
+with the same functions for their order and their numbers.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..numbers import fmt, from_json_number, location_text
 from ..result import CaseResult, document_row
-from ..statuses import failure_order, is_bad, worst_first
+from ..statuses import failure_order, is_bad, stored_facts, tensors_worst_first
 from ..tally import Tally
 
 SCHEMA = 1
@@ -74,15 +75,15 @@ def load_document(run_dir: str | Path) -> dict[str, Any]:
     return document
 
 
-def results_from_document(document: dict[str, Any]) -> list[CaseResult]:
-    """The rows of a results document as CaseResult objects (for the console tables)."""
-    return [CaseResult.from_json(row) for row in document["results"]]
-
-
 def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows that did not pass or skip, worst first (:func:`gradcheck_rnn.statuses.failure_order`);
-    a run's row log hands them over as kept when they arrived, without reading every row again."""
-    rows = document["results"]
+    """The document's rows that did not pass or skip, worst first (:func:`failing_rows`)."""
+    return failing_rows(document["results"])
+
+
+def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stored rows that did not pass or skip, worst first (:func:`gradcheck_rnn.statuses.failure_order`),
+    for the console and every report; a run's row log hands them over as kept when they arrived,
+    without reading every row again."""
     bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_bad(r["status"])]
     return sorted(bad, key=lambda r: failure_order(r["status"], from_json_number(r.get("worst_ratio")), r["case_id"],
                                                    r["target"], r.get("check", "")))
@@ -159,14 +160,22 @@ def values_parts(tensor: dict[str, Any], check: str = "reference") -> list[str]:
             f"diff {diff:.3g},", f"rdiff {rdiff:.3g}"]
 
 
+def failure_in_words(tensor: dict[str, Any]) -> str | None:
+    """What a missing tensor, or one failed by its shape or by non-finite values (no ratio, a
+    message), is said as instead of numbers; None for a tensor that numbers describe."""
+    ratio = from_json_number(tensor.get("ratio"))
+    if tensor["status"] == "missing" or (ratio != ratio and tensor.get("message")):
+        return tensor.get("message") or f"{tensor['name']}: {tensor['status']}"
+    return None
+
+
 def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[int] | None = None) -> str:
     """One line per non-passing tensor: ratio, errors, where (marked when it is a padded step or an
     empty sequence), a and b with enough digits and what they are, diff and rdiff there, the
     tolerances. Shape, missing and non-finite failures say so in words."""
     name = tensor["name"]
-    if tensor["status"] == "missing" or (from_json_number(tensor.get("ratio")) != from_json_number(tensor.get("ratio"))
-                                         and tensor.get("message")):
-        return tensor.get("message") or f"{name}: {tensor['status']}"
+    if (words := failure_in_words(tensor)) is not None:
+        return words
     where = location_text(tensor.get("location"))
     mark = location_mark(tensor.get("location"), lengths)
     where = f" at {where}{', ' + mark if mark else ''}" if where else ""
@@ -180,8 +189,8 @@ def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[
 
 def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The tensors of a row that did not pass, worst first (the worst must not hide in "… more")."""
-    return sorted((t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "pass"),
-                  key=lambda t: worst_first(t["status"], from_json_number(t.get("ratio"))), reverse=True)
+    return tensors_worst_first((t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "pass"),
+                               stored_facts)
 
 
 def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:

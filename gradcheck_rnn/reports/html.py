@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any
 
 from ..compare import from_json_number
-from ..numbers import fmt
+from ..numbers import fmt, fmt_or_dash
 from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png
@@ -130,7 +130,7 @@ def _summary(document: dict[str, Any]) -> list[str]:
         ratio = worst.get(row["target"])
         ratio_css = ' class="bad"' if ratio is not None and not ratio <= 1 else ""
         parts.append(f'<tr><td class=l>{_e(row["target"])}</td><td>{cases[row["target"]]}</td>{"".join(cells)}'
-                     f'<td{ratio_css}>{"" if ratio is None else fmt(ratio)}</td></tr>')
+                     f'<td{ratio_css}>{fmt_or_dash(ratio)}</td></tr>')
     parts.append("</table>")
     parts += _skips(document)
     for key in ("mode", "wants"):
@@ -158,7 +158,7 @@ def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
                      f"<td{' class=bad' if row['error'] else ''}>{row['error']}</td><td>{row['skip']}</td>"
                      f"<td>{row.get('reference-disagreement', 0)}</td>"
                      + (f"<td{' class=bad' if nondet else ''}>{nondet}</td>" if nondeterministic else "")
-                     + f"<td{ratio_css}>{'' if ratio is None else fmt(ratio)}</td></tr>")
+                     + f"<td{ratio_css}>{fmt_or_dash(ratio)}</td></tr>")
     return parts + ["</table></details>"]
 
 

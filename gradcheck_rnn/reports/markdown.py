@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ..compare import from_json_number
-from ..numbers import fmt
+from ..numbers import fmt, fmt_or_dash
 from ..narrowing import draw_flags
 from .document import (drift_rows, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
@@ -60,7 +60,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     lines += ["| target | mode | cases | pass | fail | error | skip | disagree | " + "nondet | " * nondeterministic
               + "worst ratio, any check |", "|---" * (9 + nondeterministic) + "|"]
     for row in rows:
-        worst = "" if row["worst_ratio"] is None else fmt(row["worst_ratio"])
+        worst = fmt_or_dash(row["worst_ratio"])
         nondet = f"{row.get('nondeterministic', 0)} | " if nondeterministic else ""
         lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
                      f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {nondet}{worst} |")

@@ -44,7 +44,8 @@ def available() -> bool:
     return True
 
 
-def _grid(tensor: dict[str, Any]) -> np.ndarray:
+def ratio_grid(tensor: dict[str, Any]) -> np.ndarray:
+    """A stored tensor's ratio map as a float array (null is NaN, "inf" infinity)."""
     ratio_map = tensor["ratio_map"]
     rows = [[from_json_number(v) for v in row] for row in ratio_map["ratio"]]
     return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
@@ -90,7 +91,7 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    grids = [_grid(t) for t in tensors]
+    grids = [ratio_grid(t) for t in tensors]
     top = max((float(np.nanmax(np.where(np.isfinite(g), g, np.nan))) for g in grids if np.isfinite(g).any()),
               default=1.0)
     vmax = min(RATIO_CEIL, max(1.0, math.ceil(math.log10(top)) if top > 0 else 1.0))
@@ -129,7 +130,7 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
         ax = next(axes)
         ratio_map = tensor["ratio_map"]
         pool = tuple(ratio_map["pool"])
-        grid = _grid(tensor).T  # sequences down, time steps across
+        grid = ratio_grid(tensor).T  # sequences down, time steps across
         pooled = "" if pool == (1, 1) else f" (max over {pool[0]} steps × {pool[1]} seqs)"
         image = heat(ax, grid, f"{tensor['name']}: ratio per (t, b){pooled}", "time step t", "sequence b")
         for j, start in enumerate(_padded_starts(lengths, grid.shape[1], pool, grid.shape[0])):
@@ -141,14 +142,14 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     elif stepped:
         _steps_panel(next(axes), stepped)
     if states:
-        grid = np.vstack([_grid(t) for t in states])
+        grid = np.vstack([ratio_grid(t) for t in states])
         labels = [f"{t['name']} {_state_label(i, num_directions)}" for t in states
                   for i in range(len(t["ratio_map"]["ratio"]))]
         ax = next(axes)
         image = heat(ax, grid, "states: ratio per (layer.dir, b)", "sequence b", "")
         _row_labels(ax, labels)
     for g in range(gates):
-        grid = np.vstack([_grid(t)[g:g + 1] for t in params])
+        grid = np.vstack([ratio_grid(t)[g:g + 1] for t in params])
         name = gate_names[g] if g < len(gate_names) else str(g)
         ax = next(axes)
         image = heat(ax, grid, f"gate block {name}: ratio per unit", "unit", "")
@@ -166,12 +167,13 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
 
 
 def stepped_tensors(row: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """What the error-per-step panel shows: the failing tensors with a time axis (every one with a
-    time axis when none fails), or — when the failing tensors have none (a weight gradient, a
-    state) — no series and the worst failing tensor, whose ratio per unit that panel shows instead.
-    A passing ``y`` beside a failing ``l0.fwd.w_hh`` would say nothing about the failure."""
+    """What the error-per-step panel (and the console's picture under a repro) shows: the failing
+    tensors with a time axis (every one with a time axis when none fails), or — when the failing
+    tensors have none (a weight gradient, a state) — no series and the worst failing tensor, whose
+    ratio per unit that panel shows instead. A passing ``y`` beside a failing ``l0.fwd.w_hh``
+    would say nothing about the failure; a missing tensor has no values to show."""
     stepped = [t for t in map(expand_tensor, row.get("tensors", [])) if t.get("per_step")]
-    failing = failing_tensors(row)
+    failing = [t for t in failing_tensors(row) if t["status"] != "missing"]
     if failing and not any(t.get("per_step") for t in failing):
         return [], failing[0]
     return [t for t in stepped if t["status"] != "pass"] or stepped, None
@@ -190,7 +192,7 @@ def _ratio_panel(ax: Any, tensor: dict[str, Any], gate_names: tuple[str, ...], n
         ax.text(0.5, 0.5, f"worst ratio {ratio:.3g} at {location_text(tensor.get('location'))}", ha="center",
                 va="center", fontsize=8, transform=ax.transAxes, wrap=True)
         return
-    grid = _grid(tensor)
+    grid = ratio_grid(tensor)
     gated = ratio_map["rows"] == "gate"
     across = "unit" if gated else "sequence b"
     for i, values in enumerate(grid):

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..result import CaseResult, Run, finish, slim, stored_row, tally_verdict
 from ..statuses import is_bad
-from .spec import Job, RunSpec, parse_shard
+from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
 if TYPE_CHECKING:
     from ..baseline import Baseline
 
-__all__ = ["Execution", "Executor", "RunSpec", "busy_cores", "cpu_ticks", "default_workers", "execute", "judge_run",
-           "open_executor", "parse_shard", "start_pool_early"]
+__all__ = ["Execution", "Executor", "Judging", "RunSpec", "Selection", "busy_cores", "cpu_ticks", "default_workers",
+           "execute", "judge_run", "open_executor", "parse_shard", "start_pool_early"]
 
 
 # Which rows a run keeps in memory (None: every row); the others only pass through on_result.
@@ -156,7 +156,7 @@ class Execution:
 
 def start_pool_early(execution: Execution) -> None:
     """Start the local pool's fork server now, when ``execution`` will use one, so that its imports
-    (torch and jax, 1.5-2 s) run beside this process's own set-up (the profile, the targets, the
+    (torch and jax, seconds) run beside this process's own set-up (the profile, the targets, the
     cases) instead of after it. Call it once the options are valid and before the spec is built.
     """
     if not execution.uses_pool:

@@ -9,7 +9,9 @@ between chunks (one per Dask worker thread), so a target that segfaults, exits o
 one ``error`` row, exactly as with ``--workers N``, and the Dask worker itself survives. A Dask
 worker that is lost anyway (its machine, the OOM killer) is retried by Dask
 (``distributed.scheduler.allowed-failures``); a chunk that still fails becomes ``error`` rows for
-each of its cases, never dropped rows.
+each of its cases, never dropped rows, each with its target's repro environment (asked of the
+cluster when no chunk has come back yet) and finished, as every row is, by
+:func:`~gradcheck_rnn.result.finish` in :func:`~gradcheck_rnn.run.judge_run`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup, load_user_code
 
 CONNECT_TIMEOUT = 10  # seconds to reach the scheduler before saying it cannot be reached
+REPRO_ENVS_TIMEOUT = 60  # seconds to wait for the targets' repro environments after a lost chunk
 MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
 WINDOW_PER_SLOT = 4  # chunks in flight per Dask worker thread: enough to keep each busy, bounded
 
@@ -64,6 +67,15 @@ def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]],
     return [row for index in sorted(by_index) for row in by_index[index]], pool.repro_envs
 
 
+def target_repro_envs(setup: WorkerSetup) -> dict[str, str]:
+    """Runs on a Dask worker: each target's repro environment, judging nothing (for the rows of a
+    chunk lost before any chunk came back with them)."""
+    from ..targets import resolve_target
+
+    load_user_code(setup)
+    return {name: resolve_target(name).repro_env for name in setup.targets}
+
+
 def chunk_size(count: int, slots: int) -> int:
     """Cases per chunk: small enough to give every slot several chunks, at most MAX_CHUNK."""
     return max(1, min(MAX_CHUNK, math.ceil(count / max(1, 4 * slots))))
@@ -88,6 +100,20 @@ def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str, repro_envs: dic
     return [CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
                        message=reason, check=check, case_index=index, repro_env=repro_envs.get(target, ""))
             for index, case in chunk for target in setup.targets for check in setup.checks]
+
+
+def missing_repro_envs(client: Any, setup: WorkerSetup, known: dict[str, str]) -> dict[str, str]:
+    """The repro environments of the targets not in ``known``, asked of the cluster; none when it
+    cannot say (a target that cannot even be loaded there), since the rows are errors either way."""
+    if known.keys() >= set(setup.targets):
+        return {}
+    future = client.submit(target_repro_envs, setup, pure=False)
+    try:
+        return future.result(timeout=REPRO_ENVS_TIMEOUT)
+    except Exception:  # noqa: BLE001 (a lost chunk's rows are written whatever went wrong here)
+        return {}
+    finally:
+        future.release()
 
 
 def _client(scheduler: str) -> Any:
@@ -143,6 +169,7 @@ def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler
                 rows, reported = future.result()
                 repro_envs.update(reported)
             except KilledWorker as exc:
+                repro_envs.update(missing_repro_envs(client, setup, repro_envs))
                 rows = lost_rows(part, setup, f"the Dask worker judging it was lost, and retries too ({exc})",
                                  repro_envs)
             except UsageError:

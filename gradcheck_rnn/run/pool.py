@@ -74,7 +74,7 @@ TRUTH_TIMEOUT = 300.0
 
 def shape_group(config: RNNConfig) -> Hashable:
     """The cases one compiled JAX program serves: references.buckets.bucket_key (jax-free, so the
-    supervisor does not pay jax's ~2 s start-up for a number)."""
+    supervisor does not pay jax's start-up, seconds, for a number)."""
     from ..references.buckets import bucket_key
 
     return bucket_key(config)

@@ -13,7 +13,7 @@ supervisor's to report, in one line, and must not print this process's KeyboardI
 Only libraries and modules that read nothing from the environment at import are preloaded. The
 JAX reference (:mod:`gradcheck_rnn.references.jax_ref`) reads ``GRADCHECK_RNN_JAX_CACHE`` when
 imported, so each worker imports it itself, after taking the supervisor's environment
-(:func:`gradcheck_rnn.run.worker.forked_main`); once jax is loaded that import costs ~30 ms.
+(:func:`gradcheck_rnn.run.worker.forked_main`); once jax is loaded that import costs little.
 
 The thread counts of OpenMP, MKL and OpenBLAS are fixed when those libraries load, so they are set
 here while numpy and torch are imported: one thread each (``GRADCHECK_RNN_TORCH_THREADS``

@@ -18,10 +18,12 @@ from typing import Any, Iterator
 
 from ..case import Case, CaseRef
 from ..errors import UsageError
-from ..narrowing import NO_NARROWING, Narrowing
+from ..narrowing import NO_NARROWING, SHAPE_KNOBS, Narrowing
 
 Job = tuple[int, "Case | CaseRef"]  # (sweep index, the case, or its id, config and wants group)
 
+# top-level keys of a spec written before the narrowing held the shape of the draw too
+SHAPE_FIELDS = tuple(knob.field for knob in SHAPE_KNOBS)
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -46,6 +48,29 @@ def shard_indices(cases: int, shard: tuple[int, int] | None) -> range:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """Which cases a run judges: ``cases`` drawn from the profile with ``seed`` (None: the
+    profile's), narrowed by ``narrowing``, or the named ``case_ids`` instead of a draw; of those,
+    the ``shard`` (k, n), and of their rows only the ``only`` ones when given (``--last-failed``)."""
+
+    cases: int | None = None
+    seed: int | None = None
+    narrowing: Narrowing = NO_NARROWING
+    shard: tuple[int, int] | None = None
+    case_ids: tuple[str, ...] = ()
+    only: tuple[tuple[str, str, str], ...] = ()  # (case id, target, check) of every row judged
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How a run judges: its checks (None: the profile's) and the ``--rtol``/``--atol`` overrides."""
+
+    checks: tuple[str, ...] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """What a run judges. Two runs with equal specs judge the same rows; shards differ only in ``shard``."""
 
@@ -59,11 +84,7 @@ class RunSpec:
     checks: tuple[str, ...] = ("reference",)
     rtol: float | None = None
     atol: float | None = None
-    modes: tuple[str, ...] = ()  # draw narrowing (sweep --mode/--layers/--bidirectional/--dtype)
-    layers: int | None = None
-    bidirectional: bool | None = None
-    dtypes: tuple[str, ...] = ()
-    narrowing: Narrowing = NO_NARROWING  # projections, bias, sizes, … (gradcheck_rnn/narrowing.py)
+    narrowing: Narrowing = NO_NARROWING  # modes, layers, projections, sizes, … (gradcheck_rnn/narrowing.py)
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
     case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
     families: tuple[str, ...] = ()  # user families (--family package.module:NAME) every process loads first
@@ -75,17 +96,15 @@ class RunSpec:
     tolerance_table: tuple[tuple[str, str, float, float], ...] = ()
 
     @classmethod
-    def build(cls, config: str | None = None, cases: int | None = None, seed: int | None = None,
-              targets: tuple[str, ...] = (), checks: tuple[str, ...] | None = None, rtol: float | None = None,
-              atol: float | None = None, modes: tuple[str, ...] = (), layers: int | None = None,
-              bidirectional: bool | None = None, dtypes: tuple[str, ...] = (), narrowing: Narrowing = NO_NARROWING,
-              shard: tuple[int, int] | None = None, case_ids: tuple[str, ...] = (),
-              families: tuple[str, ...] = (), resolved: list | None = None, profile: Any = None,
-              only: tuple[tuple[str, str, str], ...] = ()) -> "RunSpec":
-        """The spec of a run from command-line values; the profile fills what is left out.
+    def build(cls, config: str | None = None, targets: tuple[Any, ...] = (), selection: Selection = Selection(),
+              judging: Judging = Judging(), families: tuple[str, ...] = (),
+              profile: Any = None) -> tuple["RunSpec", list]:
+        """The spec of a run, and its targets resolved: ``config`` names the profile (None: ci),
+        which fills what ``selection`` and ``judging`` leave out; ``targets`` are names or objects
+        (none: the default targets); ``families`` are the user families every process loads first.
 
-        Validates everything a run needs before it starts (profile, tolerances, target names, case
-        ids), raising UsageError with one sentence. ``resolved`` receives the resolved targets, so
+        Validates everything a run needs before it starts (profile, narrowing, tolerances, target
+        names, case ids), raising UsageError with one sentence. The resolved targets come back so
         that a caller who judges in this process does not resolve them again; ``profile`` is the
         profile already loaded from ``config``, so that a command reads its file once.
         """
@@ -95,22 +114,19 @@ class RunSpec:
 
         load_all(families)  # before anything reads a mode token of theirs (profile, case ids)
         profile = profile or load_profile(config)
-        tolerance_table = profile.tolerance_table(rtol, atol).rows()  # validates the overrides before anything runs
-        case_ids = tuple(CaseRef.from_id(case_id).id for case_id in case_ids)  # checked, in normal form
-        targets_now = resolve_targets(targets) if targets else default_targets()
-        if resolved is not None:
-            resolved[:] = targets_now
-        spec = cls(profile=profile.name, profile_sha256=profile.sha256,
-                   config=config, seed=profile.seed if seed is None else seed,
-                   cases=len(case_ids) if case_ids else (profile.cases if cases is None else cases),
-                   targets=tuple(t.name for t in targets_now),
-                   named_targets=tuple(dict.fromkeys(t.name for t in targets_now)) if targets else (),
-                   checks=tuple(checks or profile.enabled_checks),
-                   rtol=rtol, atol=atol, modes=tuple(modes), layers=layers, bidirectional=bidirectional,
-                   dtypes=tuple(dtypes), narrowing=narrowing, shard=shard, case_ids=tuple(case_ids),
-                   families=tuple(families), only=tuple(only), tolerance_table=tolerance_table)
+        tolerance_table = profile.tolerance_table(judging.rtol, judging.atol).rows()  # validates the overrides first
+        case_ids = tuple(CaseRef.from_id(case_id).id for case_id in selection.case_ids)  # checked, in normal form
+        resolved = resolve_targets(targets) if targets else default_targets()
+        cases = selection.cases if selection.cases is not None else profile.cases
+        spec = cls(profile=profile.name, profile_sha256=profile.sha256, config=config,
+                   seed=profile.seed if selection.seed is None else selection.seed,
+                   cases=len(case_ids) if case_ids else cases, targets=tuple(t.name for t in resolved),
+                   named_targets=tuple(dict.fromkeys(t.name for t in resolved)) if targets else (),
+                   checks=tuple(judging.checks or profile.enabled_checks), rtol=judging.rtol, atol=judging.atol,
+                   narrowing=selection.narrowing, shard=selection.shard, case_ids=case_ids,
+                   families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table)
         spec.__dict__["profile_data"] = spec.narrow(profile)
-        return spec
+        return spec, resolved
 
     @staticmethod
     def count_cases(config: str | None = None, cases: int | None = None,
@@ -142,8 +158,7 @@ class RunSpec:
         """``profile`` with the run's draw narrowing applied (UsageError when it leaves nothing to draw)."""
         if self.case_ids:  # named cases draw nothing
             return profile
-        return self.narrowing.apply(profile.narrowed(modes=self.modes, layers=self.layers,
-                                                     bidirectional=self.bidirectional, dtypes=self.dtypes))
+        return self.narrowing.apply(profile)
 
     def tolerances(self):
         """The profile's tolerance table with the --rtol/--atol overrides."""
@@ -236,6 +251,9 @@ class RunSpec:
         if isinstance(data, dict):
             # runs written before named cases, user families, narrowing, chosen rows and the tolerance table
             data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [], **data}
+            if set(SHAPE_FIELDS) <= set(data):  # written before the narrowing held the shape: fold it in
+                shape = {name: data.pop(name) for name in SHAPE_FIELDS}
+                data["narrowing"] = {**shape, **(data["narrowing"] or {})}
         if not isinstance(data, dict) or set(data) != names:
             raise UsageError(f"{where} holds no run spec of this version; it was not written by "
                              f"gradcheck-rnn sweep, or by another version")
@@ -253,8 +271,7 @@ class RunSpec:
 
     def draw_json(self) -> dict[str, Any]:
         """The ``"draw"`` object of results.json: how the run narrowed the profile's draw."""
-        return {"modes": list(self.modes), "layers": self.layers, "bidirectional": self.bidirectional,
-                "dtypes": list(self.dtypes), **self.narrowing.to_json()}
+        return self.narrowing.to_json()
 
     def meta(self, command: str) -> dict[str, Any]:
         """The top-level keys of results.json that describe the run, ``"spec"`` among them."""

@@ -12,8 +12,8 @@ narrowed: half-precision data, float32 accumulation) and in float64 for float64 
 is what the interpreter tests use to pin the algorithm to 1e-9.
 
 ``triton.jit`` reads ``TRITON_INTERPRET`` when this module is first imported: with it set the
-kernels run on CPU tensors through Triton's interpreter (~2.5–4.5 ms a launch on the project's
-2-core machines), without it they compile for the GPU (~1 s per kernel and dtype on first use).
+kernels run on CPU tensors through Triton's interpreter (milliseconds a launch), without it they
+compile for the GPU (about a second per kernel and dtype on first use) (benchmarks/RESULTS.md, "Costs the code is built around").
 :data:`INTERPRETED` records which.
 """
 
