@@ -3,8 +3,8 @@
 import torch
 
 from gradcheck_rnn import Outputs
+from gradcheck_rnn.families.ops import torch_ops
 from gradcheck_rnn.layout import directions, param_key
-from gradcheck_rnn.references.loop import _cell
 from gradcheck_rnn.targets.torch_native import TorchNativeTarget
 
 
@@ -60,15 +60,14 @@ class TruncatedBPTT:
                     s = layer * cfg.num_directions + d
                     h = zeros if h0 is None else h0[s, b]
                     c = (zeros if c0 is None else c0[s, b]) if cfg.mode == "lstm" else None
-                    w = [params[param_key(layer, direction, k)] for k in ("w_ih", "w_hh", "b_ih", "b_hh")]
+                    unit = {k: params[param_key(layer, direction, k)] for k in cfg.family.unit_shapes(cfg, layer)}
                     hs = [None] * length
                     steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
                     for i, t in enumerate(steps):
                         if i > 0:  # the bug: the recurrent gradient is cut
                             h = h.detach()
                             c = None if c is None else c.detach()
-                        h, c = _cell(cfg.mode, layer_input[t], h, c, *w)
-                        hs[t] = h
+                        hs[t], h, c = cfg.family.step(torch_ops(), unit, layer_input[t], h, c, cfg)
                     outs.append(torch.stack(hs))
                     hy[s, b], cy[s, b] = h, c
                 layer_input = torch.cat(outs, -1)

@@ -6,7 +6,9 @@ import json
 import re
 from importlib.metadata import EntryPoint
 
+import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 import gradcheck_rnn as gr
@@ -16,6 +18,7 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.config import GATE_NAMES
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import CUDNN_MODES, family, modes, register
+from gradcheck_rnn.families.ops import jax_ops, torch_ops
 from gradcheck_rnn.layout import param_shapes
 
 
@@ -27,6 +30,61 @@ def test_cudnn_cells_are_the_first_families_in_their_historical_order():
         RNNConfig("nosuch", 1, False, 2, 3, 4, 1)
     with pytest.raises(ValueError, match="already registered"):
         register(dataclasses.replace(family("gru")))
+
+
+def _torch_nn_cell(config: RNNConfig, unit: dict) -> torch.nn.Module:
+    """torch.nn's one-step cell of the config's mode with ``unit``'s parameters (float64)."""
+    if config.mode == "lstm":  # torch.nn.LSTMCell has no projection: one step of a one-layer LSTM
+        cell = torch.nn.LSTM(config.input_size, config.hidden_size, bias=config.bias, proj_size=config.proj_size)
+    elif config.mode == "gru":
+        cell = torch.nn.GRUCell(config.input_size, config.hidden_size, bias=config.bias)
+    else:
+        cell = torch.nn.RNNCell(config.input_size, config.hidden_size, bias=config.bias,
+                                nonlinearity=config.mode[4:])
+    cell = cell.double()
+    suffix = "_l0" if config.mode == "lstm" else ""
+    with torch.no_grad():
+        for kind, value in unit.items():
+            getattr(cell, f"{'weight' if kind.startswith('w_') else 'bias'}_{kind[2:]}{suffix}").copy_(value)
+    return cell
+
+
+@pytest.mark.parametrize("config", [RNNConfig("lstm", 1, False, 3, 4, 1, 5, proj_size=2),
+                                    RNNConfig("lstm", 1, False, 3, 4, 1, 5, bias=False),
+                                    RNNConfig("gru", 1, False, 3, 4, 1, 5),
+                                    RNNConfig("rnn_tanh", 1, False, 3, 4, 1, 5, bias=False),
+                                    RNNConfig("rnn_relu", 1, False, 3, 4, 1, 5)],
+                         ids=lambda c: f"{c.mode}-P{c.proj_size}-bias{c.bias}")
+def test_each_cudnn_family_steps_as_torch_nn_in_both_namespaces(config):
+    """Every family has a step, the cuDNN cells too: one step of a batch of rows, on torch tensors
+    and on jax arrays, is torch.nn's cell; and no family is asked whether it has one."""
+    assert not hasattr(families.Family, "has_step")
+    rng = np.random.default_rng(3)
+    unit = {k: torch.from_numpy(rng.uniform(-0.5, 0.5, shape)) for k, shape in config.family.unit_shapes(config, 0).items()}
+    x, h = torch.from_numpy(rng.standard_normal((5, 3))), torch.from_numpy(rng.standard_normal((5, config.h_size)))
+    c = torch.from_numpy(rng.standard_normal((5, config.c_size))) if config.has_cell_state else None
+    cell = _torch_nn_cell(config, unit)
+    with torch.no_grad():
+        if config.mode == "lstm":
+            _, (want_h, want_c) = cell(x[None], (h[None], c[None]))
+            want_h, want_c = want_h[0], want_c[0]
+        else:
+            want_h, want_c = cell(x, h), None
+        y, got_h, got_c = config.family.step(torch_ops(), unit, x, h, c, config)
+    pytest.importorskip("jax")
+    from gradcheck_rnn.references.jax_ref import x64
+
+    with x64():
+        as_jax = {k: np.asarray(v) for k, v in unit.items()}
+        jy, jh, jc = config.family.step(jax_ops(), as_jax, x.numpy(), h.numpy(), None if c is None else c.numpy(), config)
+        jy, jh, jc = np.asarray(jy), np.asarray(jh), None if jc is None else np.asarray(jc)
+    for got in (y, got_h, jy, jh):
+        np.testing.assert_allclose(np.asarray(got), want_h.numpy(), rtol=0, atol=1e-12)
+    if config.has_cell_state:
+        for got in (got_c, jc):
+            np.testing.assert_allclose(np.asarray(got), want_c.numpy(), rtol=0, atol=1e-12)
+    else:
+        assert got_c is None and jc is None
 
 
 register(MINGRU)  # what --family family_targets:MINGRU does in every process

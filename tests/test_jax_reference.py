@@ -457,3 +457,32 @@ def test_zero_length_sequence():
     np.testing.assert_array_equal(out.grads["h0"][:, 1], case.dhy[:, 1])
     np.testing.assert_array_equal(out.grads["c0"][:, 1], case.dcy[:, 1])
     assert np.all(out.grads["x"][:, 1] == 0.0)
+
+
+
+CUDNN_PROJECTED_BIDIRECTIONAL = RNNConfig("lstm", 2, True, 2, 3, 3, 3, proj_size=2)  # a bucket other tests compile
+
+
+def test_a_cudnn_family_offers_its_bucketed_program_as_its_jax_reference():
+    from gradcheck_rnn import references
+
+    case = make_case(CUDNN_PROJECTED_BIDIRECTIONAL, [2, 3, 1], seed=7)
+    offered, bucketed = references.run_reference("jax", case), run_jax_reference(case)
+    for name in ("y", "hy", "cy"):
+        np.testing.assert_array_equal(getattr(offered, name), getattr(bucketed, name))
+
+
+@pytest.mark.slow
+def test_the_generic_program_of_a_cudnn_familys_step_gives_the_bucketed_programs_result():
+    """Bidirectional and projected, the generic step program (a compile of its own) computes what
+    the bucketed program does. The bucketed one stays the family's: it compiles one program for
+    the whole ci profile where the generic one compiles one per mode and shape."""
+    from gradcheck_rnn.references.jax_family import run_jax_family_reference
+
+    case = make_case(CUDNN_PROJECTED_BIDIRECTIONAL, [2, 3, 1], seed=7)
+    bucketed, generic = run_jax_reference(case), run_jax_family_reference(case, bucketed=False)
+    for name in ("y", "hy", "cy"):
+        np.testing.assert_allclose(getattr(generic, name), getattr(bucketed, name), rtol=0, atol=1e-12)
+    assert set(generic.grads) == set(bucketed.grads)
+    for name, grad in bucketed.grads.items():
+        np.testing.assert_allclose(generic.grads[name], grad, rtol=0, atol=1e-12, err_msg=name)

@@ -3,13 +3,14 @@
 A family holds its case-id token, its gates, its parameter names and shapes (in the canonical
 order that is also the draw order), the widths of its states, its case-id options and the
 variants it supports (docs/contracts.md, "Cell families"); the default tolerances
-(:mod:`gradcheck_rnn.tolerances`) hold for every family so far. The math lives with it:
-the cuDNN families (:mod:`.cudnn`) are computed by the existing references and kernels, the
-others give :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
-both references run.
+(:mod:`gradcheck_rnn.tolerances`) hold for every family so far. The math lives with it: every
+family gives :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
+both references run; a family may offer its own JAX program instead of the generic one
+(:meth:`Family.jax_reference`: the cuDNN families' bucketed program).
 
-A leaf module: it imports nothing of the package but errors, so :mod:`gradcheck_rnn.config` can
-build on it without import cycles; configs are passed in, never imported.
+A leaf module: at import it imports nothing of the package but errors, so
+:mod:`gradcheck_rnn.config` can build on it without import cycles; configs are passed in, never
+imported (the JAX reference is imported when it is asked for).
 """
 
 from __future__ import annotations
@@ -213,11 +214,22 @@ class Family:
         family's own such as the matrix families' ``-strongdecay``): fixed shifts, no random draw."""
         return self.hold_memory(config, params) if config.long_memory else dict(params)
 
-    # ------------------------------------------------------------------ math (non-cuDNN families)
+    # ------------------------------------------------------------------ math
     def step(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any, c: Any, config: RNNConfig) -> tuple[Any, Any, Any]:
         """One step of one layer on a batch of rows: x (..., I_l), h (..., h_size), c (..., c_size)
-        -> (y (..., S), h', c'). ``ops`` is the array namespace (:mod:`gradcheck_rnn.families.ops`)."""
-        raise NotImplementedError  # pragma: no cover - the cuDNN families use the existing references
+        -> (y (..., S), h', c'); c is None for a family without a cell state. ``p`` holds one
+        unit's parameters by kind (``w_ih``, ...; the kinds of :meth:`unit_shapes`). ``ops`` is
+        the array namespace (:mod:`gradcheck_rnn.families.ops`)."""
+        raise NotImplementedError  # pragma: no cover - every family defines it
+
+    def jax_reference(self, case: Any) -> Any:
+        """The ``jax`` reference's outputs of a case of this family (a
+        :class:`gradcheck_rnn.case.Outputs`): by default the generic program of :meth:`step`
+        (:mod:`gradcheck_rnn.references.jax_family`); a family with a faster program of its own
+        overrides this (the cuDNN families' bucketed one)."""
+        from ..references.jax_family import run_jax_family_reference
+
+        return run_jax_family_reference(case)
 
     # ------------------------------------------------------------------ one JAX program for many configs (optional)
     def bucket(self, config: RNNConfig) -> RNNConfig | None:
@@ -258,10 +270,6 @@ class Family:
     def unpad_cell_state(self, config: RNNConfig, padded: RNNConfig, c: Any) -> Any:
         """The real part of a bucket cell state (..., c_size)."""
         raise NotImplementedError  # pragma: no cover
-
-    def has_step(self) -> bool:
-        """Whether the references run :meth:`step` (every family but cuDNN's four, whose math predates families)."""
-        return type(self).step is not Family.step
 
     def __str__(self) -> str:
         return self.token

@@ -1,7 +1,7 @@
 """The ``lstm`` family: cuDNN's LSTM, gates i, f, g, o; optional projection h = W_hr (o ⊙ tanh c)."""
 
-from .cudnn import CudnnFamily
+from .cudnn import LSTMFamily
 
-LSTM = CudnnFamily(
+LSTM = LSTMFamily(
     token="lstm", gates=("i", "f", "g", "o"), cell_state=True, projections=True, memory_gate="f",
     long_memory_needs="it opens the forget gate through the biases, so it needs them (not with -nobias)")

@@ -1,9 +1,11 @@
 """The float64 ground truth: two independent references and a finite-difference witness.
 
-* ``loop`` (:mod:`.loop`): one sample at a time, each sequence cut to its own length, explicit
-  cell equations, torch autograd — never padded, so it cannot share a padding bug;
-* ``jax`` (:mod:`.jax_ref`; :mod:`.jax_family` for the families that give a step function): the
-  padded batch with length masks, ``lax.scan`` + ``jax.vjp``;
+* ``loop`` (:mod:`.loop`): one sample at a time, each sequence cut to its own length, the
+  family's step function (:meth:`gradcheck_rnn.families.Family.step`) on torch tensors, torch
+  autograd — never padded, so it cannot share a padding bug;
+* ``jax`` (the family's :meth:`~gradcheck_rnn.families.Family.jax_reference`: the generic step
+  program of :mod:`.jax_family`, or the bucketed program of the cuDNN cells, :mod:`.jax_ref`):
+  the padded batch with length masks, ``lax.scan`` + ``jax.vjp``;
 * ``fd`` (:mod:`.fd`): central differences of the loop forward, no autodiff at all.
 
 The engine asks for them through :class:`gradcheck_rnn.context.CaseContext`, which computes
@@ -23,10 +25,4 @@ def run_reference(name: str, case: Case) -> Outputs:
         from .loop import run_loop_reference
 
         return run_loop_reference(case)
-    if case.config.family.has_step():
-        from .jax_family import run_jax_family_reference
-
-        return run_jax_family_reference(case)
-    from .jax_ref import run_jax_reference
-
-    return run_jax_reference(case)
+    return case.config.family.jax_reference(case)

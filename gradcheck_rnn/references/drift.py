@@ -42,9 +42,11 @@ Design — one for every dtype
    fails, and it is never granted when this module's own float64 pass disagrees with the
    ``loop`` reference, nor to a non-finite value.
 
-The runs are float64 torch autograd one sequence at a time (like the ``loop`` reference) with
-their own relu cell, so the pins are exact (what a run costs: benchmarks/RESULTS.md, "Costs the
-code is built around").
+The runs are float64 torch autograd one sequence at a time (like the ``loop`` reference). They
+take the family's pre-activations (:meth:`gradcheck_rnn.families.cudnn.CudnnFamily.pre_activations`,
+what its step sums) but apply the relu themselves, so the pins are exact: a pin replaces the
+pre-activation between the two, and the rounding model carries a variance beside it, which no
+step returns (what a run costs: benchmarks/RESULTS.md, "Costs the code is built around").
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ import numpy as np
 import torch
 
 from ..case import Case
+from ..families.ops import torch_ops
 from ..layout import directions, param_key
 from ..statuses import worst_tensor
 
@@ -143,6 +146,7 @@ def _relu_pass(case: Case, pins: Mapping[tuple[int, int, int, int], tuple[Tensor
     cfg, pins = case.config, pins or {}
     u, u_acc, smallest = UNIT_ROUNDOFF[cfg.dtype], ACCUMULATION_ROUNDOFF[cfg.dtype], SMALLEST[cfg.dtype]
     grad = not bounds
+    ops = torch_ops()
     x, h0 = _tensor(case.x, grad), _tensor(case.h0, grad)
     params = {k: _tensor(v, grad) for k, v in case.params.items()}
     H, D, T, B = cfg.hidden_size, cfg.num_directions, cfg.max_len, cfg.batch_size
@@ -162,21 +166,19 @@ def _relu_pass(case: Case, pins: Mapping[tuple[int, int, int, int], tuple[Tensor
                     state = layer * D + d
                     h = zeros if h0 is None else h0[state, b]
                     var_h = zeros
-                    w_ih, w_hh, b_ih, b_hh = (params.get(param_key(layer, direction, k))
-                                              for k in ("w_ih", "w_hh", "b_ih", "b_hh"))
+                    unit = {k: params[param_key(layer, direction, k)] for k in cfg.family.unit_shapes(cfg, layer)}
+                    w_ih, w_hh = unit["w_ih"], unit["w_hh"]
                     steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
                     hs: list[Tensor | None] = [None] * length
                     vs: list[Tensor | None] = [None] * length
                     for t in steps:
-                        pre = w_ih @ layer_input[t] + w_hh @ h
-                        if b_ih is not None:
-                            pre = pre + b_ih + b_hh
+                        # the family's own pre-activations (its step is relu of their sum)
+                        proj_i, proj_h = cfg.family.pre_activations(ops, unit, layer_input[t], h)
+                        pre = proj_i + proj_h
                         if bounds:
                             # rounding-error variance of what a correct kernel stores: the input
                             # projection, the recurrent projection and their sum (each ~u·|value|),
                             # plus the stored inputs' own variance carried through the weights
-                            proj_i = w_ih @ layer_input[t] + (0 if b_ih is None else b_ih)
-                            proj_h = w_hh @ h + (0 if b_hh is None else b_hh)
                             terms = w_ih.abs() @ layer_input[t].abs() + w_hh.abs() @ h.abs()
                             n = w_ih.shape[1] + w_hh.shape[1] + 2
                             var = (u * u * (proj_i ** 2 + proj_h ** 2 + pre ** 2) + (w_ih ** 2) @ var_input[t]

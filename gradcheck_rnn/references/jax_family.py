@@ -1,4 +1,5 @@
-"""The ``jax`` reference of the families that give a step function (s6, slstm, user families).
+"""The generic ``jax`` reference: what :meth:`gradcheck_rnn.families.Family.jax_reference` runs
+unless a family offers its own program (the cuDNN cells offer the bucketed one of :mod:`.jax_ref`).
 
 The whole padded batch in float64: per layer and direction one ``lax.scan`` over time of the
 family's own step (:meth:`gradcheck_rnn.families.Family.step` on jax arrays), sequence b updated

@@ -1,4 +1,5 @@
-"""The ``jax`` reference: the whole padded batch in float64, ``lax.scan`` with length masks.
+"""The cuDNN cells' ``jax`` reference (their :meth:`~gradcheck_rnn.families.Family.jax_reference`):
+the whole padded batch in float64, ``lax.scan`` with length masks, one program for all four cells.
 
 Only this module imports jax; callers import it lazily. It computes under JAX's *scoped* x64
 switch (``with jax.enable_x64():``) and never changes the process's ``jax_enable_x64``: a
@@ -25,8 +26,9 @@ one program serves as many configs as exact padding allows. The key (:mod:`.buck
 steps, rows), each padded to a power of two; the whole ci profile is one program (it was 26
 per-mode-and-shape programs for 200 ci cases before). What varies inside a bucket is data:
 
-- mode: the cell is ``lax.switch`` on a mode index, so all four modes are one program; gate
-  blocks are placed at rows ``g·Hp … g·Hp+H`` of a 4-block layout (RNN modes use block 0, GRU
+- mode: the cell is ``lax.switch`` on a mode index over the four families' own cells
+  (:meth:`gradcheck_rnn.families.cudnn.CudnnFamily.cell`, what their step runs, the maths
+  written once), so all four modes are one program; gate blocks are placed at rows ``g·Hp … g·Hp+H`` of a 4-block layout (RNN modes use block 0, GRU
   blocks 0-2, the others stay zero);
 - hidden/input units: extra units have zero weights, biases, x and initial states, and stay 0
   in every mode (relu 0 = tanh 0 = 0; LSTM c = σ(0)·0 + σ(0)·tanh(0) = 0, h = σ(0)·tanh(0) = 0;
@@ -61,10 +63,11 @@ still traces and lowers the function to compute the cache key (a fraction of a s
 program per process). So each bucket's compiled program is also written, serialized
 (:mod:`jax.experimental.serialize_executable`), beside that cache in
 ``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/`` (:mod:`.artifacts`), named by the bucket and a
-fingerprint of jax, jaxlib, the backend, the CPU, the compile options, x64 and this file's
-source. A new process (a warm run, every pool worker) deserializes it and calls it: 0 traced,
-0 lowered (benchmarks/RESULTS.md, "Costs the code is built around").
-``GRADCHECK_RNN_JAX_CACHE=""`` turns both off.
+fingerprint of jax, jaxlib, the backend, the CPU, the compile options, x64 and the sources of
+this file, its buckets and its cells (``families/cudnn.py``, ``families/ops.py``). A new process
+(a warm run, every pool worker) deserializes it and calls it: 0 traced, 0 lowered
+(benchmarks/RESULTS.md, "Costs the code is built around"). ``GRADCHECK_RNN_JAX_CACHE=""`` turns
+both off.
 
 Only an executable that its process really compiled is written. An earlier version (9be385b)
 serialized whatever ``.compile()`` returned, and that is usually a program XLA:CPU *loaded from
@@ -106,6 +109,8 @@ from jax import lax
 
 from ..case import Case, Outputs, RNNConfig
 from ..config import GATES
+from ..families import family
+from ..families.ops import jax_ops
 from ..layout import directions, param_key
 from ..runtime import jax_compilation_cache
 from . import artifacts
@@ -140,29 +145,16 @@ def x64() -> contextlib.AbstractContextManager:
 
 
 def _cells(gi: jax.Array, gh: jax.Array, h: jax.Array, c: jax.Array) -> list[Callable[[], tuple]]:
-    """The four cells on gate pre-activations in the 4-block layout (..., 4·Hp), in MODES order."""
+    """The four cells on gate pre-activations in the 4-block layout (..., 4·Hp), in MODES order:
+    each family's own cell (:meth:`gradcheck_rnn.families.cudnn.CudnnFamily.cell`, what its step
+    runs) on its first G blocks."""
+    ops, Hp = jax_ops(), h.shape[-1]
 
-    def relu():
-        return jax.nn.relu(jnp.split(gi + gh, MAX_GATES, axis=-1)[0]), c  # relu'(0) = 0, as torch
+    def branch(cell_family: Any) -> Callable[[], tuple]:
+        width = cell_family.num_gates * Hp
+        return lambda: cell_family.cell(ops, gi[..., :width], gh[..., :width], h, c)
 
-    def tanh():
-        return jnp.tanh(jnp.split(gi + gh, MAX_GATES, axis=-1)[0]), c
-
-    def lstm():
-        i, f, g, o = jnp.split(gi + gh, MAX_GATES, axis=-1)
-        c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        return jax.nn.sigmoid(o) * jnp.tanh(c_new), c_new
-
-    def gru():
-        ir, iz, in_, _ = jnp.split(gi, MAX_GATES, axis=-1)
-        hr, hz, hn, _ = jnp.split(gh, MAX_GATES, axis=-1)
-        r = jax.nn.sigmoid(ir + hr)
-        z = jax.nn.sigmoid(iz + hz)
-        n = jnp.tanh(in_ + r * hn)
-        return (1.0 - z) * n + z * h, c
-
-    by_name = {"rnn_relu": relu, "rnn_tanh": tanh, "lstm": lstm, "gru": gru}
-    return [by_name[m] for m in MODES]
+    return [branch(family(mode)) for mode in MODES]
 
 
 def _layer(mode: jax.Array, masks: jax.Array, inp: jax.Array, p: dict[str, jax.Array],
@@ -259,10 +251,13 @@ def cached_buckets() -> list[BucketKey]:
 
 
 def _fingerprint() -> str:
-    """The artifacts' fingerprint: jax, jaxlib, backend, CPU, options, x64 (now), this model's source."""
+    """The artifacts' fingerprint: jax, jaxlib, backend, CPU, options, x64 (now), this model's source
+    and its cells' (the cuDNN families and the ops namespace)."""
     here = Path(__file__)
     x64_now = jax.dtypes.canonicalize_dtype(np.float64) == np.float64
-    return artifacts.fingerprint((str(here), str(here.with_name("buckets.py"))),
+    cells = here.parent.parent / "families"  # the cells' maths is the families' (_cells)
+    sources = (here, here.with_name("buckets.py"), cells / "cudnn.py", cells / "ops.py")
+    return artifacts.fingerprint(tuple(str(s) for s in sources),
                                  repr(sorted(COMPILER_OPTIONS.items())), bool(x64_now))
 
 

@@ -1,15 +1,15 @@
-"""The ``loop`` reference: one sample at a time, float64, explicit cell equations.
+"""The ``loop`` reference: one sample at a time, float64, the family's own cell equations.
 
-Each sequence is cut to its own length and run alone through the cell equations written out
-below, layer by layer and direction by direction; gradients come from torch autograd in
-float64 and are summed over samples by one backward pass of the summed scalar. A family
-other than cuDNN's four runs its own step function (:mod:`gradcheck_rnn.families`) here,
-one sample at a time, the same way. Nothing is
-ever padded, so this reference cannot share a padding or masking bug with a fused kernel.
+Each sequence is cut to its own length and run alone through its family's step function
+(:meth:`gradcheck_rnn.families.Family.step` on torch tensors: the cuDNN cells' torch.nn
+equations, or any other family's), layer by layer and direction by direction — the reverse
+direction from the sequence's own last step; gradients come from torch autograd in float64 and
+are summed over samples by one backward pass of the summed scalar. Nothing is ever padded, so
+this reference cannot share a padding or masking bug with a fused kernel.
 
 A sequence of length 0 runs no step at all: its outputs are the initial states untouched
-(hy = h0, cy = c0), so autograd gives dh0 = dhy, dc0 = dcy and nothing else. Without bias the
-cell equations simply have no bias terms; with projections h = W_hr·(o ⊙ tanh c).
+(hy = h0, cy = c0), so autograd gives dh0 = dhy, dc0 = dcy and nothing else. Without bias a
+unit simply has no bias parameters; with projections h = W_hr·(o ⊙ tanh c).
 
 :func:`loop_loss` is the forward alone (no autograd graph): the ``fd`` check
 (:mod:`gradcheck_rnn.references.fd`) differences it.
@@ -27,40 +27,13 @@ from ..layout import directions, param_key
 Tensor = torch.Tensor
 
 
-def _cell(mode: str, x: Tensor, h: Tensor, c: Tensor | None, w_ih: Tensor, w_hh: Tensor,
-          b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-    """One step of one sequence: x (I,), h (S,) -> (h', c'); biases None without bias, w_hr
-    None without projection."""
-    gi = w_ih @ x if b_ih is None else w_ih @ x + b_ih
-    gh = w_hh @ h if b_hh is None else w_hh @ h + b_hh
-    if mode == "rnn_tanh":
-        return torch.tanh(gi + gh), None
-    if mode == "rnn_relu":
-        return torch.relu(gi + gh), None
-    if mode == "lstm":
-        i, f, g, o = (gi + gh).chunk(4)
-        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h_new = torch.sigmoid(o) * torch.tanh(c_new)
-        return (h_new if w_hr is None else w_hr @ h_new), c_new
-    # gru, linear-before-reset: r multiplies (W_hn h + b_hn)
-    ir, iz, in_ = gi.chunk(3)
-    hr, hz, hn = gh.chunk(3)
-    r = torch.sigmoid(ir + hr)
-    z = torch.sigmoid(iz + hz)
-    n = torch.tanh(in_ + r * hn)
-    return (1 - z) * n + z * h, None
-
-
 def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: Tensor | None,
                   c0: Tensor | None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-    """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction.
-
-    The cuDNN cells go through :func:`_cell`; every other family through its own step function,
-    called on this one sequence's vectors."""
+    """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction,
+    each step the family's own step function on this one sequence's vectors."""
     cfg = case.config
     family = cfg.family
-    stepper = family.has_step()
-    ops = torch_ops() if stepper else None
+    ops = torch_ops()
     length = int(case.seq_lengths[b])
     layer_input = x[:length, b]
     finals_h: list[Tensor] = []
@@ -73,18 +46,11 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
             state = layer * cfg.num_directions + d
             h = zeros_h if h0 is None else h0[state, b]
             c = (zeros_c if c0 is None else c0[state, b]) if cfg.has_cell_state else None
-            if stepper:
-                unit = {k: params[param_key(layer, direction, k)] for k in family.unit_shapes(cfg, layer)}
-            else:
-                w = [params.get(param_key(layer, direction, k)) for k in ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")]
+            unit = {k: params[param_key(layer, direction, k)] for k in family.unit_shapes(cfg, layer)}
             steps = range(length) if direction == "fwd" else range(length - 1, -1, -1)
             ys: list[Tensor | None] = [None] * length
             for t in steps:
-                if stepper:
-                    ys[t], h, c = family.step(ops, unit, layer_input[t], h, c, cfg)
-                else:
-                    h, c = _cell(cfg.mode, layer_input[t], h, c, *w)
-                    ys[t] = h
+                ys[t], h, c = family.step(ops, unit, layer_input[t], h, c, cfg)
             # length 0: no step ran, the final state is the initial one
             outputs.append(torch.stack(ys) if length else zeros_h.new_zeros(0, cfg.state_size))
             finals_h.append(h)
