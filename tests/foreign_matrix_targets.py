@@ -5,7 +5,7 @@ exchanged. Each name is a target object, wrapped as the in-process foreign built
 
 from foreign_files import load_target_file as _load
 
-from gradcheck_rnn.targets.foreign import InProcess
+from gradcheck_rnn.targets.foreign import LocalForeignTarget
 
 
 def _transposed(state):
@@ -37,7 +37,7 @@ def _fla_slip(kernel, slip):
             return out
 
         module.layer_map = swapped
-    return InProcess(target)
+    return LocalForeignTarget(target)
 
 
 def _mlstm_slip(kernel, slip):
@@ -58,7 +58,7 @@ def _mlstm_slip(kernel, slip):
             return q, k, v, f, i
 
         module.layer_map = swapped
-    return InProcess(module.MLSTMTarget(kernel))
+    return LocalForeignTarget(module.MLSTMTarget(kernel))
 
 
 fla_recurrent_transposed_state = _fla_slip("recurrent", "transposed_state")

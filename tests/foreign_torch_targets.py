@@ -5,7 +5,7 @@ foreign built-ins are (their run returns a dict of arrays)."""
 
 from foreign_files import load_target_file as _load
 
-from gradcheck_rnn.targets.foreign import InProcess
+from gradcheck_rnn.targets.foreign import LocalForeignTarget
 
 
 def _flashrnn_slips(backend):
@@ -14,7 +14,7 @@ def _flashrnn_slips(backend):
     module = _load("flashrnn_target")
     module._R_GATES["gru"] = "rzn"
     module._B_GATES["lstm"] = tuple((gate, "hh") for gate, _ in module._B_GATES["lstm"])
-    return InProcess(module.FlashRNNTarget(backend))
+    return LocalForeignTarget(module.FlashRNNTarget(backend))
 
 
 def _flashrnn_slstm_swapped_bias(backend):
@@ -27,7 +27,7 @@ def _flashrnn_slstm_swapped_bias(backend):
         return Wx, R, b[[1, 0, 2, 3]] if config.mode == "slstm" else b
 
     module.to_flashrnn = slipped
-    return InProcess(module.FlashRNNTarget(backend))
+    return LocalForeignTarget(module.FlashRNNTarget(backend))
 
 
 def _mambapy_slip(slip):
@@ -45,7 +45,7 @@ def _mambapy_slip(slip):
         return weights
 
     module.to_mambapy = slipped
-    return InProcess(module.MambaPyTarget())
+    return LocalForeignTarget(module.MambaPyTarget())
 
 
 flashrnn_vanilla_slips = _flashrnn_slips("vanilla")

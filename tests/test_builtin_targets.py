@@ -23,7 +23,7 @@ from gradcheck_rnn.context import CaseContext
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.judge import judge, judge_one
 from gradcheck_rnn.targets import builtin_names, resolve_target
-from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, InProcess
+from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, LocalForeignTarget
 from gradcheck_rnn.targets.mutants import BLIND_SPOTS, GPU_MUTANTS, MUTANTS
 
 # float32 (the JAX targets compute float64 only under x64), both directions, one short sequence
@@ -136,8 +136,8 @@ class _DecliningTarget(_BareTarget):
 def test_an_in_process_target_is_asked_only_the_optional_methods_it_has(context):
     """The root cause of keras's error rows: the in-process wrapper claimed ``supports_case`` for
     every target and called the target's, which the protocol lets a target leave out."""
-    bare = InProcess(_BareTarget())
+    bare = LocalForeignTarget(_BareTarget())
     assert not hasattr(bare, "supports") and not hasattr(bare, "supports_case")
     assert judge_one(context, bare).status == "pass"
-    declining = judge_one(context, InProcess(_DecliningTarget()))
+    declining = judge_one(context, LocalForeignTarget(_DecliningTarget()))
     assert (declining.status, declining.message) == ("skip", "declined by supports_case")

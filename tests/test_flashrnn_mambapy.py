@@ -107,7 +107,7 @@ def test_a_planted_map_slip_is_caught(slips, caught, untouched):
 
 def _library_calls(monkeypatch, name: str) -> tuple[object, list[tuple[int, int]]]:
     """The target's own object, and the (length, batch) of each library call it makes."""
-    impl = resolve_target(name).impl.impl  # Target -> InProcess -> the target file's object
+    impl = resolve_target(name).impl.impl  # Target -> LocalForeignTarget -> the target file's object
     calls: list[tuple[int, int]] = []
     real = impl.forward_group
 

@@ -10,7 +10,7 @@ import types
 import pytest
 
 from gradcheck_rnn.case import Outputs
-from gradcheck_rnn.targets.foreign import InProcess, triton_cpu
+from gradcheck_rnn.targets.foreign import LocalForeignTarget, triton_cpu
 
 triton = pytest.importorskip("triton")
 
@@ -47,4 +47,4 @@ def test_an_in_process_target_that_returns_outputs_keeps_its_packed_tails():
         def run(self, case):
             return Outputs(y=[[0.0]], hy=[[0.0]], grads={"x": [[0.0]]}, tails={"x": [[1.0]]})
 
-    assert InProcess(Packed()).run(None).tails == {"x": [[1.0]]}
+    assert LocalForeignTarget(Packed()).run(None).tails == {"x": [[1.0]]}

@@ -125,7 +125,7 @@ class ForeignTarget:
             self._fail(f"answered {header['type']!r} for protocol {header.get('protocol')!r} to a "
                        f"protocol {protocol.PROTOCOL} load request")
         self._loaded = header
-        for attribute, value in header.get("conventions", {}).items():  # what the judge reads, as in InProcess
+        for attribute, value in header.get("conventions", {}).items():  # what the judge reads, as in LocalForeignTarget
             setattr(self, attribute, value)
 
     def _ensure(self) -> None:
@@ -293,7 +293,7 @@ def foreign_target(spec: str) -> ForeignTarget:
     return target
 
 
-class InProcess:
+class LocalForeignTarget:
     """A foreign built-in run in this process (its framework imports here): same file, same
     answers, its dict of outputs turned into :class:`Outputs`.
 
@@ -367,7 +367,7 @@ def local_builtin(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"gradcheck_rnn.targets.foreign.{Path(file).stem}", _HERE / file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return InProcess(getattr(module, factory)(**kwargs))
+    return LocalForeignTarget(getattr(module, factory)(**kwargs))
 
 
 # Built-in foreign targets that run on a CUDA device only (a CPU machine can only skip them).
