@@ -35,17 +35,17 @@ T·B rows, computed only when a parameter is requested; dx goes back through the
 Float32 accuracy (issue 35, docs/findings/soak.md). Measured stage by stage against the same
 kernel in float64 on the same float32 data, in the regimes that could cost the chunkwise form
 digits (decay near 1 over many chunks, strong decay, β near 1 with parallel keys, so A's entries
-near ±1): the UT solve, w, U, Φ and the carried states stay within 4 units of float32 roundoff of
-their scale, and y and the final state are as accurate as the family's step run one step at a
-time in float32 (RMS error 0.7–1.3× the step's at chunk 4, up to 1.9× on the final state under
-strong decay; ``tests/test_gdn_kernel.py``). The one stage that lost digits was D: as
-exp(G_r − G_s) its relative error grew with |G_r|, the decay from the chunk's start, up to 12·eps
-at chunk 16 under strong decay (a 3.7× larger final-state error than the step's); summed per
-segment (:func:`segment_sums`, Mamba2's ``segsum``) it is at most (1 + |log D_rs|)·eps. Nothing
-is accumulated in float64. A float32 case can still fail where the problem itself is
-ill-conditioned at float32: the L2 norm of a key near 0 (|k| a few times sqrt(1e-6)) amplifies
-rounding-level forward errors of any correct float32 evaluation up to ~1000× in the gradients
-(the soak case of issue 35).
+near ±1): the UT solve, w, U, Φ and the carried states stay within 4 units of float32 roundoff
+of their scale (8 at chunk 16), and y and the final state are as accurate as the family's step
+run one step at a time in float32 (RMS error 0.7–1.3× the step's at chunk 4, up to 1.9× on the
+final state under strong decay; ``tests/test_gdn_kernel.py``). The one stage that lost digits
+was D: as exp(G_r − G_s) its relative error grew with |G_r|, the decay since the chunk's start,
+up to 11.7·(1 + |log D_rs|)·eps at chunk 16 under strong decay, and the final state's error
+reached 3.7× the step's; summed per segment (:func:`segment_sums`, Mamba2's ``segsum``) it is at
+most (1 + |log D_rs|)·eps. Nothing is accumulated in float64. A float32 case can still fail where
+the problem itself is ill-conditioned at float32: the L2 norm of a key near 0 (|k| a few times
+sqrt(1e-6)) amplifies rounding-level forward errors of any correct float32 evaluation up to
+~1000× in the gradients (the soak case of issue 35).
 
 Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method:
 ``state_grad_coefficient`` (the matrix the backward carry multiplies by) and ``gate_grads``
