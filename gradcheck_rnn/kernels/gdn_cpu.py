@@ -90,7 +90,7 @@ def segment_sums(log_decay: Tensor) -> Tensor:
     """(…, c) -> (…, c, c): log D, entry (r, s) the sum Σ_{s<i≤r} log α_i on and below the diagonal
     (0 on it), −∞ above it. Each entry sums its own segment's terms: the difference G_r − G_s of
     two chunk-local cumulative sums would carry the float32 rounding of G_r, of size |G_r|·eps, into
-    every D_rs however close s is to r (under -strongdecay |G| reaches 4 per step of the chunk)."""
+    every D_rs however close s is to r (|G_r| grows by |log α| every step: tens under -strongdecay)."""
     c = log_decay.shape[-1]
     strict = torch.ones(c, c, dtype=torch.bool, device=log_decay.device).tril(-1)
     terms = log_decay[..., :, None].expand(log_decay.shape + (c,)).masked_fill(~strict, 0)
