@@ -8,7 +8,8 @@ gets log α = 0 and β = 0: it leaves the state as it was (its output is masked 
 Forward, per head, time cut into chunks of ``chunk`` steps (every sequence starts at t = 0, so
 the batch shares them). Inside a chunk with start state S₀, G_r = Σ_{i≤r} log α_i (chunk-local),
 Γ_r = exp(G_r) and D_rs = exp(G_r − G_s) for s ≤ r (0 above: never exp of a positive number, so
--strongdecay cannot overflow), the delta rule S_r = α_r S_{r−1} + k_r u_rᵀ has the error
+-strongdecay cannot overflow; each G_r − G_s summed over its own segment, see "Float32 accuracy"),
+the delta rule S_r = α_r S_{r−1} + k_r u_rᵀ has the error
 
     u_r = β_r (v_r − α_r S_{r−1}ᵀ k_r),  i.e. (I + A) U = diag(β)(V − diag(Γ) K S₀),
     A_rs = β_r D_rs (k_r·k_s) for s < r,
@@ -30,6 +31,21 @@ r ≥ i (a reverse cumulative sum), through exp(G_C − G_r) for r < i, and thro
 D_rs for s < i ≤ r; a term never enters with both signs, so -strongdecay loses no digits there
 (the cancellation of QwenLM/FlashQLA PR #28). The parameter gradients are then GEMMs over all
 T·B rows, computed only when a parameter is requested; dx goes back through the norms.
+
+Float32 accuracy (issue 35, docs/findings/soak.md). Measured stage by stage against the same
+kernel in float64 on the same float32 data, in the regimes that could cost the chunkwise form
+digits (decay near 1 over many chunks, strong decay, β near 1 with parallel keys, so A's entries
+near ±1): the UT solve, w, U, Φ and the carried states stay within 4 units of float32 roundoff
+of their scale (8 at chunk 16), and y and the final state are as accurate as the family's step
+run one step at a time in float32 (RMS error 0.7–1.3× the step's at chunk 4, up to 1.9× on the
+final state under strong decay; ``tests/test_gdn_kernel.py``). The one stage that lost digits
+was D: as exp(G_r − G_s) its relative error grew with |G_r|, the decay since the chunk's start,
+up to 11.7·(1 + |log D_rs|)·eps at chunk 16 under strong decay, and the final state's error
+reached 3.7× the step's; summed per segment (:func:`segment_sums`, Mamba2's ``segsum``) it is at
+most (1 + |log D_rs|)·eps. Nothing is accumulated in float64. A float32 case can still fail where
+the problem itself is ill-conditioned at float32: the L2 norm of a key near 0 (|k| a few times
+sqrt(1e-6)) amplifies rounding-level forward errors of any correct float32 evaluation up to
+~1000× in the gradients (the soak case of issue 35).
 
 Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method:
 ``state_grad_coefficient`` (the matrix the backward carry multiplies by) and ``gate_grads``
@@ -68,6 +84,17 @@ def from_chunks(t: Tensor, steps: int) -> Tensor:
     """The inverse of :func:`to_chunks`: (B, NH, NC, chunk, ...) -> (steps, B, NH, ...)."""
     t = t.permute((2, 3, 0, 1) + tuple(range(4, t.dim())))
     return t.reshape((-1,) + t.shape[2:])[:steps]
+
+
+def segment_sums(log_decay: Tensor) -> Tensor:
+    """(…, c) -> (…, c, c): log D, entry (r, s) the sum Σ_{s<i≤r} log α_i on and below the diagonal
+    (0 on it), −∞ above it. Each entry sums its own segment's terms: the difference G_r − G_s of
+    two chunk-local cumulative sums would carry the float32 rounding of G_r, of size |G_r|·eps, into
+    every D_rs however close s is to r (|G_r| grows by |log α| every step: tens under -strongdecay)."""
+    c = log_decay.shape[-1]
+    strict = torch.ones(c, c, dtype=torch.bool, device=log_decay.device).tril(-1)
+    terms = log_decay[..., :, None].expand(log_decay.shape + (c,)).masked_fill(~strict, 0)
+    return terms.cumsum(-2).masked_fill(mT(strict), -math.inf)
 
 
 def mT(t: Tensor) -> Tensor:
@@ -146,18 +173,17 @@ class GDNCPUKernel(LayerStackKernel):
         qc, kc = to_chunks(q_unit, c), to_chunks(k_unit, c)
         vc = to_chunks(v.reshape(T, B, NH, V), c)
         beta = to_chunks(beta_raw * mask, c)
-        cum = to_chunks(log_decay, c).cumsum(-1)                     # G (…, c)
-        lower = torch.ones(c, c, dtype=torch.bool, device=x.device).tril()
-        strict = lower.tril(-1)
-        decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~lower, -math.inf).exp()
-        gamma = cum.exp()
+        chunked_log_decay = to_chunks(log_decay, c)
+        strict = torch.ones(c, c, dtype=torch.bool, device=x.device).tril(-1)
+        decay = segment_sums(chunked_log_decay).exp()
+        gamma = chunked_log_decay.cumsum(-1).exp()                   # Γ = exp(G)
         qk, kk = qc @ mT(kc), kc @ mT(kc)
         a = beta[..., None] * decay * kk * strict
         solve = a + torch.eye(c, dtype=x.dtype, device=x.device)
         wy = torch.linalg.solve_triangular(solve, torch.cat([(beta * gamma)[..., None] * kc, beta[..., None] * vc], -1),
                                            upper=False, unitriangular=True)
         w, u_free = wy[..., :K], wy[..., K:]                         # w and u' of the module docstring
-        to_end = (cum[..., -1:] - cum).exp()
+        to_end = decay[..., -1, :]                                   # exp(G_C − G_r): D's last row
         keys_to_end = to_end[..., None] * kc
         eye_k = torch.eye(K, dtype=x.dtype, device=x.device)
         transition = gamma[..., -1, None, None] * eye_k - mT(keys_to_end) @ w
