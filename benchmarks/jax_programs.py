@@ -6,8 +6,8 @@
 Both programs compute the same numbers (tests/test_jax_reference.py); this measures what each
 costs a sweep of the ci profile, cold (``GRADCHECK_RNN_JAX_CACHE=""``: no persistent cache, no
 artifacts), in a new process each: the first call (start-up and its compile), the whole run and
-the programs compiled. It is why the cuDNN families offer the bucketed program as their
-``jax_reference`` (issue 37).
+the programs compiled. It is why the cuDNN families name the bucketed program as their
+``jax_program`` (issue 37).
 """
 
 from __future__ import annotations

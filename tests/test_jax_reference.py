@@ -463,7 +463,7 @@ def test_zero_length_sequence():
 CUDNN_PROJECTED_BIDIRECTIONAL = RNNConfig("lstm", 2, True, 2, 3, 3, 3, proj_size=2)  # a bucket other tests compile
 
 
-def test_a_cudnn_family_offers_its_bucketed_program_as_its_jax_reference():
+def test_a_cudnn_family_names_its_bucketed_program_as_its_jax_program():
     from gradcheck_rnn import references
 
     case = make_case(CUDNN_PROJECTED_BIDIRECTIONAL, [2, 3, 1], seed=7)

@@ -5,12 +5,12 @@ order that is also the draw order), the widths of its states, its case-id option
 variants it supports (docs/contracts.md, "Cell families"); the default tolerances
 (:mod:`gradcheck_rnn.tolerances`) hold for every family so far. The math lives with it: every
 family gives :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
-both references run; a family may offer its own JAX program instead of the generic one
-(:meth:`Family.jax_reference`: the cuDNN families' bucketed program).
+both references run; a family may name its own JAX program instead of the generic one
+(:attr:`Family.jax_program`: the cuDNN families' bucketed program).
 
 A leaf module: at import it imports nothing of the package but errors, so
 :mod:`gradcheck_rnn.config` can build on it without import cycles; configs are passed in, never
-imported (the JAX reference is imported when it is asked for).
+imported.
 """
 
 from __future__ import annotations
@@ -222,14 +222,11 @@ class Family:
         the array namespace (:mod:`gradcheck_rnn.families.ops`)."""
         raise NotImplementedError  # pragma: no cover - every family defines it
 
-    def jax_reference(self, case: Any) -> Any:
-        """The ``jax`` reference's outputs of a case of this family (a
-        :class:`gradcheck_rnn.case.Outputs`): by default the generic program of :meth:`step`
-        (:mod:`gradcheck_rnn.references.jax_family`); a family with a faster program of its own
-        overrides this (the cuDNN families' bucketed one)."""
-        from ..references.jax_family import run_jax_family_reference
-
-        return run_jax_family_reference(case)
+    # The ``jax`` reference's program for this family, by name (gradcheck_rnn.references.JAX_PROGRAMS):
+    # "step", the generic program of :meth:`step`; a family with a faster program of its own names
+    # it (the cuDNN families' "bucketed" one). A name, not an import: the references build on the
+    # families, not the other way round.
+    jax_program = "step"
 
     # ------------------------------------------------------------------ one JAX program for many configs (optional)
     def bucket(self, config: RNNConfig) -> RNNConfig | None:

@@ -8,7 +8,7 @@ Their math is :meth:`CudnnFamily.step`, torch.nn's equations over the ops namesp
 (:mod:`.ops`), which the ``loop`` reference runs like any family's. The ``jax`` reference runs
 the bucketed program of the four cells (:mod:`gradcheck_rnn.references.jax_ref`, one compiled
 program for every mode and shape of a bucket) instead of the generic step program: a family
-offers its JAX program through :meth:`CudnnFamily.jax_reference`.
+names its JAX program in :attr:`CudnnFamily.jax_program`.
 """
 
 from __future__ import annotations
@@ -59,14 +59,10 @@ class CudnnFamily(Family):
             h_new = ops.linear(h_new, p["w_hr"])
         return h_new, h_new, c_new
 
-    def jax_reference(self, case: Any) -> Any:
-        """The bucketed program of the four cuDNN cells (:mod:`gradcheck_rnn.references.jax_ref`):
-        one compiled program serves every cuDNN mode and shape of a bucket, and its programs are
-        kept as artifacts across processes, where the generic step program would compile one per
-        mode and shape."""
-        from ..references.jax_ref import run_jax_reference
-
-        return run_jax_reference(case)
+    # the bucketed program of the four cuDNN cells (gradcheck_rnn.references.jax_ref): one compiled
+    # program serves every cuDNN mode and shape of a bucket, and its programs are kept as artifacts
+    # across processes, where the generic step program would compile one per mode and shape
+    jax_program = "bucketed"
 
     def unit_shapes(self, config: RNNConfig, layer: int) -> dict[str, tuple[int, ...]]:
         gh, S = self.num_gates * config.hidden_size, self.output_size(config)

@@ -3,7 +3,7 @@
 * ``loop`` (:mod:`.loop`): one sample at a time, each sequence cut to its own length, the
   family's step function (:meth:`gradcheck_rnn.families.Family.step`) on torch tensors, torch
   autograd — never padded, so it cannot share a padding bug;
-* ``jax`` (the family's :meth:`~gradcheck_rnn.families.Family.jax_reference`: the generic step
+* ``jax`` (the program the family names, :attr:`~gradcheck_rnn.families.Family.jax_program`: the generic step
   program of :mod:`.jax_family`, or the bucketed program of the cuDNN cells, :mod:`.jax_ref`):
   the padded batch with length masks, ``lax.scan`` + ``jax.vjp``;
 * ``fd`` (:mod:`.fd`): central differences of the loop forward, no autodiff at all.
@@ -14,9 +14,13 @@ each once per case.
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from ..case import Case, Outputs
 
 REFERENCE_NAMES = ("loop", "jax")
+# The JAX programs a family can name (Family.jax_program): module and function of each
+JAX_PROGRAMS = {"step": ("jax_family", "run_jax_family_reference"), "bucketed": ("jax_ref", "run_jax_reference")}
 
 
 def run_reference(name: str, case: Case) -> Outputs:
@@ -25,4 +29,5 @@ def run_reference(name: str, case: Case) -> Outputs:
         from .loop import run_loop_reference
 
         return run_loop_reference(case)
-    return case.config.family.jax_reference(case)
+    module, function = JAX_PROGRAMS[case.config.family.jax_program]
+    return getattr(import_module(f"{__name__}.{module}"), function)(case)

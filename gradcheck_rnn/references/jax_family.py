@@ -1,4 +1,4 @@
-"""The generic ``jax`` reference: what :meth:`gradcheck_rnn.families.Family.jax_reference` runs
+"""The generic ``jax`` reference: what :attr:`gradcheck_rnn.families.Family.jax_program` "step" runs
 unless a family offers its own program (the cuDNN cells offer the bucketed one of :mod:`.jax_ref`).
 
 The whole padded batch in float64: per layer and direction one ``lax.scan`` over time of the

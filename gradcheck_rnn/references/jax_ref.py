@@ -1,4 +1,5 @@
-"""The cuDNN cells' ``jax`` reference (their :meth:`~gradcheck_rnn.families.Family.jax_reference`):
+"""The cuDNN cells' ``jax`` reference, the program their :attr:`~gradcheck_rnn.families.Family.jax_program`
+names "bucketed":
 the whole padded batch in float64, ``lax.scan`` with length masks, one program for all four cells.
 
 Only this module imports jax; callers import it lazily. It computes under JAX's *scoped* x64
