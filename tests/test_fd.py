@@ -41,6 +41,20 @@ def test_correct_references_pass_the_witness_on_hundreds_of_cases():
     assert_references_pass(witnessed_cases(400, seed=1414))
 
 
+# a soak case where the loss curves sharply (a layer-1 key and query near 0, the L2 norm's floor)
+SHARPLY_CURVED = "gdn-L2-uni-I4-H1-K2-T15-B4-len2.9.6.11-f64-s1241104266-wparams"
+
+
+def test_where_the_loss_curves_sharply_the_witness_cancels_its_truncation_and_still_catches_0_1_percent(monkeypatch):
+    """fd(ε)'s ε² truncation alone reached the tolerance here for correct references (a soak's
+    reference-disagreement); the extrapolation from ε and ε/10 cancels it, and a gradient 0.1 %
+    off is still caught."""
+    case = Case.from_id(SHARPLY_CURVED)
+    assert judge_one(case, resolve_target("fused-cpu"), check="fd").status == "pass"
+    monkeypatch.setattr(references, "run_reference", _scaled("loop", "l1.fwd.w_k", 1.001))
+    assert judge_one(case, resolve_target("fused-cpu"), check="fd").status == "reference-disagreement"
+
+
 def _scaled(name: str, key: str, factor: float):
     """run_reference with one reference's gradient of ``key`` scaled by ``factor``."""
     real = references.run_reference

@@ -31,7 +31,10 @@ measured there, while a gradient scaled by 1.001 errs by 40 to 10⁴ times it (t
 A relu kink (a pre-activation within ε of 0) can still make a difference
 quotient wrong for a correct gradient, so a suspicious direction (e > tolerance / 10) is
 re-differenced with ε/10: when the two quotients disagree with each other by more than the
-tolerance, L is not smooth there and that direction is not judged.
+tolerance, L is not smooth there and that direction is not judged; otherwise it is judged against
+their extrapolation (:func:`extrapolated`), whose ε² truncation term cancels: a loss that curves
+sharply (a gated delta rule key whose norm is near the L2 norm's floor) made fd(ε)'s truncation
+alone reach the tolerance for correct gradients (docs/findings/soak.md).
 """
 
 from __future__ import annotations
@@ -139,9 +142,18 @@ def build_witness(case: Case, loop_grads: dict[str, object]) -> Witness:
         if error(directional(loop_grads, u), witness, k) > TOLERANCE / 10:
             # suspicious: is the loss smooth here? re-difference with a tenth of the step
             finer = central_difference(case, u, STEP / 10, base_cy)
-            if abs(finer - witness.fd[k]) / (scale + 1.0) > TOLERANCE:
-                witness.fd[k] = None
+            coarse = witness.fd[k]
+            assert coarse is not None
+            smooth = abs(finer - coarse) / (scale + 1.0) <= TOLERANCE
+            witness.fd[k] = extrapolated(coarse, finer) if smooth else None
     return witness
+
+
+def extrapolated(coarse: float, finer: float) -> float:
+    """The derivative from the quotients at ε and ε/10 with their ε² truncation term cancelled
+    (Richardson): (100·fd(ε/10) − fd(ε)) / 99. Where the loss curves sharply (an L2 norm of a key
+    near 0) the truncation of fd(ε) alone reaches the tolerance for a correct gradient."""
+    return (100.0 * finer - coarse) / 99.0
 
 
 def reference_rows(witness: Witness, reference_grads: dict[str, dict[str, object]]) -> list[TensorError]:
