@@ -48,6 +48,7 @@ from ..target import cuda_matmul_precision, FusedTarget
 
 CELLS_MODULE = f"{__name__}.cells"
 SCAN_MODULE = f"{__name__}.scan"  # the s6 kernel's chunked scan (.s6)
+CHUNK_STATES_MODULE = f"{__name__}.chunk_states"  # the matrix families' chunk hand-off (.gla, .gdn, .mlstm)
 
 
 def _cells() -> Any:
@@ -70,7 +71,7 @@ def unavailable_reason() -> str | None:
     if not cuda and not interpreting():
         return ("fused-gpu needs a CUDA device (this machine has none), or TRITON_INTERPRET=1 to run its "
                 "Triton kernels on CPU through the interpreter")
-    for name in (CELLS_MODULE, SCAN_MODULE):
+    for name in (CELLS_MODULE, SCAN_MODULE, CHUNK_STATES_MODULE):
         loaded = sys.modules.get(name)
         if loaded is not None and loaded.INTERPRETED != interpreting():
             # triton.jit chose interpreter or compiler at import; that choice holds for the process
@@ -146,10 +147,14 @@ class FusedGPUTarget(FusedTarget):
 
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:
+        from .gdn import GDNGPUKernel
+        from .gla import GLAGPUKernel
+        from .mlstm import MLSTMGPUKernel
         from .s6 import S6GPUKernel
         from .slstm import SLSTMGPUKernel
 
-        return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel}
+        return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
+                "gdn": GDNGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""
