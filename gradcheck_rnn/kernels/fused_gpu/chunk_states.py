@@ -37,8 +37,9 @@ import triton.language as tl
 from torch import Tensor
 
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
-MIN_TILE = 16   # tl.dot's smallest tile side on a GPU
-MAX_COLUMNS = 32  # the widest block of W columns a program owns (its tile is K × this)
+MIN_TILE = 16     # tl.dot's smallest tile side on a GPU
+MAX_COLUMNS = 32  # the widest block of W columns a program owns
+TILE = 4096       # the most values a program's state (or Φ) tile holds, over the heads it owns
 
 
 @triton.jit
@@ -50,71 +51,85 @@ def _read_chunk(n, NC, READ_SHIFT: tl.constexpr):
 
 
 @triton.jit
-def _chunk_carry(coef, written, start, out, NH, NC, K, W,
+def _offsets(heads, NH, rows, cols, s_b, s_h, s_r, s_c):
+    # (BH, BK, BW) offsets of a (batch·head, row, column) tile, from the flat (batch, head) indices
+    at = (heads // NH) * s_b + (heads % NH) * s_h
+    return at[:, None, None] + rows[None, :, None] * s_r + cols[None, None, :] * s_c
+
+
+@triton.jit
+def _chunk_carry(coef, written, start, out, BNH, NH, NC, K, W,
                  c_b, c_h, c_n, c_r, c_c, w_b, w_h, w_n, w_r, w_c, s_b, s_h, s_r, s_c,
                  REVERSE: tl.constexpr, DIAGONAL: tl.constexpr, READ_SHIFT: tl.constexpr,
-                 BK: tl.constexpr, BW: tl.constexpr):
-    bh = tl.program_id(0)
-    b, h = bh // NH, bh % NH
+                 BH: tl.constexpr, BK: tl.constexpr, BW: tl.constexpr):
+    heads = tl.program_id(0) * BH + tl.arange(0, BH)  # flat (batch, head) indices
     rows = tl.arange(0, BK)
     cols = tl.program_id(1) * BW + tl.arange(0, BW)
-    tile = (rows < K)[:, None] & (cols < W)[None, :]
-    state = tl.load(start + b * s_b + h * s_h + rows[:, None] * s_r + cols[None, :] * s_c, mask=tile, other=0.0)
-    slots = out + bh * (NC + 1) * K * W + rows[:, None] * W + cols[None, :]  # out: contiguous (B·NH, NC + 1, K, W)
-    coef = coef + b * c_b + h * c_h
-    written = written + b * w_b + h * w_h + rows[:, None] * w_r + cols[None, :] * w_c
+    tile = (heads < BNH)[:, None, None] & (rows < K)[None, :, None] & (cols < W)[None, None, :]
+    state = tl.load(start + _offsets(heads, NH, rows, cols, s_b, s_h, s_r, s_c), mask=tile, other=0.0)
+    # out: contiguous (B·NH, NC + 1, K, W)
+    slots = out + _offsets(heads, 1, rows, cols, (NC + 1) * K * W, 0, W, 1)
+    written = written + _offsets(heads, NH, rows, cols, w_b, w_h, w_r, w_c)
+    if DIAGONAL:
+        coef = coef + _offsets(heads, NH, rows, tl.arange(0, 1), c_b, c_h, c_r, 0)
+        coef_tile = (heads < BNH)[:, None, None] & (rows < K)[None, :, None]
+    else:
+        keys = tl.arange(0, BK)
+        coef = coef + _offsets(heads, NH, rows, keys, c_b, c_h, c_r, c_c)
+        coef_tile = (heads < BNH)[:, None, None] & (rows < K)[None, :, None] & (keys < K)[None, None, :]
     for i in range(NC):
         if REVERSE:
             n = NC - 1 - i
         else:
             n = i
         tl.store(slots + n * K * W, state, mask=tile)
-        read = _read_chunk(n, NC, READ_SHIFT)
+        phi = tl.load(coef + _read_chunk(n, NC, READ_SHIFT) * c_n, mask=coef_tile, other=0.0)
         w = tl.load(written + n * w_n, mask=tile, other=0.0)
         if DIAGONAL:
-            phi = tl.load(coef + read * c_n + rows * c_r, mask=rows < K, other=0.0)
-            state = phi[:, None] * state + w
+            state = phi * state + w  # phi: (BH, BK, 1), one value per key unit
         else:
-            keys = tl.arange(0, BK)
-            phi = tl.load(coef + read * c_n + rows[:, None] * c_r + keys[None, :] * c_c,
-                          mask=(rows < K)[:, None] & (keys < K)[None, :], other=0.0)
             state = tl.dot(phi, state, input_precision="ieee") + w
     tl.store(slots + NC * K * W, state, mask=tile)
 
 
 @triton.jit
-def _stabilised_carry(own_max, f_end, written, start, m_start, out, m_out, NH, NC, K, W,
+def _stabilised_carry(own_max, f_end, written, start, m_start, out, m_out, BNH, NH, NC, K, W,
                       o_b, o_h, o_n, f_b, f_h, f_n, w_b, w_h, w_n, w_r, w_c, s_b, s_h, s_r, s_c, m_b, m_h,
-                      READ_SHIFT: tl.constexpr, BK: tl.constexpr, BW: tl.constexpr):
-    bh = tl.program_id(0)
-    b, h = bh // NH, bh % NH
+                      READ_SHIFT: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, BW: tl.constexpr):
+    heads = tl.program_id(0) * BH + tl.arange(0, BH)  # flat (batch, head) indices
+    live = heads < BNH
     rows = tl.arange(0, BK)
     cols = tl.program_id(1) * BW + tl.arange(0, BW)
-    tile = (rows < K)[:, None] & (cols < W)[None, :]
-    first_block = tl.program_id(1) == 0  # every block carries m; the first one stores it
-    state = tl.load(start + b * s_b + h * s_h + rows[:, None] * s_r + cols[None, :] * s_c, mask=tile, other=0.0)
-    m = tl.load(m_start + b * m_b + h * m_h)
-    slots = out + bh * (NC + 1) * K * W + rows[:, None] * W + cols[None, :]  # out: contiguous (B·NH, NC + 1, K, W)
-    m_slots = m_out + bh * (NC + 1)                                          # m_out: contiguous (B·NH, NC + 1)
+    tile = live[:, None, None] & (rows < K)[None, :, None] & (cols < W)[None, None, :]
+    b, h = heads // NH, heads % NH
+    stores_m = heads < tl.where(tl.program_id(1) == 0, BNH, 0)  # every column block carries m; the first stores it
+    state = tl.load(start + _offsets(heads, NH, rows, cols, s_b, s_h, s_r, s_c), mask=tile, other=0.0)
+    m = tl.load(m_start + b * m_b + h * m_h, mask=live, other=0.0)
+    slots = out + _offsets(heads, 1, rows, cols, (NC + 1) * K * W, 0, W, 1)  # out: contiguous (B·NH, NC + 1, K, W)
+    m_slots = m_out + heads * (NC + 1)                                       # m_out: contiguous (B·NH, NC + 1)
     own_max = own_max + b * o_b + h * o_h
     f_end = f_end + b * f_b + h * f_h
-    written = written + b * w_b + h * w_h + rows[:, None] * w_r + cols[None, :] * w_c
+    written = written + _offsets(heads, NH, rows, cols, w_b, w_h, w_r, w_c)
     for n in range(NC):
         tl.store(slots + n * K * W, state, mask=tile)
-        tl.store(m_slots + n, m, mask=first_block)
+        tl.store(m_slots + n, m, mask=stores_m)
         read = _read_chunk(n, NC, READ_SHIFT)
-        own = tl.load(own_max + read * o_n)
+        own = tl.load(own_max + read * o_n, mask=live, other=0.0)
         top = tl.maximum(m, own)
         # both exponents ≤ 0, as on CPU: the start's weight and the chunk's own
-        state = tl.exp(m - top) * state + tl.exp(own - top) * tl.load(written + n * w_n, mask=tile, other=0.0)
-        m = tl.load(f_end + read * f_n) + top
+        state = (tl.exp(m - top)[:, None, None] * state
+                 + tl.exp(own - top)[:, None, None] * tl.load(written + n * w_n, mask=tile, other=0.0))
+        m = tl.load(f_end + read * f_n, mask=live, other=0.0) + top
     tl.store(slots + NC * K * W, state, mask=tile)
-    tl.store(m_slots + NC, m, mask=first_block)
+    tl.store(m_slots + NC, m, mask=stores_m)
 
 
-def _tiles(K: int, W: int) -> tuple[int, int]:
-    """The padded key side and the column block of a program's tile."""
-    return max(MIN_TILE, triton.next_power_of_2(K)), max(MIN_TILE, min(triton.next_power_of_2(W), MAX_COLUMNS))
+def _tiles(BNH: int, K: int, W: int) -> tuple[int, int, int]:
+    """A program's (batch·head, key, column) block sides: K and the columns padded to powers of
+    two ≥ 16, as many heads as fit in :data:`TILE` values (the interpreter pays per program, a
+    GPU per register)."""
+    bk, bw = max(MIN_TILE, triton.next_power_of_2(K)), max(MIN_TILE, min(triton.next_power_of_2(W), MAX_COLUMNS))
+    return max(1, min(triton.next_power_of_2(BNH), TILE // (bk * max(bk, bw)))), bk, bw
 
 
 def chunk_carry(coefficient: Tensor, written: Tensor, start: Tensor, diagonal: bool, reverse: bool = False,
@@ -132,11 +147,10 @@ def chunk_carry(coefficient: Tensor, written: Tensor, start: Tensor, diagonal: b
         return out
     if diagonal:
         coefficient = coefficient[..., None]  # one stride for the missing column
-    bk, bw = _tiles(K, W)
-    _chunk_carry[(B * NH, triton.cdiv(W, bw))](coefficient, written, start, out, NH, NC, K, W,
-                                               *coefficient.stride(), *written.stride(), *start.stride(),
-                                               REVERSE=reverse, DIAGONAL=diagonal, READ_SHIFT=read_shift,
-                                               BK=bk, BW=bw)
+    bh, bk, bw = _tiles(B * NH, K, W)
+    _chunk_carry[(triton.cdiv(B * NH, bh), triton.cdiv(W, bw))](
+        coefficient, written, start, out, B * NH, NH, NC, K, W, *coefficient.stride(), *written.stride(),
+        *start.stride(), REVERSE=reverse, DIAGONAL=diagonal, READ_SHIFT=read_shift, BH=bh, BK=bk, BW=bw)
     return out
 
 
@@ -152,9 +166,9 @@ def stabilised_carry(own_max: Tensor, f_end: Tensor, written: Tensor, start: Ten
     m_out = m_start.new_empty(B, NH, NC + 1)
     if out.numel() == 0:
         return out, m_out
-    bk, bw = _tiles(K, W)
-    _stabilised_carry[(B * NH, triton.cdiv(W, bw))](own_max, f_end, written, start, m_start, out, m_out, NH, NC, K, W,
-                                                   *own_max.stride(), *f_end.stride(), *written.stride(),
-                                                   *start.stride(), *m_start.stride(),
-                                                   READ_SHIFT=read_shift, BK=bk, BW=bw)
+    bh, bk, bw = _tiles(B * NH, K, W)
+    _stabilised_carry[(triton.cdiv(B * NH, bh), triton.cdiv(W, bw))](
+        own_max, f_end, written, start, m_start, out, m_out, B * NH, NH, NC, K, W, *own_max.stride(),
+        *f_end.stride(), *written.stride(), *start.stride(), *m_start.stride(),
+        READ_SHIFT=read_shift, BH=bh, BK=bk, BW=bw)
     return out, m_out
