@@ -57,7 +57,8 @@ def gpu_and_cpu(case: Case, chunk: int) -> tuple[dict, dict]:
 
 
 def chunk_states():
-    from gradcheck_rnn.kernels.fused_gpu import chunk_states as module  # after TRITON_INTERPRET is set
+    """The Triton hand-off module, imported inside a test: after the fixture set TRITON_INTERPRET."""
+    from gradcheck_rnn.kernels.fused_gpu import chunk_states as module
 
     return module
 

@@ -31,7 +31,6 @@ the interpreter when this module was first imported.
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 from torch import Tensor
@@ -115,7 +114,7 @@ def _stabilised_carry(own_max, f_end, written, start, m_start, out, m_out, BNH, 
         tl.store(m_slots + n, m, mask=stores_m)
         read = _read_chunk(n, NC, READ_SHIFT)
         own = tl.load(own_max + read * o_n, mask=live, other=0.0)
-        top = tl.maximum(m, own)
+        top = tl.maximum(m, own, propagate_nan=tl.PropagateNan.ALL)  # a NaN wins, as in torch.maximum
         # both exponents ≤ 0, as on CPU: the start's weight and the chunk's own
         state = (tl.exp(m - top)[:, None, None] * state
                  + tl.exp(own - top)[:, None, None] * tl.load(written + n * w_n, mask=tile, other=0.0))
