@@ -28,8 +28,8 @@ and a = −∞: it writes nothing, m holds, so every state stays as it was; its 
   part is recomputed from the boundary states, as mlstm_kernels' chunkwise backward does) with
   respect to q, k, v, the gates and its start state; (2) one sequential pass over the chunks, in
   reverse, carries the state gradient (dC, dn, dm) from each chunk's end to its start
-  (``carry_state_grads``, by ``carry_grad`` at each boundary); (3) every chunk at once, what its end-state gradient gives q, k, v and the
-  gates. The derivative of the max goes to its argmax (the true derivative, as the float64
+  (``carry_state_grads``, by ``carry_grad`` at each boundary); (3) every chunk at once, what its
+  end-state gradient gives q, k, v and the gates. The derivative of the max goes to its argmax (the true derivative, as the float64
   references differentiate the recurrence): dM_j to a_{argmax} or to m_0. Weight gradients are
   GEMMs over all T·B rows, computed only when a parameter is requested; dx of a layer goes
   through the pre-norm: dx = (dx̂ − x̂·mean(x̂ ⊙ dx̂)) / r.
