@@ -477,9 +477,10 @@ class GPUStateGradReadsNextChunk:
     """gla, gdn (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
 
     Which chunk the Triton hand-off reads is a compile-time offset
-    (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`); the last
-    chunk is clamped to its own, so a case of one chunk hides it, and so do chunks whose
-    coefficients (decays, and gdn's I − β k kᵀ) happen to agree."""
+    (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
+    to the last chunk: the gradient handed back out of chunk n is wrong for n < NC − 1, which
+    reaches dh0 and the end-state gradients of chunks 0 .. NC − 3. A case of one chunk hides it, one
+    of two shows it in dh0 only, and chunks of padding only (coefficient I, decay 1) agree."""
 
     def hand_off_read_shift(self, reverse: bool) -> int:
         return 1 if reverse else super().hand_off_read_shift(reverse)
