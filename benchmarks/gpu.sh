@@ -4,9 +4,10 @@
 #   benchmarks/gpu.sh [REPORT_DIR]        # default REPORT_DIR: reports/gpu
 #
 # 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16),
-#    and fused-gpu's s6 and slstm kernels with the families profile (--mode s6, --mode slstm: f64, f32);
-# 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm), the s6 and slstm ones
-#    on their family's cases;
+#    fused-gpu's s6 and slstm kernels with the families profile (--mode s6, --mode slstm: f64, f32)
+#    and its mlstm, gla and gdn kernels (Triton chunk hand-off) with the matrix profile (f64, f32);
+# 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm), the s6, slstm and
+#    matrix-family ones on their family's cases;
 # 3. times fused-gpu against cuDNN, forward + backward, on DeepBench-like shapes
 #    (benchmarks/gpu_kernel.py: ratios side by side, with the GPU name and the date);
 # 4. where flashrnn is installed (extra: flashrnn), sweeps flashrnn-triton, FlashRNN's Triton LSTM,
@@ -42,9 +43,14 @@ step() {  # step NAME COMMAND...: run, time, remember a failure, go on
     "$@" || status=1
     echo "== $name: $((SECONDS - start)) s"
 }
+family_mutants() {  # family_mutants FAMILY...: "-m NAME" for each GPU mutant of those families
+    "$PY" -c 'import sys; from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M
+print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f in sys.argv[1:]))' "$@"
+}
 mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
-s6_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M; print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f == "s6"))')
-slstm_mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M; print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f == "slstm"))')
+s6_mutants=$(family_mutants s6)
+slstm_mutants=$(family_mutants slstm)
+matrix_mutants=$(family_mutants mlstm gla gdn)
 
 # shellcheck disable=SC2086  # $mutants is a list of options
 step "1/5 sweep: fused-gpu and torch-native-cuda, gpu profile" \
@@ -53,6 +59,9 @@ step "1/5 sweep: fused-gpu, families profile, s6" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode s6 -t fused-gpu --report-dir "$REPORTS"
 step "1/5 sweep: fused-gpu, families profile, slstm" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode slstm -t fused-gpu --report-dir "$REPORTS"
+# the float64 references of a matrix case take seconds of CPU: 8 workers, not the default one per 100 cases
+step "1/5 sweep: fused-gpu, matrix profile, mlstm gla gdn" \
+    "$PY" -m gradcheck_rnn.cli sweep -c matrix -t fused-gpu -j 8 --report-dir "$REPORTS"
 step "2/5 fused-gpu mutants on CUDA" \
     "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
 # shellcheck disable=SC2086
@@ -61,6 +70,9 @@ step "2/5 fused-gpu s6 mutants on CUDA, families profile" \
 # shellcheck disable=SC2086
 step "2/5 fused-gpu slstm mutants on CUDA, families profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c families --mode slstm -n 24 $slstm_mutants --report-dir "$REPORTS"
+# shellcheck disable=SC2086
+step "2/5 fused-gpu mlstm, gla and gdn mutants on CUDA, matrix profile" \
+    "$PY" -m gradcheck_rnn.cli mutants -c matrix -n 24 -j 8 $matrix_mutants --report-dir "$REPORTS"
 step "3/5 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
 if "$PY" -c 'import flashrnn' 2>/dev/null; then
     step "4/5 sweep: flashrnn-triton, gpu profile" \

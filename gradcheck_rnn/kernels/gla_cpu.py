@@ -116,17 +116,26 @@ class GLACPUKernel(LayerStackKernel):
         layer = Layer(x, rms, low, gate, q, k, v, cum, pairs, scores, states)
         return y, states[:, :, -1].reshape(B, NH * K * V), layer
 
-    @staticmethod
-    def chunk_states(cum: Tensor, k: Tensor, v: Tensor, s0: Tensor) -> Tensor:
+    def chunk_states(self, cum: Tensor, k: Tensor, v: Tensor, s0: Tensor) -> Tensor:
         """The state at every chunk's start and after the last chunk, (B, NH, C + 1, K, V): what
         each chunk writes is one product for all chunks; the hand-off is the only loop."""
         last = cum[..., -1:, :]
         written = (k * torch.exp(last - cum)).transpose(-1, -2) @ v  # (B, NH, C, K, V)
-        carry = torch.exp(last[..., 0, :, None])                      # (B, NH, C, K, 1)
-        states = [s0]
-        for i in range(cum.shape[2]):
-            states.append(carry[:, :, i] * states[-1] + written[:, :, i])
-        return torch.stack(states, dim=2)
+        return self.hand_off(torch.exp(last[..., 0, :]), written, s0)
+
+    @staticmethod
+    def hand_off(decay: Tensor, written: Tensor, start: Tensor, reverse: bool = False) -> Tensor:
+        """The only sequential stage, forward (the state) and with ``reverse`` backward (its
+        gradient): X_out = decay_i ⊙ X_in + written_i across chunk i, decay (B, NH, C, K) per key
+        unit; slot i of the result (B, NH, C + 1, K, V) is what enters chunk i's hand-off, slot C
+        what leaves the last one, X entering the first as ``start``."""
+        chunks = range(decay.shape[2] - 1, -1, -1) if reverse else range(decay.shape[2])
+        carry = decay[..., None]                                      # (B, NH, C, K, 1)
+        entering, state = [], start
+        for i in chunks:
+            entering.append(state)
+            state = carry[:, :, i] * state + written[:, :, i]
+        return torch.stack((entering[::-1] if reverse else entering) + [state], dim=2)
 
     # ------------------------------------------------------------------ backward stages
     def key_blocks(self, key_width: int) -> list[slice]:
@@ -190,13 +199,9 @@ class GLACPUKernel(LayerStackKernel):
                 grads["b_a"] = d_gate.sum((0, 1))
         return dx, dh0, grads
 
-    @staticmethod
-    def state_grad_chain(layer: Layer, read: Tensor, dhy: Tensor) -> tuple[Tensor, Tensor]:
+    def state_grad_chain(self, layer: Layer, read: Tensor, dhy: Tensor) -> tuple[Tensor, Tensor]:
         """dL/dS_end of every chunk, (B, NH, C, K, V), and dL/dh0, carried backwards from dhy: the
         start of chunk i (the end of chunk i−1, or h0) is read by its steps (``read``:
         Σ_t (q_t ⊙ exp(Λ_t)) dõ_tᵀ) and decayed into its end by exp(Λ_last)."""
-        carry = torch.exp(layer.cum[..., -1, :, None])                   # (B, NH, C, K, 1)
-        d_ends = [dhy]
-        for i in range(layer.cum.shape[2] - 1, -1, -1):
-            d_ends.append(carry[:, :, i] * d_ends[-1] + read[:, :, i])
-        return torch.stack(d_ends[-2::-1], dim=2), d_ends[-1]
+        d_ends = self.hand_off(torch.exp(layer.cum[..., -1, :]), read, dhy, reverse=True)
+        return d_ends[:, :, :-1], d_ends[:, :, -1]

@@ -28,8 +28,8 @@ and a = −∞: it writes nothing, m holds, so every state stays as it was; its 
   part is recomputed from the boundary states, as mlstm_kernels' chunkwise backward does) with
   respect to q, k, v, the gates and its start state; (2) one sequential pass over the chunks, in
   reverse, carries the state gradient (dC, dn, dm) from each chunk's end to its start
-  (``carry_grad``); (3) every chunk at once, what its end-state gradient gives q, k, v and the
-  gates. The derivative of the max goes to its argmax (the true derivative, as the float64
+  (``carry_state_grads``, by ``carry_grad`` at each boundary); (3) every chunk at once, what its
+  end-state gradient gives q, k, v and the gates. The derivative of the max goes to its argmax (the true derivative, as the float64
   references differentiate the recurrence): dM_j to a_{argmax} or to m_0. Weight gradients are
   GEMMs over all T·B rows, computed only when a parameter is requested; dx of a layer goes
   through the pre-norm: dx = (dx̂ − x̂·mean(x̂ ⊙ dx̂)) / r.
@@ -203,6 +203,24 @@ class MLSTMCPUKernel(LayerStackKernel):
         dm0 = g * ((dC * C0).sum((-2, -1)) + (dn * n0).sum(-1)) + torch.where(won, dM, 0.0)
         return g[..., None, None] * dC, g[..., None] * dn, dm0
 
+    def carry_state_grads(self, starts: States, intra: Intra, through_start: tuple[Tensor, Tensor, Tensor],
+                          d_final: tuple[Tensor, Tensor, Tensor]) -> tuple[tuple[Tensor, Tensor, Tensor],
+                                                                         tuple[Tensor, Tensor, Tensor]]:
+        """The sequential stage of the backward, last chunk first: the gradient (dC, dn, dm) of every
+        chunk's end state, each stacked over the chunks (B, NH, NC, ...), and that of the first
+        chunk's start. A chunk's start gets its end's gradient through :meth:`carry_grad` plus what
+        its own outputs give it (``through_start``, chunked like the result); the last chunk's end
+        gets ``d_final``."""
+        grad = d_final
+        ends: list[tuple[Tensor, Tensor, Tensor]] = [grad] * intra.g.shape[2]
+        for j in reversed(range(len(ends))):
+            ends[j] = grad
+            carried = self.carry_grad(starts, intra, j, *grad)
+            grad = (carried[0] + through_start[0][:, :, j], carried[1] + through_start[1][:, :, j],
+                    carried[2] + through_start[2][:, :, j])
+        dC_end, dn_end, dm_end = (torch.stack(parts, 2) for parts in zip(*ends))
+        return (dC_end, dn_end, dm_end), grad
+
     @staticmethod
     def route_max(da: Tensor, dM: Tensor, won: Tensor, arg: Tensor) -> Tensor:
         """dL/dM (where m_0 did not win) added to da at each max's argmax; returns da."""
@@ -239,14 +257,8 @@ class MLSTMCPUKernel(LayerStackKernel):
         dn_start = (g_dd[..., None] * q).sum(-2)
         dm_start = dlogg.sum(-1) + torch.where(it.start_wins, dM, 0.0).sum(-1)
         # (2) the state gradient across the chunk boundaries, last chunk first
-        NC = q.shape[2]
-        grad = (dhy.reshape(B, NH, K, V), dcy[:, :NH * K].reshape(B, NH, K), dcy[:, NH * K:])
-        ends: list[tuple[Tensor, Tensor, Tensor]] = [grad] * NC
-        for j in reversed(range(NC)):
-            ends[j] = grad
-            carried = self.carry_grad(starts, it, j, *grad)
-            grad = (carried[0] + dC_start[:, :, j], carried[1] + dn_start[:, :, j], carried[2] + dm_start[:, :, j])
-        dC_end, dn_end, dm_end = (torch.stack(parts, 2) for parts in zip(*ends))
+        d_final = (dhy.reshape(B, NH, K, V), dcy[:, :NH * K].reshape(B, NH, K), dcy[:, NH * K:])
+        (dC_end, dn_end, dm_end), grad = self.carry_state_grads(starts, it, (dC_start, dn_start, dm_start), d_final)
         # (3) every chunk at once: what its end-state gradient gives its steps
         D_end = it.D[..., -1, :]                               # D_cs: step s's weight in the end state
         dCv = v @ dC_end.transpose(-1, -2)                     # row s: dC_end v_s

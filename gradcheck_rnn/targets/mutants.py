@@ -473,6 +473,31 @@ class GPUSLSTMStabilizerGradToForget:
         return "held" if self.hold_stabilizer else "forget"
 
 
+class GPUStateGradReadsNextChunk:
+    """gla, gdn (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+
+    Which chunk the Triton hand-off reads is a compile-time offset
+    (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
+    to the last chunk: the gradient handed back out of chunk n is wrong for n < NC − 1, which
+    reaches dh0 and the end-state gradients of chunks 0 .. NC − 3. A case of one chunk hides it, one
+    of two shows it in dh0 only, and chunks of padding only (coefficient I, decay 1) agree."""
+
+    def hand_off_read_shift(self, reverse: bool) -> int:
+        return 1 if reverse else super().hand_off_read_shift(reverse)
+
+
+class GPUMLSTMStabiliserReadsNextChunk:
+    """mlstm (Triton forward): the stabilised hand-off out of chunk n reads chunk n+1's own max and forget-gate sum, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+
+    The offset is the Triton kernel's compile-time ``READ_SHIFT``
+    (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`): every
+    chunk-boundary state from the second on is rescaled by the wrong exponents, so the outputs
+    and the final states of any case of two chunks or more are wrong."""
+
+    def hand_off_read_shift(self, reverse: bool) -> int:
+        return super().hand_off_read_shift(reverse) if reverse else 1
+
+
 class PackedTailUnwritten(PackedAdapter):
     """gdn, packed varlen: the backward leaves the input gradient past cu_seqlens[-1] unwritten, so the tail keeps what its reused buffer held (QwenLM/FlashQLA PR #28).
 
@@ -659,13 +684,17 @@ GPU_MUTANTS: dict[str, type[KernelBug]] = {
 }
 
 # Bugs of a family's GPU kernel, crossed with it when judged (name -> family, bug), beside
-# GPU_MUTANTS but apart from them: judged on their family's cases (home profile FAMILY_PROFILE), where
-# the cuDNN-cell GPU mutants are skips; run by name like them (``-m gpu-s6-…``).
+# GPU_MUTANTS but apart from them: judged on their family's cases (its home profile, HOME_PROFILES),
+# where the cuDNN-cell GPU mutants are skips; run by name like them (``-m gpu-s6-…``).
 GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
     "gpu-slstm-stabilizer-grad-to-forget": ("slstm", GPUSLSTMStabilizerGradToForget),
     # recurrent_input is torch code in the GPU kernel too: the CPU bug, crossed as it is
     "gpu-slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
+    # the matrix families' Triton chunk hand-off (kernels/fused_gpu/chunk_states.py), home profile "matrix"
+    "gpu-gla-state-grad-reads-next-chunk": ("gla", GPUStateGradReadsNextChunk),
+    "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
+    "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
 }
 
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of

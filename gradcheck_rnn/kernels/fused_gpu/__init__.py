@@ -16,7 +16,7 @@ cuBLAS accumulates half-precision GEMMs in float32 and the Triton cells compute 
 ``GRADCHECK_RNN_TF32=1`` (see :func:`~gradcheck_rnn.kernels.target.cuda_matmul_precision`).
 
 Where it runs: on CUDA; or, with ``TRITON_INTERPRET=1`` set before the first import of
-:mod:`.cells`, on CPU tensors through Triton's interpreter, which is how the tests check it on
+:mod:`.cells` (and :mod:`.scan`, :mod:`.chunk_states`), on CPU tensors through Triton's interpreter, which is how the tests check it on
 machines without a GPU. The interpreter is not the compiler (interpreted and compiled results
 have differed, triton-lang/triton#5895 and #11153), so ``benchmarks/gpu.sh`` sweeps on a GPU
 as well. Importing this module does not import triton; the first cell launch does.
@@ -28,7 +28,11 @@ Families with a GPU kernel of their own run through it (``FusedTarget.family_ker
 through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton
 launch each (:mod:`.scan`); ``slstm`` through :class:`.slstm.SLSTMGPUKernel`, fused-cpu's sLSTM
 kernel with each step's pointwise passes as one Triton launch each way (:mod:`.slstm_cells`, which
-import :mod:`.cells`). Their mutants are ``GPU_FAMILY_MUTANTS``.
+import :mod:`.cells`); ``mlstm``, ``gla`` and ``gdn`` through :class:`.mlstm.MLSTMGPUKernel`,
+:class:`.gla.GLAGPUKernel` and :class:`.gdn.GDNGPUKernel`, fused-cpu's chunkwise kernels with the
+hand-off of the state across chunks, forward and backward, as one Triton launch each
+(:mod:`.chunk_states`; the hook its mutants override: :class:`.hand_off.TritonHandOff`). Their
+mutants are ``GPU_FAMILY_MUTANTS``.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from ..target import cuda_matmul_precision, FusedTarget
 
 CELLS_MODULE = f"{__name__}.cells"
 SCAN_MODULE = f"{__name__}.scan"  # the s6 kernel's chunked scan (.s6)
+CHUNK_STATES_MODULE = f"{__name__}.chunk_states"  # the matrix families' chunk hand-off (.gla, .gdn, .mlstm)
 
 
 def _cells() -> Any:
@@ -70,7 +75,7 @@ def unavailable_reason() -> str | None:
     if not cuda and not interpreting():
         return ("fused-gpu needs a CUDA device (this machine has none), or TRITON_INTERPRET=1 to run its "
                 "Triton kernels on CPU through the interpreter")
-    for name in (CELLS_MODULE, SCAN_MODULE):
+    for name in (CELLS_MODULE, SCAN_MODULE, CHUNK_STATES_MODULE):
         loaded = sys.modules.get(name)
         if loaded is not None and loaded.INTERPRETED != interpreting():
             # triton.jit chose interpreter or compiler at import; that choice holds for the process
@@ -136,7 +141,8 @@ class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
     with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
-    :mod:`.s6`, ``slstm``: :mod:`.slstm`)."""
+    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``: :mod:`.mlstm`, :mod:`.gla`,
+    :mod:`.gdn`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -146,10 +152,14 @@ class FusedGPUTarget(FusedTarget):
 
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:
+        from .gdn import GDNGPUKernel
+        from .gla import GLAGPUKernel
+        from .mlstm import MLSTMGPUKernel
         from .s6 import S6GPUKernel
         from .slstm import SLSTMGPUKernel
 
-        return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel}
+        return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
+                "gdn": GDNGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""
