@@ -27,10 +27,10 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gradcheck_rnn.case import RNNConfig  # noqa: E402
+from gradcheck_rnn.model.case import RNNConfig  # noqa: E402
 from gradcheck_rnn.kernels.target import cuda_matmul_precision# noqa: E402
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUFunction  # noqa: E402
-from gradcheck_rnn.layout import pack, param_shapes  # noqa: E402
+from gradcheck_rnn.model.layout import pack, param_shapes  # noqa: E402
 
 MODULES = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}

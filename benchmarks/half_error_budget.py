@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gradcheck_rnn.case import Case  # noqa: E402
+from gradcheck_rnn.model.case import Case  # noqa: E402
 from gradcheck_rnn.kernels.algorithm import FusedKernel  # noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget  # noqa: E402
 from gradcheck_rnn.references import drift  # noqa: E402
@@ -210,7 +210,7 @@ def main() -> None:
 
 def _draw_ids(count: int, seed: int) -> list[str]:
     """Case ids of the half-soak profile (larger than the calibration shapes), f16 and bf16."""
-    from gradcheck_rnn.generate import draw_case, load_profile
+    from gradcheck_rnn.model.profiles import draw_case, load_profile
     profile = load_profile("half-soak")
     return [draw_case(profile, seed, i).id for i in range(count)]
 

@@ -25,7 +25,7 @@ PROGRAMS = ("bucketed", "generic")
 
 def _child(program: str, cases: int) -> None:
     """Run one program over the first ``cases`` ci cases and print one line of figures."""
-    from gradcheck_rnn.generate import draw_cases, load_profile
+    from gradcheck_rnn.model.profiles import draw_cases, load_profile
     from gradcheck_rnn.references import jax_family, jax_ref
 
     drawn = list(draw_cases(load_profile("ci"), 0, cases))

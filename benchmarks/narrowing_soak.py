@@ -1,4 +1,4 @@
-"""Soak of the narrowing (gradcheck_rnn/narrowing.py): random narrowings of every shipped profile,
+"""Soak of the narrowing (gradcheck_rnn/model/narrowing.py): random narrowings of every shipped profile,
 each either refused with one sentence (nothing left to draw) or drawing only cases that have it.
 
     python benchmarks/narrowing_soak.py [NARROWINGS] [CASES_EACH]
@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-from gradcheck_rnn.config import HEADS, LENGTH_PATTERNS, profile_names
+from gradcheck_rnn.model.rnn_config import HEADS, LENGTH_PATTERNS, profile_names
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.generate import draw_case_ref, load_profile
-from gradcheck_rnn.narrowing import Narrowing
+from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
+from gradcheck_rnn.model.narrowing import Narrowing
 
 
 def lengths(case_id: str) -> list[int]:

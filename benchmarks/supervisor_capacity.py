@@ -33,7 +33,7 @@ TARGETS = ("fused-cpu", "torch-native")
 def replay(conn: Connection, canned: list[list[Any]]) -> None:
     """A stand-in worker: the pool's protocol (gradcheck_rnn/run/worker.py), with canned rows."""
     try:
-        from gradcheck_rnn.result import with_stored_line
+        from gradcheck_rnn.rows.result import with_stored_line
     except ImportError:  # checkouts before workers made the rows' lines
         def with_stored_line(row: Any) -> Any:
             return row
@@ -81,7 +81,7 @@ def judge_for_real(cases: int) -> tuple[list[list[Any]], float]:
 
 def replay_run(cases: int) -> tuple[int, float, float]:
     """A sweep of ``cases`` cases judged by one stand-in worker, as the command runs it: rows, wall, CPU."""
-    from gradcheck_rnn.console import judge_with_progress
+    from gradcheck_rnn.cli.commands import judge_with_progress
     from gradcheck_rnn.reports import RowLog
     from gradcheck_rnn.run import Execution, RunSpec, Selection
 

@@ -15,8 +15,8 @@ Everything else is internal. torch and jax are imported only when a reference or
 from .version import __version__  # noqa: F401  (gradcheck_rnn.__version__)
 
 from .api import check, sweep
-from .case import Case, Outputs, RNNConfig, make_case
+from .model.case import Case, Outputs, RNNConfig, make_case
 from .errors import UsageError
-from .result import CaseResult, Run
+from .rows.result import CaseResult, Run
 
 __all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "Run", "UsageError", "check", "make_case", "sweep"]

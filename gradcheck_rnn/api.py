@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .case import Case
+from .model.case import Case
 from .errors import UsageError
-from .result import CaseResult, Run
+from .rows.result import CaseResult, Run
 
 
 def _target_items(targets: Any) -> tuple:
@@ -34,7 +34,7 @@ def _config_name(config: Any) -> str | None:
 
 def valid_checks(checks: Iterable[str] | str | None) -> tuple[str, ...] | None:
     """The checks asked for, or None for the profile's; UsageError naming the allowed ones."""
-    from .checks import ALL_CHECKS
+    from .judging.checks import ALL_CHECKS
 
     if checks is None:
         return None
@@ -117,7 +117,7 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
 
     ``narrowing`` narrows the draw, keyword for flag as ``gradcheck-rnn sweep`` does (the table
-    :data:`gradcheck_rnn.narrowing.KNOBS`, listed in docs/contracts.md): ``modes``, ``layers``,
+    :data:`gradcheck_rnn.model.narrowing.KNOBS`, listed in docs/contracts.md): ``modes``, ``layers``,
     ``bidirectional`` and ``dtypes`` (``--mode``, ``--layers``, ``--[uni|bi]directional``,
     ``--dtype``); ``projections``, ``bias``, ``initial_state``, ``zero_length`` (True: every case
     has it, False: none); ``heads`` and ``lengths`` (head-gradient variants and length patterns
@@ -130,8 +130,8 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     must be importable as ``module:qualname`` (defined at module level); one that is not is judged
     in this process with ``workers=1``.
     """
-    from .generate import load_profile
-    from .narrowing import Narrowing
+    from .model.profiles import load_profile
+    from .model.narrowing import Narrowing
     from .run import Judging, RunSpec, Selection, judge_run
     from .runtime import judging
 

@@ -92,8 +92,8 @@ def _judge(results: list, exit_code: int, reason: str, what: str) -> None:
     __tracebackhide__ = True
     if exit_code == 0:
         return
-    from gradcheck_rnn.render import failure_lines
-    from gradcheck_rnn.result import document_row
+    from gradcheck_rnn.reports.console import failure_lines
+    from gradcheck_rnn.rows.result import document_row
 
     # The console's failure list, of the stored rows: each failing case id with its tensors and its repro command.
     listing = "\n".join(line.plain for line in failure_lines(map(document_row, results)))

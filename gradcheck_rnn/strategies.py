@@ -29,7 +29,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("gradcheck_rnn.strategies needs hypothesis: pip install hypothesis") from exc
 
-from .case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
+from .model.case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
 from .errors import UsageError
 from .families import family, modes as family_modes
 
@@ -47,7 +47,7 @@ def _show_case_id(case: Case, printer, cycle: bool) -> None:
 try:
     from hypothesis.vendor.pretty import for_type_by_name
 
-    for_type_by_name("gradcheck_rnn.case", "Case", _show_case_id)
+    for_type_by_name("gradcheck_rnn.model.case", "Case", _show_case_id)
 except (ImportError, AttributeError):  # pragma: no cover - depends on the hypothesis version
     pass
 

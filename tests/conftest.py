@@ -36,8 +36,8 @@ pytest_plugins = ["foreign_env"]
 def reference_only(tmp_path_factory):
     """The ci profile with the reference check alone (a TOML file): the fast check, and the one
     drift is read from."""
-    from gradcheck_rnn.config import CHECK_NAMES
-    from gradcheck_rnn.generate import CONFIG_DIR
+    from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+    from gradcheck_rnn.model.profiles import CONFIG_DIR
 
     draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
     path = tmp_path_factory.mktemp("profile") / "reference.toml"

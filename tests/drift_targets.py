@@ -8,7 +8,7 @@ import os
 import torch
 
 from gradcheck_rnn import Outputs
-from gradcheck_rnn.case import Case
+from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 
 # How many times its own error each gradient of kernel() carries: 1 is the correct kernel. Tests set it

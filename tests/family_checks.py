@@ -5,7 +5,7 @@ bucketed JAX program against the exact-shape one."""
 import numpy as np
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping, with_changes
+from gradcheck_rnn.model.case import as_mapping, with_changes
 from gradcheck_rnn.references import run_reference
 from gradcheck_rnn.references.jax_family import program_count, run_jax_family_reference
 from gradcheck_rnn.references.loop import loop_loss

@@ -4,7 +4,7 @@ import torch
 
 from gradcheck_rnn import Outputs
 from gradcheck_rnn.families.ops import torch_ops
-from gradcheck_rnn.layout import directions, param_key
+from gradcheck_rnn.model.layout import directions, param_key
 from gradcheck_rnn.targets.torch_native import TorchNativeTarget
 
 

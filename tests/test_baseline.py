@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 import drift_targets
-from gradcheck_rnn.baseline import Baseline, grown
+from gradcheck_rnn.workflows.baseline import Baseline, grown
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.result import CaseResult, row_field, tally_verdict
+from gradcheck_rnn.rows.result import CaseResult, row_field, tally_verdict
 from gradcheck_rnn.run import Judging, RunSpec, Selection
-from gradcheck_rnn.tally import Tally
+from gradcheck_rnn.rows.tally import Tally
 
 KERNEL = "drift_targets:kernel"
 

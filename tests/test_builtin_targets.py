@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.judge import judge, judge_one
+from gradcheck_rnn.judging.judge import judge, judge_one
 from gradcheck_rnn.targets import builtin_names, resolve_target
 from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, LocalForeignTarget
 from gradcheck_rnn.targets.mutants import BLIND_SPOTS, GPU_MUTANTS, MUTANTS

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradcheck_rnn import Case, RNNConfig, UsageError, make_case
-from gradcheck_rnn.case import DTYPES, HEADS, MODES, WANTS_GROUPS, parse_case_id, wanted_gradients
-from gradcheck_rnn.layout import pack, param_shapes, unpack
+from gradcheck_rnn.model.case import DTYPES, HEADS, MODES, WANTS_GROUPS, parse_case_id, wanted_gradients
+from gradcheck_rnn.model.layout import pack, param_shapes, unpack
 
 
 @st.composite
@@ -176,7 +176,7 @@ def test_pack_unpack_cudnn_layout(mode, bidirectional):
                                      "gru-L2-uni-I4-H6-nobias-T5-B2-len5.1-f64-s1",
                                      "lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273-z"])
 def test_size_budget_counts_what_is_drawn(case_id):
-    from gradcheck_rnn.case import case_elements
+    from gradcheck_rnn.model.case import case_elements
 
     case = Case.from_id(case_id)
     full = make_case(case.config, case.seq_lengths, case.seed)  # states drawn even where -z drops them
@@ -189,7 +189,7 @@ def test_profile_switches_leave_the_rest_of_each_case_as_drawn():
     i keeps its mode, sizes, variants and data seed."""
     import dataclasses
 
-    from gradcheck_rnn.generate import draw_cases, load_profile
+    from gradcheck_rnn.model.profiles import draw_cases, load_profile
 
     profile = load_profile("ci")
     off = dataclasses.replace(profile, proj=0.0, bias=1.0, zero_length=0.0, long_memory=0.0)

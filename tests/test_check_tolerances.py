@@ -9,10 +9,10 @@ import pytest
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.checks import CHECKS
-from gradcheck_rnn.checks.base import compare_runs
-from gradcheck_rnn.judge import judge
-from gradcheck_rnn.tolerances import Tolerances
+from gradcheck_rnn.judging.checks import CHECKS
+from gradcheck_rnn.judging.checks.base import compare_runs
+from gradcheck_rnn.judging.judge import judge
+from gradcheck_rnn.judging.tolerances import Tolerances
 
 import check_targets
 

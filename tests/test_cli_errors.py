@@ -79,7 +79,7 @@ def test_usage_errors_that_need_no_kernel_are_refused_before_torch_and_jax_impor
 
 
 def test_a_folder_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch):
-    from gradcheck_rnn.generate import CONFIG_DIR, resolve_profile_path
+    from gradcheck_rnn.model.profiles import CONFIG_DIR, resolve_profile_path
 
     (tmp_path / "half").mkdir()  # e.g. a report folder of an earlier half sweep
     monkeypatch.chdir(tmp_path)
@@ -93,7 +93,7 @@ def test_help_and_the_unknown_profile_error_give_one_list_of_profile_names(comma
 
     from click.testing import CliRunner
 
-    from gradcheck_rnn.generate import CONFIG_DIR
+    from gradcheck_rnn.model.profiles import CONFIG_DIR
 
     shipped = sorted(path.stem for path in CONFIG_DIR.glob("*.toml"))
     runner = CliRunner()

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.judge import judge_one
-from gradcheck_rnn.result import row_worst
+from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.rows.result import row_worst
 from gradcheck_rnn.targets import resolve_target
 
 CORRECT = ("fused-cpu", "torch-native")
@@ -63,7 +63,7 @@ def test_each_api_surface_mutant_is_caught_on_its_path_only(mutant, tensor, case
 def test_half_accumulation_is_a_measured_blind_spot():
     """The half tolerances cannot see a half-precision accumulation on small cases: it changes
     the weight gradients, yet passes (README, "Tolerances")."""
-    from gradcheck_rnn.compare import to_float64
+    from gradcheck_rnn.judging.compare import to_float64
 
     case = Case.from_id("rnn_tanh-L1-uni-I3-H4-T8-B4-len8.6.5.8-bf16-s3")
     blind = resolve_target("mutant:half-accumulated-in-half")
@@ -95,7 +95,7 @@ def test_bptt_skipped_when_frozen_is_caught_only_on_frozen_weights():
 
 
 def test_bptt_skipped_when_frozen_passes_every_all_group_case():
-    from gradcheck_rnn.generate import draw_cases, load_profile
+    from gradcheck_rnn.model.profiles import draw_cases, load_profile
 
     profile = load_profile("ci")
     profile.wants = {"all": 1.0}
@@ -146,7 +146,7 @@ def test_the_fast_table_has_a_catching_case_for_every_mutant():
 
 @pytest.fixture(scope="module")
 def ci_tolerances():
-    from gradcheck_rnn.generate import load_profile
+    from gradcheck_rnn.model.profiles import load_profile
 
     return load_profile("ci").tolerance_table()
 
@@ -207,8 +207,8 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
 # ------------------------------------------------------------------ each mutant on its home profile
 
 def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
-    from gradcheck_rnn.detection import detection_targets
-    from gradcheck_rnn.generate import load_profile
+    from gradcheck_rnn.workflows.mutants import detection_targets
+    from gradcheck_rnn.model.profiles import load_profile
     from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
 
     mutants, correct = detection_targets()
@@ -220,8 +220,8 @@ def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile
 
 
 def test_home_cases_are_each_profiles_own_draw_named_by_id():
-    from gradcheck_rnn.detection import home_cases
-    from gradcheck_rnn.generate import draw_case_ref, load_profile
+    from gradcheck_rnn.workflows.mutants import home_cases
+    from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
 
     ids, drawn = home_cases(["mutant:s6-gate-grad-dropped", "mutant:truncated-bptt", "mutant:top-b_hh-zero"], cases=3,
                             seed=5)
@@ -238,7 +238,7 @@ def test_one_default_run_judges_each_mutant_on_its_home_profile_and_repro_lines_
     """The default run's plumbing end to end on one case of each home profile. Slow-marked (31 s in
     the default suite at load 13: the slstm JAX program's first compile); the default suite keeps
     the parts: home_cases, the skip at no kernel run, the verdict."""
-    from gradcheck_rnn.generate import draw_case_ref, load_profile
+    from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
 
     code, output = invoke("mutants", "-m", "truncated-bptt", "-m", "slstm-stabilizer-grad-to-forget", "-n", 1,
                           "--check", "reference", "--report-dir", tmp_path)
@@ -279,7 +279,7 @@ def test_a_mutant_on_a_case_of_another_family_is_a_skip_that_runs_no_kernel(muta
 
 
 def test_the_verdict_counts_a_mutant_judged_on_no_case_only_where_the_run_promised_it():
-    from gradcheck_rnn.detection import Detection, detection_verdict
+    from gradcheck_rnn.workflows.mutants import Detection, detection_verdict
 
     caught = Detection("mutant:a", cases=3, flagged_cases=["x"])
     unjudged = Detection("mutant:s6-b", cases=0)

@@ -243,9 +243,9 @@ def a_results_document() -> dict:
     ratio map, a merge's shards, a baseline's drift, a mutants run's lists."""
     import numpy as np
 
-    from gradcheck_rnn.compare import RatioMap, TensorError
+    from gradcheck_rnn.judging.compare import RatioMap, TensorError
     from gradcheck_rnn.reports.document import results_document
-    from gradcheck_rnn.result import CaseResult
+    from gradcheck_rnn.rows.result import CaseResult
     from gradcheck_rnn.run.spec import RunSpec
 
     tensor = TensorError("x", "fail", 1.0, 1.0, 2.0, {"t": 0, "b": 0, "unit": 0}, 1.0, 0.0, 1e-4, 1e-5,

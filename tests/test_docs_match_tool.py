@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck_rnn.families import BUILT_IN_MODES, family
-from gradcheck_rnn.generate import CONFIG_DIR
+from gradcheck_rnn.model.profiles import CONFIG_DIR
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,7 +49,7 @@ def _plain_install(monkeypatch) -> None:
 def test_the_worker_header_the_docs_quote_is_the_one_the_tool_prints(monkeypatch, capsys):
     """getting-started.md quotes the default sweep's header after its own install, scale.md its
     worker part; the default worker count of 40 cases does not depend on how busy the machine is."""
-    from gradcheck_rnn.cli_options import announce
+    from gradcheck_rnn.cli.options import announce
     from gradcheck_rnn.run import Execution, RunSpec, default_workers
 
     _plain_install(monkeypatch)
@@ -144,7 +144,7 @@ def test_targets_says_not_available_for_what_a_default_sweep_leaves_out_for_no_c
 def test_a_count_of_mutants_is_the_tools(path):
     """configs/ci.toml said "23 mutants" when the tool judged 32: a count, where one is given, is
     the number `gradcheck-rnn mutants` judges."""
-    from gradcheck_rnn.detection import detection_targets
+    from gradcheck_rnn.workflows.mutants import detection_targets
 
     mutants, _ = detection_targets(())
     assert all(int(n) == len(mutants) for n in re.findall(r"(\d+) mutants", prose(path))), path

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import drift_targets
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.config import CHECK_NAMES
-from gradcheck_rnn.generate import CONFIG_DIR
+from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+from gradcheck_rnn.model.profiles import CONFIG_DIR
 from gradcheck_rnn.reports import junit
 
 KERNEL = "drift_targets:kernel"

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from gradcheck_rnn import console, render
-from gradcheck_rnn.case import Case
-from gradcheck_rnn.compare import compare_tensor
-from gradcheck_rnn.result import CaseResult, document_row
-from gradcheck_rnn.tolerances import Tolerance
+from gradcheck_rnn.cli import commands as console
+
+from gradcheck_rnn.reports import console as render
+from gradcheck_rnn.model.case import Case
+from gradcheck_rnn.judging.compare import compare_tensor
+from gradcheck_rnn.rows.result import CaseResult, document_row
+from gradcheck_rnn.judging.tolerances import Tolerance
 
 CASE_ID = "lstm-L1-uni-I2-H3-T4-B2-len4.2-f64-s3"
 TOL = Tolerance(1e-6, 1e-9)

@@ -15,11 +15,11 @@ import gradcheck_rnn as gr
 from family_targets import MINGRU, mingru_slipped, mingru_target
 from gradcheck_rnn import Case, RNNConfig, families
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.config import GATE_NAMES
+from gradcheck_rnn.model.rnn_config import GATE_NAMES
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import CUDNN_MODES, family, modes, register
 from gradcheck_rnn.families.ops import jax_ops, torch_ops
-from gradcheck_rnn.layout import param_shapes
+from gradcheck_rnn.model.layout import param_shapes
 
 
 def test_cudnn_cells_are_the_first_families_in_their_historical_order():

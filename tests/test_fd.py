@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn import Case, Outputs, make_case
 from gradcheck_rnn import references
-from gradcheck_rnn.context import CaseContext
+from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.references import fd
-from gradcheck_rnn.generate import draw_cases, load_profile
+from gradcheck_rnn.model.profiles import draw_cases, load_profile
 from gradcheck_rnn.targets import resolve_target
 
 

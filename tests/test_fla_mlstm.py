@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.foreign import triton_cpu
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.targets import resolve_target
 
 pytest.importorskip("flashrnn")

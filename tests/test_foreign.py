@@ -20,12 +20,12 @@ from click.testing import CliRunner
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.layout import pack
+from gradcheck_rnn.model.layout import pack
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.foreign import mxnet_target
 
-try:  # one check of one target on one case: gradcheck_rnn.judge, runner.check_case before it
-    from gradcheck_rnn.judge import judge_one
+try:  # one check of one target on one case: gradcheck_rnn.judging.judge, runner.check_case before it
+    from gradcheck_rnn.judging.judge import judge_one
 except ImportError:
     from gradcheck_rnn.runner import check_case as judge_one
 
@@ -212,7 +212,7 @@ def test_mxnet_native_frozen_weights_and_frozen_inputs_are_wrong_and_the_rest_is
 def test_mxnet_default_path_ignores_sequence_length(mxnet_targets):
     """MXNet 1.9.1's oneDNN RNN takes use_sequence_length=True and runs every sequence to T: the
     case fails, and its outputs are exactly those of the case with every length set to T."""
-    from gradcheck_rnn.case import with_changes
+    from gradcheck_rnn.model.case import with_changes
 
     case = Case.from_id("lstm-L1-uni-I2-H3-T4-B2-len4.2-f32-s3")
     result = judge_one(case, mxnet_targets[1])

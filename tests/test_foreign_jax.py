@@ -22,8 +22,8 @@ from gradcheck_rnn.targets import resolve_target
 
 pytestmark = pytest.mark.slow
 
-try:  # one check of one target on one case: gradcheck_rnn.judge, runner.check_case before it
-    from gradcheck_rnn.judge import judge_one
+try:  # one check of one target on one case: gradcheck_rnn.judging.judge, runner.check_case before it
+    from gradcheck_rnn.judging.judge import judge_one
 except ImportError:
     from gradcheck_rnn.runner import check_case as judge_one
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from gradcheck_rnn import RNNConfig, make_case
-from gradcheck_rnn.case import with_changes
+from gradcheck_rnn.model.case import with_changes
 from gradcheck_rnn.kernels.packing import Packing
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget, FusedRNNFunction, fused_rnn
-from gradcheck_rnn.config import DIRECTIONS
-from gradcheck_rnn.layout import pack, param_key
+from gradcheck_rnn.model.rnn_config import DIRECTIONS
+from gradcheck_rnn.model.layout import pack, param_key
 
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")
 TORCH_MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
@@ -295,7 +295,7 @@ def test_projection_and_no_bias_match_torch(cfg):
 def test_api_surface_passes_both_references(case_id):
     """fused-cpu passes; torch-native passes, or declines a zero-length case with its reason."""
     from gradcheck_rnn import Case
-    from gradcheck_rnn.judge import judge_one
+    from gradcheck_rnn.judging.judge import judge_one
     from gradcheck_rnn.targets import resolve_target
 
     case = Case.from_id(case_id)
@@ -357,8 +357,8 @@ def test_half_precision_is_close_to_float64_and_computed_in_half(mode, dtype, bo
     case = make_case(config(mode, dtype=dtype), UNEVEN, seed=4)
     out = FusedCPUTarget().run(case)
     assert out.y.dtype == {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    from gradcheck_rnn.case import as_mapping
-    from gradcheck_rnn.compare import to_float64
+    from gradcheck_rnn.model.case import as_mapping
+    from gradcheck_rnn.judging.compare import to_float64
 
     got, want = {k: to_float64(v) for k, v in as_mapping(out).items()}, reference(case)
     for name in ("y", "hy", "x"):
@@ -399,7 +399,7 @@ def test_a_changed_onednn_signature_falls_back_to_mm_for_the_rest_of_the_process
     must slow the kernel down, not make it raise (issue 25): the failed call is done by torch.mm,
     one warning says so, and oneDNN is not asked again."""
     from gradcheck_rnn import Case
-    from gradcheck_rnn.judge import judge_one
+    from gradcheck_rnn.judging.judge import judge_one
     from gradcheck_rnn.kernels import gemm
 
     calls = []

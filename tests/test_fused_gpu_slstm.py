@@ -23,9 +23,9 @@ pytest.importorskip("triton")
 from test_fused_gpu import interpreter  # noqa: F401  (TRITON_INTERPRET=1 for the whole module)
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping, with_changes
+from gradcheck_rnn.model.case import as_mapping, with_changes
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.config import CHECK_NAMES
+from gradcheck_rnn.model.rnn_config import CHECK_NAMES
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.slstm import SLSTMGPUKernel
 from gradcheck_rnn.kernels.slstm_cpu import SLSTMCPUKernel

@@ -12,7 +12,7 @@ import torch
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping
+from gradcheck_rnn.model.case import as_mapping
 from gradcheck_rnn.families.ops import torch_ops
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.kernels.gdn_cpu import GDNCPUKernel

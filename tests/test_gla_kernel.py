@@ -7,7 +7,7 @@ import torch
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping
+from gradcheck_rnn.model.case import as_mapping
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.kernels.gla_cpu import GLACPUKernel
 from gradcheck_rnn.references import run_reference

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from gradcheck_rnn.case import Case
-from gradcheck_rnn.compare import compare_tensor
+from gradcheck_rnn.model.case import Case
+from gradcheck_rnn.judging.compare import compare_tensor
 from gradcheck_rnn.references import drift
-from gradcheck_rnn.tolerances import Tolerance
+from gradcheck_rnn.judging.tolerances import Tolerance
 
 # The two false alarms of issue 21 (fused-cpu, correct kernel, reference check).
 F16_ID = "rnn_relu-L3-bi-I7-H10-T3-B4-len3.2.3.3-f16-s1756970816"
@@ -94,7 +94,7 @@ def test_correct_kernel_passes_with_the_allowance_where_a_broken_one_fails():
 def test_compare_tensor_allowance_widens_the_bound_and_never_passes_nan():
     """The optional allowance adds to atol + rtol·|b| per element; NaN and Inf still fail; without
     it the comparison is unchanged (and reports no drift)."""
-    from gradcheck_rnn.case import RNNConfig
+    from gradcheck_rnn.model.case import RNNConfig
 
     config = RNNConfig("rnn_relu", 1, False, 2, 3, 2, 1, "f16")
     b = np.zeros((2, 1, 3))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from gradcheck_rnn import Case, RNNConfig, make_case
-from gradcheck_rnn.case import with_changes
-from gradcheck_rnn.layout import directions, param_key
+from gradcheck_rnn.model.case import with_changes
+from gradcheck_rnn.model.layout import directions, param_key
 
 jax_ref = pytest.importorskip("gradcheck_rnn.references.jax_ref")
 run_jax_reference = jax_ref.run_jax_reference

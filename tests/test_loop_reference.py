@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gradcheck_rnn import RNNConfig, make_case
-from gradcheck_rnn.case import MODES
+from gradcheck_rnn.model.case import MODES
 from gradcheck_rnn.references.loop import run_loop_reference
 from gradcheck_rnn.targets.torch_native import TorchNativeTarget
 

@@ -11,7 +11,7 @@ from family_checks import assert_matches_central_differences, assert_one_buckete
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.generate import chunk_edge_lengths, draw_cases, load_profile
+from gradcheck_rnn.model.profiles import chunk_edge_lengths, draw_cases, load_profile
 from gradcheck_rnn.references import run_reference
 
 FD_IDS = ["mlstm-L2-uni-I3-H4-NH2-K3-T5-B3-len5.2.0-f64-s11",
@@ -113,7 +113,7 @@ def test_the_matrix_profile_draws_every_family_option_and_regime():
 @pytest.mark.slow
 def test_loop_and_jax_agree_on_100_cases_of_each_matrix_family():
     """Every gradient requested; the soak (docs/findings/soak.md) measures the same at 2,000 a family."""
-    from gradcheck_rnn.context import CaseContext
+    from gradcheck_rnn.judging.context import CaseContext
 
     for mode in ("mlstm", "gla", "gdn"):
         profile = dataclasses.replace(load_profile("matrix"), modes={mode: 1.0}, wants={"all": 1.0})
@@ -126,7 +126,7 @@ def test_loop_and_jax_agree_on_100_cases_of_each_matrix_family():
 def test_a_user_family_with_a_matrix_state_is_judged_by_every_check_and_a_slip_is_caught():
     from matrix_family_targets import RETENTION, retention_slipped, retention_target
 
-    from gradcheck_rnn.config import CHECK_NAMES
+    from gradcheck_rnn.model.rnn_config import CHECK_NAMES
     from gradcheck_rnn.families import register
 
     register(RETENTION)

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 import gradcheck_rnn as gr
-from gradcheck_rnn.case import CaseRef
+from gradcheck_rnn.model.case import CaseRef
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.generate import draw_case_ref, load_profile
-from gradcheck_rnn.narrowing import KNOB, KNOBS, NO_NARROWING, SHAPE_KNOBS, Narrowing, draw_flags, parse_range
+from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
+from gradcheck_rnn.model.narrowing import KNOB, KNOBS, NO_NARROWING, SHAPE_KNOBS, Narrowing, draw_flags, parse_range
 from gradcheck_rnn.run import Judging, RunSpec, Selection
 
 TARGET = "narrow_targets:only_lstm_without_projections"
@@ -396,7 +396,7 @@ def test_the_flags_a_narrowing_shows_give_it_back_on_the_command_line(narrowing_
 
 
 def test_the_knob_table_is_the_one_source_of_the_narrowing_and_its_flags():
-    from gradcheck_rnn.cli_options import LAST_FAILED_CONFLICTS
+    from gradcheck_rnn.cli.options import LAST_FAILED_CONFLICTS
 
     assert [f.name for f in dataclasses.fields(Narrowing)] == [knob.field for knob in KNOBS]
     options = {param.name: param for param in main.commands["sweep"].params}

@@ -4,14 +4,14 @@ refused, the checks not run and the families not drawn, each with the flag or pr
 import pytest
 from click.testing import CliRunner
 
-from gradcheck_rnn.advice import kinds, next_step
+from gradcheck_rnn.cli.advice import kinds, next_step
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.config import CHECK_NAMES
-from gradcheck_rnn.generate import CONFIG_DIR
-from gradcheck_rnn.narrowing import Narrowing
-from gradcheck_rnn.result import CaseResult
+from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+from gradcheck_rnn.model.profiles import CONFIG_DIR
+from gradcheck_rnn.model.narrowing import Narrowing
+from gradcheck_rnn.rows.result import CaseResult
 from gradcheck_rnn.run import Judging, RunSpec, Selection
-from gradcheck_rnn.tally import Tally
+from gradcheck_rnn.rows.tally import Tally
 
 NARROW = "narrow_targets:only_lstm_without_projections"
 
@@ -124,7 +124,7 @@ def test_the_tally_counts_case_shapes_so_its_coverage_stays_small_and_the_row_st
     import ast
     import inspect
 
-    import gradcheck_rnn.tally as tally_module
+    import gradcheck_rnn.rows.tally as tally_module
 
     imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(tally_module)))
                 if isinstance(node, ast.ImportFrom)}

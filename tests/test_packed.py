@@ -1,4 +1,4 @@
-"""Packed variable lengths (gradcheck_rnn/packed.py): the packed form of a case, its tail variant,
+"""Packed variable lengths (gradcheck_rnn/model/packed.py): the packed form of a case, its tail variant,
 and the judge's exact-zero rule for a packed target's gradients past cu_seqlens[-1]."""
 
 import numpy as np
@@ -8,7 +8,7 @@ import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
-from gradcheck_rnn.packed import PackedAdapter, PackedBatch, packed_inputs, tail_rows
+from gradcheck_rnn.model.packed import PackedAdapter, PackedBatch, packed_inputs, tail_rows
 
 TAIL_ID = "s6-L2-uni-I3-H2-N2-R1-T6-B3-len6.0.3-f32-s5-tail3"
 
@@ -75,7 +75,7 @@ def test_a_tail_gradient_that_is_not_exactly_zero_fails_the_reference_check(brok
 
 
 def test_shrink_keeps_a_tail_failure_and_shortens_the_tail_to_one_row():
-    from gradcheck_rnn.shrink import shrink
+    from gradcheck_rnn.workflows.shrink import shrink
     from gradcheck_rnn.targets.protocol import as_target
 
     path = shrink(Case.from_id(TAIL_ID), as_target(TailLeftUnwritten(FusedCPUTarget(name="fused-cpu"))))

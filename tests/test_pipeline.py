@@ -6,9 +6,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import gradcheck_rnn.advice as advice
-import gradcheck_rnn.case as case_module
-import gradcheck_rnn.generate as generate
+import gradcheck_rnn.cli.advice as advice
+import gradcheck_rnn.model.case as case_module
+import gradcheck_rnn.model.profiles as generate
 import gradcheck_rnn.targets as targets
 from gradcheck_rnn.cli import main
 
@@ -59,8 +59,8 @@ def test_the_reports_come_from_one_row_store_read_back_as_little_as_possible(mon
     times before the tallies and failing rows were kept as rows arrived)."""
     import json
 
-    from gradcheck_rnn.reports import stream
-    from gradcheck_rnn.tally import Tally
+    from gradcheck_rnn.rows import log as stream
+    from gradcheck_rnn.rows.tally import Tally
 
     reads = _counting(monkeypatch, stream.StoredRows, "lines")
     result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "mutant:truncated-bptt",

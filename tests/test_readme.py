@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.judging.judge import judge_one
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()

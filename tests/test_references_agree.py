@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from gradcheck_rnn import Case, Outputs, references
-from gradcheck_rnn.generate import draw_cases, load_profile
-from gradcheck_rnn.context import CaseContext
-from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.model.profiles import draw_cases, load_profile
+from gradcheck_rnn.judging.context import CaseContext
+from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.targets import resolve_target
 
 

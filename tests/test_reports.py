@@ -26,18 +26,19 @@ from hypothesis.extra.numpy import arrays
 from junitparser import Error, Failure, JUnitXml, Skipped
 from rich.console import Console
 
-from gradcheck_rnn.tally import Tally
-from gradcheck_rnn import Case, Outputs, render
+from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn import Case, Outputs
+from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.reports import WRITERS, github, latest_run, write_reports
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports.document import failures, load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
-from gradcheck_rnn.context import CaseContext
-from gradcheck_rnn.judge import judge_one
-from gradcheck_rnn.result import tally_verdict
+from gradcheck_rnn.judging.context import CaseContext
+from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.rows.result import tally_verdict
 from gradcheck_rnn.targets import resolve_target
-from gradcheck_rnn.tolerances import Tolerances
+from gradcheck_rnn.judging.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "profile": "ci", "seed": 0, "cases": 1, "targets": [], "rtol": None, "atol": None}

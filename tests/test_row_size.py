@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from gradcheck_rnn import CaseResult
-from gradcheck_rnn.baseline import grown
-from gradcheck_rnn.case import Case, id_facts
-from gradcheck_rnn.compare import RatioMap, TensorError, expand_tensor, tensor_summary
-from gradcheck_rnn.result import document_row, row_field, row_worst
-from gradcheck_rnn.tally import Tally
+from gradcheck_rnn.workflows.baseline import grown
+from gradcheck_rnn.model.case import Case, id_facts
+from gradcheck_rnn.judging.compare import RatioMap, TensorError, expand_tensor, tensor_summary
+from gradcheck_rnn.rows.result import document_row, row_field, row_worst
+from gradcheck_rnn.rows.tally import Tally
 
 CASE_ID = "lstm-L2-bi-I3-H5-P3-T7-B3-len7.4.1-f32-s9-winputs-gy"
 
@@ -110,7 +110,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
 
     from gradcheck_rnn.reports import RowLog
     from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, judge_run
-    from gradcheck_rnn.statuses import is_bad
+    from gradcheck_rnn.rows.statuses import is_bad
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=4, seed=11),
@@ -133,7 +133,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
 def test_rows_are_written_with_the_shortest_spelling_of_each_number_and_read_back_the_same():
     from hypothesis import given, settings, strategies as st
 
-    from gradcheck_rnn.numbers import shorten_json_numbers
+    from gradcheck_rnn.rows.numbers import shorten_json_numbers
 
     assert shorten_json_numbers('{"a":0.000469,"b":1.3e-07,"c":0.002,"d":1e+20,"e":-0.0,"f":12,"g":0.5}') == \
         '{"a":4.69e-4,"b":1.3e-7,"c":2e-3,"d":1e20,"e":-0.0,"f":12,"g":0.5}'
@@ -166,7 +166,7 @@ def test_the_tally_s_quick_read_of_a_stored_tensor_is_the_expanded_one(status):
 def test_a_worker_s_line_is_written_as_it_is_while_the_row_is_what_it_was():
     """A worker makes a short row's results.jsonl line (the supervisor of many workers would spend
     most of its time on it): the line and the row read back are the ones the supervisor would make."""
-    from gradcheck_rnn.result import row_line, stored_form, with_stored_line
+    from gradcheck_rnn.rows.result import row_line, stored_form, with_stored_line
 
     made_here = document_row(result())
     row = with_stored_line(result())
@@ -180,7 +180,7 @@ def test_a_worker_s_line_is_written_as_it_is_while_the_row_is_what_it_was():
 def test_a_row_changed_after_its_worker_wrote_its_line_is_stored_as_it_is_now(change):
     """A baseline marks a passing row drifted in the supervisor, after its worker made its line: the
     stale line must not be written (it would store a pass). A row moved to another index neither."""
-    from gradcheck_rnn.result import row_line, stored_form, with_stored_line
+    from gradcheck_rnn.rows.result import row_line, stored_form, with_stored_line
 
     row = with_stored_line(result())
     if change == "drifted":

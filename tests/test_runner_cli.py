@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.judge import judge_one
-from gradcheck_rnn.result import row_field
+from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.rows.result import row_field
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent

@@ -13,10 +13,10 @@ from family_checks import (
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping
+from gradcheck_rnn.model.case import as_mapping
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import family
-from gradcheck_rnn.generate import draw_cases, load_profile
+from gradcheck_rnn.model.profiles import draw_cases, load_profile
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.kernels.s6_cpu import S6CPUKernel
 from gradcheck_rnn.references import run_reference

@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gradcheck_rnn.case import Case
+from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
-from gradcheck_rnn.generate import draw_case_ref, draw_cases, load_profile
-from gradcheck_rnn.checks import ALL_CHECKS
-from gradcheck_rnn.narrowing import Narrowing
+from gradcheck_rnn.model.profiles import draw_case_ref, draw_cases, load_profile
+from gradcheck_rnn.judging.checks import ALL_CHECKS
+from gradcheck_rnn.model.narrowing import Narrowing
 from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
-from gradcheck_rnn.tolerances import Tolerances
+from gradcheck_rnn.judging.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.

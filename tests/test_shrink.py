@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.shrink import DidNotReproduce, shrink, tensor_role
+from gradcheck_rnn.workflows.shrink import DidNotReproduce, shrink, tensor_role
 from gradcheck_rnn.targets import resolve_target
 
 SHRINK_PAGE = (Path(__file__).parent.parent / "docs" / "how-to" / "shrink.md").read_text()
@@ -207,7 +207,7 @@ def test_every_family_option_has_simpler_candidates_that_rebuild_bit_for_bit(cas
     import numpy as np
 
     from gradcheck_rnn.errors import UsageError
-    from gradcheck_rnn.shrink import _family_options
+    from gradcheck_rnn.workflows.shrink import _family_options
 
     case = Case.from_id(case_id)
     candidates = list(_family_options(case))

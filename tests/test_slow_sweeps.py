@@ -6,7 +6,7 @@ Both run through the public API (``gr.sweep``), in this process, as a user's scr
 import pytest
 
 import gradcheck_rnn as gr
-from gradcheck_rnn.generate import load_profile
+from gradcheck_rnn.model.profiles import load_profile
 
 
 @pytest.mark.slow

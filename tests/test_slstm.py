@@ -13,11 +13,11 @@ from family_checks import (
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.case import as_mapping
+from gradcheck_rnn.model.case import as_mapping
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import family
-from gradcheck_rnn.generate import draw_cases, load_profile
-from gradcheck_rnn.judge import judged_case
+from gradcheck_rnn.model.profiles import draw_cases, load_profile
+from gradcheck_rnn.judging.judge import judged_case
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.kernels.slstm_cpu import SLSTMCPUKernel
 from gradcheck_rnn.references import run_reference
@@ -177,7 +177,7 @@ def test_the_hypothesis_strategy_draws_valid_slstm_cases_and_leaves_the_conventi
 
 @pytest.mark.slow
 def test_loop_and_jax_agree_on_200_slstm_cases_under_both_conventions():
-    from gradcheck_rnn.context import CaseContext
+    from gradcheck_rnn.judging.context import CaseContext
 
     profile = dataclasses.replace(load_profile("families"), modes={"slstm": 1.0}, wants={"all": 1.0})
     for i, case in enumerate(draw_cases(profile, 2026, 200)):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from gradcheck_rnn import Case, UsageError
-from gradcheck_rnn.judge import judge_one
+from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.strategies import cases
 from gradcheck_rnn.targets import resolve_target
 

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gradcheck_rnn.case import Case
+from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.reports import RowLog, write_reports
 from gradcheck_rnn.reports.document import results_document
-from gradcheck_rnn.reports.stream import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
+from gradcheck_rnn.rows.log import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
 from gradcheck_rnn import CaseResult
 from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers, slim
 from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
 from gradcheck_rnn.run.worker import WorkerSetup
-from gradcheck_rnn.tolerances import Tolerances
+from gradcheck_rnn.judging.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "seed": 3, "verdict": {"exit_code": 0, "reason": "all passed"}}
@@ -64,7 +64,7 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
 def test_the_command_starts_the_fork_server_before_its_own_torch_import(monkeypatch):
     """The fork server's imports (torch and jax) are on every pooled run's path to its first row;
     the command's own set-up imports torch too, and must do it beside them, not before."""
-    from gradcheck_rnn import cli_options
+    from gradcheck_rnn.cli import options as cli_options
 
     order: list[str] = []
     monkeypatch.setattr("gradcheck_rnn.run.start_pool_early", lambda execution: order.append("fork server"))
@@ -96,7 +96,7 @@ def test_busy_cores_are_the_busy_share_of_cpu_time_while_the_command_waits(monke
 
 
 def test_passing_rows_lose_their_ratio_maps_on_arrival():
-    from gradcheck_rnn.compare import TensorError
+    from gradcheck_rnn.judging.compare import TensorError
 
     passing, failing = row(0, "t"), row(1, "t", "fail")
     for r in (passing, failing):

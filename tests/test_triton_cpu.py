@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from gradcheck_rnn.case import Outputs
+from gradcheck_rnn.model.case import Outputs
 from gradcheck_rnn.targets.foreign import LocalForeignTarget, triton_cpu
 
 triton = pytest.importorskip("triton")

@@ -13,10 +13,12 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from gradcheck_rnn import Case, cli, console
-from gradcheck_rnn.judge import judge_one
-from gradcheck_rnn.result import tally_verdict
-from gradcheck_rnn.tally import Tally
+from gradcheck_rnn import Case, cli
+
+from gradcheck_rnn.cli import commands as console
+from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.rows.result import tally_verdict
+from gradcheck_rnn.rows.tally import Tally
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
@@ -272,8 +274,8 @@ def test_the_repository_cites_only_itself():
 
 
 def test_non_finite_values_never_pass_the_comparison():
-    from gradcheck_rnn.compare import compare_tensor
-    from gradcheck_rnn.tolerances import Tolerance
+    from gradcheck_rnn.judging.compare import compare_tensor
+    from gradcheck_rnn.judging.tolerances import Tolerance
 
     config = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1").config
     expected = np.zeros((4, 2, 3))

@@ -18,14 +18,15 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from gradcheck_rnn.tally import Tally
-from gradcheck_rnn import Case, CaseResult, render
-from gradcheck_rnn.calibrate import calibrate, calibration_table
-from gradcheck_rnn.compare import TensorError, compare_tensor
+from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn import Case, CaseResult
+from gradcheck_rnn.reports import console as render
+from gradcheck_rnn.workflows.calibrate import calibrate, calibration_table
+from gradcheck_rnn.judging.compare import TensorError, compare_tensor
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports import markdown
 from gradcheck_rnn.reports.document import failing_tensors, results_document, stored_verdict, tensor_line
-from gradcheck_rnn.tolerances import Tolerance, Tolerances
+from gradcheck_rnn.judging.tolerances import Tolerance, Tolerances
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -404,7 +405,7 @@ def test_licence_file_and_package_metadata():
 def test_the_progress_bar_counts_every_row_though_it_takes_them_ten_times_a_second(monkeypatch):
     from rich.progress import Progress
 
-    from gradcheck_rnn import console
+    from gradcheck_rnn.cli import commands as console
 
     handed: list[int] = []
     original = Progress.update
@@ -427,7 +428,7 @@ def test_the_progress_bar_counts_every_row_though_it_takes_them_ten_times_a_seco
 def test_nan_and_infinity_are_spelled_alike_in_the_check_table_and_shrink_s_steps():
     """"nan", "inf", "-inf" everywhere (the check/repro table's a and b, shrink's ratios); "-" only
     where there is no number at all."""
-    from gradcheck_rnn.shrink import Failure, ShrinkResult, Step, steps_lines
+    from gradcheck_rnn.workflows.shrink import Failure, ShrinkResult, Step, steps_lines
 
     result = row([tensor("y", math.nan, a=math.nan, b=math.inf), tensor("hy", 3.0, a=-math.inf, b=1.0)])
     cells = [line.split() for line in printed(*render.tensor_table(result.to_json()))]
@@ -458,7 +459,7 @@ def test_every_writer_orders_tensors_worst_first_alike():
 
 def check_output(result: CaseResult, monkeypatch) -> list[str]:
     """What ``check`` and ``repro`` print for one row, on an 80-column terminal."""
-    from gradcheck_rnn import console
+    from gradcheck_rnn.cli import commands as console
 
     recorder = Console(file=io.StringIO(), width=80, color_system=None)
     monkeypatch.setattr(console, "out", recorder)
@@ -502,7 +503,7 @@ def test_no_number_is_spelled_alike_on_the_console_and_in_the_reports():
 def test_report_re_renders_an_infinite_worst_ratio_as_the_files_spell_it():
     """``gradcheck-rnn report`` of a run whose worst ratio was infinite crashed: the console's
     summary compared results.json's "inf" with 1."""
-    from gradcheck_rnn.tally import StoredTally
+    from gradcheck_rnn.rows.tally import StoredTally
 
     document = results_document([row([tensor("x", math.inf, a=math.inf, b=1.0)])], META)
     [table] = render.summary_tables(StoredTally(document))
@@ -514,21 +515,21 @@ def test_report_re_renders_an_infinite_worst_ratio_as_the_files_spell_it():
 
 def test_shrink_s_json_spells_an_infinite_ratio_as_results_json_does():
     """shrink --json wrote an infinite ratio as null, which results.json's readers read as NaN."""
-    from gradcheck_rnn.shrink import Step
+    from gradcheck_rnn.workflows.shrink import Step
 
     assert Step(CASE_ID, "start", math.inf, row()).to_json()["ratio"] == "inf"
     assert Step(CASE_ID, "start", math.nan, row()).to_json()["ratio"] is None
 
 
 def test_tensors_are_ordered_worst_first_in_one_place_only():
-    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/statuses.py sorts, or
+    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/rows/statuses.py sorts, or
     takes the largest or smallest of, anything by a key that reads a ratio."""
     import ast
 
     package = ROOT / "gradcheck_rnn"
     own_orders = []
     for path in package.rglob("*.py"):
-        if path == package / "statuses.py":
+        if path == package / "rows" / "statuses.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             name = getattr(node, "func", None)

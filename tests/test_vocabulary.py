@@ -4,12 +4,12 @@ a field (never parsed out of the rendered repro command)."""
 
 import math
 
-from gradcheck_rnn.compare import TensorError
-from gradcheck_rnn.numbers import fmt, fmt_or_dash
-from gradcheck_rnn.render import failure_lines
+from gradcheck_rnn.judging.compare import TensorError
+from gradcheck_rnn.rows.numbers import fmt, fmt_or_dash
+from gradcheck_rnn.reports.console import failure_lines
 from gradcheck_rnn.reports.document import failures, results_document
 from gradcheck_rnn.reports.markdown import render as render_markdown
-from gradcheck_rnn.result import CaseResult
+from gradcheck_rnn.rows.result import CaseResult
 
 CASE = "gru-L1-uni-I2-H3-T5-B1-len5-f32-s{seed}"
 

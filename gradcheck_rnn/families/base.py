@@ -3,13 +3,13 @@
 A family holds its case-id token, its gates, its parameter names and shapes (in the canonical
 order that is also the draw order), the widths of its states, its case-id options and the
 variants it supports (docs/contracts.md, "Cell families"); the default tolerances
-(:mod:`gradcheck_rnn.tolerances`) hold for every family so far. The math lives with it: every
+(:mod:`gradcheck_rnn.judging.tolerances`) hold for every family so far. The math lives with it: every
 family gives :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
 both references run; a family may name its own JAX program instead of the generic one
 (:attr:`Family.jax_program`: the cuDNN families' bucketed program).
 
 A leaf module: at import it imports nothing of the package but errors, so
-:mod:`gradcheck_rnn.config` can build on it without import cycles; configs are passed in, never
+:mod:`gradcheck_rnn.model.rnn_config` can build on it without import cycles; configs are passed in, never
 imported.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping
 
 from ..errors import UsageError
 
-# gradcheck_rnn.config.RNNConfig, which builds on this package and so is not imported here.
+# gradcheck_rnn.model.rnn_config.RNNConfig, which builds on this package and so is not imported here.
 RNNConfig = Any
 
 DIRECTIONS = ("fwd", "bwd")
@@ -157,7 +157,7 @@ class Family:
         return {}
 
     def simpler_options(self, config: RNNConfig) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Candidates for shrink (:mod:`gradcheck_rnn.shrink`), simplest first: ``(what changed,
+        """Candidates for shrink (:mod:`gradcheck_rnn.workflows.shrink`), simplest first: ``(what changed,
         every option's value with the change)`` for each option not at its simplest. An integer
         option tries :func:`smaller` values (sLSTM's heads, s6's N and R); a flag its
         :attr:`Option.simpler` value. A candidate that is no valid config (NH that does not divide

@@ -32,8 +32,8 @@ from typing import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..config import DIRECTIONS
-from ..layout import param_key
+from ..model.rnn_config import DIRECTIONS
+from ..model.layout import param_key
 from .gemm import matmul
 from .packing import HALF_DTYPES, MODE_SPECS, ModeSpec, Packing, Segment, StepRows, add_rows, take
 

@@ -11,9 +11,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ..config import RNNConfig
-from ..config import GATES
-from ..layout import pack, param_key, unpack
+from ..model.rnn_config import RNNConfig
+from ..model.rnn_config import GATES
+from ..model.layout import pack, param_key, unpack
 from .algorithm import FusedKernel
 
 
@@ -47,7 +47,7 @@ class KernelFunction(torch.autograd.Function):
     flat_params, mode, num_layers, bidirectional, kernel[, proj_size, bias]) -> (y, hy, cy)``;
     cy is None unless LSTM.
 
-    ``flat_params`` is the cudnn-style flat vector (:func:`gradcheck_rnn.layout.pack`).
+    ``flat_params`` is the cudnn-style flat vector (:func:`gradcheck_rnn.model.layout.pack`).
     The backward is the kernel's hand-written BPTT; it computes only what
     ``ctx.needs_input_grad`` asks for (no weight GEMMs when ``flat_params`` needs no gradient,
     no layer-0 dx GEMM when x needs none). Each kernel module makes its own with

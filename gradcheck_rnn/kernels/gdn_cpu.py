@@ -61,7 +61,7 @@ from typing import Mapping
 import torch
 from torch import Tensor
 
-from ..case import RNNConfig
+from ..model.case import RNNConfig
 from ..families.gdn import L2_EPS
 from ..families.matrix import NORM_EPS
 from .layer_stack import LayerStackKernel, pre_norm, stacked_maps_backward

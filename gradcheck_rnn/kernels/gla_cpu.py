@@ -40,7 +40,7 @@ from typing import Mapping
 import torch
 from torch import Tensor
 
-from ..case import RNNConfig
+from ..model.case import RNNConfig
 from ..families.matrix import NORM_EPS
 from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
 

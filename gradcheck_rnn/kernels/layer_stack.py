@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
-from ..layout import param_key
+from ..model.case import Case, Outputs, RNNConfig
+from ..model.layout import param_key
 
 
 class LayerStackKernel:

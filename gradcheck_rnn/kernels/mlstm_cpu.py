@@ -48,7 +48,7 @@ from typing import Mapping
 import torch
 from torch import Tensor
 
-from ..case import RNNConfig
+from ..model.case import RNNConfig
 from ..families.matrix import NORM_EPS
 from ..families.mlstm import EPS
 from .layer_stack import LayerStackKernel, pre_norm, stacked_maps_backward

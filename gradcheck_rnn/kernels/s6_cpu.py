@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from ..case import RNNConfig
+from ..model.case import RNNConfig
 from ..families.s6 import NORM_EPS
 from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
 

@@ -40,8 +40,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
-from ..layout import directions, param_key
+from ..model.case import Case, Outputs, RNNConfig
+from ..model.layout import directions, param_key
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The target adapter of the fused kernels: a case in, :class:`~gradcheck_rnn.case.Outputs` out,
+"""The target adapter of the fused kernels: a case in, :class:`~gradcheck_rnn.model.case.Outputs` out,
 computing only the requested gradients; and the TF32 switch of CUDA targets."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
+from ..model.case import Case, Outputs, RNNConfig
 from ..families import CUDNN_MODES
 from .algorithm import FusedKernel
 

@@ -8,7 +8,7 @@
   the padded batch with length masks, ``lax.scan`` + ``jax.vjp``;
 * ``fd`` (:mod:`.fd`): central differences of the loop forward, no autodiff at all.
 
-The engine asks for them through :class:`gradcheck_rnn.context.CaseContext`, which computes
+The engine asks for them through :class:`gradcheck_rnn.judging.context.CaseContext`, which computes
 each once per case.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ..case import Case, Outputs
+from ..model.case import Case, Outputs
 
 REFERENCE_NAMES = ("loop", "jax")
 # The JAX programs a family can name (Family.jax_program): module and function of each

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from ..case import RNNConfig
+    from ..model.case import RNNConfig
 
 MIN_BUCKET = 8
 MIN_LAYERS = 4

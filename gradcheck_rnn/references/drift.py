@@ -58,10 +58,10 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from ..case import Case
+from ..model.case import Case
 from ..families.ops import torch_ops
-from ..layout import directions, param_key
-from ..statuses import worst_tensor
+from ..model.layout import directions, param_key
+from ..rows.statuses import worst_tensor
 
 Tensor = torch.Tensor
 
@@ -275,9 +275,9 @@ def drift_allowance(case: Case, names: Iterable[str] | None = None) -> DriftAllo
 def checked_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftAllowance:
     """:func:`drift_allowance` of ``case``; with the ``loop`` reference's outputs, an allowance
     whose own float64 pass disagrees with it is marked unusable. The per-case context
-    (:class:`gradcheck_rnn.context.CaseContext`) computes it once for every target of a case."""
-    from ..compare import compare_tensor
-    from ..tolerances import REFERENCE_AGREEMENT
+    (:class:`gradcheck_rnn.judging.context.CaseContext`) computes it once for every target of a case."""
+    from ..judging.compare import compare_tensor
+    from ..judging.tolerances import REFERENCE_AGREEMENT
 
     drift = drift_allowance(case)
     if drift.kinks and loop is not None:
@@ -306,7 +306,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
     call); what comes back replaces them. Nothing runs unless a tensor failed with a value and the case's mode has kinks, so a
     passing comparison costs nothing; a non-finite value still fails (its error is infinite).
     """
-    from ..compare import compare_tensor
+    from ..judging.compare import compare_tensor
 
     failing = [i for i, e in enumerate(errors) if e.status == "fail" and actual.get(e.name) is not None]
     if not failing or case.config.mode not in KINKED_MODES:

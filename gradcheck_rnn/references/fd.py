@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..case import Case, with_changes
-from ..compare import TensorError, to_float64
-from ..names import INPUTS
+from ..model.case import Case, with_changes
+from ..judging.compare import TensorError, to_float64
+from ..model.names import INPUTS
 
 DIRECTIONS = 3
 STEP = 1e-5
@@ -185,8 +185,8 @@ def _measure(cases_per_profile: int = 100) -> None:  # pragma: no cover - prints
     import dataclasses
     import sys
 
-    from ..case import make_case
-    from ..generate import draw_case, load_profile
+    from ..model.case import make_case
+    from ..model.profiles import draw_case, load_profile
     from .loop import run_loop_reference
 
     if len(sys.argv) > 1:

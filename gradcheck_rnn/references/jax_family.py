@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..case import Case, Outputs, RNNConfig
+from ..model.case import Case, Outputs, RNNConfig
 from ..families.ops import jax_ops
-from ..layout import directions, param_key
+from ..model.layout import directions, param_key
 from .buckets import bucket
 from .jax_ref import COMPILER_OPTIONS, x64
 

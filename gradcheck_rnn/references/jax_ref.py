@@ -108,11 +108,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..case import Case, Outputs, RNNConfig
-from ..config import GATES
+from ..model.case import Case, Outputs, RNNConfig
+from ..model.rnn_config import GATES
 from ..families import family
 from ..families.ops import jax_ops
-from ..layout import directions, param_key
+from ..model.layout import directions, param_key
 from ..runtime import jax_compilation_cache
 from . import artifacts
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
@@ -452,7 +452,7 @@ def run_jax_reference(case: Case) -> Outputs:
 def _measure() -> None:  # pragma: no cover - prints the numbers quoted in benchmarks/RESULTS.md
     import time
 
-    from ..generate import draw_cases, load_profile
+    from ..model.profiles import draw_cases, load_profile
 
     with x64():
         jax.block_until_ready(jnp.ones(3) + 1)  # backend start-up is not a compile

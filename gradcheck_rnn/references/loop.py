@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..case import Case, Outputs
+from ..model.case import Case, Outputs
 from ..families.ops import torch_ops
-from ..layout import directions, param_key
+from ..model.layout import directions, param_key
 
 Tensor = torch.Tensor
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..result import CaseResult
+from ..rows.result import CaseResult
 from . import html, json, junit, markdown
 from .document import load_document, results_document
-from .stream import RowLog, clear_stale_staging
+from ..rows.log import RowLog, clear_stale_staging
 
 __all__ = ["WRITERS", "RowLog", "clear_stale_staging", "latest_run", "load_document", "rerender", "resolve_run_dir",
            "results_document", "run_name", "write_reports"]

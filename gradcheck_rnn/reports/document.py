@@ -3,7 +3,7 @@
 ``results_document`` builds it from the :class:`CaseResult` rows of a run; every writer
 (json, junit, markdown, html, github) then reads only the document, in its strict-JSON form
 (NaN as null, ±Inf as "inf"/"-inf"), so ``gradcheck-rnn report RUN_DIR`` re-renders byte-identical
-files from results.json alone. The console renders these rows too (:mod:`gradcheck_rnn.render`),
+files from results.json alone. The console renders these rows too (:mod:`gradcheck_rnn.reports.console`),
 with the same functions for their order and their numbers.
 """
 
@@ -18,12 +18,12 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..version import __version__
-from ..compare import expand_tensor, json_safe
+from ..judging.compare import expand_tensor, json_safe
 from ..errors import UsageError
-from ..numbers import fmt, from_json_number, location_text
-from ..result import CaseResult, document_row
-from ..statuses import failure_order, is_bad, stored_facts, tensors_worst_first
-from ..tally import Tally
+from ..rows.numbers import fmt, from_json_number, location_text
+from ..rows.result import CaseResult, document_row
+from ..rows.statuses import failure_order, is_bad, stored_facts, tensors_worst_first
+from ..rows.tally import Tally
 
 SCHEMA = 1
 
@@ -81,7 +81,7 @@ def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored rows that did not pass or skip, worst first (:func:`gradcheck_rnn.statuses.failure_order`),
+    """Stored rows that did not pass or skip, worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
     for the console and every report; a run's row log hands them over as kept when they arrived,
     without reading every row again."""
     bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_bad(r["status"])]
@@ -91,7 +91,7 @@ def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:
     """Sequence lengths and number of directions from a case id (None, None when it does not parse)."""
-    from ..case import parse_case_id
+    from ..model.case import parse_case_id
     from ..errors import UsageError
 
     try:

@@ -18,8 +18,8 @@ import html
 from collections import Counter
 from typing import Any
 
-from ..compare import from_json_number
-from ..numbers import fmt, fmt_or_dash
+from ..judging.compare import from_json_number
+from ..rows.numbers import fmt, fmt_or_dash
 from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png

@@ -22,7 +22,7 @@ import re
 from typing import IO, Any
 from xml.etree import ElementTree as ET
 
-from ..compare import from_json_number
+from ..judging.compare import from_json_number
 from .document import case_lengths, failing_tensors, progress_note, stored_verdict, tensor_line
 
 # XML 1.0 cannot carry most control characters: a target's exception text may contain them.

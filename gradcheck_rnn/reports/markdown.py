@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..compare import from_json_number
-from ..numbers import fmt, fmt_or_dash
-from ..narrowing import draw_flags
+from ..judging.compare import from_json_number
+from ..rows.numbers import fmt, fmt_or_dash
+from ..model.narrowing import draw_flags
 from .document import (drift_rows, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 

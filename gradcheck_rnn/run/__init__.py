@@ -12,7 +12,7 @@ check), with the same statuses and numbers:
   (:mod:`.serial`). **Not isolated**: a target that calls ``os._exit`` or crashes ends the command.
 
 Isolation, whatever the executor: anything a target raises, ``SystemExit`` included, is an
-``error`` row of that target (:mod:`gradcheck_rnn.judge`); with worker processes (pool, Dask) a
+``error`` row of that target (:mod:`gradcheck_rnn.judging.judge`); with worker processes (pool, Dask) a
 target that ends its process or runs past ``--case-timeout`` is an ``error`` row with the reason,
 and the run goes on.
 """
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
-from ..result import CaseResult, Run, finish, slim, stored_row, tally_verdict
-from ..statuses import is_bad
+from ..rows.result import CaseResult, Run, finish, slim, stored_row, tally_verdict
+from ..rows.statuses import is_bad
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
 if TYPE_CHECKING:
-    from ..baseline import Baseline
+    from ..workflows.baseline import Baseline
 
 __all__ = ["Execution", "Executor", "Judging", "RunSpec", "Selection", "busy_cores", "cpu_ticks", "default_workers",
            "execute", "judge_run", "open_executor", "parse_shard", "start_pool_early"]
@@ -284,13 +284,13 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     ``baseline`` (``sweep --baseline``) each passing row is compared with it as it arrives, before
     anyone sees it, and drifted rows fail the run only with its ``fail_on_drift``.
 
-    The run's totals and verdict come from one :class:`~gradcheck_rnn.tally.Tally`, made as the
-    rows arrive. With a ``log`` (the run's :class:`~gradcheck_rnn.reports.stream.RowLog`) each row
+    The run's totals and verdict come from one :class:`~gradcheck_rnn.rows.tally.Tally`, made as the
+    rows arrive. With a ``log`` (the run's :class:`~gradcheck_rnn.rows.log.RowLog`) each row
     goes to it, its tally is the run's, and ``run.results`` keeps only the rows that did not pass
     (the log holds every row on disk): a run of any size keeps flat memory. Without one, every row
     is kept and a tally of their stored form is made here.
     """
-    from ..tally import Tally
+    from ..rows.tally import Tally
 
     tally = log.tally if log is not None else Tally()
     keep = None if log is None else (lambda row: is_bad(row.status))

@@ -11,7 +11,7 @@ worker that is lost anyway (its machine, the OOM killer) is retried by Dask
 (``distributed.scheduler.allowed-failures``); a chunk that still fails becomes ``error`` rows for
 each of its cases, never dropped rows, each with its target's repro environment (asked of the
 cluster when no chunk has come back yet) and finished, as every row is, by
-:func:`~gradcheck_rnn.result.finish` in :func:`~gradcheck_rnn.run.judge_run`.
+:func:`~gradcheck_rnn.rows.result.finish` in :func:`~gradcheck_rnn.run.judge_run`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import UsageError
-from ..result import CaseResult
-from ..statuses import is_bad
+from ..rows.result import CaseResult
+from ..rows.statuses import is_bad
 from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup, load_user_code
 
@@ -59,7 +59,7 @@ def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]],
                 case_timeout: float | None) -> tuple[list[CaseResult], dict[str, str]]:
     """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)), in order,
     and each target's repro environment there (for the rows of a chunk that is lost)."""
-    from ..case import Case
+    from ..model.case import Case
 
     load_user_code(setup)
     pool = _pool(setup)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..result import CaseResult
+from ..rows.result import CaseResult
 from .spec import RunSpec
 
 

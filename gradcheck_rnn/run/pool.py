@@ -52,10 +52,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator
 
-from ..case import Case, RNNConfig
+from ..model.case import Case, RNNConfig
 from ..errors import UsageError
-from ..result import CaseResult
-from ..statuses import is_bad
+from ..rows.result import CaseResult
+from ..rows.statuses import is_bad
 from .spec import Job
 from .worker import WorkerSetup
 

@@ -28,8 +28,8 @@ import importlib
 import os
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-MODULES = ("numpy", "torch", "jax", "jax.numpy", "gradcheck_rnn.judge", "gradcheck_rnn.targets",
-           "gradcheck_rnn.references.loop", "gradcheck_rnn.checks")
+MODULES = ("numpy", "torch", "jax", "jax.numpy", "gradcheck_rnn.judging.judge", "gradcheck_rnn.targets",
+           "gradcheck_rnn.references.loop", "gradcheck_rnn.judging.checks")
 
 
 def preload() -> list[str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from ..case import Case
-from ..judge import judge
-from ..result import BAD_STATUSES, CaseResult
+from ..model.case import Case
+from ..judging.judge import judge
+from ..rows.result import BAD_STATUSES, CaseResult
 from ..targets import Target
-from ..tolerances import Tolerances
+from ..judging.tolerances import Tolerances
 
 
 def judge_serially(jobs: Iterable[tuple[int, Case]], targets: list[Target], tolerances: Tolerances,

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..case import Case, CaseRef
+from ..model.case import Case, CaseRef
 from ..errors import UsageError
-from ..narrowing import NO_NARROWING, SHAPE_KNOBS, Narrowing
+from ..model.narrowing import NO_NARROWING, SHAPE_KNOBS, Narrowing
 
 Job = tuple[int, "Case | CaseRef"]  # (sweep index, the case, or its id, config and wants group)
 
@@ -84,7 +84,7 @@ class RunSpec:
     checks: tuple[str, ...] = ("reference",)
     rtol: float | None = None
     atol: float | None = None
-    narrowing: Narrowing = NO_NARROWING  # modes, layers, projections, sizes, … (gradcheck_rnn/narrowing.py)
+    narrowing: Narrowing = NO_NARROWING  # modes, layers, projections, sizes, … (gradcheck_rnn/model/narrowing.py)
     shard: tuple[int, int] | None = None  # (k, n), 1 <= k <= n
     case_ids: tuple[str, ...] = ()  # the cases, named, instead of a draw from the profile
     families: tuple[str, ...] = ()  # user families (--family package.module:NAME) every process loads first
@@ -109,7 +109,7 @@ class RunSpec:
         profile already loaded from ``config``, so that a command reads its file once.
         """
         from ..families import load_all
-        from ..generate import load_profile
+        from ..model.profiles import load_profile
         from ..targets import default_targets, resolve_targets
 
         load_all(families)  # before anything reads a mode token of theirs (profile, case ids)
@@ -133,7 +133,7 @@ class RunSpec:
                     shard: tuple[int, int] | None = None, profile: Any = None) -> int:
         """How many cases :meth:`build` with these values will judge, from the profile alone (no
         target is imported): enough to choose the worker count before the slow part of the set-up."""
-        from ..generate import load_profile
+        from ..model.profiles import load_profile
 
         return len(shard_indices((profile or load_profile(config)).cases if cases is None else cases, shard))
 
@@ -146,7 +146,7 @@ class RunSpec:
 
     def load_profile(self):
         """The profile read from its file, narrowed; UsageError if the file changed since the spec was made."""
-        from ..generate import load_profile
+        from ..model.profiles import load_profile
 
         profile = load_profile(self.config)
         if profile.sha256 != self.profile_sha256:
@@ -186,7 +186,7 @@ class RunSpec:
     def jobs(self, full: bool = False) -> Iterator[Job]:
         """``(index, case)`` for every case this run judges, in index order: each case whole
         (``full``) or as a :class:`CaseRef` (its id, config and wants group, no arrays drawn)."""
-        from ..generate import draw_case, draw_case_ref
+        from ..model.profiles import draw_case, draw_case_ref
 
         for index in self.indices:
             if self.case_ids:
@@ -200,7 +200,7 @@ class RunSpec:
     @property
     def repro_options(self) -> str:
         """What a repro command needs to judge like this run: ``--config nightly --rtol 0.01``."""
-        from ..result import repro_options
+        from ..rows.result import repro_options
 
         return repro_options(self.config, self.rtol, self.atol, self.families)
 

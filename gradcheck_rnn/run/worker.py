@@ -10,7 +10,7 @@ this process's ``sys.path``, never exported: a target's own interpreters must no
   or as a ``Case`` when the caller built its data itself), ``None`` to stop;
 - out: ``("ready", pid, repro_envs)`` (each target's :attr:`~gradcheck_rnn.targets.Target.repro_env`,
   for the rows the supervisor writes itself) or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
-  for each row of a case, in :func:`~gradcheck_rnn.judge.judge` order from row ``start``.
+  for each row of a case, in :func:`~gradcheck_rnn.judging.judge.judge` order from row ``start``.
 
 A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
 
@@ -37,7 +37,7 @@ class WorkerSetup:
     """What every worker needs before its first case: the run spec's judging part."""
 
     targets: tuple[str, ...]
-    tolerances: Any  # a gradcheck_rnn.tolerances.Tolerances
+    tolerances: Any  # a gradcheck_rnn.judging.tolerances.Tolerances
     checks: tuple[str, ...]
     sys_path: tuple[str, ...] = ()  # the submitting process's sys.path: plugin targets import from there too
     families: tuple[str, ...] = ()  # user families to load before the first case id is read
@@ -68,11 +68,11 @@ def _prepare(setup: WorkerSetup) -> list[Any]:
 
 def serve(conn: Connection) -> None:
     """Judge cases sent over ``conn`` until told to stop or the supervisor goes away."""
-    from ..case import Case
-    from ..context import CaseContext
+    from ..model.case import Case
+    from ..judging.context import CaseContext
     from ..errors import UsageError
-    from ..judge import judge
-    from ..result import slim, with_stored_line
+    from ..judging.judge import judge
+    from ..rows.result import slim, with_stored_line
 
     setup: WorkerSetup = conn.recv()
     try:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..case import Case, Outputs, RNNConfig
+from ..model.case import Case, Outputs, RNNConfig
 from ..errors import UsageError
 from ..families import CUDNN_MODES
 from ..kernels.packing import add_rows, Packing, Segment, take
@@ -30,7 +30,7 @@ from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
-from ..packed import PackedAdapter
+from ..model.packed import PackedAdapter
 from .protocol import Target
 
 
@@ -501,7 +501,7 @@ class GPUMLSTMStabiliserReadsNextChunk:
 class PackedTailUnwritten(PackedAdapter):
     """gdn, packed varlen: the backward leaves the input gradient past cu_seqlens[-1] unwritten, so the tail keeps what its reused buffer held (QwenLM/FlashQLA PR #28).
 
-    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.packed.PackedAdapter`),
+    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
     whose dx buffer is the packed x's own buffer, written only for the valid rows; only a case with
     a packed tail (``-tail<n>``) shows it, in the row ``x[tail]``."""
 
@@ -603,7 +603,7 @@ class ScopedMutant:
 def family_mutant(family: str, bug: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
     """``target_class``'s kernel of ``family`` with one bug (fused-cpu's, or fused-gpu's for a GPU
     mutant): judged on that family's cases, skipped (with the reason) on others. A bug of the
-    packed path is a target of its own (a :class:`~gradcheck_rnn.packed.PackedAdapter`)."""
+    packed path is a target of its own (a :class:`~gradcheck_rnn.model.packed.PackedAdapter`)."""
     if issubclass(bug, PackedAdapter):
         return ScopedMutant(bug(), (family,), f"the bug is in the {family} packed path")
     kernel = target_class.family_kernel_classes()[family]
@@ -615,7 +615,7 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 # ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
 # configs/families.toml for s6 and slstm, configs/matrix.toml for mlstm, gla and gdn) and the cuDNN
 # mutants on the ci profile's, in one
-# run (gradcheck_rnn/detection.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
+# run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
 FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "s6-padded-step-decay": ("s6", S6PaddedStepDecay),

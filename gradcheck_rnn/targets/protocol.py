@@ -4,7 +4,7 @@ A target is any callable ``run(case) -> Outputs``, or an object with ``run``, an
 ``name``, an optional ``supports(config) -> True | str``, an optional
 ``supports_case(case) -> True | str`` (the string is why it is skipped), optional gradient
 conventions its family names (sLSTM's ``stabilizer_gradient``), which the judge reads
-(:func:`gradcheck_rnn.judge.judged_case`), and an optional ``repro_env``: the environment its
+(:func:`gradcheck_rnn.judging.judge.judged_case`), and an optional ``repro_env``: the environment its
 repro lines set first (``TRITON_INTERPRET=1`` for fused-gpu under Triton's interpreter).
 
 A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
@@ -19,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ..case import Case, Outputs
-from ..config import RNNConfig
+from ..model.case import Case, Outputs
+from ..model.rnn_config import RNNConfig
 from ..errors import UsageError
 
 

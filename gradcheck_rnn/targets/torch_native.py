@@ -17,9 +17,9 @@ from __future__ import annotations
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
+from ..model.case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
 from ..kernels.target import cuda_matmul_precision
-from ..layout import directions, param_key, unit_kinds
+from ..model.layout import directions, param_key, unit_kinds
 
 _MODULES = {"rnn_relu": torch.nn.RNN, "rnn_tanh": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
 # torch's CPU RNNs take float16 and bfloat16 too, but bfloat16 is not judged: under `gradcheck-rnn

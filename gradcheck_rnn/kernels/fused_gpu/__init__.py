@@ -45,7 +45,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor
 
-from ...case import Case, Outputs, RNNConfig
+from ...model.case import Case, Outputs, RNNConfig
 from ..algorithm import FusedKernel, Step
 from ..autograd import apply_kernel, kernel_function
 from ..target import cuda_matmul_precision, FusedTarget

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ...case import RNNConfig
+from ...model.case import RNNConfig
 from ..slstm_cpu import SLSTMCPUKernel, Unit
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 
-from ...case import Case, Outputs, RNNConfig
+from ...model.case import Case, Outputs, RNNConfig
 from ...errors import TargetReported, UsageError
 from ...families import convention_attributes
 from . import client as protocol
@@ -315,7 +315,7 @@ class LocalForeignTarget:
 
     def run(self, case: Case) -> Outputs:
         returned = self.impl.run(case)
-        if isinstance(returned, Outputs):  # a packed target's own Outputs, its tails included (packed.py)
+        if isinstance(returned, Outputs):  # a packed target's own Outputs, its tails included (model/packed.py)
             return returned
         out = protocol.outputs_arrays(returned)
         grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}

@@ -18,7 +18,7 @@ The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
 Lengths: ``fla-recurrent`` and ``fla-chunk`` take ``cu_seqlens``, so a case whose sequences differ
-in length (or that has a packed tail, ``-tail<n>``) goes in packed (gradcheck_rnn.packed: B = 1,
+in length (or that has a packed tail, ``-tail<n>``) goes in packed (gradcheck_rnn.model.packed: B = 1,
 N initial states), and a case whose sequences all have the same length goes in padded, one
 (B, T, …) call: both paths are judged. ``fla-naive`` has no ``cu_seqlens``: equal lengths are one
 call each (torch_grad.py).
@@ -186,8 +186,8 @@ class FlaTarget(torch_grad.TorchGradTarget):
         import numpy as np
         import torch
 
-        from gradcheck_rnn.case import Case
-        from gradcheck_rnn.packed import packed_inputs, packed_outputs
+        from gradcheck_rnn.model.case import Case
+        from gradcheck_rnn.model.packed import packed_inputs, packed_outputs
 
         if not isinstance(case, Case):  # the client's plain case (NAME@PYTHON): the same case, bit for bit
             case = Case.from_id(case.id)

@@ -1,0 +1,404 @@
+"""The command line's shared options, and how they become a run: one :class:`RunSpec` and one
+:class:`Execution` per command, built here once so that no command threads loose values through.
+
+Heavy imports (torch, jax) happen only when a command runs, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import click
+
+from ..model.rnn_config import CHECK_NAMES as ALL_CHECKS
+from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
+from ..errors import UsageError
+from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
+from ..runtime import IN_PROCESS_ENV
+
+
+def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Apply several click options as one decorator, in the order written."""
+    def apply(func: Any) -> Any:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def _load_families(ctx: click.Context, param: click.Parameter, specs: tuple[str, ...]) -> tuple[str, ...]:
+    """--family's callback: load each family at once (an eager option), so that --mode and case ids
+    that name it are read after it; a family that cannot be loaded is a usage error."""
+    from ..families import load_all
+
+    try:
+        load_all(specs)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return tuple(specs)
+
+
+class ModeType(click.ParamType):
+    """A mode token, checked when it is read against every family known then (built-in, installed,
+    or loaded by an earlier --family), so that a user family's token is a valid --mode."""
+
+    name = "mode"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from ..families import modes
+
+        if value not in modes():
+            self.fail(f"unknown mode {value!r}; allowed: {', '.join(modes())}, or a family loaded with "
+                      f"--family package.module:NAME", param, ctx)
+        return value
+
+
+family = click.option(
+    "--family", "families", multiple=True, metavar="MODULE:NAME", is_eager=True, callback=_load_families,
+    help="Load a cell family defined outside the package (repeatable), e.g. my_cells:MINGRU, so that "
+         "--mode and case ids can name its token; installed entry points of gradcheck_rnn.families "
+         "need no flag.")
+target = click.option(
+    "--target", "-t", "targets", multiple=True, metavar="NAME",
+    help="Target to check (repeatable): fused-cpu, torch-native, mutant:<name>, an entry point of "
+         "gradcheck_rnn.targets, package.module:callable, or any of them @PYTHON. Default: every "
+         "built-in target this machine runs.")
+tolerances = options(
+    click.option("--rtol", type=click.FloatRange(min=0), default=None,
+                 help="Override the relative tolerance for every tensor (default: per dtype and tensor kind)."),
+    click.option("--atol", type=click.FloatRange(min=0), default=None,
+                 help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
+)
+check = click.option(
+    "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
+    show_default=True,
+    help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
+fmt = click.option(
+    "--format", "fmt", type=click.Choice(["auto", "console", "github"]), default="auto", show_default=True,
+    help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
+         "summary to $GITHUB_STEP_SUMMARY; auto: github when GITHUB_ACTIONS=true.")
+config = click.option("--config", "-c", "config", default=None, metavar="PROFILE",
+                      help=f"Sweep profile: a TOML file, or a name in configs/ ({', '.join(profile_names())}). "
+                           f"Default: ci.")
+tolerance_profile = click.option(
+    "--config", "-c", "config", default=None, metavar="PROFILE",
+    help=f"Profile whose tolerances apply, as in the sweep that found the case: a TOML file, or a name in configs/ "
+         f"({', '.join(profile_names())}). Default: ci.")
+report_dir = click.option(
+    "--report-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
+    help="Folder that receives <run>/results.json, junit.xml, report.md and report.html; "
+         "<dir>/latest names the newest run.")
+cases_and_seed = options(
+    click.option("--cases", "-n", type=click.IntRange(min=1), default=None,
+                 help="Number of cases (default: the profile's)."),
+    click.option("--seed", "-s", type=click.IntRange(min=0), default=None, help="Sweep seed (default: the profile's)."),
+)
+detection_cases_and_seed = options(
+    click.option("--cases", "-n", type=click.IntRange(min=1), default=None,
+                 help="Number of cases of each profile: without --config, the first N cases of each mutant's "
+                      "home profile (ci for cuDNN's cells, families for s6 and slstm, matrix for gdn and gla), N of each; "
+                      "with --config, N of that profile (default: each profile's own count)."),
+    click.option("--seed", "-s", type=click.IntRange(min=0), default=None,
+                 help="Sweep seed of every profile drawn (default: each profile's own)."),
+)
+class SizeRange(click.ParamType):
+    """A size or a range of sizes, ``4`` or ``2..5``, as (min, max)."""
+
+    name = "MIN..MAX"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from ..model.narrowing import parse_range
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_range(value, "")
+        except UsageError as exc:
+            self.fail(str(exc).lstrip(), param, ctx)
+
+
+def knob_option(knob: Knob) -> Callable[[Any], Any]:
+    """The click option of one narrowing knob (gradcheck_rnn/model/narrowing.py's table), its value under
+    the knob's field name: what :func:`narrowing_of` reads back."""
+    if knob.kind == "switch":
+        return click.option(f"--{knob.flag}/--{knob.negative}", knob.field, default=None, help=knob.help)
+    if knob.kind == "count":
+        return click.option(f"--{knob.flag}", knob.field, type=click.IntRange(min=1), default=None, help=knob.help)
+    if knob.kind == "range":
+        return click.option(f"--{knob.flag}", knob.field, type=SizeRange(), default=None, help=knob.help)
+    names = {"modes": ModeType(), "names": click.Choice(knob.choices)}.get(knob.kind)  # None: NAME=VALUE text
+    return click.option(f"--{knob.flag}", knob.field, multiple=True, type=names,
+                        metavar="NAME=VALUE" if knob.kind == "options" else None, help=knob.help)
+
+
+# The shape of the draw (sweep and mutants), and what a target takes (sweep): each intersects the profile.
+draw = options(family, *(knob_option(knob) for knob in SHAPE_KNOBS))
+narrowing = options(*(knob_option(knob) for knob in KNOBS if knob not in SHAPE_KNOBS))
+isolation = options(
+    click.option("--workers", "-j", type=click.IntRange(min=1), default=None, envvar="GRADCHECK_RNN_WORKERS",
+                 help="Worker processes that judge, each on one torch/BLAS thread (default: one per idle core, "
+                      "at most one per 100 cases; $GRADCHECK_RNN_WORKERS)."),
+    click.option("--case-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                 help="Stop a target still running one check of one case after SECONDS; that row is an error."),
+    click.option("--in-process", is_flag=True, envvar=IN_PROCESS_ENV,
+                 help="Judge in this process, for a debugger or profiler ($GRADCHECK_RNN_IN_PROCESS=1). Not "
+                      "isolated: a target that exits or crashes ends the command."),
+)
+distribution = options(
+    click.option("--shard", default=None, metavar="K/N",
+                 help="Judge only the K-th of N interleaved parts of the cases; join the N runs with "
+                      "gradcheck-rnn merge."),
+    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                 help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
+    click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
+)
+
+# The options of `check` that describe a case; --case-id replaces them all.
+CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
+              "wants", "heads", "no_initial_state")
+case_flags = options(
+    family,
+    click.option("--case-id", default=None, help="Build the case from its id instead of the flags below."),
+    click.option("--mode", type=ModeType(), default="lstm", show_default=True),
+    click.option("--layers", type=click.IntRange(min=1), default=1, show_default=True),
+    click.option("--bidirectional/--unidirectional", default=False, show_default=True),
+    click.option("--input-size", type=click.IntRange(min=1), default=3, show_default=True),
+    click.option("--hidden-size", type=click.IntRange(min=1), default=4, show_default=True),
+    click.option("--lengths", default="5,3,1", show_default=True,
+                 help="Sequence lengths, comma-separated; batch size = their count, T = their max unless --max-len."),
+    click.option("--max-len", type=click.IntRange(min=1), default=None,
+                 help="T, the padded length (default: max of --lengths)."),
+    click.option("--dtype", type=click.Choice(DTYPES), default="f64", show_default=True),
+    click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Data seed."),
+    click.option("--wants", type=click.Choice(WANTS_GROUPS), default="all", show_default=True,
+                 help="Which gradients are requested: all, inputs (frozen weights), x, params (frozen inputs)."),
+    click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
+                 help="Which head gradients are non-zero: all, y, states, last."),
+    click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path."),
+)
+against_runs = options(
+    click.option("--baseline", default=None, metavar="RUN_DIR",
+                 help="Compare each passing row with this stored run's (a run folder, <report dir>/latest or a "
+                      "report dir): a ratio that grew past --drift-factor makes the row 'drifted'."),
+    click.option("--drift-factor", type=click.FloatRange(min=1, min_open=True), default=None,
+                 help="Growth of a tensor's ratio since the baseline that counts as drift (default: 4); ratios "
+                      "ending at or below 0.01 never drift."),
+    click.option("--fail-on-drift", is_flag=True, help="Exit 1 on a drifted row (default: the verdict line warns)."),
+    click.option("--last-failed", is_flag=True,
+                 help="Judge again exactly the rows that did not pass in the latest run of --report-dir (with its "
+                      "profile); exit 5 when nothing failed there."),
+)
+# sweep options that choose what is judged, which --last-failed takes from the stored run instead
+LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
+                         **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
+                         "shard": "--shard"}
+
+
+def narrowing_of(values: dict[str, Any]) -> Narrowing:
+    """The :class:`~gradcheck_rnn.model.narrowing.Narrowing` of a command's option values (a knob the
+    command does not have keeps the profile's draw)."""
+    return Narrowing.build(**{knob.field: values.get(knob.field) for knob in KNOBS})
+
+
+def judging_of(values: dict[str, Any], checks: tuple[str, ...] | None = None) -> Any:
+    """How a command judges: ``checks`` (None: the profile's) with its --rtol and --atol."""
+    from ..run import Judging
+
+    return Judging(checks, values.get("rtol"), values.get("atol"))
+
+
+def one_case(case_id: str) -> Any:
+    """The selection of a command on one named case (check, repro, shrink)."""
+    from ..run import Selection
+
+    return Selection(case_ids=(case_id,))
+
+
+def selection_of(values: dict[str, Any]) -> Any:
+    """The cases a drawing command's option values choose: --cases, --seed, the narrowing flags, --shard."""
+    from ..run import Selection, parse_shard
+
+    return Selection(cases=values.get("cases"), seed=values.get("seed"), narrowing=narrowing_of(values),
+                     shard=parse_shard(values.get("shard")))
+
+
+def load_baseline(values: dict[str, Any]) -> Any:
+    """The sweep's :class:`~gradcheck_rnn.workflows.baseline.Baseline`, or None without ``--baseline``."""
+    from ..workflows.baseline import DRIFT_FACTOR, Baseline
+
+    if values["baseline"] is None:
+        given = [flag for flag, value in (("--drift-factor", values["drift_factor"]),
+                                          ("--fail-on-drift", values["fail_on_drift"])) if value]
+        if given:
+            raise UsageError(f"{' and '.join(given)} {'needs' if len(given) == 1 else 'need'} a baseline to compare "
+                             f"with; add --baseline RUN_DIR")
+        return None
+    return Baseline.load(values["baseline"], values["drift_factor"] or DRIFT_FACTOR, values["fail_on_drift"])
+
+
+def compare_baseline(baseline: Any, spec: Any) -> None:
+    """Refuse a baseline whose ratios this run cannot be compared with (UsageError); print the
+    note of one judged with another profile (:meth:`~gradcheck_rnn.workflows.baseline.Baseline.refuse_incomparable`)."""
+    from .commands import err, say
+
+    if note := baseline.refuse_incomparable(spec):
+        say(err, note)
+
+
+def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
+    """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
+    not pass in the report folder's latest run (exit 5 with a note when there are none)."""
+    if not values["last_failed"]:
+        return build_run(values)
+    from .commands import err, say
+    from ..workflows.rerun import last_failed
+    from ..run import Judging, Selection
+
+    given = [flag for name, flag in LAST_FAILED_CONFLICTS.items() if values.get(name) not in (None, ())]
+    if given:
+        flags = ", ".join(given)
+        raise UsageError(f"--last-failed judges what the latest run judged and did not pass, so {flags} cannot "
+                         f"be given with it; drop them or drop --last-failed")
+    failed = last_failed(values["report_dir"])
+    if not failed.case_ids:
+        say(err, f"nothing to rerun: every row of {failed.run_dir} passed or was skipped")
+        sys.exit(5)
+    say(err, f"rerunning the {len(failed.rows)} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
+             f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
+    return build_run({**values, "config": failed.spec.config}, Selection(case_ids=failed.case_ids, only=failed.rows),
+                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families)
+
+
+def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
+    """``--check all`` is every check; otherwise the checks named, once each, in order."""
+    return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
+
+
+def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
+              families: Any = None, header: bool = False) -> tuple[Any, Any, list]:
+    """The run spec, the execution and the resolved targets of a judging command, from its option
+    values (``values``: click's keyword arguments). What the command sets itself replaces what the
+    values say: ``selection`` (default: the draw of --cases, --seed, the narrowing flags and
+    --shard), ``judging`` (default: the profile's checks, --rtol and --atol), ``targets`` and
+    ``families`` (default: --target and --family).
+
+    The execution is made (and validated) first and the pool's fork server started, so that its
+    imports run beside the slow part of the set-up (profile, targets); the worker count, when not
+    given, is chosen from the number of cases and printed with its reason on stderr. A drawn run
+    prints its header line; a run of named cases only with ``header``. Target names and case ids
+    are checked before anything starts: a typo is refused before the seconds that torch, JAX and the
+    pool take to start (:func:`refuse_bad_names`).
+    """
+    from ..families import load_all
+    from ..model.profiles import load_profile
+    from ..run import Execution, RunSpec, default_workers, start_pool_early
+    from ..runtime import set_up_process
+
+    families = tuple(values.get("families", ()) if families is None else families)
+    load_all(families)  # before the profile or the narrowing names their tokens (--last-failed's stored families)
+    selection = selection_of(values) if selection is None else selection
+    judging = judging_of(values) if judging is None else judging
+    targets = tuple(values.get("targets", ()) if targets is None else targets)
+    refuse_bad_names(targets, selection.case_ids)
+    profile = load_profile(values.get("config"))
+    workers, why = values.get("workers"), "--workers"
+    if workers is None:
+        planned = len(selection.case_ids) or RunSpec.count_cases(cases=selection.cases, shard=selection.shard,
+                                                                 profile=profile)
+        workers, why = default_workers(planned)
+    execution = Execution(workers=workers, executor=values.get("executor", "local"),
+                          scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
+                          fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False))
+    start_pool_early(execution)
+    # after the fork server has started: this imports torch (~1 s), which the server imports too,
+    # on the other core. The JAX cache folder it names is in the environment before any worker is made.
+    set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
+    spec, resolved = RunSpec.build(values.get("config"), targets, selection, judging, families, profile)
+    if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
+        announce(spec, execution, why)
+    return spec, execution, resolved
+
+
+def refuse_bad_names(targets: Any, case_ids: Any) -> None:
+    """UsageError for an unknown target, a ``NAME@PYTHON`` without its interpreter or a bad case
+    id, found without importing torch or JAX (RunSpec.build checks them again for API callers,
+    after its heavy imports)."""
+    from ..model.case import CaseRef
+    from ..targets import check_target_name
+
+    for name in targets:
+        if isinstance(name, str):
+            check_target_name(name)
+    for case_id in case_ids:
+        CaseRef.from_id(case_id)
+
+
+def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tuple[Any, Any, list, Callable]:
+    """``mutants``: the run spec, execution and resolved targets of a detection run, and its
+    ``present`` (:func:`~gradcheck_rnn.cli.commands.present_mutants`). Without --config every mutant is
+    judged on the cases of its home profile (:func:`~gradcheck_rnn.workflows.mutants.home_cases`), all in
+    one run of named cases under the ci profile's checks and tolerances; with --config, every
+    mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
+    --dtype. Unknown mutant names are a UsageError before any case runs."""
+    from .commands import present_mutants
+    from ..workflows.mutants import detection_targets, home_cases
+    from ..run import Selection
+
+    mutant_names, correct_names = detection_targets(mutants)
+    narrowed = [knob.usage for knob in SHAPE_KNOBS if values.get(knob.field) not in (None, ())]
+    if narrowed and values.get("config") is None:
+        raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
+                         f"draw; name it with --config, e.g. -c families --mode s6")
+    targets = tuple(mutant_names + correct_names)
+    judging = judging_of(values, values["checks"] or None)
+    if values.get("config") is not None:
+        spec, execution, resolved = build_run(values, judging=judging, targets=targets)
+        return spec, execution, resolved, present_mutants(mutant_names, correct_names, every_mutant=bool(mutants))
+    case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
+    spec, execution, resolved = build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging,
+                                          targets, header=True)
+    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn)
+
+
+def announce(spec: Any, execution: Any, why: str) -> None:
+    """The run's header on stderr: what is judged, where, and why that many workers."""
+    from .commands import err
+
+    if execution.in_process:
+        where = "in this process (--in-process: not isolated)"
+    elif execution.executor == "dask":
+        where = f"on the Dask cluster at {execution.scheduler}"
+    else:
+        count = min(execution.workers, max(1, len(spec.indices)))
+        where = f"in {count} worker process{'es' if count > 1 else ''} ({why})"
+    from ..model.narrowing import draw_flags
+    from ..reports.console import print_lines, wrapped
+
+    line = f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × {', '.join(spec.targets)} {where}"
+    if flags := draw_flags(spec.draw_json()):  # the narrowing, as flags a user can copy
+        line += f"; drawn from profile {spec.profile} narrowed by {' '.join(flags)}"
+    if not spec.named_targets:  # the default targets: say which built-ins this machine leaves out, and why
+        from ..targets import left_out_builtins
+
+        if left := left_out_builtins():
+            line += f"; left out: {left}"
+    print_lines(err, wrapped(line, indent="", hanging="  "))  # no case id in it: wrapped at 80 columns
+
+
+def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a UsageError anywhere below a command into one sentence and exit 2."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from .commands import print_error
+
+        try:
+            return func(*args, **kwargs)
+        except UsageError as exc:
+            print_error(str(exc))
+            sys.exit(2)
+
+    return wrapper

@@ -1,0 +1,2 @@
+"""Judging one case: the per-case context, the checks, comparisons and tolerances.
+"""

@@ -1,0 +1,82 @@
+"""What every check shares: how it ends (exceptions the engine turns into statuses) and helpers.
+
+A check is a function ``(context, call, tolerances) -> list[TensorError]``: ``context`` is the
+case's :class:`~gradcheck_rnn.judging.context.CaseContext` (the float64 truth, computed once), ``call``
+the target's :class:`~gradcheck_rnn.judging.judge.TargetCall` (``call.run(case)`` and the shared
+``call.base()`` return validated float64 arrays). Returned rows that do not pass make the row
+``fail``; a check ends otherwise by raising :class:`Skip`, :class:`Nondeterministic` or
+:class:`ReferenceDisagreement`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ...model.case import Case
+from ..compare import TensorError, compare_tensor
+from ..tolerances import Tolerance, Tolerances
+
+# The engine's types (context.CaseContext, judge.TargetCall, context.Arrays) are not imported
+# here: the engine imports the checks, and data flows one way.
+Arrays = dict[str, np.ndarray]
+
+
+class Skip(Exception):
+    """The check does not apply to this case (e.g. no padded steps to change)."""
+
+
+class Nondeterministic(Exception):
+    """Two runs of the same case returned different finite values (status ``nondeterministic``)."""
+
+    def __init__(self, message: str, rows: list[TensorError]) -> None:
+        super().__init__(message)
+        self.message, self.rows = message, rows
+
+
+class ReferenceDisagreement(Exception):
+    """The ground truth disagrees with itself (status ``reference-disagreement``, never the target's fault)."""
+
+    def __init__(self, rows: list[TensorError]) -> None:
+        self.message = "; ".join(row.message for row in rows[:3])
+        super().__init__(self.message)
+        self.rows = rows
+
+
+CheckFunction = Callable[[Any, Any, Tolerances], list[TensorError]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A registered check: its name (``--check NAME``) and its function."""
+
+    name: str
+    run: CheckFunction
+
+
+def case_rng(case: Case, salt: int) -> np.random.Generator:
+    """A private generator per case and check (salts: padding 1, permutation 2, linearity 3, fd 4)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, salt])))
+
+
+def compare_runs(case: Case, actual: Arrays, parts: Sequence[Arrays], tolerances: Tolerances) -> list[TensorError]:
+    """Each tensor of ``parts[0]`` (a run of the target) against the same tensor of ``actual``
+    (another run), which must equal the sum over ``parts`` (one part for padding and permutation,
+    two for linearity). Every run is only as exact as the case's tolerance, so each element is
+    judged by the sum of the runs' bounds (:func:`~gradcheck_rnn.judging.compare.term_bound`), not by
+    atol + rtol·|sum|: a precision the reference check accepts must not fail here."""
+    rows = []
+    for name in parts[0]:
+        values = [part[name] for part in parts]
+        got = actual.get(name)
+        terms = values if got is None else [got, *values]
+        rows.append(compare_tensor(name, got, sum(values[1:], values[0]),
+                                   tolerances.for_tensor(case.config.dtype, name), case.config, terms=terms))
+    return rows
+
+
+def differences(case: Case, first: Arrays, second: Arrays) -> list[TensorError]:
+    """Bit-identity of two runs, reported with a zero tolerance so the table shows where they differ."""
+    return [compare_tensor(n, second.get(n), v, Tolerance(0.0, 0.0), case.config) for n, v in first.items()]

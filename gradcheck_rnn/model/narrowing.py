@@ -1,0 +1,420 @@
+"""Narrowing a profile's draw to what one target takes: modes, layers, directions, dtypes,
+projections, biases, initial states, head gradients, input and hidden sizes, length patterns,
+zero-length sequences and the cell families' own options (sLSTM's heads and ``-expf``, s6's
+``-nogate``, ...). One :class:`Narrowing` value holds all of it, whether the command line, the
+API or the pytest fixture asked; :data:`KNOBS` is the one table of its flags and keywords.
+
+A plugin target that supports a part of the API surface (an LSTM without projections, a kernel
+that cannot take length 0) would otherwise be skipped on most cases of a sweep; a profile file
+per target was the only way to say so. A :class:`Narrowing` is the command line's
+(``sweep --mode lstm --no-projections --hidden-size 2..4``), ``gr.sweep``'s and the pytest
+fixture's (``modes=["lstm"], projections=False, hidden_size="2..4"``) way: it
+*intersects* the profile — a switch on means every case has it, off means none, a list keeps the
+profile's weights of the names given, a range is cut to the profile's — so a narrowed run never
+draws what the profile would not. A narrowing that leaves nothing to draw is a UsageError naming
+the conflicting values. A switch that only some families can honour (projections; two directions)
+keeps the modes whose family can, and is refused when none is left.
+
+A family's own options are narrowed by name, from the family's :class:`~gradcheck_rnn.families.base.Option`
+objects, never from mode names (``--family-option gated=on``, ``--family-option heads=1``): a flag
+option is set on every case of a family that has it, an integer option is kept in a range (a value
+drawn outside it is replaced by one inside, from the options' own generator). Families without
+the option draw as before; an option no drawn family has, or a range that a case's size cannot
+take (sLSTM's heads divide H), is refused naming the flag.
+
+A narrowed run draws other cases than the profile's own (a switch of the API surface — projections,
+bias, zero lengths — leaves the rest of each case as it was: gradcheck_rnn/model/profiles.py), so the
+run spec records the narrowing: shards and merges rebuild the same cases from it, and
+``--last-failed`` from the case ids. An empty narrowing is the profile itself, bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .rnn_config import DTYPES, HEADS, LENGTH_PATTERNS
+from ..errors import UsageError
+from ..families import BUILT_IN_MODES
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One way to narrow the draw, written once: its :class:`Narrowing` field (also the keyword of
+    ``gr.sweep`` and of the pytest fixture), its flag and what it draws. The click options
+    (gradcheck_rnn/cli/options.py), :meth:`Narrowing.flags` and every refusal that names a flag
+    are made from this table, so a knob added here is on all three surfaces at once."""
+
+    field: str  # the Narrowing field and the API keyword
+    flag: str  # the long flag without "--": "hidden-size"
+    kind: str  # "modes", "names" (repeatable), "count", "switch", "range" or "options" (NAME=VALUE)
+    help: str
+    choices: tuple[str, ...] = ()  # the names a "names" knob takes
+    negative: str = ""  # a switch's "off" flag: "no-projections", "unidirectional"
+    pair: str = ""  # how a refusal names a switch whose "off" flag is not --no-<flag>
+
+    @property
+    def usage(self) -> str:
+        """The flag as a refusal names it: ``--hidden-size``, ``--[no-]bias``, ``--[uni|bi]directional``."""
+        if self.kind != "switch":
+            return f"--{self.flag}"
+        return self.pair or f"--[no-]{self.flag}"
+
+    def read(self, value: Any) -> Any:
+        """``value`` (an API keyword or a command-line value) as the Narrowing field holds it;
+        UsageError in one sentence naming the keyword when it is not allowed."""
+        if self.kind == "switch":
+            return _switch(value, self.field)
+        if self.kind == "range":
+            return parse_range(value, self.field)
+        if self.kind == "options":
+            return _family_options(value)
+        if self.kind == "count":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise UsageError(f"{self.field}={value!r} is not allowed; give a whole number >= 1 or None "
+                                 f"(the profile's draw)")
+            return value
+        if self.kind == "modes":
+            from ..families import modes
+
+            return _names(value, "mode", modes())
+        return _names(value, self.flag.replace("-", " "), self.choices)
+
+    def shown(self, value: Any) -> list[str]:
+        """The flags that give ``value`` of this knob (none for the profile's own draw)."""
+        if value is None or value == ():
+            return []
+        if self.kind == "switch":
+            return [f"--{self.flag if value else self.negative}"]
+        if self.kind == "range":
+            return [f"--{self.flag} {value[0]}" if value[0] == value[1] else f"--{self.flag} {value[0]}..{value[1]}"]
+        if self.kind == "count":
+            return [f"--{self.flag} {value}"]
+        if self.kind == "options":
+            return [f"--{self.flag} {_option_text(name, option)}" for name, option in value]
+        return [f"--{self.flag} {name}" for name in value]
+
+
+# Every knob, in the order the flags are shown (the header line, report.md) and listed in --help.
+# The first four narrow the shape of a config (what `mutants` takes); the rest what a target's API takes.
+KNOBS = (
+    Knob("modes", "mode", "modes", f"Draw only these modes (repeatable; default: the profile's): "
+                                   f"{', '.join(BUILT_IN_MODES)}, or a user family's token."),
+    Knob("layers", "layers", "count", "Draw only this many layers."),
+    Knob("bidirectional", "bidirectional", "switch", "Draw only bidirectional or only unidirectional configs.",
+         negative="unidirectional", pair="--[uni|bi]directional"),
+    Knob("dtypes", "dtype", "names", "Draw only these dtypes (repeatable; default: the profile's).", DTYPES),
+    Knob("projections", "projections", "switch", "Draw only LSTMs with a projection (-P), or none, e.g. "
+                                                 "--no-projections for a kernel without proj_size.",
+         negative="no-projections"),
+    Knob("bias", "bias", "switch", "Draw only cases with biases, or only without (-nobias), e.g. --no-bias for "
+                                   "bias=False layers.", negative="no-bias"),
+    Knob("initial_state", "initial-state", "switch", "Draw only cases with h0/c0 given, or only without (-z), "
+                                                     "e.g. --initial-state.", negative="no-initial-state"),
+    Knob("zero_length", "zero-length", "switch", "Draw only cases with a length-0 sequence, or none, e.g. "
+                                                 "--no-zero-length.", negative="no-zero-length"),
+    Knob("heads", "heads", "names", "Draw only these head-gradient variants (repeatable), e.g. --heads all "
+                                    "--heads y.", HEADS),
+    Knob("lengths", "length-pattern", "names", "Draw only these sequence-length patterns (repeatable), e.g. "
+                                               "--length-pattern all_full.", LENGTH_PATTERNS),
+    Knob("input_size", "input-size", "range", "Draw input sizes I only in this range (or one size), e.g. "
+                                              "--input-size 2..4."),
+    Knob("hidden_size", "hidden-size", "range", "Draw hidden sizes H only in this range (or one size), e.g. "
+                                                "--hidden-size 4."),
+    Knob("family_options", "family-option", "options",
+         "Draw a cell family's own option only at these values (repeatable): a flag on or off, an integer one "
+         "size or MIN..MAX, e.g. --family-option gated=on (no -nogate), --family-option heads=1 (no -NH<k>), "
+         "--family-option exp_forget=off (no -expf). Families without the option draw as before; the option "
+         "names are in docs/concepts/families.md."),
+)
+KNOB = {knob.field: knob for knob in KNOBS}
+SHAPE_KNOBS = KNOBS[:4]  # --mode, --layers, --[uni|bi]directional, --dtype
+
+# The surface switches: the Profile probability each sets to 1 or 0, and what "on" means in a sentence.
+SWITCHES = {"projections": ("proj", "a projection"), "bias": ("bias", "biases"),
+            "initial_state": ("initial_state", "an initial state"),
+            "zero_length": ("zero_length", "a zero-length sequence")}
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
+_FLAG_VALUES = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
+
+
+def parse_range(value: Any, name: str) -> tuple[int, int] | None:
+    """``3`` / ``"3"`` -> (3, 3); ``"2..5"`` / ``(2, 5)`` -> (2, 5); None stays None. UsageError
+    naming ``name`` for anything else (min > max, below 1, not integers)."""
+    if value is None:
+        return None
+    bounds: Any = value
+    if isinstance(value, str):
+        match = _RANGE.match(value)
+        bounds = None if match is None else (int(match.group(1)), int(match.group(2) or match.group(1)))
+    elif isinstance(value, int) and not isinstance(value, bool):
+        bounds = (value, value)
+    if (not isinstance(bounds, (tuple, list)) or len(bounds) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in bounds)
+            or not 1 <= bounds[0] <= bounds[1]):
+        raise UsageError(f"{name} {value!r} is not allowed; give a size or a range MIN..MAX with 1 <= MIN <= MAX, "
+                         f"e.g. 4 or 2..5")
+    return int(bounds[0]), int(bounds[1])
+
+
+def _names(value: Iterable[str] | str | None, name: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    chosen = [value] if isinstance(value, str) else list(value or ())
+    unknown = [v for v in chosen if v not in allowed]
+    if unknown:
+        raise UsageError(f"{name} {unknown[0]!r} is not allowed; allowed: {', '.join(allowed)}")
+    return tuple(dict.fromkeys(chosen))
+
+
+def _family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, Any], ...]:
+    """``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]`` as sorted (name,
+    value) pairs: a flag's value a bool, an integer option's a (min, max) range."""
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(given, str):
+        given = [given]
+    items = given.items() if isinstance(given, Mapping) else (str(t).partition("=")[::2] for t in given or ())
+    for name, value in items:
+        text = f"{name}={value}"
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name) or value in ("", None):
+            raise UsageError(f"family option {text!r} is not allowed; give NAME=VALUE, e.g. gated=on or heads=1..2")
+        if isinstance(value, str) and value.strip().lower() in _FLAG_VALUES:
+            value = _FLAG_VALUES[value.strip().lower()]
+        elif not isinstance(value, bool):
+            value = parse_range(value, f"family option {name}")
+        pairs.append((name, value))
+    names = [name for name, _ in pairs]
+    if len(set(names)) < len(names):
+        raise UsageError(f"family option {next(n for n in names if names.count(n) > 1)!r} is given twice; give it once")
+    return tuple(sorted(pairs))
+
+
+def _option_text(name: str, value: Any) -> str:
+    """``gated=on``, ``heads=2``, ``heads=1..2``: how the command line writes a family option."""
+    if isinstance(value, bool):
+        return f"{name}={'on' if value else 'off'}"
+    return f"{name}={value[0]}" if value[0] == value[1] else f"{name}={value[0]}..{value[1]}"
+
+
+def modes_able(profile: Any, capability: str, flag: str, why: Any) -> dict[str, float]:
+    """The profile's drawn modes whose family has ``capability`` (a :class:`Family` attribute:
+    ``projections``, ``bidirectional``), with their weights; UsageError naming ``flag`` when none
+    has it, ``why(families without it)`` saying why."""
+    from ..families import family
+
+    drawn = [m for m, w in profile.modes.items() if w > 0]
+    kept = {m: profile.modes[m] for m in drawn if getattr(family(m), capability)}
+    if not kept:
+        raise UsageError(f"{flag} leaves nothing to draw: {why(drawn)}, and profile {profile.name} draws "
+                         f"{', '.join(drawn)}")
+    return kept
+
+
+def _switch(value: Any, name: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise UsageError(f"{name}={value!r} is not allowed; give True, False or None (the profile's draw)")
+    return value
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What a run narrows the profile's draw to (one field per :data:`KNOBS` entry, in its order);
+    every field left at its default keeps the profile's."""
+
+    modes: tuple[str, ...] = ()  # the modes drawn, each weighted 1
+    layers: int | None = None  # every case has this many layers
+    bidirectional: bool | None = None  # True: every case runs both ways (the modes that can); False: none
+    dtypes: tuple[str, ...] = ()
+    projections: bool | None = None  # True: every case has a projection (LSTM, H >= 2); False: none
+    bias: bool | None = None
+    initial_state: bool | None = None
+    zero_length: bool | None = None
+    heads: tuple[str, ...] = ()  # head-gradient variants (case id -g<heads>)
+    lengths: tuple[str, ...] = ()  # length patterns
+    input_size: tuple[int, int] | None = None  # (min, max)
+    hidden_size: tuple[int, int] | None = None
+    # the families' own options by name, sorted: (name, True/False) for a flag, (name, (min, max)) for an integer
+    family_options: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def build(cls, **keywords: Any) -> Narrowing:
+        """A narrowing from loosely typed values by knob name (``gr.sweep``'s keywords, the fixture's,
+        the command line's option values), validated; a keyword left out or None keeps the profile's.
+        ``family_options`` as ``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]``."""
+        unknown = [name for name in keywords if name not in KNOB]
+        if unknown:
+            raise UsageError(f"{unknown[0]!r} is not a way to narrow the draw; give one of {', '.join(KNOB)}")
+        return cls(**{knob.field: knob.read(keywords.get(knob.field)) for knob in KNOBS})
+
+    def __bool__(self) -> bool:
+        return self != NO_NARROWING
+
+    def flags(self) -> list[str]:
+        """The command-line flags that give this narrowing, e.g. ``["--mode lstm", "--no-projections",
+        "--hidden-size 2..4"]``."""
+        return [flag for knob in KNOBS for flag in knob.shown(getattr(self, knob.field))]
+
+    def apply(self, profile: Any) -> Any:
+        """``profile`` with its draw intersected with this narrowing; UsageError when nothing is left."""
+        if not self:
+            return profile
+        profile = self._shaped(profile)
+        where = f"profile {profile.name}"
+        changes: dict[str, Any] = {}
+        for name in ("input_size", "hidden_size"):
+            if (bounds := getattr(self, name)) is not None:
+                low, high = max(bounds[0], getattr(profile, name)[0]), min(bounds[1], getattr(profile, name)[1])
+                if low > high:
+                    raise UsageError(f"{KNOB[name].usage} {bounds[0]}..{bounds[1]} leaves nothing to draw: "
+                                     f"{where} draws {name} {getattr(profile, name)[0]}..{getattr(profile, name)[1]}")
+                changes[name] = (low, high)
+        for name in ("heads", "lengths"):
+            if chosen := getattr(self, name):
+                drawn = {k: w for k, w in getattr(profile, name).items() if w > 0}
+                kept = {k: w for k, w in drawn.items() if k in chosen}
+                if not kept:
+                    raise UsageError(f"{KNOB[name].usage} {', '.join(chosen)} leaves nothing to draw: {where} draws "
+                                     f"{name} {', '.join(drawn)} only")
+                changes[name] = kept
+        for name, (share, what) in SWITCHES.items():
+            if (on := getattr(self, name)) is not None:
+                if getattr(profile, share) == (0.0 if on else 1.0) and (on or name != "projections"):
+                    raise UsageError(f"{KNOB[name].shown(on)[0]} leaves nothing to draw: {where} draws "
+                                     f"{'no case with' if on else 'every case with'} {what} "
+                                     f"(draw.{share} = {getattr(profile, share):g})")
+                changes[share] = 1.0 if on else 0.0
+        if self.projections:
+            changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), where))
+        narrowed = dataclasses.replace(profile, **changes)
+        if self.family_options:
+            narrowed.family_options = self._options_drawn(narrowed)
+        return narrowed
+
+    def _shaped(self, profile: Any) -> Any:
+        """``profile`` with the shape knobs applied (``--mode gru --layers 1 --unidirectional --dtype
+        f32``): ``--bidirectional`` keeps only the modes whose family runs both ways (UsageError when none does)."""
+        changes: dict[str, Any] = {}
+        if self.modes:
+            changes["modes"] = dict.fromkeys(self.modes, 1.0)
+        if self.dtypes:
+            changes["dtypes"] = dict.fromkeys(self.dtypes, 1.0)
+        if self.layers is not None:
+            changes["layers"] = (self.layers, self.layers)
+        if self.bidirectional is not None:
+            changes["bidirectional"] = 1.0 if self.bidirectional else 0.0
+        shaped = dataclasses.replace(profile, **changes)
+        if self.bidirectional:
+            shaped.modes = modes_able(shaped, "bidirectional", "--bidirectional",
+                                      lambda drawn: f"{', '.join(drawn)} {'runs' if len(drawn) == 1 else 'run'} "
+                                                    f"forward in time only")
+        return shaped
+
+    @staticmethod
+    def _projected(profile: Any, hidden: tuple[int, int], where: str) -> dict[str, Any]:
+        """Only modes with projections, and H >= 2 (a projection has 1 <= P < H units)."""
+        modes = modes_able(profile, "projections", "--projections", lambda drawn: "projections are LSTM only")
+        if hidden[1] < 2:
+            raise UsageError(f"--projections leaves nothing to draw: a projection needs hidden_size >= 2, and "
+                             f"{where} draws hidden_size {hidden[0]}..{hidden[1]}")
+        return {"modes": modes, "hidden_size": (max(2, hidden[0]), hidden[1])}
+
+    def _options_drawn(self, profile: Any) -> dict[str, Any]:
+        """The family options of this narrowing, checked against the families ``profile`` draws
+        (their :class:`~gradcheck_rnn.families.base.Option` objects): the profile's ``family_options``."""
+        from ..families import family
+
+        families = [family(m) for m, w in profile.modes.items() if w > 0]
+        for name, value in self.family_options:
+            flag = f"--family-option {_option_text(name, value)}"
+            options = [o for f in families for o in f.options if o.name == name]
+            if not options:
+                having = "; ".join(f"{f.token}: {', '.join(o.name for o in f.options) or 'none'}" for f in families)
+                raise UsageError(f"{flag} leaves nothing to draw: no family that profile {profile.name} draws has "
+                                 f"an option {name!r} (options by family: {having})")
+            for option in options:
+                if option.is_flag != isinstance(value, bool):
+                    kind = "on or off" if option.is_flag else "a size or a range MIN..MAX"
+                    raise UsageError(f"{flag} is not allowed; {name} takes {kind}")
+                if option.divides:  # every size the profile draws must leave the option a value
+                    low, high = getattr(profile, option.divides)
+                    for size in range(low, high + 1):
+                        if not any(size % v == 0 for v in range(value[0], value[1] + 1)):
+                            raise UsageError(f"{flag} leaves nothing to draw for {option.divides} {size}: {name} "
+                                             f"must divide {option.divides}, and profile {profile.name} draws "
+                                             f"{option.divides} {low}..{high}; narrow it too, e.g. "
+                                             f"--{option.divides.replace('_', '-')} {value[1]}")
+        for cell in families:
+            if conflict := _variant_conflict(cell, dict(self.family_options), profile):
+                raise UsageError(f"--family-option {' --family-option '.join(self.flags_of(cell))} cannot hold on "
+                                 f"every {cell.token} case: {conflict}")
+        return dict(self.family_options)
+
+    def flags_of(self, cell: Any) -> list[str]:
+        """The family options of this narrowing that ``cell`` has, as the command line writes them."""
+        names = {option.name for option in cell.options}
+        return [_option_text(name, value) for name, value in self.family_options if name in names]
+
+    # ------------------------------------------------------------------ results.json
+
+    def to_json(self) -> dict[str, Any]:
+        """The narrowing as a JSON object (tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Narrowing:
+        """Inverse of :meth:`to_json`; None (a run written before narrowing) is no narrowing."""
+        if not data:
+            return cls()
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        values["family_options"] = tuple((name, tuple(value) if isinstance(value, list) else value)
+                                         for name, value in data.get("family_options", ()))
+        return cls(**values)
+
+
+NO_NARROWING = Narrowing()  # the profile's own draw
+
+# The variants a profile draws on its own that a family's validation may refuse beside an option a
+# run keeps: (config field, its variant value, the profile's share of it, whether the generator
+# draws it for that config (gradcheck_rnn/model/profiles.py), what avoids the conflict).
+_VARIANTS = (("bias", False, lambda p: 1 - p.bias, lambda cell, config: True, lambda p: "add --bias"),
+             ("long_memory", True, lambda p: p.long_memory, lambda cell, config: cell.keeps_memory(config),
+              lambda p: f"profile {p.name} draws -longmem (draw.long_memory = {p.long_memory:g}); leave the option "
+                        f"to the profile's draw"))
+
+
+def _variant_conflict(cell: Any, kept: Mapping[str, Any], profile: Any) -> str | None:
+    """Why a case of family ``cell`` with the ``kept`` options (those it has) cannot be, or cannot
+    take a variant ``profile`` draws for it, as the family's own validation says, with what avoids
+    it; None when it can."""
+    import numpy as np
+
+    from .rnn_config import RNNConfig
+
+    own = {option.name for option in cell.options}
+    if not own & set(kept):
+        return None
+    hidden = profile.hidden_size[1]  # every kept integer divides it (checked before)
+    options = {**cell.draw_options(np.random.default_rng(0), hidden),
+               **{name: value if isinstance(value, bool) else value[1] for name, value in kept.items() if name in own}}
+    try:
+        config = RNNConfig(cell.token, 1, False, 1, hidden, 1, 1, options=options)
+        for field, variant, share, drawn_for, avoid in _VARIANTS:
+            if share(profile) > 0 and drawn_for(cell, config):
+                try:
+                    dataclasses.replace(config, **{field: variant})
+                except UsageError as exc:
+                    return f"{exc}; {avoid(profile)}"
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
+def draw_flags(draw: Mapping[str, Any] | None) -> list[str]:
+    """The flags of a run's draw narrowing, from the ``"draw"`` object of results.json: what the
+    run's header and report.md show. Empty for a run of the profile's own draw."""
+    known = {f.name for f in dataclasses.fields(Narrowing)}
+    try:
+        return Narrowing.from_json({k: v for k, v in (draw or {}).items() if k in known}).flags()
+    except (TypeError, ValueError):  # a hand-edited file: show no flags rather than fail the report
+        return []

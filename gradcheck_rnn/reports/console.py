@@ -1,0 +1,353 @@
+"""Rich console output: the summary, the failure list (failures first, with case ids), the
+per-tensor table of one case and the per-time-step error picture of a repro.
+
+Everything fits an 80-column terminal and a case id is never wrapped or cut: tables hold only
+short columns (target names are table titles), and lines that carry a case id or a repro
+command are printed as single unwrapped lines (``print_lines``), so a terminal narrower than
+the line soft-wraps it and copying still gives the whole id. Other long lines (messages, the
+values of a failing tensor) are packed into lines of at most ``WIDTH`` columns at word
+boundaries, never inside a word.
+
+Like every report writer, the console renders stored rows (the dict form results.json holds:
+:meth:`~gradcheck_rnn.rows.result.CaseResult.to_json`, :func:`~gradcheck_rnn.rows.result.document_row`),
+never result objects, with the writers' own functions for what is shared: the order of rows
+(:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
+(:func:`~gradcheck_rnn.rows.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.rows.numbers.fmt`:
+"nan", "inf", "-inf" as in every file) and the tensor shown under a repro
+(:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).
+
+Text that comes from a target (messages, tracebacks, names) is printed literally, never parsed
+as rich markup: a message such as ``ValueError("shape [/b] mismatch")`` must not crash the run.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from functools import lru_cache
+from typing import Any, Iterable
+
+import numpy as np
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..judging.compare import expand_tensor
+from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
+from .document import (CHECK_VALUES, case_lengths, failing_rows, failing_tensors, failure_in_words,
+                               location_mark, mistrust_note, significant_pair, stopped_early_text, values_parts)
+from .markdown import sparkline
+from .pictures import ratio_grid, stepped_tensors
+from ..rows.result import plural, row_field
+from ..rows.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
+from ..rows.tally import Tally
+
+WIDTH = 80  # the narrowest terminal every line is made for
+INDENT = " " * 9  # under the status column of a failure line
+TENSORS_SHOWN = 3  # failing tensors detailed per failure line; the rest are named with their ratios
+
+
+def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
+    """Print lines without wrapping or cropping them (case ids and repro commands stay whole),
+    plain strings literally: a traceback or message with "[/b]" in it is text, not markup."""
+    for line in lines:
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def wrapped(text: str, indent: str = INDENT, width: int = WIDTH, hanging: str | None = None) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, broken at spaces only: a case id, a path
+    or a repro command in it stays whole (a word longer than the line gets a line of its own).
+    Continuation lines start with ``hanging`` (default: ``indent``)."""
+    lines = []
+    for paragraph in str(text).splitlines() or [""]:
+        lines += textwrap.wrap(paragraph, width=width, initial_indent=indent,
+                               subsequent_indent=indent if hanging is None else hanging,
+                               break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    return lines
+
+
+def packed(parts: list[str], indent: str = INDENT, width: int = WIDTH) -> list[str]:
+    """Parts (each kept whole, e.g. "rdiff 20.4") joined by spaces into lines of at most
+    ``width`` columns where they fit."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+        else:
+            lines.append(indent + part)
+    return lines
+
+
+def summary_tables(tally: Tally) -> list[Table]:
+    """One table per target: its cases by mode, then by wants group, with verdicts and the worst
+    ratio over every check that judged the target (pass ⇔ ≤ 1), from the run's tally."""
+    tables = []
+    by_key = {key: tally.breakdown(key) for key in ("mode", "wants")}
+    for target in dict.fromkeys(row["target"] for row in by_key["mode"]):
+        cases = sum(row["cases"] for row in by_key["mode"] if row["target"] == target)
+        table = Table(title=Text(f"{target}: {plural(cases, 'case')}"), title_justify="left",
+                      caption="worst ratio: over every check; pass ⇔ ≤ 1", caption_justify="left")
+        rows = [(label.format(row[key]), row) for key, label in (("mode", "{}"), ("wants", "wants={}"))
+                for row in by_key[key] if row["target"] == target]
+        nondeterministic = any(row.get("nondeterministic") for _, row in rows)
+        drifted = any(row.get("drifted") for _, row in rows)
+        columns = ["group", "cases", "pass", "fail", "error", "skip", "disagree"]
+        columns += ["nondet"] * nondeterministic + ["drifted"] * drifted + ["worst ratio"]
+        for column in columns:
+            table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
+        for i, (label, row) in enumerate(rows):
+            if i and rows[i - 1][0].startswith("wants=") != label.startswith("wants="):
+                table.add_section()
+            # a stored tally (``report``) holds ±Inf as results.json does, "inf": read as a number
+            ratio = None if row["worst_ratio"] is None else from_json_number(row["worst_ratio"])
+            cells = [Text(label), str(row["cases"]), str(row["pass"]),
+                     Text(str(row["fail"]), style="red" if row["fail"] else ""),
+                     Text(str(row["error"]), style="magenta" if row["error"] else ""), str(row["skip"]),
+                     str(row.get("reference-disagreement", 0))]
+            if nondeterministic:
+                cells.append(str(row.get("nondeterministic", 0)))
+            if drifted:
+                cells.append(Text(str(row["drifted"]), style="yellow" if row["drifted"] else ""))
+            cells.append(Text(fmt_or_dash(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
+            table.add_row(*cells)
+        tables.append(table)
+    return tables
+
+
+def skipped_target_lines(tally: Tally, top: int = 3) -> list[Text]:
+    """A warning per target that was judged on no case, then, for every target that skipped
+    anything, how many results it skipped and its ``top`` reasons with their counts: a green run
+    that skipped most of its rows must say so on the console. From the run's tally."""
+    lines = []
+    entries = tally.skip_reasons(top)
+    for entry in entries:
+        if entry["skipped"] == entry["total"]:  # one line, the reasons follow in the block below
+            lines.append(Text.assemble(("warning: ", "bold yellow"),
+                                       f"{entry['target']} was judged on no case (every result skipped)"))
+    if entries:
+        lines.append(Text("Skips, top reasons per target:", style="bold"))
+    for entry in entries:
+        lines.append(Text(f"  {entry['target']}: {entry['skipped']} of {plural(entry['total'], 'result')} skipped"))
+        for reason, count in entry["reasons"]:
+            lines += [Text(line) for line in wrapped(f"{count:>5}× {reason}", indent="    ", hanging=" " * 11)]
+        if entry["other"]:
+            lines.append(Text(f"    {entry['other']:>5}× other reasons", style="dim"))
+    return lines
+
+
+def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Text]:
+    """The note a run stopped by --fail-fast prints before its verdict: how far it got."""
+    return [Text.assemble(("note: ", "bold yellow"), stopped_early_text(cases_judged, cases_planned))]
+
+
+def mistrusted_lines(tally: Tally) -> list[Text]:
+    """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
+    note = mistrust_note(tally.mistrust())
+    return [] if note is None else note_lines(f"note: {note}")
+
+
+def note_lines(text: str) -> list[Text]:
+    """A note (``note: …``, ``next: …``) wrapped at 80 columns, its first word in bold yellow."""
+    first, *rest = wrapped(text, indent="")
+    word = first.split(":", 1)[0] + ":"
+    return [Text.assemble((word, "bold yellow"), first[len(word):]), *(Text(line) for line in rest)]
+
+
+@lru_cache(maxsize=256)
+def _lengths(case_id: str) -> tuple[int, ...] | None:
+    lengths = case_lengths(case_id)[0]
+    return None if lengths is None else tuple(lengths)
+
+
+def _location(tensor: dict[str, Any], case_id: str) -> tuple[str, str]:
+    """A stored tensor's worst element in the console's short form, and its mark ("padded step",
+    "empty sequence" or "")."""
+    location = tensor.get("location") or {}
+    lengths = _lengths(case_id)
+    return compact_location(location), location_mark(location, None if lengths is None else list(lengths))
+
+
+def tensor_lines(tensor: dict[str, Any], check: str, case_id: str, indent: str = INDENT) -> list[str]:
+    """One failing tensor of a stored row in at most 80 columns: its ratio and where (a padded step
+    or an empty sequence is marked), then a and b with enough digits, what they are, and diff and
+    rdiff there. Shape, missing and non-finite failures say so in words (the message)."""
+    if (words := failure_in_words(tensor)) is not None:
+        return wrapped(words, indent)
+    where, mark = _location(tensor, case_id)
+    head = f"{tensor['name']}: ratio {fmt(tensor.get('ratio'))}" + (f" at {where}" if where else "") \
+        + (f" ({mark})" if mark else "")
+    lines = wrapped(head, indent)
+    lines += packed(values_parts(tensor, check), indent + "  ")
+    if "non-finite" in tensor.get("message", ""):
+        lines += wrapped(tensor["message"], indent + "  ")
+    return lines
+
+
+def failure_lines(rows: Iterable[dict[str, Any]], limit: int = 50) -> list[Text]:
+    """Every stored row that did not pass, in the reports' order (failing ones first): status and
+    case id on one line, then target and check, the failing tensors worst first (or the error),
+    and the repro command."""
+    bad = failing_rows(rows)
+    if not bad:
+        return []
+    lines = [Text(f"Failures: {len(bad)}, worst first; each ends with its repro command", style="bold")]
+    for r in bad[:limit]:
+        status, check = r["status"], r.get("check", "reference")
+        lines.append(Text.assemble((f"{LABEL.get(status, status):<8}", STYLE.get(status, "")), " ",
+                                   (r["case_id"], "bold")))
+        lines += [Text(line) for line in wrapped(f"{r['target']} · {check} check")]
+        failing = failing_tensors(r)
+        details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, check, r["case_id"])]
+        if not failing:
+            details = wrapped(r.get("message") or status)
+        if len(failing) > TENSORS_SHOWN:
+            rest = ", ".join(f"{t['name']} {t['status'] if t['status'] == 'missing' else fmt(t.get('ratio'))}"
+                             for t in failing[TENSORS_SHOWN:])
+            details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
+        lines.extend(Text(d) for d in details)
+        lines.append(Text(f"{INDENT}{r['repro']}", style="cyan"))
+    if len(bad) > limit:
+        lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
+    return lines
+
+
+# Short labels for a location's coordinates, so the table fits 80 columns: "l0 fwd h r2 c0".
+_LOCATION_LABELS = {"layer": "l", "dir": "", "gate": "", "row": "r", "col": "c", "t": "t", "b": "b", "unit": "u"}
+
+
+def compact_location(location: dict) -> str:
+    """A location as "t1 b0 u2" (time, batch, unit) or "l0 fwd h r2 c0" (layer, dir, gate, row, col)."""
+    return " ".join(f"{_LOCATION_LABELS.get(k, k + '=')}{v}" for k, v in location.items())
+
+
+def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
+    """The per-tensor table of one stored row (case × target × check), fitting 80 columns: its
+    title line (the case id, printed apart so it is never wrapped), the table (every tensor, worst
+    first as in the reports; a = target, b = the reference it is further from, with enough digits
+    to differ; a padded step or empty sequence is marked after the location), and a line with the
+    tolerances in force per tensor kind."""
+    from ..judging.tolerances import tensor_kind
+
+    check = row.get("check", "reference")
+    title = Text.assemble((row["case_id"], "bold"), f" on {row['target']}"
+                          + ("" if check == "reference" else f" ({check} check)") + ": ",
+                          (row["status"], STYLE.get(row["status"], "")))
+    tensors = [expand_tensor(t) for t in row.get("tensors", [])]
+    tolerances: dict[str, str] = {}  # per tensor kind, in the row's order: output, input_grad, weight_grad
+    for t in tensors:
+        rtol = from_json_number(t.get("rtol"))
+        if rtol == rtol:
+            tolerances.setdefault(tensor_kind(t["name"]), f"{rtol:g}/{from_json_number(t.get('atol')):g}")
+    cells: list[list[Text | str]] = []
+    for t in tensors_worst_first(tensors, stored_facts):
+        ratio, a, b = (from_json_number(t.get(key)) for key in ("ratio", "a", "b"))
+        where, mark = _location(t, row["case_id"])
+        location = (where + (f" ({mark})" if mark else "")) or t.get("message", "")
+        a_text, b_text = significant_pair(a, b) if ratio == ratio and ratio > 1 else (fmt(a), fmt(b))
+        cells.append([Text(t["name"]), Text(t["status"], style=STYLE.get(t["status"], "")), fmt(ratio),
+                      fmt(t.get("max_abs")), Text(location), a_text, b_text])
+    table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], cells)
+    notes = []
+    if check != "reference":
+        what, a_is, b_is = CHECK_VALUES.get(check, ("", "a", "b"))
+        notes.append(f"{what + ': ' if what else ''}a = {a_is}, b = {b_is}")
+    lines = [line for note in notes for line in wrapped(note, indent="")]
+    if tolerances:  # "weight_grad 0.0002/2e-05" stays on one line
+        items = [f"{kind} {tol}" for kind, tol in tolerances.items()]
+        lines += packed(["rtol/atol:"] + [item + "," for item in items[:-1]] + items[-1:], indent="")
+    footer = Text("\n".join(lines), style="dim") if lines else None
+    return title, table, footer
+
+
+def _fitting_table(columns: list[str], rows: list[list[Text | str]]) -> Table:
+    """The tensor table within ``WIDTH`` columns with no number cut: a and b carry as many digits
+    as it takes to differ, so when they are long the columns move closer together (two spaces,
+    then one) and, last, "max abs" (also in the reports) gives way."""
+    location_min = 8  # the location column wraps at spaces down to this width
+
+    def width(index: int) -> int:
+        cells = [len(str(r[index])) for r in rows] + [len(columns[index])]
+        return location_min if columns[index] == "location" else max(cells)
+
+    keep = list(range(len(columns)))
+    for gap, drop in ((2, None), (1, None), (1, columns.index("max abs"))):
+        if drop is not None:
+            keep.remove(drop)
+        if sum(width(i) for i in keep) + gap * (len(keep) - 1) <= WIDTH:
+            break
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0))
+    for i in keep:
+        name = columns[i]
+        table.add_column(name, no_wrap=name != "location", min_width=location_min if name == "location" else None,
+                         justify="left" if name in ("tensor", "status", "location") else "right")
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
+    return table
+
+
+def per_step_table(tensor: dict[str, Any]) -> Table | Text:
+    """Max |a − b| per time step of one stored tensor: truncated BPTT shows as errors growing
+    toward t=0. A tensor without error at any step gets one line that says so instead of empty bars."""
+    steps = [from_json_number(v) for v in tensor.get("per_step") or []]
+    name = tensor["name"]
+    if steps and all(v == 0 for v in steps):  # bars of nothing say less than words
+        return Text(f"{name}: max |a − b| per time step: no error, 0 at all {len(steps)} steps")
+    table = Table(title=Text(f"{name}: max |a − b| per time step   {sparkline(steps)}"), title_justify="left")
+    table.add_column("t", justify="right")
+    table.add_column("max abs error", justify="right")
+    table.add_column("", justify="left", min_width=30, no_wrap=True)
+    finite = [v for v in steps if math.isfinite(v)]
+    top = max(finite, default=0.0)
+    for t, value in enumerate(steps):
+        width = 30 if not math.isfinite(value) else (0 if not top > 0 else int(round(30 * (value / top))))
+        table.add_row(str(t), fmt(value), "█" * width)
+    return table
+
+
+def worst_time_tensor(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The tensor whose per-step errors a repro shows: the worst of the series the report's
+    picture draws (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`)."""
+    return worst_tensor(stepped_tensors(row)[0], stored_facts)
+
+
+def error_picture(row: dict[str, Any]) -> Table | Text | None:
+    """What a repro shows under its table, chosen as the report's picture chooses: the error per
+    time step of the worst tensor with a time axis, or — when the failing tensors have none (a
+    weight gradient, a state) — the worst failing one's ratio per gate block or layer.dir: a
+    passing ``y`` says nothing about a failing ``w_hh``."""
+    stepped, without_time = stepped_tensors(row)
+    if without_time is not None:
+        return per_unit_table(without_time, row_field(row, "mode"))
+    timed = worst_tensor(stepped, stored_facts)
+    return None if timed is None else per_step_table(timed)
+
+
+def per_unit_table(tensor: dict[str, Any], mode: str) -> Table | Text:
+    """The tolerance ratio of a stored tensor without a time axis, per gate block (a parameter) or
+    per layer.dir (a state): its worst ratio there (> 1 fails), where, and a bar."""
+    from ..families import family, modes
+
+    ratio_map = tensor.get("ratio_map")
+    if ratio_map is None:  # a shape the maps do not know: the worst element in words
+        return Text(f"{tensor['name']}: no time axis; worst ratio {fmt(tensor.get('ratio'))} at "
+                    f"{location_text(tensor.get('location'))}")
+    gated = ratio_map["rows"] == "gate"
+    gates = family(mode).gates if mode in modes() else ()
+    table = Table(title=Text(f"{tensor['name']}: tolerance ratio per {'gate block' if gated else 'layer.dir'} "
+                             f"(no time axis)"), title_justify="left")
+    for name, justify in (("gate" if gated else "state", "left"), ("worst ratio", "right"),
+                          ("at unit" if gated else "at b", "right"), ("", "left")):
+        table.add_column(name, justify=justify, no_wrap=True, min_width=30 if not name else None)
+    grid = ratio_grid(tensor)
+    finite = grid[np.isfinite(grid)]
+    top = max(float(finite.max()) if finite.size else 0.0, 1.0)
+    pool = ratio_map["pool"][1]
+    for i, values in enumerate(grid):
+        worst = int(np.argmax(np.where(np.isnan(values), np.inf, values)))
+        value = float(values[worst])
+        label = (gates[i] if i < len(gates) else str(i)) if gated else str(i)
+        width = 30 if not math.isfinite(value) else round(30 * value / top)
+        where = str(worst * pool) if pool == 1 else f"{worst * pool}–{worst * pool + pool - 1}"
+        table.add_row(label, fmt(value), where, "█" * width)
+    return table

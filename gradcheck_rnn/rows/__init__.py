@@ -1,0 +1,2 @@
+"""The row store: result rows, statuses, the row log, tallies and how numbers are stored.
+"""

@@ -1,0 +1,332 @@
+"""The result model: one row per case × target × check, and the one verdict of a run.
+
+The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.rows.statuses`.
+:func:`verdict` turns the rows of a run into its exit code and one-line reason. It is computed
+once per run by the engine, stored in results.json, and every writer reads the stored value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..model.case import id_facts
+from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
+from .numbers import shorten_json_numbers
+from .statuses import BAD_STATUSES, PASSED, is_bad, worst_tensor
+
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
+# An interrupted run exits as a shell reports a process ended by the signal: 128 + its number.
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
+
+# What a repro line says for a target object that the command line cannot name.
+NOT_IMPORTABLE = "not reproducible from the command line: the target is not importable as module:qualname"
+
+
+@dataclass
+class CaseResult:
+    """The verdict of one check on one case × target, with every compared tensor."""
+
+    case_id: str
+    target: str
+    status: str
+    mode: str
+    dtype: str
+    wants: str
+    message: str = ""
+    seconds: float = 0.0
+    tensors: list[TensorError] = field(default_factory=list)
+    check: str = "reference"  # the check that made this row (gradcheck_rnn.judging.checks.CHECKS)
+    repro_options: str = ""  # e.g. "--config nightly --rtol 0.01": what judged it, for the repro line
+    traceback: str = ""  # for errors: the target's own frames (file:line), see judge.describe_exception
+    case_index: int | None = None  # i of draw_case(profile, seed, i) in a sweep: merge orders shards by it
+    importable: bool = True  # False: the target is an object that no command line can name
+    repro_env: str = ""  # what the repro line sets before the command: "TRITON_INTERPRET=1" (Target.repro_env)
+    timed_out: bool = False  # an error row of a target that ran past --case-timeout (its worker was killed)
+    # The row's results.jsonl line, made by the worker process that judged it when the row is stored
+    # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
+    # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
+    stored_line: bytes | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def compared(self) -> list[str]:
+        return [t.name for t in self.tensors]
+
+    @property
+    def worst(self) -> TensorError | None:
+        """The first tensor in the one worst-first order (missing, NaN, largest ratio), :func:`worst_tensor`."""
+        return worst_tensor(self.tensors)
+
+    @property
+    def failing(self) -> list[TensorError]:
+        return [t for t in self.tensors if not t.passed]
+
+    @property
+    def repro(self) -> str:
+        """The command that judges this row again, or why there is none."""
+        if not self.importable:
+            return f"{NOT_IMPORTABLE} ({self.target}); define it at module level to get a repro command"
+        checks = "" if self.check == "reference" else f" --check {self.check}"
+        options = f" {self.repro_options}" if self.repro_options else ""
+        environment = f"{self.repro_env} " if self.repro_env else ""
+        return f"{environment}gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
+
+    def to_json(self) -> dict[str, Any]:
+        """Strict-JSON form, whole (a results.json row that did not pass; see :func:`document_row`)."""
+        worst = self.worst
+        return {
+            "case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status, "mode": self.mode,
+            "dtype": self.dtype, "wants": self.wants, "message": self.message, "seconds": json_safe(round(self.seconds, 6)),
+            "compared": self.compared, "worst_ratio": None if worst is None else json_safe(worst.ratio),
+            "worst_tensor": None if worst is None else worst.name, "repro": self.repro, "traceback": self.traceback,
+            "tensors": [t.to_json() for t in self.tensors], "case_index": self.case_index,
+            "repro_options": self.repro_options, "importable": self.importable,
+            **({"repro_env": self.repro_env} if self.repro_env else {}),
+            **({"timed_out": True} if self.timed_out else {}),
+        }
+
+    def compact_json(self) -> dict[str, Any]:
+        """The short form of a row that passed or was skipped, in results.json
+        (docs/contracts.md, "Row size"): what the tallies, the summary tables, junit.xml, merge
+        and a later ``--baseline`` read, each tensor in :meth:`TensorError.compact_json` form. Left
+        out: what only a failure's reader needs (the repro line, the traceback, the repro options,
+        the worst tensor, which :func:`row_worst` finds among the tensors), the mode, dtype and
+        wants group where the case id says them (:func:`row_field`), ``seconds`` when 0, a
+        message or ``importable`` saying nothing, ``tensors`` when it compared none."""
+        said = id_facts(self.case_id)
+        row = {"case_id": self.case_id, "target": self.target, "check": self.check, "status": self.status,
+               "case_index": self.case_index}
+        optional = {"mode": (self.mode, said.get("mode")), "dtype": (self.dtype, said.get("dtype")),
+                    "wants": (self.wants, said.get("wants")), "seconds": (round(self.seconds, 3), 0),
+                    "message": (self.message, ""), "importable": (self.importable, True)}
+        row.update({key: value for key, (value, default) in optional.items() if value != default})
+        row = json_safe(row)
+        if self.tensors:  # a skipped row compared none: no empty list on every skip
+            row["tensors"] = [t.compact_json() for t in self.tensors]
+        return row
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> "CaseResult":
+        """Inverse of :meth:`to_json` (a results.json row back to a result, e.g. to merge shards)."""
+        check = row.get("check", "reference")
+        return cls(row["case_id"], row["target"], row["status"], row_field(row, "mode"), row_field(row, "dtype"),
+                   row_field(row, "wants"), message=row.get("message", ""),
+                   seconds=from_json_number(row.get("seconds", 0.0)),
+                   tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
+                   repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
+                   repro_env=row.get("repro_env", ""), timed_out=row.get("timed_out", False),
+                   case_index=row.get("case_index"), importable=row.get("importable", True))
+
+
+def finish(row: CaseResult, repro_options: str, case_timeout: float | None) -> CaseResult:
+    """What a run adds to each row it judged, in one place (every executor's rows pass here once;
+    a merge or a report reads them as they were finished): the run's repro options, and
+    ``--case-timeout`` for a row that timed out, so that its repro line stops the hang too."""
+    row.repro_options = repro_options
+    if row.timed_out and case_timeout is not None:
+        row.repro_options = f"{repro_options} --case-timeout {case_timeout:g}".strip()
+    return row
+
+
+def slim(row: CaseResult) -> CaseResult:
+    """Drop the ratio maps of a row that passed or was skipped, as soon as it arrives.
+
+    results.json keeps ratio maps only for rows that did not pass (they exist to draw failures,
+    :func:`document_row`), and in memory they are about a third
+    of a row (benchmarks/RESULTS.md, "Memory").
+    """
+    if not is_bad(row.status):
+        for tensor in row.tensors:
+            tensor.ratio_map = None
+    return row
+
+
+# Rows stored short (docs/contracts.md, "Row size"); a drifted row stays whole, as a failure does:
+# there are few, and with --fail-on-drift they are the run's failures.
+SHORT_STATUSES = ("pass", "skip")
+
+
+def stored_short(result: CaseResult) -> bool:
+    """Whether results.json stores ``result`` in the short form: it passed or was skipped."""
+    return result.status in SHORT_STATUSES and all(t.passed for t in result.tensors)
+
+
+def document_row(result: CaseResult) -> dict[str, Any]:
+    """A row as results.json stores it, in strict-JSON form: the short
+    :meth:`CaseResult.compact_json` form for a row that passed or was skipped, so that a large
+    green run's results.json stays small (docs/contracts.md, "Row size"); whole (ratio maps,
+    per-step errors, a and b, the repro line) for every other row, which the reports detail."""
+    return result.compact_json() if stored_short(result) else result.to_json()
+
+
+def row_line(row: dict[str, Any]) -> bytes:
+    """A stored row as a line of results.jsonl: strict JSON, every number in its shortest spelling."""
+    text = json.dumps(row, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    return shorten_json_numbers(text).encode("utf-8") + b"\n"
+
+
+def with_stored_line(result: CaseResult) -> CaseResult:
+    """``result`` with its results.jsonl line made now, when it is stored short: a worker process
+    calls this before it sends the row, so that the one supervisor of many workers does not make
+    each line itself (benchmarks/supervisor_capacity.py)."""
+    if stored_short(result):
+        result.stored_line = row_line(result.compact_json())
+    return result
+
+
+def _row_of_stored_line(result: CaseResult) -> dict[str, Any] | None:
+    """The stored row read from the line its worker made (:func:`with_stored_line`), while the row is
+    still what it was then; None without a line, or for a row the supervisor changed since (a
+    baseline marked it drifted: its status, message and index no longer match the line's)."""
+    if result.stored_line is None:
+        return None
+    row = json.loads(result.stored_line)
+    unchanged = (row["status"], row.get("message", ""), row["case_index"]) == (result.status, result.message,
+                                                                               result.case_index)
+    return row if unchanged else None
+
+
+def stored_row(result: CaseResult) -> dict[str, Any]:
+    """:func:`document_row`, read from the worker's line where it still holds (what a tally reads)."""
+    row = _row_of_stored_line(result)
+    return document_row(result) if row is None else row
+
+
+def stored_form(result: CaseResult) -> tuple[dict[str, Any], bytes]:
+    """The row as results.json stores it and its results.jsonl line: the worker's line as it is
+    while it still holds (:func:`_row_of_stored_line`), else both made here (a drifted row whole)."""
+    row = _row_of_stored_line(result)
+    if row is not None:
+        return row, result.stored_line
+    row = document_row(result)
+    return row, row_line(row)
+
+
+def row_field(row: dict[str, Any], key: str) -> str:
+    """A stored row's ``mode``, ``dtype`` or ``wants``: as stored, or as its case id says where a
+    compact row left it out."""
+    value = row.get(key)
+    return value if value is not None else id_facts(row["case_id"]).get(key, "")
+
+
+def row_worst(row: dict[str, Any]) -> tuple[str | None, float]:
+    """The worst tensor of a stored row and its ratio (None and NaN when it compared none): as
+    stored in a whole row, found among the tensors of a compact one as :attr:`CaseResult.worst`
+    finds it."""
+    if "worst_tensor" in row:
+        return row["worst_tensor"], from_json_number(row.get("worst_ratio"))
+    tensors = [(name, status, from_json_number(ratio)) for name, status, ratio, _ in map(tensor_summary, row.get("tensors", ()))]
+    worst = worst_tensor(tensors, facts=lambda tensor: tensor[1:])
+    return (None, math.nan) if worst is None else (worst[0], worst[2])
+
+
+def repro_options(config: str | None, rtol: float | None, atol: float | None, families: tuple[str, ...] = ()) -> str:
+    """The options a repro command needs to judge as the run did: ``--config nightly --rtol 0.01``
+    (the profile whose tolerances applied, the command-line overrides, none at the defaults, and
+    each user family the case ids need, ``--family my_cells:MINGRU``)."""
+    # per-kind overrides (a dict, from an emitted test) have no command-line form: the profile names them
+    given = [(name, value) for name, value in (("config", config), ("rtol", rtol), ("atol", atol))
+             if value is not None and not isinstance(value, dict)]
+    return " ".join(f"--{name} {value}" for name, value in [*(("family", spec) for spec in families), *given])
+
+
+def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, count: int = 2) -> str:
+    """The most frequent skip reasons (of one target, or of all) in a tally's ``skips`` (target ->
+    reason -> rows), e.g. ``'needs CUDA' ×40``."""
+    reasons: Counter[str] = Counter()
+    for name, counter in skips.items():
+        if target in (None, name):
+            reasons.update(counter)
+    return "; ".join(f"{reason!r} ×{n}" for reason, n in reasons.most_common(count))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 result``, ``2 results``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None) -> tuple[int, str]:
+    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
+    codes"), from the run's :class:`~gradcheck_rnn.rows.tally.Tally`: no row need be held.
+
+    0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
+    or a drifted row with ``--fail-on-drift``; 5 nothing was checked — no result, every result a
+    skip, a target named on the command line judged on no case at all, or, with
+    ``--fail-on-drift``, no row compared with the baseline (a vacuous run is never "all passed").
+    1 wins over 5. Drifted rows without ``--fail-on-drift`` pass, with a warning. ``drift`` is the
+    run's comparison with its baseline (results.json's ``"drift"``), None without one.
+    """
+    fail_on_drift = drift is not None and drift["fail_on_drift"]
+    failing = BAD_STATUSES | {"drifted"} if fail_on_drift else BAD_STATUSES
+    bad = {status: n for status, n in tally.statuses.items() if status in failing and n}
+    if bad:
+        return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
+    if not tally.rows:
+        return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
+    judged = Counter({target: sum(counts[s] for counts in checks.values() for s in PASSED)
+                      for target, checks in tally.checks.items()})
+    if not sum(judged.values()):
+        every = "the only result was" if tally.rows == 1 else f"all {tally.rows} results were"
+        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(tally.skips)})"
+    for name in dict.fromkeys(named_targets):
+        if not judged[name]:
+            return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
+                                          f"({top_skip_reasons(tally.skips, name) or 'it ran on no case'})")
+    if fail_on_drift and not drift["compared"]:
+        return EXIT_NOTHING_CHECKED, (f"no drift was checked: no passing row of this run has a row in the baseline "
+                                      f"{drift['baseline']}, and --fail-on-drift never passes on none")
+    drifted = tally.statuses["drifted"]
+    warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
+    return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"
+
+
+@dataclass
+class Run:
+    """What :func:`gradcheck_rnn.sweep` returns: every row, and the run's one verdict."""
+
+    results: list[CaseResult]
+    exit_code: int
+    reason: str
+    spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
+    complete: bool = True  # False when --fail-fast or a signal stopped the run before its last row
+    interrupted: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped it
+    # the run's totals (gradcheck_rnn.rows.tally.Tally), made as its rows arrived: with a row log,
+    # ``results`` holds only the rows that did not pass, and the counts of every row are here
+    tally: Any = None
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        """The rows that make the run fail (fail, error, reference-disagreement, nondeterministic)."""
+        return [r for r in self.results if r.status in BAD_STATUSES]
+
+    def verdict_json(self) -> dict[str, Any]:
+        """The stored verdict: what results.json records under ``"verdict"``."""
+        return {"exit_code": self.exit_code, "reason": self.reason}
+
+    @classmethod
+    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int,
+                       tally: Any = None) -> "Run":
+        """The run a signal stopped: what was judged, with the verdict ``interrupted`` (never a pass)."""
+        results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
+        bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
+        found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
+        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name,
+                  tally=tally)
+        run.reason = f"interrupted by {signal_name}: {run.cases_judged} of {planned} cases judged{found}"
+        return run
+
+    @property
+    def rows(self) -> int:
+        """How many rows were judged (``results`` may hold only those that did not pass)."""
+        return len(self.results) if self.tally is None else self.tally.rows
+
+    @property
+    def cases_judged(self) -> int:
+        """Distinct cases with at least one row."""
+        if self.tally is not None:
+            return self.tally.cases_judged
+        return len({r.case_id if r.case_index is None else r.case_index for r in self.results})

@@ -1,0 +1,2 @@
+"""Workflows built on runs: shrink, emit-test, rerun, baselines, calibration, mutants.
+"""

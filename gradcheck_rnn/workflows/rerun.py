@@ -1,0 +1,46 @@
+"""``sweep --last-failed``: what did not pass in the latest run of a report folder, to judge again.
+
+As pytest's ``--lf``: the rows whose status fails a run (fail, error, reference disagreement,
+nondeterministic) name the case ids, targets and checks of the rerun, which judges them with the
+stored run's profile and tolerance overrides. The rerun is one run spec of the failing case ids ×
+failing targets × failing checks that keeps exactly the failing rows (``RunSpec.only``): a case
+that failed one check on one target is judged again on that pair alone, whatever failed elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..run.spec import RunSpec
+from ..rows.statuses import is_bad
+
+
+@dataclass(frozen=True)
+class LastFailed:
+    """The latest run of a report folder and what in it did not pass."""
+
+    run_dir: Path
+    spec: RunSpec  # the stored run's spec: its profile and tolerance overrides judge the rerun
+    case_ids: tuple[str, ...]
+    targets: tuple[str, ...]
+    checks: tuple[str, ...]
+    rows: tuple[tuple[str, str, str], ...]  # (case id, target, check) of each row that did not pass
+
+
+def last_failed(report_dir: str) -> LastFailed:
+    """What did not pass in ``<report_dir>/latest``; UsageError when the folder holds no run."""
+    from ..reports import latest_run, load_document
+
+    folder = latest_run(report_dir)
+    if folder is None:
+        raise UsageError(f"--last-failed reruns what did not pass in the latest run of {report_dir!r}, which "
+                         f"holds no run; run a sweep first or give --report-dir DIR")
+    document = load_document(folder)
+    spec = RunSpec.from_json(document.get("spec"), str(folder / "results.json"))
+    bad = [row for row in document["results"] if is_bad(row["status"])]
+    return LastFailed(folder, spec, tuple(dict.fromkeys(row["case_id"] for row in bad)),
+                      tuple(t for t in spec.targets if any(row["target"] == t for row in bad)),
+                      tuple(c for c in spec.checks if any(row.get("check", "reference") == c for row in bad)),
+                      tuple((row["case_id"], row["target"], row.get("check", "reference")) for row in bad))
