@@ -17,6 +17,8 @@ unit simply has no bias parameters; with projections h = W_hr·(o ⊙ tanh c).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 
@@ -25,12 +27,16 @@ from ..families.ops import torch_ops
 from ..model.layout import directions, param_key
 
 Tensor = torch.Tensor
+# (layer, sequence, that layer's output (len, D·S)) -> the output the next layer reads: the drift
+# allowance's rounding probe perturbs it (gradcheck_rnn.references.drift); the reference never does
+LayerNoise = Callable[[int, int, Tensor], Tensor]
 
 
 def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: Tensor | None,
-                  c0: Tensor | None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+                  c0: Tensor | None, layer_noise: LayerNoise | None = None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
     """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction,
-    each step the family's own step function on this one sequence's vectors."""
+    each step the family's own step function on this one sequence's vectors (``layer_noise``, when
+    given, applied to each layer's output but the last before the next layer reads it)."""
     cfg = case.config
     family = cfg.family
     ops = torch_ops()
@@ -57,18 +63,21 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
             if c is not None:
                 finals_c.append(c)
         layer_input = torch.cat(outputs, dim=-1)
+        if layer_noise is not None and layer + 1 < cfg.num_layers:
+            layer_input = layer_noise(layer, b, layer_input)
     return layer_input, finals_h, finals_c
 
 
 def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None, params: dict[str, Tensor],
-                base_cy: np.ndarray | None = None) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
+                base_cy: np.ndarray | None = None,
+                layer_noise: LayerNoise | None = None) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
     """Every sequence run alone: (y per sequence (len_b, D·S), hy, cy, the scalar loss
     sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)); with ``base_cy``, the loss takes each sequence's cy in
     the form the case's gradient convention differentiates (``Family.reexpressed_cell_state``)."""
     cfg = case.config
     y_rows, hy_cols, cy_cols = [], [], []
     for b in range(cfg.batch_size):
-        y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0)
+        y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0, layer_noise)
         y_rows.append(y_b)
         hy_cols.append(torch.stack(h_b))
         if c_b:
@@ -109,15 +118,16 @@ def loop_cell_state(case: Case) -> np.ndarray | None:
     return None if cy is None else cy.numpy()
 
 
-def run_loop_reference(case: Case) -> Outputs:
-    """Outputs and every gradient of ``case`` in float64, computed one sample at a time."""
+def run_loop_reference(case: Case, layer_noise: LayerNoise | None = None) -> Outputs:
+    """Outputs and every gradient of ``case`` in float64, computed one sample at a time
+    (``layer_noise``: only the drift allowance's rounding probe gives one)."""
     cfg = case.config
     x, h0, c0 = (_tensor(a, True) for a in (case.x, case.h0, case.c0))
     params = {k: _tensor(v, True) for k, v in case.params.items()}
     T, B, S = cfg.max_len, cfg.batch_size, cfg.state_size
     y = torch.zeros(T, B, cfg.num_directions * S, dtype=torch.float64)
     with torch.enable_grad():
-        y_rows, hy_all, cy_all, loss = _loss_terms(case, x, h0, c0, params)
+        y_rows, hy_all, cy_all, loss = _loss_terms(case, x, h0, c0, params, layer_noise=layer_noise)
         leaves = {"x": x, **params}
         if h0 is not None:
             leaves["h0"] = h0
