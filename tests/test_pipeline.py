@@ -28,8 +28,7 @@ def _counting(monkeypatch, module, name: str) -> list:
     return calls
 
 
-def test_a_sweep_reads_its_profile_and_resolves_its_targets_once_and_draws_no_arrays(monkeypatch, tmp_path,
-                                                                                   worker_processes):
+def test_a_sweep_reads_its_profile_and_resolves_its_targets_once_and_draws_no_arrays(monkeypatch, tmp_path):
     advice.load.cache_clear()  # the hints read the shipped profiles, once each per process
     loads = _counting(monkeypatch, generate, "load_profile")
     hinted = _counting(monkeypatch, advice, "load")
@@ -72,7 +71,7 @@ def test_the_reports_come_from_one_row_store_read_back_as_little_as_possible(mon
     assert stored == json.loads(json.dumps(Tally.of(document["results"]).document_part()))
 
 
-def test_the_header_names_the_executor_and_the_built_ins_a_default_sweep_leaves_out(tmp_path, worker_processes):
+def test_the_header_names_the_executor_and_the_built_ins_a_default_sweep_leaves_out(tmp_path):
     runner = CliRunner()
     default = runner.invoke(main, ["sweep", "-n", "1", "--report-dir", str(tmp_path)], catch_exceptions=False)
     header = " ".join(default.output.split("\n\n")[0].split())
@@ -86,7 +85,7 @@ def test_the_header_names_the_executor_and_the_built_ins_a_default_sweep_leaves_
     assert "left out" not in named.output
 
 
-def test_an_unreachable_dask_scheduler_is_exit_2_and_leaves_no_report_folder(monkeypatch, tmp_path, worker_processes):
+def test_an_unreachable_dask_scheduler_is_exit_2_and_leaves_no_report_folder(monkeypatch, tmp_path):
     pytest.importorskip("distributed")
     from gradcheck_rnn.run import dask_executor
 

@@ -72,7 +72,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from ..model.case import Case
+from ..model.case import Case, as_mapping
 from ..families.ops import torch_ops
 from ..model.layout import directions, param_key
 from ..rows.statuses import worst_tensor
@@ -272,12 +272,13 @@ def needs_allowance(case: Case) -> bool:
                                                  and case.config.dtype != "f64")
 
 
-def probe_allowance(case: Case) -> DriftAllowance:
+def probe_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftAllowance:
     """The rounding probe: per element, the largest change of every output and gradient of the
     float64 loop reference over :data:`PROBE_RUNS` runs whose layer outputs carry rounding-level
     noise (seeded by the case). A smooth but ill-conditioned problem (a gated delta rule key near
     0) moves there as a correct kernel of the dtype does; a well-conditioned one does not, so the
-    allowance stays at rounding level wherever the problem is not ill-conditioned."""
+    allowance stays at rounding level wherever the problem is not ill-conditioned. ``loop``: the
+    loop reference's tensors when the caller has them (the per-case context), else it is run."""
     from .loop import run_loop_reference
 
     u = UNIT_ROUNDOFF[case.config.dtype]
@@ -287,25 +288,24 @@ def probe_allowance(case: Case) -> DriftAllowance:
         scale = out.detach().abs() + out.detach().pow(2).mean().sqrt()
         return out + PROBE_ROUNDOFFS * u * scale * torch.from_numpy(rng.standard_normal(tuple(out.shape)))
 
-    def tensors(outputs: Any) -> dict[str, np.ndarray]:
-        found = {"y": outputs.y, "hy": outputs.hy, "cy": outputs.cy, **outputs.grads}
-        return {name: np.asarray(value) for name, value in found.items() if value is not None}
-
-    base = tensors(run_loop_reference(case))
+    base = as_mapping(run_loop_reference(case)) if loop is None else loop
     moved = {name: np.zeros_like(value) for name, value in base.items()}
     for _ in range(PROBE_RUNS):
-        for name, value in tensors(run_loop_reference(case, rounding_noise)).items():
-            moved[name] = np.maximum(moved[name], np.abs(value - base[name]))
-    return DriftAllowance(case.config.dtype, runs=1 + PROBE_RUNS, probed=case.config.family.rounding_sensitive,
+        perturbed = as_mapping(run_loop_reference(case, rounding_noise))
+        for name in moved:
+            moved[name] = np.maximum(moved[name], np.abs(perturbed[name] - base[name]))
+    return DriftAllowance(case.config.dtype, runs=PROBE_RUNS + (loop is None), probed=case.config.family.rounding_sensitive,
                           tensors={name: np.nan_to_num(value, nan=0.0, posinf=0.0) for name, value in moved.items()})
 
 
-def drift_allowance(case: Case, names: Iterable[str] | None = None) -> DriftAllowance:
+def drift_allowance(case: Case, names: Iterable[str] | None = None,
+                    loop: Mapping[str, Any] | None = None) -> DriftAllowance:
     """The allowance of every tensor of ``case`` (see the module docstring): empty when the case
     has no kink, which is every case of a mode without one; the rounding probe's
-    (:func:`probe_allowance`) for a family sensitive to rounding, below float64."""
+    (:func:`probe_allowance`, from ``loop`` when given) for a family sensitive to rounding, below
+    float64."""
     if case.config.mode not in KINKED_MODES:
-        return probe_allowance(case) if needs_allowance(case) else DriftAllowance(case.config.dtype)
+        return probe_allowance(case, loop) if needs_allowance(case) else DriftAllowance(case.config.dtype)
     allowance = DriftAllowance(case.config.dtype, find_kinks(case))
     if not allowance.kinks:
         return allowance
@@ -340,7 +340,7 @@ def checked_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> Drif
     from ..judging.compare import compare_tensor
     from ..judging.tolerances import REFERENCE_AGREEMENT
 
-    drift = drift_allowance(case)
+    drift = drift_allowance(case, loop=loop)
     if drift.kinks and loop is not None:
         for name in drift.tensors:
             if name in loop and loop[name] is not None and not compare_tensor(
