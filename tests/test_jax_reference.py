@@ -363,8 +363,9 @@ def test_scoped_x64_and_a_warm_process_gives_the_same_numbers(tmp_path, monkeypa
 # The old rule (before 9be385b): serialize whatever .compile() returned, here a program that XLA
 # loaded from the persistent compilation cache. Its serialization lacks XLA:CPU's object code.
 _OLD_RULE = """
-real = m._compile
-m._compile = lambda args, name: (real(args, name)[0], True)
+import gradcheck_rnn.references.programs as store
+real = store._compile
+store._compile = lambda function, args, name: (real(function, args, name)[0], True)
 """
 
 
@@ -376,7 +377,7 @@ def _planted_artifact(tmp_path, monkeypatch, case_id):
     here = run_jax_reference(case)  # the test process compiles (no cache)
     monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
     with jax_ref.x64():
-        artifact = artifacts.path_for(jax_ref.bucket_key(case.config), jax_ref._fingerprint())
+        artifact = jax_ref.PROGRAMS.artifact(jax_ref.artifact_name(jax_ref.bucket_key(case.config)))
     artifact.parent.mkdir(parents=True)
     return here, artifact
 

@@ -1,14 +1,15 @@
 """Serialized executables of the JAX reference, beside JAX's compilation cache.
 
-A warm process loads a bucket's program from ``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/``
-instead of tracing and lowering it (see jax_ref.py, "Warm runs"). This module only reads and
-writes the files; jax_ref.py decides what may be written (only an executable that its process
+A warm process loads a program from ``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/``
+instead of tracing, lowering and compiling it (see programs.py). This module only reads and
+writes the files; programs.py decides what may be written (only an executable that its process
 really compiled: one that XLA:CPU loaded from the persistent compilation cache serializes
 without its object code, and fails elsewhere with ``NOT_FOUND: Function wrapped_iota not found``).
 
-- A file's name is the bucket key and a fingerprint of everything that could make it wrong: jax
-  and jaxlib, the backend, its platform version and device kind, the host CPU (model and flags),
-  the compile options, x64, and the source of jax_ref.py and buckets.py.
+- A file's name is the program's name (its bucket or padded config) and a fingerprint of
+  everything that could make it wrong: jax and jaxlib, the backend, its platform version and
+  device kind, the host CPU (model and flags), the compile options, x64, and the sources the
+  program's maths is read from.
 - Writes are atomic (a temp file in the same folder, then ``os.replace``): two workers that
   write the same bucket leave one whole file, never a torn one.
 - Reading never raises: a file that cannot be read, unpickled or deserialized is deleted and
@@ -26,14 +27,13 @@ import os
 import pickle
 import platform
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..runtime import jax_cache_folder
 
 FOLDER = "gradcheck-rnn-programs"
-FORMAT = 1  # bump when the file layout changes
+FORMAT = 2  # bump when the file layout changes (2: programs named by their store)
 
 
 def folder() -> Path | None:
@@ -67,12 +67,12 @@ def fingerprint(sources: tuple[str, ...], options: str, x64: bool) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def path_for(key: Iterable[int], fp: str) -> Path | None:
-    """The artifact of bucket ``key`` under fingerprint ``fp`` (None when artifacts are off)."""
+def path_for(name: str, fp: str) -> Path | None:
+    """The artifact of the program named ``name`` under fingerprint ``fp`` (None when artifacts
+    are off)."""
     root = folder()
     if root is None:
         return None
-    name = "-".join(f"{f}{v}" for f, v in zip("LHWTB", key))
     return root / f"{name}-{fp}.bin"
 
 

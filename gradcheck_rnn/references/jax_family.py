@@ -9,25 +9,26 @@ cotangents. The reverse direction (for a family that has one) runs on the time-f
 so it starts each sequence at its own last step. Layers are unrolled in Python: a family's
 layer 0 and deeper layers differ in input width.
 
-Programs are compiled with the options of the cuDNN program
-(:data:`gradcheck_rnn.references.jax_ref.COMPILER_OPTIONS`) and kept for the process. A sweep of
-random shapes would compile one per config (seconds each), so T and B are padded to
+Programs go through the same :class:`~gradcheck_rnn.references.programs.ProgramStore` as the cuDNN
+program: kept for the process (the :data:`MAX_PROGRAMS` most recently used) and, for a built-in
+family, written to disk and loaded by the next process without a trace or a compile; a user
+family's programs go through JAX's persistent compilation cache only (programs.py says why). A
+sweep of random shapes would compile one per config (seconds each), so T and B are padded to
 buckets (:func:`gradcheck_rnn.references.buckets.bucket`; extra steps are masked, extra rows have
 length 0 and zero head gradients, both exact) and, for a family that knows which zero padding is
-exact in its own math (:meth:`gradcheck_rnn.families.Family.bucket`: s6, slstm), every size and
-switch too: the family places the case's parameters and states (h, and the cell state of a family
-that has one) into the bucket's shapes (with its switches as data) and takes the real gradients
-back out. The bucketed result equals the
+exact in its own math (:meth:`gradcheck_rnn.families.Family.bucket`: s6, slstm, the matrix
+families), every size and switch too: the family places the case's parameters and states (h, and
+the cell state of a family that has one) into the bucket's shapes (with its switches as data) and
+takes the real gradients back out. The bucketed result equals the
 exact-shape one to float64 rounding (tests/test_s6.py, tests/test_slstm.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
+import hashlib
+import json
 from functools import partial
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -38,17 +39,16 @@ from ..model.case import Case, Outputs, RNNConfig
 from ..families.ops import jax_ops
 from ..model.layout import directions, param_key
 from .buckets import bucket
-from .jax_ref import COMPILER_OPTIONS, x64
+from .jax_ref import x64
+from .programs import ProgramStore, is_package_code, maths_sources
 
-_LOCK = threading.Lock()
 # The compiled programs this process keeps, least recently used first. Each holds ~200 memory
 # mappings of XLA's code, and a process may have 65,530 (Linux's vm.max_map_count): one that kept
 # every program of a long sweep of the matrix families (~300 buckets) failed in LLVM ("Cannot
 # allocate memory", then a segfault). So at most MAX_PROGRAMS are kept; an evicted one is
-# compiled again when its bucket returns.
+# loaded or compiled again when its bucket returns.
 MAX_PROGRAMS = 64
-_PROGRAMS: OrderedDict[RNNConfig, Any] = OrderedDict()
-_COMPILED = 0
+PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
 
 
 def _forward(cfg: RNNConfig, lengths: jax.Array, x: jax.Array, h0: jax.Array, c0: jax.Array | None,
@@ -88,23 +88,24 @@ def _forward_backward(cfg: RNNConfig, lengths, x, h0, c0, params, dy, dhy, dcy):
     return y, hy, cy, gx, gh0, gc0, gparams
 
 
-def _program(cfg: RNNConfig, args: tuple) -> Any:
-    global _COMPILED
-    with _LOCK:
-        fn = _PROGRAMS.pop(cfg, None)
-        if fn is None:
-            fn = jax.jit(partial(_forward_backward, cfg)).lower(*args).compile(
-                compiler_options=COMPILER_OPTIONS or None)
-            _COMPILED += 1
-        _PROGRAMS[cfg] = fn  # the most recently used last
-        while len(_PROGRAMS) > MAX_PROGRAMS:
-            _PROGRAMS.popitem(last=False)
-    return fn
+def program_name(cfg: RNNConfig) -> str | None:
+    """The artifact file name of the program of padded config ``cfg`` (before its fingerprint):
+    its family's token and a hash of the whole config; None for a family defined outside this
+    package, whose maths no fingerprint covers (its programs are never written to a file)."""
+    if not is_package_code(cfg.family):
+        return None
+    wire = json.dumps(cfg.to_wire(), sort_keys=True)
+    return f"{cfg.mode}-{hashlib.sha256(wire.encode()).hexdigest()[:20]}"
 
 
 def program_count() -> int:
-    """Programs this process compiled (evicted ones and their recompiles included)."""
-    return _COMPILED
+    """Programs this process traced, lowered and compiled (evicted ones and their recompiles included)."""
+    return PROGRAMS.counts["compiled"]
+
+
+def load_count() -> int:
+    """Programs this process loaded from an artifact (no trace, no lowering, no compile)."""
+    return PROGRAMS.counts["loaded"]
 
 
 def _unit_key(layer: int, direction: str) -> str:
@@ -161,7 +162,8 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
     args = (lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0), cell_in(case.c0), units,
             dy, state_in(case.dhy), cell_in(case.dcy))
     with x64():
-        y, hy, cy, gx, gh0, gc0, gunits = jax.device_get(_program(program, args)(*args))
+        y, hy, cy, gx, gh0, gc0, gunits = PROGRAMS.call(program, program_name(program),
+                                                        partial(_forward_backward, program), args)
     grads = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
     if case.h0 is not None:
         grads["h0"] = state_out(gh0)

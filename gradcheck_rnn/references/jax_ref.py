@@ -57,53 +57,20 @@ bucket"). ``python -m gradcheck_rnn.references.jax_ref`` prints the in-process n
 
 Warm runs load the program: no trace, no lowering, no compile
 -------------------------------------------------------------
-JAX's persistent compilation cache (``$GRADCHECK_RNN_JAX_CACHE``, set around this module's own
-compiles only, thread-locally: :func:`gradcheck_rnn.runtime.jax_compilation_cache`, so importing
-or calling this module leaves ``jax.config`` as it was) saves only the XLA compile: jax
-still traces and lowers the function to compute the cache key (a fraction of a second per
-program per process). So each bucket's compiled program is also written, serialized
-(:mod:`jax.experimental.serialize_executable`), beside that cache in
-``$GRADCHECK_RNN_JAX_CACHE/gradcheck-rnn-programs/`` (:mod:`.artifacts`), named by the bucket and a
-fingerprint of jax, jaxlib, the backend, the CPU, the compile options, x64 and the sources of
-this file, its buckets and its cells (``families/cudnn.py``, ``families/ops.py``). A new process
-(a warm run, every pool worker) deserializes it and calls it: 0 traced, 0 lowered
-(benchmarks/RESULTS.md, "Costs the code is built around"). ``GRADCHECK_RNN_JAX_CACHE=""`` turns
-both off.
-
-Only an executable that its process really compiled is written. An earlier version (9be385b)
-serialized whatever ``.compile()`` returned, and that is usually a program XLA:CPU *loaded from
-the persistent cache*, whose serialization lacks the object code: 0.49 MB instead of 0.66 MB for
-the ci program, and every later process failed to call it with ``JaxRuntimeError: NOT_FOUND:
-Function wrapped_iota not found`` (jax 0.10.2, CPU). Pool workers hit the cache, hence
-"forked workers"; the fork itself does not matter. So: a compile that records a persistent-cache
-hit (jax.monitoring, this thread) is not serialized; a process that finds the program only in the
-cache compiles it once more under a one-off name (a cache miss, and no cache entry written) to
-write the artifact. The program's name carries the fingerprint, so a new jax or an edit of this
-file is a cache miss as well, and the first process writes the artifact from its own compile.
-Writes are atomic (temp file, ``os.replace``); an artifact that cannot be read or deserialized,
-or whose program fails when called, is deleted and the program compiled again (:func:`_call`),
-so a bad artifact costs a compile, never an error row. Results are bit-identical either way
-(tests/test_jax_reference.py). jax.export was tried too: it needs ``flatbuffers``, and a warm
-process still lowers the exported module, no better than tracing again.
-
-Compile options: the CPU backend is asked for LLVM -O0 (``COMPILER_OPTIONS``): it about halves the
-compile of a new program for a fraction of a millisecond more per call, which pays until a
-process makes thousands of calls of one program (benchmarks/RESULTS.md, "JAX reference: one
-program per bucket, loaded, not re-traced" and "Calibrations behind constants").
+Each bucket's program is kept for the process and written to disk for the next one, where it is
+loaded without being traced again (:class:`gradcheck_rnn.references.programs.ProgramStore`, shared
+with the families' program of :mod:`.jax_family`); ``GRADCHECK_RNN_JAX_CACHE=""`` turns that off.
+An artifact is named by its bucket and a fingerprint of jax, the CPU, the compile options and the
+sources of this module, its buckets and the cells (the families and model folders).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
-import time
 from functools import partial
-from pathlib import Path
 from typing import Any, Callable
 
 import jax
-import jax.monitoring
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -113,18 +80,13 @@ from ..model.rnn_config import GATES
 from ..families import family
 from ..families.ops import jax_ops
 from ..model.layout import directions, param_key
-from ..runtime import jax_compilation_cache
-from . import artifacts
+from .programs import ProgramStore, maths_sources
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
            "compile_count", "load_count", "write_count", "cached_buckets", "x64"]
 
 MAX_GATES = 4
-# LLVM -O0 for the CPU backend: it halves the compile and costs about a third of a millisecond a
-# call, which repays XLA's default only after thousands of calls in one process
-# (benchmarks/RESULTS.md, "JAX reference: one program per bucket").
-COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0}
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")  # the order of the lax.switch branches
 _MODE_INDEX = {mode: i for i, mode in enumerate(MODES)}
 
@@ -215,131 +177,37 @@ def _forward_backward(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy
 
 # --------------------------------------------------------------------------- compiled programs
 
-_LOCK = threading.Lock()
-_COMPILED: dict[BucketKey, Any] = {}
-_FROM_ARTIFACT: dict[BucketKey, Any] = {}  # bucket -> the artifact's path, for programs loaded from one
-_COUNTS = {"compiled": 0, "loaded": 0, "written": 0}
-_SEEN = threading.local()  # persistent-cache hits of this thread's compiles
-
-
-def _on_jax_event(name: str, **_: Any) -> None:
-    if name == "/jax/compilation_cache/cache_hits":  # recorded in the thread that compiles
-        _SEEN.hits = getattr(_SEEN, "hits", 0) + 1
-
-
-jax.monitoring.register_event_listener(_on_jax_event)
+PROGRAMS = ProgramStore(maths_sources(__file__))
 
 
 def compile_count() -> int:
     """Programs this process traced, lowered and compiled (an XLA cache hit still counts)."""
-    return _COUNTS["compiled"]
+    return PROGRAMS.counts["compiled"]
 
 
 def load_count() -> int:
     """Programs this process loaded from an artifact (no trace, no lowering, no compile)."""
-    return _COUNTS["loaded"]
+    return PROGRAMS.counts["loaded"]
 
 
 def write_count() -> int:
     """Artifacts this process wrote."""
-    return _COUNTS["written"]
+    return PROGRAMS.counts["written"]
 
 
 def cached_buckets() -> list[BucketKey]:
     """The bucket keys ready in this process."""
-    with _LOCK:
-        return list(_COMPILED)
+    return PROGRAMS.keys()  # type: ignore[return-value]
 
 
-def _fingerprint() -> str:
-    """The artifacts' fingerprint: jax, jaxlib, backend, CPU, options, x64 (now), this model's source
-    and its cells' (the cuDNN families and the ops namespace)."""
-    here = Path(__file__)
-    x64_now = jax.dtypes.canonicalize_dtype(np.float64) == np.float64
-    cells = here.parent.parent / "families"  # the cells' maths is the families' (_cells)
-    sources = (here, here.with_name("buckets.py"), cells / "cudnn.py", cells / "ops.py")
-    return artifacts.fingerprint(tuple(str(s) for s in sources),
-                                 repr(sorted(COMPILER_OPTIONS.items())), bool(x64_now))
-
-
-def _compile(args: tuple, name: str) -> tuple[Any, bool]:
-    """Trace, lower and compile ``_forward_backward`` as ``name``; and whether XLA really compiled
-    it (False: loaded from JAX's persistent compilation cache, which must not be serialized)."""
-
-    def program(*a):
-        return _forward_backward(*a)
-
-    program.__name__ = program.__qualname__ = name  # a new function: no in-memory trace or compile reuse
-    hits = getattr(_SEEN, "hits", 0)
-    fn = jax.jit(program).lower(*args).compile(compiler_options=COMPILER_OPTIONS or None)
-    return fn, getattr(_SEEN, "hits", 0) == hits
-
-
-def _no_cache_writes() -> contextlib.AbstractContextManager:
-    """This thread's compiles write no persistent-cache entry (jax's thread-local config state)."""
-    try:
-        from jax._src import config as jax_config
-
-        return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
-    except Exception:  # another jax: the one-off fresh program leaves an unused cache entry
-        return contextlib.nullcontext()
-
-
-def _load_or_compile(key: BucketKey, args: tuple, use_artifact: bool) -> Any:
-    fp = _fingerprint()
-    path = artifacts.path_for(key, fp)
-    if use_artifact:
-        fn = artifacts.load(path)
-        if fn is not None:
-            _COUNTS["loaded"] += 1
-            _FROM_ARTIFACT[key] = path
-            return fn
-    # The persistent compilation cache's key includes the module name: a new fingerprint (a new
-    # jax, an edit of this file) is a new cache entry too, so the first process really compiles.
-    fn, compiled_here = _compile(args, f"gradcheck_rnn_{fp}")
-    _COUNTS["compiled"] += 1
-    if path is None:
-        return fn
-    if not compiled_here:
-        # Loaded from the persistent cache, so its serialization would lack XLA:CPU's object code
-        # ("Function wrapped_iota not found" in the next process). Unless another process wrote the
-        # artifact meanwhile, compile once more, past the cache, to write a complete one.
-        if path.exists() or not artifacts.writable():
-            return fn
-        with _no_cache_writes():
-            fresh, compiled_here = _compile(args, f"gradcheck_rnn_{fp}_fresh_{os.getpid()}_{time.monotonic_ns()}")
-        if not compiled_here:
-            return fn
-        fn = fresh
-    if artifacts.store(path, fn):
-        _COUNTS["written"] += 1
-    return fn
-
-
-def _program(key: BucketKey, args: tuple, use_artifact: bool = True) -> Any:
-    with _LOCK:
-        fn = _COMPILED.get(key)
-        if fn is None:
-            with jax_compilation_cache():  # this compile only: jax.config stays the caller's
-                fn = _COMPILED[key] = _load_or_compile(key, args, use_artifact)
-    return fn
+def artifact_name(key: BucketKey) -> str:
+    """The artifact file name of bucket ``key``'s program (before its fingerprint)."""
+    return "-".join(f"{f}{v}" for f, v in zip("LHWTB", key))
 
 
 def _call(key: BucketKey, args: tuple) -> tuple:
-    """Run the bucket's program on ``args`` (under x64). A program loaded from an artifact that
-    fails is forgotten, its file deleted, and the program compiled again: never an error row."""
-    fn = _program(key, args)
-    try:
-        return jax.device_get(fn(*args))
-    except Exception:
-        with _LOCK:
-            path = _FROM_ARTIFACT.pop(key, None)
-            if path is None:
-                raise
-            if _COMPILED.get(key) is fn:
-                del _COMPILED[key]
-        artifacts.discard(path)
-    return jax.device_get(_program(key, args, use_artifact=False)(*args))
+    """Run the bucket's program on ``args`` (under x64), from memory, an artifact or a compile."""
+    return PROGRAMS.call(key, artifact_name(key), _forward_backward, args)
 
 
 # --------------------------------------------------------------------------- padding
