@@ -25,7 +25,6 @@ exact-shape one to float64 rounding (tests/test_s6.py, tests/test_slstm.py).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from functools import partial
@@ -38,7 +37,7 @@ from jax import lax
 from ..model.case import Case, Outputs, RNNConfig
 from ..families.ops import jax_ops
 from ..model.layout import directions, param_key
-from .buckets import bucket
+from .buckets import family_program, layers_padded
 from .jax_ref import x64
 from .programs import ProgramStore, is_package_code, maths_sources
 
@@ -51,21 +50,27 @@ MAX_PROGRAMS = 64
 PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
 
 
-def _forward(cfg: RNNConfig, lengths: jax.Array, x: jax.Array, h0: jax.Array, c0: jax.Array | None,
-             params: dict[str, dict[str, jax.Array]]) -> tuple:
+def _forward(cfg: RNNConfig, layers: jax.Array, lengths: jax.Array, x: jax.Array, h0: jax.Array,
+             c0: jax.Array | None, params: dict[str, dict[str, jax.Array]]) -> tuple:
     """y (T, B, D·S), hy (L·D, B, h_size), cy (L·D, B, c_size) or None, over the padded batch;
-    ``params`` holds each unit's arrays (and any data its step reads) under ``l<layer>.<direction>``."""
+    ``params`` holds each unit's arrays (and any data its step reads) under ``l<layer>.<direction>``.
+
+    Where a skipped layer can pass its input on (:func:`~.buckets.layers_padded`), the layers past
+    the first are one ``lax.scan`` over their stacked parameters, each run by ``lax.cond`` only
+    while it is below ``layers`` (data: the case's own layer count), so y is the last real layer's
+    output, a padded layer costs no sequential step, and the program holds two layers' code
+    whatever its depth (its size is what a new process pays to load it)."""
     family, ops = cfg.family, jax_ops()
+    D = cfg.num_directions
     valid = (jnp.arange(x.shape[0])[:, None] < lengths[None, :])[..., None]  # (T, B, 1)
-    inp, finals_h, finals_c = x, [], []
-    for layer in range(cfg.num_layers):
-        outputs = []
+
+    def run_layer(units: list, inp: jax.Array, h0s: list, c0s: list) -> tuple:
+        """One layer, every direction: its output (T, B, D·S) and its final states per direction."""
+        outputs, finals_h, finals_c = [], [], []
         for d, direction in enumerate(directions(cfg)):
-            state = layer * cfg.num_directions + d
-            unit = params[_unit_key(layer, direction)]
             reverse = direction == "bwd"
 
-            def step(carry, inputs, unit=unit):
+            def step(carry, inputs, unit=units[d]):
                 h, c = carry
                 x_t, m = inputs
                 y, h_new, c_new = family.step(ops, unit, x_t, h, c, cfg)
@@ -73,17 +78,46 @@ def _forward(cfg: RNNConfig, lengths: jax.Array, x: jax.Array, h0: jax.Array, c0
                 return (jnp.where(m, h_new, h), c_kept), jnp.where(m, y, 0.0)
 
             xs, masks = (inp[::-1], valid[::-1]) if reverse else (inp, valid)
-            (h, c), ys = lax.scan(step, (h0[state], None if c0 is None else c0[state]), (xs, masks))
+            (h, c), ys = lax.scan(step, (h0s[d], c0s[d]), (xs, masks))
             outputs.append(ys[::-1] if reverse else ys)
             finals_h.append(h)
-            if c is not None:
-                finals_c.append(c)
-        inp = jnp.concatenate(outputs, axis=-1)
-    return inp, jnp.stack(finals_h), jnp.stack(finals_c) if finals_c else None
+            finals_c.append(c)
+        return jnp.concatenate(outputs, axis=-1), finals_h, finals_c
+
+    def layer_args(layer: int) -> tuple:
+        units = [params[_unit_key(layer, direction)] for direction in directions(cfg)]
+        return (units, [h0[layer * D + d] for d in range(D)],
+                [None if c0 is None else c0[layer * D + d] for d in range(D)])
+
+    if not layers_padded(cfg):
+        inp, finals_h, finals_c = x, [], []
+        for layer in range(cfg.num_layers):
+            units, h0s, c0s = layer_args(layer)
+            inp, hs, cs = run_layer(units, inp, h0s, c0s)
+            finals_h += hs
+            finals_c += cs
+        return inp, jnp.stack(finals_h), None if c0 is None else jnp.stack(finals_c)
+
+    units, h0s, c0s = layer_args(0)
+    inp, finals_h, finals_c = run_layer(units, x, h0s, c0s)
+    hy, cy = jnp.stack(finals_h), None if c0 is None else jnp.stack(finals_c)
+    if cfg.num_layers > 1:
+        deeper = [layer_args(layer) for layer in range(1, cfg.num_layers)]
+        stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *deeper)  # (units, h0s, c0s), layer-major
+
+        def body(inp: jax.Array, xs: tuple) -> tuple:
+            layer, (units, h0s, c0s) = xs
+            out, hs, cs = lax.cond(layer < layers, run_layer, lambda u, i, h, c: (i, h, c), units, inp, h0s, c0s)
+            return out, (jnp.stack(hs), None if c0 is None else jnp.stack(cs))
+
+        inp, (hs, cs) = lax.scan(body, inp, (jnp.arange(1, cfg.num_layers), stacked))
+        hy = jnp.concatenate([hy, hs.reshape((-1,) + hs.shape[2:])])
+        cy = None if c0 is None else jnp.concatenate([cy, cs.reshape((-1,) + cs.shape[2:])])
+    return inp, hy, cy
 
 
-def _forward_backward(cfg: RNNConfig, lengths, x, h0, c0, params, dy, dhy, dcy):
-    (y, hy, cy), vjp = jax.vjp(partial(_forward, cfg, lengths), x, h0, c0, params)
+def _forward_backward(cfg: RNNConfig, layers, lengths, x, h0, c0, params, dy, dhy, dcy):
+    (y, hy, cy), vjp = jax.vjp(partial(_forward, cfg, layers, lengths), x, h0, c0, params)
     gx, gh0, gc0, gparams = vjp((dy, dhy, dcy))
     return y, hy, cy, gx, gh0, gc0, gparams
 
@@ -118,9 +152,8 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
     cfg, family = case.config, case.config.family
     T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
     sized = family.bucket(cfg) if bucketed else None  # the family pads sizes and switches too
-    program = dataclasses.replace(sized or cfg, dtype="f64", max_len=bucket(T) if bucketed else T,
-                                  batch_size=bucket(B) if bucketed else B)
-    Tp, Bp, states, cell = program.max_len, program.batch_size, L * D, cfg.has_cell_state
+    program = family_program(cfg, bucketed)
+    Tp, Bp, states, cell = program.max_len, program.batch_size, program.num_layers * D, cfg.has_cell_state
     S, Sp = cfg.state_size, program.state_size
 
     def pad(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
@@ -130,28 +163,28 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
         return out
 
     def state_in(a: np.ndarray | None) -> np.ndarray:
-        a = np.zeros((states, B, cfg.h_size)) if a is None else np.asarray(a, dtype=np.float64)
+        a = np.zeros((L * D, B, cfg.h_size)) if a is None else np.asarray(a, dtype=np.float64)
         return pad(family.pad_state(cfg, program, a) if sized else a, (states, Bp, program.h_size))
 
     def state_out(a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a[:, :B], dtype=np.float64)
+        a = np.asarray(a[:L * D, :B], dtype=np.float64)
         return family.unpad_state(cfg, program, a) if sized else a
 
     def cell_in(a: np.ndarray | None) -> np.ndarray | None:
         if not cell:
             return None
-        a = np.zeros((states, B, cfg.c_size)) if a is None else np.asarray(a, dtype=np.float64)
+        a = np.zeros((L * D, B, cfg.c_size)) if a is None else np.asarray(a, dtype=np.float64)
         return pad(family.pad_cell_state(cfg, program, a) if sized else a, (states, Bp, program.c_size))
 
     def cell_out(a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a[:, :B], dtype=np.float64)
+        a = np.asarray(a[:L * D, :B], dtype=np.float64)
         return family.unpad_cell_state(cfg, program, a) if sized else a
 
     units = {}
-    for layer in range(L):
+    for layer in range(program.num_layers):  # a padded layer has zero parameters (and is skipped)
         for direction in directions(cfg):
-            unit = {k: np.asarray(case.params[param_key(layer, direction, k)], dtype=np.float64)
-                    for k in family.unit_shapes(cfg, layer)}
+            unit = {k: np.asarray(case.params[param_key(layer, direction, k)], dtype=np.float64) if layer < L
+                    else np.zeros(shape) for k, shape in family.unit_shapes(cfg, layer).items()}
             units[_unit_key(layer, direction)] = family.pad_unit(cfg, program, layer, unit) if sized else unit
     columns = family.output_columns(cfg, program) if sized else np.arange(S)  # the real ones among Sp
     dy = np.zeros((Tp, Bp, D * Sp))
@@ -159,7 +192,7 @@ def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
         dy[:T, :B, d * Sp + columns] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
     lengths = np.zeros(Bp, dtype=np.int32)
     lengths[:B] = case.seq_lengths
-    args = (lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0), cell_in(case.c0), units,
+    args = (np.int32(L), lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0), cell_in(case.c0), units,
             dy, state_in(case.dhy), cell_in(case.dcy))
     with x64():
         y, hy, cy, gx, gh0, gc0, gunits = PROGRAMS.call(program, program_name(program),

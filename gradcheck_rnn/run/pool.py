@@ -73,11 +73,11 @@ TRUTH_TIMEOUT = 300.0
 
 
 def shape_group(config: RNNConfig) -> Hashable:
-    """The cases one compiled JAX program serves: references.buckets.bucket_key (jax-free, so the
-    supervisor does not pay jax's start-up, seconds, for a number)."""
-    from ..references.buckets import bucket_key
+    """The cases one compiled JAX program serves: references.buckets.program_key (jax-free, so the
+    supervisor does not pay jax's start-up, seconds, for a key)."""
+    from ..references.buckets import program_key
 
-    return bucket_key(config)
+    return program_key(config)
 
 
 def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
