@@ -69,6 +69,12 @@ KEY_WIDTH = Option("key_width", r"K(\d+)", None, "K<key units per head>, e.g. K2
 STRONG_DECAY = Option("strong_decay", "strongdecay", False, "strongdecay (optional: decay gate bias − 4)")
 
 
+# The least padded input width and head count of a bucket: the matrix profile's 3,000 cases need 8
+# programs with these, 40 with 4 and 1 (benchmarks/RESULTS.md, "Families' programs").
+MIN_BUCKET_INPUT = 8
+MIN_BUCKET_HEADS = 8
+
+
 class MatrixFamily(Family):
     """The shared part of a matrix-memory family (see the module docstring). A subclass gives its
     gate parameters (:meth:`gate_axes`), the decay gate's bias kind (:attr:`decay_bias`), its step,
@@ -171,7 +177,8 @@ class MatrixFamily(Family):
 
     # ------------------------------------------------------------------ one JAX program for many configs
     def bucket(self, config: RNNConfig) -> RNNConfig:
-        """I, NH, K and V (and a rank) padded to powers of two (at least 4 for K, V and a rank), bias
+        """I, NH, K and V (and a rank) padded to powers of two (at least 8 for I and NH, 4 for K, V
+        and a rank: a wider program costs microseconds a call, another program a load), bias
         on, no regime token: zero padding is exact. Each head's real outputs sit at the start of its
         Vp columns (:meth:`output_columns`), where the reference reads y and the next layer's maps
         read their input. An extra input column is zero (the norm divides by the real width, passed as
@@ -180,11 +187,11 @@ class MatrixFamily(Family):
         zero unit, mLSTM's denominator is max(0, e^0) + ε for an extra head); an extra rank has
         zero rows and columns. The read's scale is the real 1/sqrt(K), passed as data."""
         NH, K, V = self.sizes(config)
-        NHp, Vp = _up(NH, 1), _up(V, 4)
+        NHp, Vp = _up(NH, MIN_BUCKET_HEADS), _up(V, 4)
         options = {**self.option_values(config), "heads": NHp, "key_width": _up(K, 4), "strong_decay": False,
                    **self.bucket_options(config)}
-        return dataclasses.replace(config, input_size=_up(config.input_size, 4), hidden_size=NHp * Vp, bias=True,
-                                   options=options, long_memory=False)  # regimes are in the parameters' values
+        return dataclasses.replace(config, input_size=_up(config.input_size, MIN_BUCKET_INPUT), hidden_size=NHp * Vp,
+                                   bias=True, options=options, long_memory=False)  # regimes are in the parameters' values
 
     def bucket_options(self, config: RNNConfig) -> dict[str, Any]:
         """A family's own options in its bucket (gla's rank padded); none by default."""
