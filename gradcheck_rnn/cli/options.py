@@ -155,9 +155,10 @@ distribution = options(
     click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
 )
 
-# The options of `check` that describe a case; --case-id replaces them all.
+# The options of `check` that describe a case (case_from_options' keywords, then its two others);
+# --case-id replaces them all.
 CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
-              "wants", "heads", "no_initial_state")
+              "wants", "heads", "family_options", "no_initial_state")
 case_flags = options(
     family,
     click.option("--case-id", default=None, help="Build the case from its id instead of the flags below."),
@@ -177,7 +178,27 @@ case_flags = options(
     click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
                  help="Which head gradients are non-zero: all, y, states, last."),
     click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path."),
+    click.option("--family-option", "family_options", multiple=True, metavar="NAME=VALUE",
+                 help="A cell family's own option for the case (repeatable), written as sweep takes it, e.g. "
+                      "--mode gla --family-option heads=2 --family-option key_width=3; a required option left "
+                      "out takes its example value (gla: key_width=2, decay_rank=1; s6: state_dim=2, dt_rank=1)."),
 )
+
+
+def case_of(values: dict[str, Any]) -> str:
+    """The case id that ``check``'s flags describe (:data:`CASE_FLAGS`); a --family-option given as a
+    range is a UsageError, since one case has one value."""
+    from ..model.case import case_from_options
+    from ..model.narrowing import parse_family_options
+
+    options = dict(parse_family_options(values["family_options"]))
+    for name, value in options.items():
+        if isinstance(value, tuple) and value[0] != value[1]:
+            raise UsageError(f"--family-option {name}={value[0]}..{value[1]} is a range, and check builds one case; "
+                             f"give one value, e.g. {name}={value[0]}")
+    options = {name: value if isinstance(value, bool) else value[0] for name, value in options.items()}
+    return case_from_options(**{name: values[name] for name in CASE_FLAGS[:-2]}, options=options,
+                             initial_state=not values["no_initial_state"]).id
 against_runs = options(
     click.option("--baseline", default=None, metavar="RUN_DIR",
                  help="Compare each passing row with this stored run's (a run folder, <report dir>/latest or a "

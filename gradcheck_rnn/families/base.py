@@ -45,6 +45,8 @@ class Option:
     divides: str = ""  # an integer option that must divide this config field (sLSTM's heads divide H)
     # a flag's simpler value, the one shrink tries (None: its default; s6's gate: off, no z at all)
     simpler: bool | None = None
+    # a required option's value where a case is built from flags that leave it out (``check --mode gla``)
+    example: int | None = None
 
     @property
     def is_flag(self) -> bool:

@@ -77,7 +77,7 @@ class Knob:
         if self.kind == "range":
             return parse_range(value, self.field)
         if self.kind == "options":
-            return _family_options(value)
+            return parse_family_options(value)
         if self.kind == "count":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"{self.field}={value!r} is not allowed; give a whole number >= 1 or None "
@@ -191,7 +191,7 @@ def _names(value: Iterable[str] | str | None, name: str, allowed: tuple[str, ...
     return tuple(dict.fromkeys(chosen))
 
 
-def _family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, Any], ...]:
+def parse_family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, Any], ...]:
     """``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]`` as sorted (name,
     value) pairs: a flag's value a bool, an integer option's a (min, max) range."""
     pairs: list[tuple[str, Any]] = []

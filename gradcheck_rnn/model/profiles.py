@@ -267,7 +267,7 @@ def _draw_description(profile: Profile, sweep_seed: int,
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index])))
     mode = _choice(rng, profile.modes)
     T, B = _between(rng, profile.max_len), _between(rng, profile.batch_size)
-    if rng.random() < profile.edge_shapes:  # the smallest the profile draws: 1 unless its range (or --max-len) starts above
+    if rng.random() < profile.edge_shapes:  # the smallest B or T the profile (or --max-len) draws, 1 as a rule
         if rng.random() < 0.5:
             B = profile.batch_size[0]
         else:
