@@ -212,7 +212,8 @@ against_runs = options(
                       "profile); exit 5 when nothing failed there."),
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
-LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
+# (--target it takes: the failing rows judged on other targets)
+LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed",
                          **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
                          "shard": "--shard"}
 
@@ -282,13 +283,16 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
         flags = ", ".join(given)
         raise UsageError(f"--last-failed judges what the latest run judged and did not pass, so {flags} cannot "
                          f"be given with it; drop them or drop --last-failed")
-    failed = last_failed(values["report_dir"])
+    failed = last_failed(values["report_dir"], values["targets"])
     if not failed.case_ids:
         say(err, f"nothing to rerun: every row of {failed.run_dir} passed or was skipped")
         sys.exit(5)
+    where = f" (there: {', '.join(failed.failed_on)})" if failed.targets != failed.failed_on else ""
     say(err, f"rerunning the {len(failed.rows)} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
-             f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
-    return build_run({**values, "config": failed.spec.config}, Selection(case_ids=failed.case_ids, only=failed.rows),
+             f"cases on {', '.join(failed.targets)}{where} ({', '.join(failed.checks)}), seed {failed.spec.seed}")
+    selection = Selection(seed=failed.spec.seed, case_ids=failed.case_ids, only=failed.rows,
+                          rerun_of=failed.run_dir.name)
+    return build_run({**values, "config": failed.spec.config}, selection,
                      Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families)
 
 
