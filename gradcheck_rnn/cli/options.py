@@ -209,7 +209,8 @@ against_runs = options(
     click.option("--fail-on-drift", is_flag=True, help="Exit 1 on a drifted row (default: the verdict line warns)."),
     click.option("--last-failed", is_flag=True,
                  help="Judge again exactly the rows that did not pass in the latest run of --report-dir (with its "
-                      "profile); exit 5 when nothing failed there."),
+                      "profile and seed; with --target, on those targets instead); the run is named a rerun of it. "
+                      "Exit 5 when nothing failed there."),
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
 # (--target it takes: the failing rows judged on other targets)

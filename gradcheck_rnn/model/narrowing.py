@@ -199,7 +199,7 @@ def parse_family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tup
         given = [given]
     items = given.items() if isinstance(given, Mapping) else (str(t).partition("=")[::2] for t in given or ())
     for name, value in items:
-        text = f"{name}={value}"
+        text = f"{name}={value}" if value not in ("", None) else str(name)
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name) or value in ("", None):
             raise UsageError(f"family option {text!r} is not allowed; give NAME=VALUE, e.g. gated=on or heads=1..2")
         if isinstance(value, str) and value.strip().lower() in _FLAG_VALUES:
