@@ -19,8 +19,12 @@ A family's own options are narrowed by name, from the family's :class:`~gradchec
 objects, never from mode names (``--family-option gated=on``, ``--family-option heads=1``): a flag
 option is set on every case of a family that has it, an integer option is kept in a range (a value
 drawn outside it is replaced by one inside, from the options' own generator). Families without
-the option draw as before; an option no drawn family has, or a range that a case's size cannot
-take (sLSTM's heads divide H), is refused naming the flag.
+the option draw as before; an option no drawn family has is refused naming the flag. A narrowing
+narrows what it needs to and no more (issue 48): a size a kept option cannot take (sLSTM's heads
+divide H) is moved to one it can for that family's cases, and a variant the family refuses
+beside a kept option (strong decay beside ``-nobias`` or ``-longmem``) is not drawn for that
+family (the profile's ``held_variants``); only where no size is left, or a flag of the run asks
+for the excluded variant, is it refused, in one sentence naming the flags that work.
 
 A narrowed run draws other cases than the profile's own (a switch of the API surface — projections,
 bias, zero lengths — leaves the rest of each case as it was: gradcheck_rnn/model/profiles.py), so the
@@ -314,7 +318,9 @@ class Narrowing:
                                      f"(draw.{share} = {getattr(profile, share):g})")
                 changes[share] = 1.0 if on else 0.0
         if self.projections:
-            changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), where))
+            sizes = (f"{KNOB['hidden_size'].shown(self.hidden_size)[0]} draws hidden_size" if self.hidden_size
+                     else f"{where} draws hidden_size")  # the user's own range is named as theirs
+            changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), sizes))
         narrowed = dataclasses.replace(profile, **changes)
         if self.family_options:
             narrowed.family_options, narrowed.held_variants = self._options_drawn(narrowed)
@@ -340,12 +346,13 @@ class Narrowing:
         return shaped
 
     @staticmethod
-    def _projected(profile: Any, hidden: tuple[int, int], where: str) -> dict[str, Any]:
-        """Only modes with projections, and H >= 2 (a projection has 1 <= P < H units)."""
+    def _projected(profile: Any, hidden: tuple[int, int], sizes: str) -> dict[str, Any]:
+        """Only modes with projections, and H >= 2 (a projection has 1 <= P < H units); ``sizes``
+        says who draws the H range (``profile ci draws hidden_size``)."""
         modes = modes_able(profile, "projections", "--projections", lambda drawn: "projections are LSTM only")
         if hidden[1] < 2:
             raise UsageError(f"--projections leaves nothing to draw: a projection needs hidden_size >= 2, and "
-                             f"{where} draws hidden_size {hidden[0]}..{hidden[1]}")
+                             f"{sizes} {hidden[0]}..{hidden[1]}")
         return {"modes": modes, "hidden_size": (max(2, hidden[0]), hidden[1])}
 
     def _options_drawn(self, profile: Any) -> tuple[dict[str, Any], dict[str, dict[str, bool]]]:

@@ -20,6 +20,9 @@ family's own options (s6's state size, sLSTM's heads, …) come from a third gen
 (two directions for s6) is never drawn for it. A run narrowed to some values of a family's options
 (``--family-option heads=1``: gradcheck_rnn/model/narrowing.py) replaces a value drawn outside them by one
 inside, from that third generator after the family's own draw: the rest of the case is unchanged.
+Where a kept option must divide H and the drawn H has no kept divisor, that family's H moves to
+the nearest size in the range that has one; the variants a kept option excludes for a family
+(``Profile.held_variants``) are held at their other value after their own generator's draw.
 """
 
 from __future__ import annotations
