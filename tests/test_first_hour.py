@@ -56,8 +56,8 @@ def test_no_flag_turned_long_memory_off_and_now_one_does(tmp_path):
     assert any(draw_case_ref(profile, 0, i).config.long_memory for i in range(40))
     off = Narrowing.build(long_memory=False).apply(profile)
     assert not any(draw_case_ref(off, 0, i).config.long_memory for i in range(40))
-    code, output = invoke("sweep", "-c", "matrix", "--no-long-memory", "--no-bias", "--family-option", "strong_decay=on",
-                          "-n", 1, "--report-dir", tmp_path)
+    code, output = invoke("sweep", "-c", "matrix", "--no-long-memory", "--no-bias", "--family-option",
+                          "strong_decay=on", "-n", 1, "--report-dir", tmp_path)
     assert code == 2 and output == ("error: --family-option strong_decay=on and --no-bias cannot hold together on "
                                     "mlstm cases: strongdecay is not allowed for this mlstm config; it shifts the "
                                     "decay gate's bias, so it needs it (not with -nobias); give --family-option "

@@ -399,19 +399,24 @@ class Narrowing:
         the others the profile draws for it (``{"bias": True, "long_memory": False}``); UsageError
         when a flag of this narrowing asks for every case to have an excluded one, or when the kept
         options cannot be together at all."""
-        kept = dict(self.family_options)
-        own = [name for name in kept if name in {option.name for option in cell.options}]
-        if not own:
+        own = {option.name for option in cell.options}
+        kept = {name: value for name, value in self.family_options if name in own}
+        if not kept:
             return {}
-        flags = " ".join(f"--family-option {_option_text(name, kept[name])}" for name in own)
+        flags = " ".join(f"--family-option {text}" for text in self.flags_of(cell))
+        try:
+            conflicts = _variant_conflicts(cell, kept, profile)
+        except UsageError as exc:
+            raise UsageError(f"{flags} cannot hold on any {cell.token} case: {exc}") from None
         held: dict[str, bool] = {}
-        for field, variant, why in _variant_conflicts(cell, {name: kept[name] for name in own}, profile):
+        for field, variant, why in conflicts:
             if getattr(self, field) is variant:  # every case asked for with it: nothing can be left out
                 asked = KNOB[field].shown(variant)[0]
                 raise UsageError(f"{flags} and {asked} cannot hold together on {cell.token} cases: {why}; give "
                                  f"{flags} without {asked}")
             held[field] = not variant
         return held
+
     def flags_of(self, cell: Any) -> list[str]:
         """The family options of this narrowing that ``cell`` has, as the command line writes them."""
         names = {option.name for option in cell.options}
@@ -439,31 +444,30 @@ NO_NARROWING = Narrowing()  # the profile's own draw
 # The variants a profile may draw that a family's validation may refuse beside a kept option: (config
 # field, its variant value, whether the profile draws it for that config: gradcheck_rnn/model/profiles.py).
 _VARIANTS = (("bias", False, lambda profile, cell, config: profile.bias < 1),
-             ("long_memory", True, lambda profile, cell, config: profile.long_memory > 0 and cell.keeps_memory(config)))
+             ("long_memory", True,
+              lambda profile, cell, config: profile.long_memory > 0 and cell.keeps_memory(config)))
 
 
 def _variant_conflicts(cell: Any, kept: Mapping[str, Any], profile: Any) -> list[tuple[str, bool, str]]:
     """The variants ``profile`` draws for family ``cell`` that the family's validation refuses beside
-    the ``kept`` options (its own), as (field, variant, why); UsageError when the kept options
-    cannot be together at all."""
+    the ``kept`` options (its own), as (field, variant, why), judged on one config with them (the
+    largest H they divide); UsageError when the kept options cannot be together at all."""
     import numpy as np
 
     from .rnn_config import RNNConfig
 
+    def values(name: str, size: int) -> list[Any]:  # a kept option's values that fit H = size
+        value = kept[name]
+        if isinstance(value, bool):
+            return [value]
+        option = next(o for o in cell.options if o.name == name)
+        return [v for v in range(value[0], value[1] + 1) if option.divides != "hidden_size" or size % v == 0]
+
     low, high = profile.hidden_size
-    dividing = [o for o in cell.options if o.divides == "hidden_size" and o.name in kept]
-    sizes = [n for n in range(low, high + 1) if all(any(n % v == 0 for v in range(kept[o.name][0], kept[o.name][1] + 1))
-                                                    for o in dividing)]
-    hidden = max(sizes or [high])
-    options = cell.draw_options(np.random.default_rng(0), hidden)
-    for name, value in kept.items():
-        fitting = [] if isinstance(value, bool) else [v for v in range(value[0], value[1] + 1) if hidden % v == 0]
-        options[name] = value if isinstance(value, bool) else max(fitting or [value[1]])
-    flags = " ".join(f"--family-option {_option_text(name, value)}" for name, value in kept.items())
-    try:
-        config = RNNConfig(cell.token, 1, False, 1, hidden, 1, 1, options=options)
-    except UsageError as exc:
-        raise UsageError(f"{flags} cannot hold on any {cell.token} case: {exc}") from None
+    hidden = max([n for n in range(low, high + 1) if all(values(name, n) for name in kept)] or [high])
+    options = {**cell.draw_options(np.random.default_rng(0), hidden),
+               **{name: (values(name, hidden) or [kept[name][1]])[-1] for name in kept}}
+    config = RNNConfig(cell.token, 1, False, 1, hidden, 1, 1, options=options)
     conflicts = []
     for field, variant, drawn in _VARIANTS:
         if drawn(profile, cell, config):

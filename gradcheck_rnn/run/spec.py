@@ -255,8 +255,8 @@ class RunSpec:
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
             # runs written before named cases, user families, narrowing, chosen rows, the tolerance table and reruns
-            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [], "rerun_of": "",
-                    **data}
+            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [],
+                    "rerun_of": "", **data}
             if set(SHAPE_FIELDS) <= set(data):  # written before the narrowing held the shape: fold it in
                 shape = {name: data.pop(name) for name in SHAPE_FIELDS}
                 data["narrowing"] = {**shape, **(data["narrowing"] or {})}
