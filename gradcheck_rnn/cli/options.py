@@ -213,7 +213,7 @@ against_runs = options(
                       "Exit 5 when nothing failed there."),
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
-# (--target it takes: the failing rows judged on other targets)
+# (not --target: with it, the stored run's failing rows are judged on those targets)
 LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed",
                          **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
                          "shard": "--shard"}

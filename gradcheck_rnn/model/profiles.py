@@ -360,8 +360,9 @@ def _draw_long_memory(profile: Profile, sweep_seed: int, index: int, config: RNN
     whose family has one, from a generator of its own: a profile without it draws what it drew."""
     if not profile.long_memory or not config.family.keeps_memory(config):
         return config
-    if "long_memory" in profile.held_variants.get(config.mode, {}):  # a kept option excludes it (narrowing.py)
-        return dataclasses.replace(config, long_memory=profile.held_variants[config.mode]["long_memory"])
+    held = profile.held_variants.get(config.mode, {})
+    if "long_memory" in held:  # a kept option excludes it (narrowing.py)
+        return dataclasses.replace(config, long_memory=held["long_memory"])
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 3])))
     return dataclasses.replace(config, long_memory=bool(rng.random() < profile.long_memory))
 
