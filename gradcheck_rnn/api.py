@@ -119,9 +119,10 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     ``narrowing`` narrows the draw, keyword for flag as ``gradcheck-rnn sweep`` does (the table
     :data:`gradcheck_rnn.model.narrowing.KNOBS`, listed in docs/contracts.md): ``modes``, ``layers``,
     ``bidirectional`` and ``dtypes`` (``--mode``, ``--layers``, ``--[uni|bi]directional``,
-    ``--dtype``); ``projections``, ``bias``, ``initial_state``, ``zero_length`` (True: every case
-    has it, False: none); ``heads`` and ``lengths`` (head-gradient variants and length patterns
-    kept); ``input_size`` and ``hidden_size`` (a size, ``(min, max)`` or ``"min..max"``);
+    ``--dtype``); ``projections``, ``bias``, ``initial_state``, ``zero_length``, ``long_memory``,
+    ``packed_tail`` (True: every case has it, False: none); ``wants``, ``heads`` and ``lengths``
+    (gradient requests, head-gradient variants and length patterns kept); ``input_size``,
+    ``hidden_size``, ``max_len`` and ``batch_size`` (a size, ``(min, max)`` or ``"min..max"``);
     ``family_options``, a family's own options kept at these values, e.g. ``{"gated": True,
     "heads": (1, 2)}`` (``--family-option``). An unknown keyword is a UsageError naming the known ones.
 

@@ -291,13 +291,22 @@ def test_every_case_drawn_with_a_family_option_has_it_and_the_rest_of_the_case_i
                      "s6: state_dim, dt_rank, softplus, gated; slstm: heads, exp_forget, m_constant"]),
     (["heads=on"], ["--family-option heads=on is not allowed; heads takes a size or a range MIN..MAX"]),
     (["gated=2"], ["--family-option gated=2 is not allowed; gated takes on or off"]),
-    (["heads=2"], ["--family-option heads=2 leaves nothing to draw for hidden_size 1", "must divide hidden_size",
-                   "--hidden-size 2"]),
+    (["heads=4"], ["--family-option heads=4 leaves nothing to draw: heads must divide hidden_size, and "
+                   "--hidden-size 2..3 draws 2..3 only; give --hidden-size 4 too"]),
 ])
 def test_a_family_option_no_drawn_family_can_take_is_refused_naming_the_flag(options, words):
     with pytest.raises(UsageError) as raised:
-        Narrowing.build(family_options=options).apply(load_profile("families"))
+        Narrowing.build(family_options=options, hidden_size="2..3").apply(load_profile("families"))
     assert all(w in str(raised.value) for w in words), str(raised.value)
+
+
+def test_heads_that_some_drawn_sizes_cannot_take_move_those_sizes_for_its_families_only():
+    """Issue 48: heads=2 on a profile that draws odd H asked for --hidden-size; it now draws, for the
+    families with heads, the nearest H that 2 divides, and every other case as before."""
+    narrowed, plain = refs(Narrowing.build(family_options=["heads=2"]), config="families"), refs(config="families")
+    assert all("-NH2-" in r.id and r.config.hidden_size % 2 == 0 for r in narrowed if r.config.mode == "slstm")
+    assert any(p.config.hidden_size % 2 for p in plain if p.config.mode == "slstm")
+    assert [r.id for r in narrowed if r.config.mode == "s6"] == [p.id for p in plain if p.config.mode == "s6"]
 
 
 @pytest.mark.parametrize("given", [["gated"], ["=on"], ["heads=0"], ["heads=1", "heads=2"]])
@@ -333,27 +342,66 @@ def test_the_families_page_lists_every_option_that_family_option_takes():
     assert listed == {(mode, option.name) for mode in BUILT_IN_MODES for option in family(mode).options}
 
 
-def test_a_kept_option_the_family_refuses_beside_a_drawn_variant_is_refused_with_what_avoids_it():
+def test_a_kept_option_excludes_the_variants_its_family_refuses_beside_it():
     """-strongdecay excludes -nobias and -longmem (the matrix families' validation): kept on every
-    case it is refused, naming --bias; kept off, the profile's strong_decay knob draws it no more."""
-    with pytest.raises(UsageError, match=r"strong_decay=on cannot hold on every mlstm case: .*-nobias.*; add --bias"):
-        Narrowing.build(family_options=["strong_decay=on"]).apply(load_profile("matrix"))
-    with pytest.raises(UsageError, match=r"profile matrix draws -longmem \(draw.long_memory = 0.2\)"):
-        Narrowing.build(family_options=["strong_decay=on"], bias=True).apply(load_profile("matrix"))
+    case, the matrix profile draws no -nobias and no -longmem for those families (issue 48: it was
+    refused four times in a row); kept off, the profile's strong_decay knob draws it no more."""
+    plain = refs(config="matrix")
+    assert any("-nobias" in r.id for r in plain) and any("-longmem" in r.id for r in plain)
+    narrowed = refs(Narrowing.build(family_options=["strong_decay=on"]), config="matrix")
+    assert all("-strongdecay" in r.id and "-nobias" not in r.id and "-longmem" not in r.id for r in narrowed)
+    with_bias = refs(Narrowing.build(family_options=["strong_decay=on"], bias=True), config="matrix")
+    assert [r.id for r in with_bias] == [r.id for r in narrowed]
     assert any("-strongdecay" in ref.id for ref in refs(config="matrix"))
     assert not any("-strongdecay" in ref.id for ref in refs(Narrowing.build(family_options=["strong_decay=off"]),
                                                             config="matrix"))
+
+
+@pytest.mark.parametrize("flag, word", [(dict(bias=False), "--no-bias"), (dict(long_memory=True), "--long-memory")])
+def test_a_kept_option_beside_a_flag_that_asks_for_what_it_excludes_is_one_sentence_naming_what_works(flag, word):
+    with pytest.raises(UsageError) as raised:
+        Narrowing.build(family_options=["strong_decay=on"], **flag).apply(load_profile("matrix"))
+    assert str(raised.value).startswith(f"--family-option strong_decay=on and {word} cannot hold together on mlstm "
+                                        f"cases: ")
+    assert str(raised.value).endswith(f"; give --family-option strong_decay=on without {word}")
+
+
+def test_every_draw_setting_of_a_profile_has_a_flag_or_a_reason_not_to():
+    """Issue 48: no flag turned long memory off. Every key of a profile's [draw] table is narrowed by
+    a knob (its ``setting``), or is one of the documented few that none narrows."""
+    from gradcheck_rnn.model.narrowing import NOT_NARROWED
+    from gradcheck_rnn.model.profiles import DRAW_SETTINGS
+
+    narrowed = {knob.setting for knob in KNOBS}
+    assert set(DRAW_SETTINGS) == narrowed | set(NOT_NARROWED) and not narrowed & set(NOT_NARROWED)
+    assert narrowed <= set(DRAW_SETTINGS)
+
+
+@pytest.mark.parametrize("narrowing, holds", [
+    (Narrowing(long_memory=False), lambda r: "-longmem" not in r.id),
+    (Narrowing(long_memory=True), lambda r: "-longmem" in r.id or "-nobias" in r.id),
+    (Narrowing(packed_tail=False), lambda r: "-tail" not in r.id),
+    (Narrowing(packed_tail=True), lambda r: "-tail" in r.id),
+    (Narrowing(wants=("x",)), lambda r: r.id.endswith("-wx") or "-wx-" in r.id),
+    (Narrowing(max_len=(2, 3)), lambda r: 2 <= r.config.max_len <= 3),
+    (Narrowing(batch_size=(1, 1)), lambda r: r.config.batch_size == 1),
+])
+def test_the_new_draw_flags_hold_on_every_case_and_not_on_the_profiles_own(narrowing, holds):
+    assert all(holds(r) for r in refs(narrowing, config="matrix"))
+    assert not all(holds(r) for r in refs(config="matrix"))
 
 
 # --- issue 37: one narrowing object, one flag table, a small RunSpec.build -------------------------
 
 # One request, written as each surface takes it: every knob of the table given.
 REQUEST = {"modes": ["s6"], "layers": 1, "bidirectional": False, "dtypes": ["f64"], "projections": False,
-           "bias": True, "initial_state": True, "zero_length": False, "heads": ["all"], "lengths": ["random"],
-           "input_size": "2..3", "hidden_size": 4, "family_options": {"gated": True}}
+           "bias": True, "initial_state": True, "zero_length": False, "long_memory": False, "packed_tail": False,
+           "wants": ["all"], "heads": ["all"], "lengths": ["random"], "input_size": "2..3", "hidden_size": 4,
+           "max_len": "2..5", "batch_size": 2, "family_options": {"gated": True}}
 REQUEST_FLAGS = ["--mode", "s6", "--layers", "1", "--unidirectional", "--dtype", "f64", "--no-projections", "--bias",
-                 "--initial-state", "--no-zero-length", "--heads", "all", "--length-pattern", "random",
-                 "--input-size", "2..3", "--hidden-size", "4", "--family-option", "gated=on"]
+                 "--initial-state", "--no-zero-length", "--no-long-memory", "--no-packed-tail", "--wants", "all",
+                 "--heads", "all", "--length-pattern", "random", "--input-size", "2..3", "--hidden-size", "4",
+                 "--max-len", "2..5", "--batch-size", "2", "--family-option", "gated=on"]
 
 
 class Built(Exception):

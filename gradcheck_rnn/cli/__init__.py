@@ -155,20 +155,20 @@ def check(ctx: click.Context, **values: Any) -> None:
       gradcheck-rnn check --mode gru --layers 2 --bidirectional --lengths 7,4,1 --dtype f32
       gradcheck-rnn check --case-id gru-L1-uni-I2-H3-T5-B1-len5-f32-s7-wx -t mutant:bptt-skipped-when-frozen
       gradcheck-rnn check --mode lstm --wants inputs --check all -t my_pkg.rnn:target
+      gradcheck-rnn check --mode gla --family-option heads=2 --family-option strong_decay=on -t fused-cpu
     """
-    from ..model.case import case_from_options
     from .commands import judge_case
 
     if values["case_id"] is not None:
-        given = [f"--{name.replace('_', '-')}" for name in opt.CASE_FLAGS
+        flags = {param.name: param.opts[0] for param in ctx.command.params}
+        given = [flags[name] for name in opt.CASE_FLAGS
                  if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
         if given:
             raise UsageError(f"--case-id names the whole case, so {', '.join(given)} cannot be given with it; "
                              f"drop {'it' if len(given) == 1 else 'them'} or drop --case-id")
         case_id = values["case_id"]
     else:
-        case_id = case_from_options(*(values[name] for name in opt.CASE_FLAGS[:-1]),
-                                    initial_state=not values["no_initial_state"]).id
+        case_id = opt.case_of(values)
     judging = opt.judging_of(values, opt.expand_checks(values["checks"]))
     spec, execution, _ = opt.build_run(values, opt.one_case(case_id), judging)
     sys.exit(judge_case(spec, execution, per_step=False))

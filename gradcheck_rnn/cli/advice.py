@@ -11,6 +11,9 @@ would pass them" and no next step):
 - checks the run did not enable, and a shipped profile that runs them (``-c nightly``);
 - cell families the profile never draws, and a shipped profile that does (``-c families``);
 - otherwise, more and larger cases (``-c nightly``).
+
+A profile is named only where it draws every family this run drew (issue 48: ``-c matrix --mode
+gdn`` was sent to nightly, which draws only cuDNN's cells): a hint must hold for the run it ends.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ def next_step(spec: Any, coverage: Coverage) -> str | None:
         return None
     steps = _narrowing_steps(coverage) + _check_steps(spec) + _family_steps(spec)
     if not steps:
-        steps = ["judge more and larger cases: -n " + str(max(spec.cases * 10, 100)) + " or -c nightly"]
+        larger = _shipped(lambda p: p.name != spec.profile and _draws_all(p, spec) and p.cases > spec.cases
+                          and set(spec.checks) <= set(p.enabled_checks) and _at_least_as_large(p, spec.profile_data))
+        steps = [f"judge more and larger cases: -n {max(spec.cases * 10, 100)}"
+                 + (f" or -c {larger[0]}" if larger else "")]
     return "next: " + "; ".join(steps)
 
 
@@ -163,11 +169,26 @@ def _shipped(predicate: Any) -> list[str]:
     return [name for name in names if predicate(load(name))]
 
 
+def _drawn(profile: Any) -> set[str]:
+    return {m for m, w in profile.modes.items() if w > 0}
+
+
+def _draws_all(profile: Any, spec: Any) -> bool:
+    """Whether ``profile`` draws every family the run ``spec`` drew (its narrowed profile's)."""
+    return _drawn(spec.profile_data) <= _drawn(profile)
+
+
+def _at_least_as_large(profile: Any, than: Any) -> bool:
+    """Whether every size range of ``profile`` reaches as far as ``than``'s."""
+    return all(getattr(profile, name)[1] >= getattr(than, name)[1]
+               for name in ("layers", "input_size", "hidden_size", "max_len", "batch_size"))
+
+
 def _check_steps(spec: Any) -> list[str]:
     missing = [c for c in CHECK_NAMES if c not in spec.checks]
     if not missing:
         return []
-    profiles = _shipped(lambda p: set(missing) <= set(p.enabled_checks))
+    profiles = _shipped(lambda p: set(missing) <= set(p.enabled_checks) and _draws_all(p, spec))
     where = f" (-c {profiles[0]} runs {'it' if len(missing) == 1 else 'them'})" if profiles else ""
     return [f"the {', '.join(missing)} check{'s were' if len(missing) > 1 else ' was'} not run{where}"]
 

@@ -220,7 +220,8 @@ def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, f
 
     ensure_writable(report_dir)
     meta = spec.meta(command)
-    with row_log(report_dir, command, spec.seed) as log, terminate_as_exception():
+    # a rerun's folder says so (<stamp>-rerun-s<the stored run's seed>); results.json names the run it reruns
+    with row_log(report_dir, "rerun" if spec.rerun_of else command, spec.seed) as log, terminate_as_exception():
         try:
             run = judge_with_progress(spec, execution, log, targets, baseline)
         except INTERRUPTS as exc:

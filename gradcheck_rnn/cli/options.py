@@ -155,9 +155,10 @@ distribution = options(
     click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
 )
 
-# The options of `check` that describe a case; --case-id replaces them all.
+# The options of `check` that describe a case (case_from_options' keywords, then its two others);
+# --case-id replaces them all.
 CASE_FLAGS = ("mode", "layers", "bidirectional", "input_size", "hidden_size", "lengths", "max_len", "dtype", "seed",
-              "wants", "heads", "no_initial_state")
+              "wants", "heads", "family_options", "no_initial_state")
 case_flags = options(
     family,
     click.option("--case-id", default=None, help="Build the case from its id instead of the flags below."),
@@ -177,7 +178,27 @@ case_flags = options(
     click.option("--heads", type=click.Choice(HEADS), default="all", show_default=True,
                  help="Which head gradients are non-zero: all, y, states, last."),
     click.option("--no-initial-state", is_flag=True, help="Omit h0/c0: the target takes its own zero-state path."),
+    click.option("--family-option", "family_options", multiple=True, metavar="NAME=VALUE",
+                 help="A cell family's own option for the case (repeatable), written as sweep takes it, e.g. "
+                      "--mode gla --family-option heads=2 --family-option key_width=3; a required option left "
+                      "out takes its example value (gla: key_width=2, decay_rank=1; s6: state_dim=2, dt_rank=1)."),
 )
+
+
+def case_of(values: dict[str, Any]) -> str:
+    """The case id that ``check``'s flags describe (:data:`CASE_FLAGS`); a --family-option given as a
+    range is a UsageError, since one case has one value."""
+    from ..model.case import case_from_options
+    from ..model.narrowing import parse_family_options
+
+    options = dict(parse_family_options(values["family_options"]))
+    for name, value in options.items():
+        if isinstance(value, tuple) and value[0] != value[1]:
+            raise UsageError(f"--family-option {name}={value[0]}..{value[1]} is a range, and check builds one case; "
+                             f"give one value, e.g. {name}={value[0]}")
+    options = {name: value if isinstance(value, bool) else value[0] for name, value in options.items()}
+    return case_from_options(**{name: values[name] for name in CASE_FLAGS[:-2]}, options=options,
+                             initial_state=not values["no_initial_state"]).id
 against_runs = options(
     click.option("--baseline", default=None, metavar="RUN_DIR",
                  help="Compare each passing row with this stored run's (a run folder, <report dir>/latest or a "
@@ -188,10 +209,12 @@ against_runs = options(
     click.option("--fail-on-drift", is_flag=True, help="Exit 1 on a drifted row (default: the verdict line warns)."),
     click.option("--last-failed", is_flag=True,
                  help="Judge again exactly the rows that did not pass in the latest run of --report-dir (with its "
-                      "profile); exit 5 when nothing failed there."),
+                      "profile and seed; with --target, on those targets instead); the run is named a rerun of it. "
+                      "Exit 5 when nothing failed there."),
 )
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
-LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
+# (not --target: with it, the stored run's failing rows are judged on those targets)
+LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed",
                          **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
                          "shard": "--shard"}
 
@@ -261,13 +284,16 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
         flags = ", ".join(given)
         raise UsageError(f"--last-failed judges what the latest run judged and did not pass, so {flags} cannot "
                          f"be given with it; drop them or drop --last-failed")
-    failed = last_failed(values["report_dir"])
+    failed = last_failed(values["report_dir"], values["targets"])
     if not failed.case_ids:
         say(err, f"nothing to rerun: every row of {failed.run_dir} passed or was skipped")
         sys.exit(5)
+    where = f" (there: {', '.join(failed.failed_on)})" if failed.targets != failed.failed_on else ""
     say(err, f"rerunning the {len(failed.rows)} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
-             f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
-    return build_run({**values, "config": failed.spec.config}, Selection(case_ids=failed.case_ids, only=failed.rows),
+             f"cases on {', '.join(failed.targets)}{where} ({', '.join(failed.checks)}), seed {failed.spec.seed}")
+    selection = Selection(seed=failed.spec.seed, case_ids=failed.case_ids, only=failed.rows,
+                          rerun_of=failed.run_dir.name)
+    return build_run({**values, "config": failed.spec.config}, selection,
                      Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families)
 
 

@@ -15,6 +15,7 @@ imported.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ class Option:
     divides: str = ""  # an integer option that must divide this config field (sLSTM's heads divide H)
     # a flag's simpler value, the one shrink tries (None: its default; s6's gate: off, no z at all)
     simpler: bool | None = None
+    # a required option's value where a case is built from flags that leave it out (``check --mode gla``)
+    example: int | None = None
 
     @property
     def is_flag(self) -> bool:
@@ -121,11 +124,23 @@ class Family:
         if config.proj_size and not self.projections:
             raise UsageError(f"proj_size={config.proj_size} is not allowed for {self.token}; "
                              f"projections are LSTM only")
+        if not config.bias and not self.has_biases(config):
+            raise UsageError(f"nobias is not allowed for {self.token}; it has no biases to leave out, so the case "
+                             f"is the one without -nobias")
         if config.long_memory and not self.keeps_memory(config):
             raise UsageError(f"longmem is not allowed for this {self.token} config; "
                              f"{self.long_memory_needs}")
         if config.bidirectional and not self.bidirectional:
             raise UsageError(f"bidirectional is not allowed for {self.token}; it runs forward in time only")
+
+    def has_biases(self, config: RNNConfig) -> bool:
+        """Whether a config of this family has bias parameters that ``-nobias`` leaves out (layer 0's
+        parameter kinds with and without biases differ). A family without any (a user's minGRU) never
+        draws ``-nobias`` and refuses it in a case id: it would name the same case twice."""
+        with_bias, without = copy.copy(config), copy.copy(config)
+        object.__setattr__(with_bias, "bias", True)  # unvalidated copies: only their parameter kinds are read
+        object.__setattr__(without, "bias", False)
+        return set(self.unit_shapes(with_bias, 0)) != set(self.unit_shapes(without, 0))
 
     def output_size(self, config: RNNConfig) -> int:
         """S, the width of each direction's part of y (and of the next layer's input per direction)."""

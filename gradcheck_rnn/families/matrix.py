@@ -65,7 +65,7 @@ HEAD = "head"    # NH
 RANK = "rank"    # a family's low-rank width (gla's decay map)
 
 HEADS = Option("heads", r"NH(\d+)", 1, "NH<heads>, e.g. NH2 (optional; NH divides H)", divides="hidden_size")
-KEY_WIDTH = Option("key_width", r"K(\d+)", None, "K<key units per head>, e.g. K2")
+KEY_WIDTH = Option("key_width", r"K(\d+)", None, "K<key units per head>, e.g. K2", example=2)
 STRONG_DECAY = Option("strong_decay", "strongdecay", False, "strongdecay (optional: decay gate bias − 4)")
 
 

@@ -186,7 +186,7 @@ def _blocks(R: int, N: int) -> tuple[slice, slice, slice]:
 
 S6 = S6Family(
     token="s6", gates=("u", "z"), bidirectional=False,
-    options=(Option("state_dim", r"N(\d+)", None, "N<state size>, e.g. N2"),
-             Option("dt_rank", r"R(\d+)", None, "R<rank of the Δ map>, e.g. R1"),
+    options=(Option("state_dim", r"N(\d+)", None, "N<state size>, e.g. N2", example=2),
+             Option("dt_rank", r"R(\d+)", None, "R<rank of the Δ map>, e.g. R1", example=1),
              Option("softplus", "nosoftplus", True, "nosoftplus (optional)"),
              Option("gated", "nogate", True, "nogate (optional)", simpler=False)))

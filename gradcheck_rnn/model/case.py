@@ -254,7 +254,8 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
     if len(parts) < 1 + len(_HEAD_PATTERNS) + len(_TAIL_PATTERNS):
         raise UsageError(f"case id {case_id!r} has {len(parts)} parts; expected {ID_FORMAT}")
     if not known(parts[0]):
-        raise UsageError(f"case id {case_id!r}: part {parts[0]!r} should be one of {', '.join(modes())}")
+        raise UsageError(f"case id {case_id!r}: {parts[0]!r} is not a built-in family (one of {', '.join(modes())}); "
+                         f"pass --family MODULE:NAME to load the family of your own that it names")
     values: dict[str, Any] = {"mode": parts[0]}
     options: dict[str, Any] = {}
     position = 1
@@ -434,14 +435,24 @@ def as_mapping(outputs: Outputs) -> Mapping[str, Any]:
 
 def case_from_options(mode: str, layers: int, bidirectional: bool, input_size: int, hidden_size: int,
                       lengths: str, max_len: int | None, dtype: str, seed: int, wants: str = "all",
-                      heads: str = "all", initial_state: bool = True) -> Case:
+                      heads: str = "all", initial_state: bool = True, options: Mapping[str, Any] | None = None) -> Case:
     """The case that ``gradcheck-rnn check``'s flags describe: ``lengths`` is ``"7,4,1"`` (batch
-    size = their count, T = their max unless ``max_len``)."""
+    size = their count, T = their max unless ``max_len``); ``options`` the family's options
+    (``--family-option``), where a required one left out takes its example value (gla's
+    ``key_width=2``), so that ``check --mode gla`` builds a case."""
     try:
         seq = [int(v) for v in lengths.replace(".", ",").split(",") if v.strip()]
     except ValueError:
         raise UsageError(f"--lengths {lengths!r} is not allowed; give comma-separated integers such as 7,4,1") from None
     if not seq:
         raise UsageError(f"--lengths {lengths!r} is not allowed; give at least one sequence length, such as 7,4,1")
-    config = RNNConfig(mode, layers, bidirectional, input_size, hidden_size, max_len or max(seq), len(seq), dtype)
+    given = dict(options or {})
+    for option in family(mode).options:
+        if option.default is None and option.name not in given:
+            if option.example is None:
+                raise UsageError(f"{mode} needs option {option.name} ({option.describe}); give it with "
+                                 f"--family-option {option.name}=VALUE")
+            given[option.name] = option.example
+    config = RNNConfig(mode, layers, bidirectional, input_size, hidden_size, max_len or max(seq), len(seq), dtype,
+                       options=given)
     return make_case(config, seq, seed, wants=wants, heads=heads, initial_state=initial_state)

@@ -19,8 +19,12 @@ A family's own options are narrowed by name, from the family's :class:`~gradchec
 objects, never from mode names (``--family-option gated=on``, ``--family-option heads=1``): a flag
 option is set on every case of a family that has it, an integer option is kept in a range (a value
 drawn outside it is replaced by one inside, from the options' own generator). Families without
-the option draw as before; an option no drawn family has, or a range that a case's size cannot
-take (sLSTM's heads divide H), is refused naming the flag.
+the option draw as before; an option no drawn family has is refused naming the flag. A narrowing
+narrows what it needs to and no more (issue 48): a size a kept option cannot take (sLSTM's heads
+divide H) is moved to one it can for that family's cases, and a variant the family refuses
+beside a kept option (strong decay beside ``-nobias`` or ``-longmem``) is not drawn for that
+family (the profile's ``held_variants``); only where no size is left, or a flag of the run asks
+for the excluded variant, is it refused, in one sentence naming the flags that work.
 
 A narrowed run draws other cases than the profile's own (a switch of the API surface — projections,
 bias, zero lengths — leaves the rest of each case as it was: gradcheck_rnn/model/profiles.py), so the
@@ -36,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .rnn_config import DTYPES, HEADS, LENGTH_PATTERNS
+from .rnn_config import DTYPES, HEADS, LENGTH_PATTERNS, WANTS_GROUPS
 from ..errors import UsageError
 from ..families import BUILT_IN_MODES
 
@@ -55,6 +59,12 @@ class Knob:
     choices: tuple[str, ...] = ()  # the names a "names" knob takes
     negative: str = ""  # a switch's "off" flag: "no-projections", "unidirectional"
     pair: str = ""  # how a refusal names a switch whose "off" flag is not --no-<flag>
+    draws: str = ""  # the profile's draw setting it narrows, where not named as the field ("proj")
+
+    @property
+    def setting(self) -> str:
+        """The key of a profile's ``[draw]`` table that this knob narrows: ``proj`` for --projections."""
+        return self.draws or self.field
 
     @property
     def usage(self) -> str:
@@ -71,7 +81,7 @@ class Knob:
         if self.kind == "range":
             return parse_range(value, self.field)
         if self.kind == "options":
-            return _family_options(value)
+            return parse_family_options(value)
         if self.kind == "count":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"{self.field}={value!r} is not allowed; give a whole number >= 1 or None "
@@ -109,13 +119,22 @@ KNOBS = (
     Knob("dtypes", "dtype", "names", "Draw only these dtypes (repeatable; default: the profile's).", DTYPES),
     Knob("projections", "projections", "switch", "Draw only LSTMs with a projection (-P), or none, e.g. "
                                                  "--no-projections for a kernel without proj_size.",
-         negative="no-projections"),
+         negative="no-projections", draws="proj"),
     Knob("bias", "bias", "switch", "Draw only cases with biases, or only without (-nobias), e.g. --no-bias for "
                                    "bias=False layers.", negative="no-bias"),
     Knob("initial_state", "initial-state", "switch", "Draw only cases with h0/c0 given, or only without (-z), "
                                                      "e.g. --initial-state.", negative="no-initial-state"),
     Knob("zero_length", "zero-length", "switch", "Draw only cases with a length-0 sequence, or none, e.g. "
                                                  "--no-zero-length.", negative="no-zero-length"),
+    Knob("long_memory", "long-memory", "switch", "Draw the long-memory regime (-longmem) on every case that has "
+                                                 "one (a gated family with biases), or on none, e.g. "
+                                                 "--no-long-memory.",
+         negative="no-long-memory"),
+    Knob("packed_tail", "packed-tail", "switch", "Draw a packed tail (-tail<n>) on every case, or on none, e.g. "
+                                                 "--no-packed-tail for a kernel without cu_seqlens.",
+         negative="no-packed-tail"),
+    Knob("wants", "wants", "names", "Draw only these gradient requests (repeatable), e.g. --wants all --wants "
+                                    "inputs.", WANTS_GROUPS),
     Knob("heads", "heads", "names", "Draw only these head-gradient variants (repeatable), e.g. --heads all "
                                     "--heads y.", HEADS),
     Knob("lengths", "length-pattern", "names", "Draw only these sequence-length patterns (repeatable), e.g. "
@@ -124,19 +143,27 @@ KNOBS = (
                                               "--input-size 2..4."),
     Knob("hidden_size", "hidden-size", "range", "Draw hidden sizes H only in this range (or one size), e.g. "
                                                 "--hidden-size 4."),
+    Knob("max_len", "max-len", "range", "Draw padded lengths T only in this range (or one length), e.g. "
+                                        "--max-len 1..4."),
+    Knob("batch_size", "batch-size", "range", "Draw batch sizes B only in this range (or one size), e.g. "
+                                              "--batch-size 1."),
     Knob("family_options", "family-option", "options",
          "Draw a cell family's own option only at these values (repeatable): a flag on or off, an integer one "
          "size or MIN..MAX, e.g. --family-option gated=on (no -nogate), --family-option heads=1 (no -NH<k>), "
          "--family-option exp_forget=off (no -expf). Families without the option draw as before; the option "
-         "names are in docs/concepts/families.md."),
+         "names are in docs/concepts/families.md; --family-option strong_decay=on or off is the flag of a "
+         "profile's draw.strong_decay.", draws="strong_decay"),
 )
 KNOB = {knob.field: knob for knob in KNOBS}
 SHAPE_KNOBS = KNOBS[:4]  # --mode, --layers, --[uni|bi]directional, --dtype
 
-# The surface switches: the Profile probability each sets to 1 or 0, and what "on" means in a sentence.
-SWITCHES = {"projections": ("proj", "a projection"), "bias": ("bias", "biases"),
-            "initial_state": ("initial_state", "an initial state"),
-            "zero_length": ("zero_length", "a zero-length sequence")}
+# The draw settings of a profile that no knob narrows, and why: the size knobs draw the edge shapes
+# alone (--batch-size 1, --max-len 1), and a kernel's chunk sizes are the profile's to choose.
+NOT_NARROWED = ("edge_shapes", "chunk_sizes")
+# The switches: what "on" means in a sentence (each sets its draw setting, a probability, to 1 or 0).
+SWITCHES = {"projections": "a projection", "bias": "biases", "initial_state": "an initial state",
+            "zero_length": "a zero-length sequence", "long_memory": "long memory (-longmem)",
+            "packed_tail": "a packed tail (-tail<n>)"}
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?$")
 _FLAG_VALUES = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 
@@ -168,7 +195,7 @@ def _names(value: Iterable[str] | str | None, name: str, allowed: tuple[str, ...
     return tuple(dict.fromkeys(chosen))
 
 
-def _family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, Any], ...]:
+def parse_family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, Any], ...]:
     """``{"gated": True, "heads": (1, 2)}`` or ``["gated=on", "heads=1..2"]`` as sorted (name,
     value) pairs: a flag's value a bool, an integer option's a (min, max) range."""
     pairs: list[tuple[str, Any]] = []
@@ -176,7 +203,7 @@ def _family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tu
         given = [given]
     items = given.items() if isinstance(given, Mapping) else (str(t).partition("=")[::2] for t in given or ())
     for name, value in items:
-        text = f"{name}={value}"
+        text = f"{name}={value}" if value not in ("", None) else str(name)
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name) or value in ("", None):
             raise UsageError(f"family option {text!r} is not allowed; give NAME=VALUE, e.g. gated=on or heads=1..2")
         if isinstance(value, str) and value.strip().lower() in _FLAG_VALUES:
@@ -230,10 +257,15 @@ class Narrowing:
     bias: bool | None = None
     initial_state: bool | None = None
     zero_length: bool | None = None
+    long_memory: bool | None = None  # True: -longmem on every case whose family has the regime; False: none
+    packed_tail: bool | None = None  # True: every case has a packed tail (-tail<n>); False: none
+    wants: tuple[str, ...] = ()  # gradient requests (case id -w<group>)
     heads: tuple[str, ...] = ()  # head-gradient variants (case id -g<heads>)
     lengths: tuple[str, ...] = ()  # length patterns
     input_size: tuple[int, int] | None = None  # (min, max)
     hidden_size: tuple[int, int] | None = None
+    max_len: tuple[int, int] | None = None
+    batch_size: tuple[int, int] | None = None
     # the families' own options by name, sorted: (name, True/False) for a flag, (name, (min, max)) for an integer
     family_options: tuple[tuple[str, Any], ...] = ()
 
@@ -262,14 +294,14 @@ class Narrowing:
         profile = self._shaped(profile)
         where = f"profile {profile.name}"
         changes: dict[str, Any] = {}
-        for name in ("input_size", "hidden_size"):
+        for name in ("input_size", "hidden_size", "max_len", "batch_size"):
             if (bounds := getattr(self, name)) is not None:
                 low, high = max(bounds[0], getattr(profile, name)[0]), min(bounds[1], getattr(profile, name)[1])
                 if low > high:
                     raise UsageError(f"{KNOB[name].usage} {bounds[0]}..{bounds[1]} leaves nothing to draw: "
                                      f"{where} draws {name} {getattr(profile, name)[0]}..{getattr(profile, name)[1]}")
                 changes[name] = (low, high)
-        for name in ("heads", "lengths"):
+        for name in ("wants", "heads", "lengths"):
             if chosen := getattr(self, name):
                 drawn = {k: w for k, w in getattr(profile, name).items() if w > 0}
                 kept = {k: w for k, w in drawn.items() if k in chosen}
@@ -277,18 +309,21 @@ class Narrowing:
                     raise UsageError(f"{KNOB[name].usage} {', '.join(chosen)} leaves nothing to draw: {where} draws "
                                      f"{name} {', '.join(drawn)} only")
                 changes[name] = kept
-        for name, (share, what) in SWITCHES.items():
+        for name, what in SWITCHES.items():
             if (on := getattr(self, name)) is not None:
+                share = KNOB[name].setting
                 if getattr(profile, share) == (0.0 if on else 1.0) and (on or name != "projections"):
                     raise UsageError(f"{KNOB[name].shown(on)[0]} leaves nothing to draw: {where} draws "
                                      f"{'no case with' if on else 'every case with'} {what} "
                                      f"(draw.{share} = {getattr(profile, share):g})")
                 changes[share] = 1.0 if on else 0.0
         if self.projections:
-            changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), where))
+            sizes = (f"{KNOB['hidden_size'].shown(self.hidden_size)[0]} draws hidden_size" if self.hidden_size
+                     else f"{where} draws hidden_size")  # the user's own range is named as theirs
+            changes.update(self._projected(profile, changes.get("hidden_size", profile.hidden_size), sizes))
         narrowed = dataclasses.replace(profile, **changes)
         if self.family_options:
-            narrowed.family_options = self._options_drawn(narrowed)
+            narrowed.family_options, narrowed.held_variants = self._options_drawn(narrowed)
         return narrowed
 
     def _shaped(self, profile: Any) -> Any:
@@ -311,17 +346,20 @@ class Narrowing:
         return shaped
 
     @staticmethod
-    def _projected(profile: Any, hidden: tuple[int, int], where: str) -> dict[str, Any]:
-        """Only modes with projections, and H >= 2 (a projection has 1 <= P < H units)."""
+    def _projected(profile: Any, hidden: tuple[int, int], sizes: str) -> dict[str, Any]:
+        """Only modes with projections, and H >= 2 (a projection has 1 <= P < H units); ``sizes``
+        says who draws the H range (``profile ci draws hidden_size``)."""
         modes = modes_able(profile, "projections", "--projections", lambda drawn: "projections are LSTM only")
         if hidden[1] < 2:
             raise UsageError(f"--projections leaves nothing to draw: a projection needs hidden_size >= 2, and "
-                             f"{where} draws hidden_size {hidden[0]}..{hidden[1]}")
+                             f"{sizes} {hidden[0]}..{hidden[1]}")
         return {"modes": modes, "hidden_size": (max(2, hidden[0]), hidden[1])}
 
-    def _options_drawn(self, profile: Any) -> dict[str, Any]:
+    def _options_drawn(self, profile: Any) -> tuple[dict[str, Any], dict[str, dict[str, bool]]]:
         """The family options of this narrowing, checked against the families ``profile`` draws
-        (their :class:`~gradcheck_rnn.families.base.Option` objects): the profile's ``family_options``."""
+        (their :class:`~gradcheck_rnn.families.base.Option` objects): the profile's ``family_options``,
+        and its ``held_variants``, the variants each family keeps because a kept option excludes
+        the others (strong decay draws no -nobias and no -longmem for its families)."""
         from ..families import family
 
         families = [family(m) for m, w in profile.modes.items() if w > 0]
@@ -336,19 +374,48 @@ class Narrowing:
                 if option.is_flag != isinstance(value, bool):
                     kind = "on or off" if option.is_flag else "a size or a range MIN..MAX"
                     raise UsageError(f"{flag} is not allowed; {name} takes {kind}")
-                if option.divides:  # every size the profile draws must leave the option a value
-                    low, high = getattr(profile, option.divides)
-                    for size in range(low, high + 1):
-                        if not any(size % v == 0 for v in range(value[0], value[1] + 1)):
-                            raise UsageError(f"{flag} leaves nothing to draw for {option.divides} {size}: {name} "
-                                             f"must divide {option.divides}, and profile {profile.name} draws "
-                                             f"{option.divides} {low}..{high}; narrow it too, e.g. "
-                                             f"--{option.divides.replace('_', '-')} {value[1]}")
+                if option.divides:
+                    self._divisible(option, flag, value, profile)
+        held = {}
         for cell in families:
-            if conflict := _variant_conflict(cell, dict(self.family_options), profile):
-                raise UsageError(f"--family-option {' --family-option '.join(self.flags_of(cell))} cannot hold on "
-                                 f"every {cell.token} case: {conflict}")
-        return dict(self.family_options)
+            if variants := self._held_variants(cell, profile):
+                held[cell.token] = variants
+        return dict(self.family_options), held
+
+    def _divisible(self, option: Any, flag: str, value: tuple[int, int], profile: Any) -> None:
+        """UsageError when no size the run draws leaves ``option`` (one that divides a size) a kept
+        value: the draw moves every other size to one that does (gradcheck_rnn/model/profiles.py)."""
+        low, high = getattr(profile, option.divides)
+        if any(size % v == 0 for size in range(low, high + 1) for v in range(value[0], value[1] + 1)):
+            return
+        knob = KNOB[option.divides]
+        where = (f"{knob.shown(getattr(self, option.divides))[0]} draws" if getattr(self, option.divides)
+                 else f"profile {profile.name} draws {option.divides}")
+        raise UsageError(f"{flag} leaves nothing to draw: {option.name} must divide {option.divides}, and {where} "
+                         f"{low}..{high} only; give --{knob.flag} {value[1]} too")
+
+    def _held_variants(self, cell: Any, profile: Any) -> dict[str, bool]:
+        """The variants family ``cell`` is held to because the options this narrowing keeps exclude
+        the others the profile draws for it (``{"bias": True, "long_memory": False}``); UsageError
+        when a flag of this narrowing asks for every case to have an excluded one, or when the kept
+        options cannot be together at all."""
+        own = {option.name for option in cell.options}
+        kept = {name: value for name, value in self.family_options if name in own}
+        if not kept:
+            return {}
+        flags = " ".join(f"--family-option {text}" for text in self.flags_of(cell))
+        try:
+            conflicts = _variant_conflicts(cell, kept, profile)
+        except UsageError as exc:
+            raise UsageError(f"{flags} cannot hold on any {cell.token} case: {exc}") from None
+        held: dict[str, bool] = {}
+        for field, variant, why in conflicts:
+            if getattr(self, field) is variant:  # every case asked for with it: nothing can be left out
+                asked = KNOB[field].shown(variant)[0]
+                raise UsageError(f"{flags} and {asked} cannot hold together on {cell.token} cases: {why}; give "
+                                 f"{flags} without {asked}")
+            held[field] = not variant
+        return held
 
     def flags_of(self, cell: Any) -> list[str]:
         """The family options of this narrowing that ``cell`` has, as the command line writes them."""
@@ -374,40 +441,41 @@ class Narrowing:
 
 NO_NARROWING = Narrowing()  # the profile's own draw
 
-# The variants a profile draws on its own that a family's validation may refuse beside an option a
-# run keeps: (config field, its variant value, the profile's share of it, whether the generator
-# draws it for that config (gradcheck_rnn/model/profiles.py), what avoids the conflict).
-_VARIANTS = (("bias", False, lambda p: 1 - p.bias, lambda cell, config: True, lambda p: "add --bias"),
-             ("long_memory", True, lambda p: p.long_memory, lambda cell, config: cell.keeps_memory(config),
-              lambda p: f"profile {p.name} draws -longmem (draw.long_memory = {p.long_memory:g}); leave the option "
-                        f"to the profile's draw"))
+# The variants a profile may draw that a family's validation may refuse beside a kept option: (config
+# field, its variant value, whether the profile draws it for that config: gradcheck_rnn/model/profiles.py).
+_VARIANTS = (("bias", False, lambda profile, cell, config: profile.bias < 1),
+             ("long_memory", True,
+              lambda profile, cell, config: profile.long_memory > 0 and cell.keeps_memory(config)))
 
 
-def _variant_conflict(cell: Any, kept: Mapping[str, Any], profile: Any) -> str | None:
-    """Why a case of family ``cell`` with the ``kept`` options (those it has) cannot be, or cannot
-    take a variant ``profile`` draws for it, as the family's own validation says, with what avoids
-    it; None when it can."""
+def _variant_conflicts(cell: Any, kept: Mapping[str, Any], profile: Any) -> list[tuple[str, bool, str]]:
+    """The variants ``profile`` draws for family ``cell`` that the family's validation refuses beside
+    the ``kept`` options (its own), as (field, variant, why), judged on one config with them (the
+    largest H they divide); UsageError when the kept options cannot be together at all."""
     import numpy as np
 
     from .rnn_config import RNNConfig
 
-    own = {option.name for option in cell.options}
-    if not own & set(kept):
-        return None
-    hidden = profile.hidden_size[1]  # every kept integer divides it (checked before)
+    def values(name: str, size: int) -> list[Any]:  # a kept option's values that fit H = size
+        value = kept[name]
+        if isinstance(value, bool):
+            return [value]
+        option = next(o for o in cell.options if o.name == name)
+        return [v for v in range(value[0], value[1] + 1) if option.divides != "hidden_size" or size % v == 0]
+
+    low, high = profile.hidden_size
+    hidden = max([n for n in range(low, high + 1) if all(values(name, n) for name in kept)] or [high])
     options = {**cell.draw_options(np.random.default_rng(0), hidden),
-               **{name: value if isinstance(value, bool) else value[1] for name, value in kept.items() if name in own}}
-    try:
-        config = RNNConfig(cell.token, 1, False, 1, hidden, 1, 1, options=options)
-        for field, variant, share, drawn_for, avoid in _VARIANTS:
-            if share(profile) > 0 and drawn_for(cell, config):
-                try:
-                    dataclasses.replace(config, **{field: variant})
-                except UsageError as exc:
-                    return f"{exc}; {avoid(profile)}"
-    except UsageError as exc:
-        return str(exc)
-    return None
+               **{name: (values(name, hidden) or [kept[name][1]])[-1] for name in kept}}
+    config = RNNConfig(cell.token, 1, False, 1, hidden, 1, 1, options=options)
+    conflicts = []
+    for field, variant, drawn in _VARIANTS:
+        if drawn(profile, cell, config):
+            try:
+                dataclasses.replace(config, **{field: variant})
+            except UsageError as exc:
+                conflicts.append((field, variant, str(exc)))
+    return conflicts
 
 
 def draw_flags(draw: Mapping[str, Any] | None) -> list[str]:

@@ -7,7 +7,7 @@ cases ``gradcheck-rnn repro <id>`` builds are the same objects bit for bit.
 
 Length vectors mix uniform random lengths with the shapes that broke real kernels, drawn on
 purpose: all lengths = T, all = 1, one full and the rest short, unsorted, strictly
-descending; B = 1 and T = 1 configs are drawn on purpose too.
+descending; B = 1 and T = 1 configs (the smallest B and T a profile draws) are drawn on purpose too.
 
 The API surface beyond the four modes — ``proj`` (the probability that an LSTM with H >= 2
 gets a projection, P uniform in 1..H-1), ``bias`` (the probability that biases are present) and
@@ -20,6 +20,9 @@ family's own options (s6's state size, sLSTM's heads, …) come from a third gen
 (two directions for s6) is never drawn for it. A run narrowed to some values of a family's options
 (``--family-option heads=1``: gradcheck_rnn/model/narrowing.py) replaces a value drawn outside them by one
 inside, from that third generator after the family's own draw: the rest of the case is unchanged.
+Where a kept option must divide H and the drawn H has no kept divisor, that family's H moves to
+the nearest size in the range that has one; the variants a kept option excludes for a family
+(``Profile.held_variants``) are held at their other value after their own generator's draw.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ class Profile:
     # the families' options a narrowed run keeps (set by gradcheck_rnn/model/narrowing.py, not by a file):
     # option name -> True/False (a flag) or (min, max) (an integer)
     family_options: Mapping[str, Any] = field(default_factory=dict)
+    # the variants a narrowed run holds per family because a kept option excludes the others (narrowing.py):
+    # family token -> {"bias": True, "long_memory": False}
+    held_variants: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
 
@@ -142,6 +148,32 @@ def _chunk_sizes(section: str, value: Any) -> tuple[int, ...]:
     return tuple(value)
 
 
+# The keys of a profile's [draw] table, each with its validator (section name, value) -> the Profile value.
+_DRAW = {
+    "modes": lambda k, v: _weights(k, v, family_modes()),
+    "dtypes": lambda k, v: _weights(k, v, DTYPES),
+    "lengths": lambda k, v: _weights(k, v, LENGTH_PATTERNS),
+    "wants": lambda k, v: _weights(k, v, WANTS_GROUPS),
+    "heads": lambda k, v: _weights(k, v, HEADS),
+    "layers": lambda k, v: _range(k, v, 1),
+    "input_size": lambda k, v: _range(k, v, 1),
+    "hidden_size": lambda k, v: _range(k, v, 1),
+    "max_len": lambda k, v: _range(k, v, 1),
+    "batch_size": lambda k, v: _range(k, v, 1),
+    "bidirectional": _probability,
+    "edge_shapes": _probability,
+    "initial_state": _probability,
+    "proj": _probability,
+    "bias": _probability,
+    "zero_length": _probability,
+    "long_memory": _probability,
+    "strong_decay": _probability,
+    "packed_tail": _probability,
+    "chunk_sizes": _chunk_sizes,
+}
+DRAW_SETTINGS = tuple(_DRAW)  # every draw setting; each has a narrowing flag or a reason not to (model/narrowing.py)
+
+
 def load_profile(config: str | Path | None = None) -> Profile:
     """Read and validate a profile; every problem is one UsageError naming the key and value."""
     path = resolve_profile_path(config)
@@ -156,32 +188,10 @@ def load_profile(config: str | Path | None = None) -> Profile:
                          f"sections are {', '.join(sorted(known))}")
     sweep, draw = data.get("sweep", {}), data.get("draw", {})
     profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}), sha256=hashlib.sha256(raw).hexdigest())
-    converters = {
-        "modes": lambda k, v: _weights(k, v, family_modes()),
-        "dtypes": lambda k, v: _weights(k, v, DTYPES),
-        "lengths": lambda k, v: _weights(k, v, LENGTH_PATTERNS),
-        "wants": lambda k, v: _weights(k, v, WANTS_GROUPS),
-        "heads": lambda k, v: _weights(k, v, HEADS),
-        "layers": lambda k, v: _range(k, v, 1),
-        "input_size": lambda k, v: _range(k, v, 1),
-        "hidden_size": lambda k, v: _range(k, v, 1),
-        "max_len": lambda k, v: _range(k, v, 1),
-        "batch_size": lambda k, v: _range(k, v, 1),
-        "bidirectional": _probability,
-        "edge_shapes": _probability,
-        "initial_state": _probability,
-        "proj": _probability,
-        "bias": _probability,
-        "zero_length": _probability,
-        "long_memory": _probability,
-        "strong_decay": _probability,
-        "packed_tail": _probability,
-        "chunk_sizes": _chunk_sizes,
-    }
     for key, value in draw.items():
-        if key not in converters:
-            raise UsageError(f"draw.{key} is not allowed; keys are {', '.join(converters)}")
-        setattr(profile, key, converters[key](f"draw.{key}", value))
+        if key not in _DRAW:
+            raise UsageError(f"draw.{key} is not allowed; keys are {', '.join(_DRAW)}")
+        setattr(profile, key, _DRAW[key](f"draw.{key}", value))
     for key, value in sweep.items():
         low = {"cases": 1, "seed": 0}.get(key)
         if low is None:
@@ -260,15 +270,16 @@ def _draw_description(profile: Profile, sweep_seed: int,
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index])))
     mode = _choice(rng, profile.modes)
     T, B = _between(rng, profile.max_len), _between(rng, profile.batch_size)
-    if rng.random() < profile.edge_shapes:
+    if rng.random() < profile.edge_shapes:  # the smallest B or T the profile (or --max-len) draws, 1 as a rule
         if rng.random() < 0.5:
-            B = 1
+            B = profile.batch_size[0]
         else:
-            T = 1
+            T = profile.max_len[0]
     layers = _between(rng, profile.layers)
     # drawn for every family, so a family that runs forward only shifts no other draw
     bidirectional = bool(rng.random() < profile.bidirectional) and family(mode).bidirectional
     I, H = _between(rng, profile.input_size), _between(rng, profile.hidden_size)
+    H = _divisible_size(family(mode), profile.family_options, "hidden_size", H, profile.hidden_size)
     dtype = _choice(rng, profile.dtypes)
     options_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 2])))
     options = _kept_options(family(mode), family(mode).draw_options(options_rng, H), profile.family_options,
@@ -304,6 +315,25 @@ def _kept_options(cell: Any, drawn: Mapping[str, Any], kept: Mapping[str, Any], 
     return options
 
 
+def _divisible_size(cell: Any, kept: Mapping[str, Any], name: str, size: int, bounds: tuple[int, int]) -> int:
+    """``size``, the drawn value of config field ``name``, or, where a kept integer option of the
+    family must divide it and none of its kept values does, the nearest size in ``bounds`` that
+    one divides (the larger of two as near): a run narrowed to ``heads=2`` draws no odd H for the
+    families with heads, and the same H as before for the others. The narrowing checked that
+    ``bounds`` holds such a size."""
+    for option in cell.options:
+        if option.divides != name or option.name not in kept or option.is_flag:
+            continue
+        low, high = kept[option.name]
+
+        def fits(n: int) -> bool:
+            return any(n % v == 0 for v in range(low, high + 1))
+
+        if not fits(size):
+            size = min((n for n in range(bounds[0], bounds[1] + 1) if fits(n)), key=lambda n: (abs(n - size), -n))
+    return size
+
+
 def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConfig,
                   lengths: list[int]) -> tuple[RNNConfig, list[int]]:
     """Projection, bias and zero-length sequences of case ``index``, from their own generator so
@@ -312,7 +342,10 @@ def _draw_surface(profile: Profile, sweep_seed: int, index: int, config: RNNConf
     proj_size = 0
     if rng.random() < profile.proj and config.family.projections and config.hidden_size >= 2:
         proj_size = int(rng.integers(1, config.hidden_size))
+    held = profile.held_variants.get(config.mode, {})
+    # a family without biases (a user's minGRU) is never drawn -nobias: the same case twice
     bias = bool(rng.random() < profile.bias)
+    bias = held.get("bias", bias) or not config.family.has_biases(config)
     if rng.random() < profile.zero_length:
         B = config.batch_size
         count = 1 if rng.random() < 0.75 else int(rng.integers(1, B + 1))
@@ -327,6 +360,9 @@ def _draw_long_memory(profile: Profile, sweep_seed: int, index: int, config: RNN
     whose family has one, from a generator of its own: a profile without it draws what it drew."""
     if not profile.long_memory or not config.family.keeps_memory(config):
         return config
+    held = profile.held_variants.get(config.mode, {})
+    if "long_memory" in held:  # a kept option excludes it (narrowing.py)
+        return dataclasses.replace(config, long_memory=held["long_memory"])
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 3])))
     return dataclasses.replace(config, long_memory=bool(rng.random() < profile.long_memory))
 

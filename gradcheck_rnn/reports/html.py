@@ -65,7 +65,7 @@ def _header(document: dict[str, Any]) -> list[str]:
     if document.get("command") == "mutants" and code == 0:  # its rows fail as they should
         word = "every mutant caught, no false alarm"
     stopped = progress_note(document)
-    meta = []
+    meta = [f"rerun of {_e(document['rerun_of'])}"] if document.get("rerun_of") else []
     for key in ("profile", "seed", "cases", "rtol", "atol", "checks"):
         if document.get(key) is None:
             continue

@@ -49,6 +49,9 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     counts = {k: v for k, v in document.get("summary", {}).items() if k != "exit_code"}
     lines = [f"**Verdict:** {_cell(reason)} (exit code {code})", "",
              " · ".join(f"{k}: {v}" for k, v in counts.items()), ""]
+    if document.get("rerun_of"):
+        lines += [f"**Rerun** of the rows that did not pass in run {_cell(document['rerun_of'])} "
+                  f"(seed {document.get('seed')}).", ""]
     if flags := draw_flags(document.get("draw")):
         lines += [f"**Draw:** profile {document.get('profile', '')} narrowed by `{' '.join(flags)}`.", ""]
     if (stopped := progress_note(document)) is not None:

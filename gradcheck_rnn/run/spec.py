@@ -59,6 +59,7 @@ class Selection:
     shard: tuple[int, int] | None = None
     case_ids: tuple[str, ...] = ()
     only: tuple[tuple[str, str, str], ...] = ()  # (case id, target, check) of every row judged
+    rerun_of: str = ""  # the run folder whose rows that did not pass these are (sweep --last-failed)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class RunSpec:
     # (dtype, kind, rtol, atol): the tolerance table the run judges by (Tolerances.rows), overrides
     # applied; a stored ratio means something only beside it. Empty in runs written before it.
     tolerance_table: tuple[tuple[str, str, float, float], ...] = ()
+    # the name of the run folder whose rows that did not pass this run judges again (sweep --last-failed)
+    rerun_of: str = ""
 
     @classmethod
     def build(cls, config: str | None = None, targets: tuple[Any, ...] = (), selection: Selection = Selection(),
@@ -124,7 +127,8 @@ class RunSpec:
                    named_targets=tuple(dict.fromkeys(t.name for t in resolved)) if targets else (),
                    checks=tuple(judging.checks or profile.enabled_checks), rtol=judging.rtol, atol=judging.atol,
                    narrowing=selection.narrowing, shard=selection.shard, case_ids=case_ids,
-                   families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table)
+                   families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table,
+                   rerun_of=selection.rerun_of)
         spec.__dict__["profile_data"] = spec.narrow(profile)
         return spec, resolved
 
@@ -250,8 +254,9 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            # runs written before named cases, user families, narrowing, chosen rows and the tolerance table
-            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [], **data}
+            # runs written before named cases, user families, narrowing, chosen rows, the tolerance table and reruns
+            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [],
+                    "rerun_of": "", **data}
             if set(SHAPE_FIELDS) <= set(data):  # written before the narrowing held the shape: fold it in
                 shape = {name: data.pop(name) for name in SHAPE_FIELDS}
                 data["narrowing"] = {**shape, **(data["narrowing"] or {})}
@@ -276,7 +281,8 @@ class RunSpec:
 
     def meta(self, command: str) -> dict[str, Any]:
         """The top-level keys of results.json that describe the run, ``"spec"`` among them."""
-        return {"command": command, "profile": self.profile, "seed": self.seed, "cases": self.cases,
+        rerun = {"rerun_of": self.rerun_of} if self.rerun_of else {}
+        return {"command": command, **rerun, "profile": self.profile, "seed": self.seed, "cases": self.cases,
                 "targets": list(self.targets), "rtol": self.rtol, "atol": self.atol, "draw": self.draw_json(),
                 "spec": self.to_json()}
 
