@@ -3,11 +3,9 @@
     python benchmarks/family_programs.py                  # counts for 3,000 cases; 40 matrix cases timed
     python benchmarks/family_programs.py --cases 40 --profile families
 
-Counts: the programs (keys) the first N cases of each profile need, under the buckets before
-issue 42 (the family's own bucket, steps and rows padded to 8, layers unpadded) and now
-(:func:`gradcheck_rnn.references.buckets.program_key`: steps to 32, layers to 4). Before, every
-process compiled each of its programs again; now each is compiled once and loaded by every later
-process (references/programs.py).
+Counts: the programs (:func:`gradcheck_rnn.references.buckets.program_key`) the first ``--count``
+cases of each profile need. Each is compiled once and then loaded by every later process
+(references/programs.py); before issue 42 every process compiled each of its family programs again.
 
 Timing: the JAX reference of the first ``--cases`` cases of ``--profile`` in a fresh process with
 an empty cache folder (cold: every program compiled and written), then in another fresh process
@@ -17,8 +15,6 @@ with the same folder (warm: every program loaded), CPU and wall seconds each.
 from __future__ import annotations
 
 import argparse
-import collections
-import dataclasses
 import os
 import subprocess
 import sys
@@ -29,21 +25,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 
 
-def _counts(profile: str, cases: int) -> tuple[int, int]:
+def _count(profile: str, cases: int) -> int:
     from gradcheck_rnn.model.profiles import draw_cases, load_profile
-    from gradcheck_rnn.references.buckets import bucket, program_key
+    from gradcheck_rnn.references.buckets import program_key
 
-    before, after = collections.Counter(), collections.Counter()
-    for case in draw_cases(load_profile(profile), 0, cases):
-        cfg = case.config
-        after[program_key(cfg)] += 1
-        if cfg.family.jax_program == "step":
-            old = dataclasses.replace(cfg.family.bucket(cfg) or cfg, dtype="f64", max_len=bucket(cfg.max_len),
-                                      batch_size=bucket(cfg.batch_size))
-            before[old] += 1
-        else:
-            before[program_key(cfg)] += 1
-    return len(before), len(after)
+    return len({program_key(case.config) for case in draw_cases(load_profile(profile), 0, cases)})
 
 
 def _child(profile: str, cases: int) -> None:
@@ -73,9 +59,8 @@ def main() -> None:
         _child(args.profile, args.cases)
         return
     print(f"load average {os.getloadavg()[0]:.1f}")
-    for profile in ("matrix", "families"):
-        before, after = _counts(profile, args.count)
-        print(f"{profile}: {args.count} cases need {before} programs before, {after} now")
+    for profile in ("matrix", "families", "ci", "nightly"):
+        print(f"{profile}: {args.count} cases need {_count(profile, args.count)} JAX programs")
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "GRADCHECK_RNN_JAX_CACHE": cache, "PYTHONPATH": str(HERE)}
         for run in ("cold", "warm"):
