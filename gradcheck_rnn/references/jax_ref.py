@@ -61,7 +61,7 @@ Each bucket's program is kept for the process and written to disk for the next o
 loaded without being traced again (:class:`gradcheck_rnn.references.programs.ProgramStore`, shared
 with the families' program of :mod:`.jax_family`); ``GRADCHECK_RNN_JAX_CACHE=""`` turns that off.
 An artifact is named by its bucket and a fingerprint of jax, the CPU, the compile options and the
-sources of this module, its buckets and the cells (the families and model folders).
+sources of this module, its buckets and the cells (the families, the config and the parameter layout).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ lowering, no compile (benchmarks/RESULTS.md, "Costs the code is built around").
 A stale file can never serve another program. Its name is the program's key (the bucket, or the
 whole padded config) and a fingerprint of jax, jaxlib, the backend, the CPU, the compile options,
 x64 and the source of every module the program's maths is read from (:attr:`ProgramStore.sources`:
-this file, the reference's module and the families and model folders). A family whose code lives
+this file, the reference's module, the families, the config and the parameter layout). A family whose code lives
 outside those folders (a user family) is never written to a file: its programs go through JAX's
 own persistent compilation cache only, which keys them by the lowered program itself (the trace
 and lowering are paid again in each process, the XLA compile is not).
@@ -60,9 +60,11 @@ from . import artifacts
 COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0}
 
 PACKAGE = Path(__file__).resolve().parent.parent
-# The folders whose modules a program's maths may be read from (cells, steps, config properties,
-# parameter layout), besides the reference's own module and this one.
-MATHS_FOLDERS = (PACKAGE / "families", PACKAGE / "model")
+# The modules a program's maths may be read from besides the reference's own module and this one:
+# every family (cells, steps, buckets), the config's properties and the parameter layout. The rest
+# of model/ (the draw, case ids, narrowing) never reaches a traced function, and an edit there
+# should not cost every machine its compiles.
+MATHS_MODULES = ("families/*.py", "model/rnn_config.py", "model/layout.py")
 
 _SEEN = threading.local()  # persistent-cache hits of this thread's compiles
 
@@ -77,11 +79,11 @@ jax.monitoring.register_event_listener(_on_jax_event)
 
 def maths_sources(module_file: str) -> tuple[str, ...]:
     """The sources a program of the reference in ``module_file`` is read from: that module, this
-    one, ``buckets.py`` and every module of :data:`MATHS_FOLDERS`, sorted."""
+    one, ``buckets.py`` and :data:`MATHS_MODULES`, sorted."""
     here = Path(__file__).resolve()
     files = {Path(module_file).resolve(), here, here.with_name("buckets.py")}
-    for folder in MATHS_FOLDERS:
-        files.update(folder.glob("*.py"))
+    for pattern in MATHS_MODULES:
+        files.update(PACKAGE.glob(pattern))
     return tuple(sorted(str(f) for f in files))
 
 
