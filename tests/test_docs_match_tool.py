@@ -183,3 +183,22 @@ def test_docstrings_quote_no_measured_times():
                 prose_only = re.sub(r'"[^"\n]*"', "", ast.get_docstring(node) or "")  # not a message it quotes
                 quoted += [f"{path.relative_to(ROOT)}: {match}" for match in timing.findall(prose_only)]
     assert quoted == [], quoted
+
+
+SHRINK_EXITS = re.compile(r"exits? 0 when (?:it )?shr[au]nk.{0,160}?1 when the case (?:does|did) not fail", re.I)
+
+
+def test_every_page_gives_shrinks_exit_codes_one_meaning():
+    """statuses.md listed shrink among the commands that exit 0 when all pass and 1 on a fail, the
+    opposite of what shrink does and the contract says (0: shrunk; 1: the case did not fail):
+    README, statuses.md, the shrink how-to and `shrink --help` each say the contract's meaning."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    texts = {path.name: prose(path) for path in (README, DOCS / "concepts" / "statuses.md",
+                                                DOCS / "how-to" / "shrink.md")}
+    texts["shrink --help"] = " ".join(CliRunner().invoke(main, ["shrink", "--help"]).output.split())
+    assert [name for name, text in texts.items() if not SHRINK_EXITS.search(text)] == []
+    [judging] = re.findall(r"Exit codes of every judging command \(([^)]*)\)", texts["statuses.md"])
+    assert "`shrink`" not in judging.split(";")[0], judging
