@@ -86,7 +86,7 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
     from ..reports import write_reports
 
     meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
-            "interrupted": run.interrupted}
+            "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
     if not run.complete and not run.interrupted:  # an interrupted run's verdict line says how far it got
         render.print_lines(out, render.stopped_early_lines(run.cases_judged, meta.get("cases")))
     try:
@@ -274,7 +274,7 @@ def present_mutants(mutant_names: list[str], correct_names: list[str], every_mut
         out.print(table)
         render.print_lines(out, lines)
         return Run(judged.results, *detection_verdict(mutant_rows, correct_rows, every_mutant), judged.spec,
-                   complete=judged.complete, tally=judged.tally), extra
+                   complete=judged.complete, tally=judged.tally, seconds=judged.seconds), extra
 
     return present
 
