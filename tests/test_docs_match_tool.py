@@ -202,3 +202,13 @@ def test_every_page_gives_shrinks_exit_codes_one_meaning():
     assert [name for name, text in texts.items() if not SHRINK_EXITS.search(text)] == []
     [judging] = re.findall(r"Exit codes of every judging command \(([^)]*)\)", texts["statuses.md"])
     assert "`shrink`" not in judging.split(";")[0], judging
+
+
+def test_the_findings_page_counts_the_cases_of_the_default_mutants_run():
+    """findings/mutants.md said the default run is "one run of 80 cases" after the matrix
+    profile's 40 had joined it: the count is the tool's, every home profile's cases."""
+    from gradcheck_rnn.workflows.mutants import detection_targets, home_cases
+
+    ids, _ = home_cases(detection_targets()[0])
+    [count] = re.findall(r"one run of (\d+) cases", prose(DOCS / "findings" / "mutants.md"))
+    assert int(count) == len(ids)

@@ -257,11 +257,13 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 
 
 def present_mutants(mutant_names: list[str], correct_names: list[str], every_mutant: bool = True,
-                    home_profiles: list[dict[str, Any]] | None = None) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
+                    home_profiles: list[dict[str, Any]] | None = None,
+                    left_out: list[dict[str, Any]] | None = None) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
     """``mutants``: print the detection table of a judged run; the run with the detection verdict
     (every mutant flagged and no correct kernel) and the detection rows for results.json.
-    ``every_mutant`` and ``home_profiles``: see :func:`~gradcheck_rnn.workflows.mutants.detection_verdict`
-    and :func:`~gradcheck_rnn.workflows.mutants.home_cases`."""
+    ``every_mutant``, ``home_profiles`` and ``left_out``: see
+    :func:`~gradcheck_rnn.workflows.mutants.detection_verdict`, :func:`~gradcheck_rnn.workflows.mutants.home_cases`
+    and :func:`~gradcheck_rnn.workflows.mutants.left_out`."""
     from ..workflows.mutants import detection_lines, detection_verdict, summarise
 
     def present(judged: Run) -> tuple[Run, dict[str, Any]]:
@@ -270,6 +272,8 @@ def present_mutants(mutant_names: list[str], correct_names: list[str], every_mut
                  "checks": list(judged.spec.checks)}
         if home_profiles:
             extra["home_profiles"] = home_profiles
+        if left_out:
+            extra["left_out"] = left_out
         table, lines = detection_lines({**judged.spec.meta("mutants"), **extra})
         out.print(table)
         render.print_lines(out, lines)

@@ -343,10 +343,11 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
     --dtype. Unknown mutant names are a UsageError before any case runs."""
     from .commands import present_mutants
-    from ..workflows.mutants import detection_targets, home_cases
+    from ..workflows.mutants import detection_targets, home_cases, left_out
     from ..run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)
+    not_judged = left_out(mutants)
     narrowed = [knob.usage for knob in SHAPE_KNOBS if values.get(knob.field) not in (None, ())]
     if narrowed and values.get("config") is None:
         raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
@@ -355,11 +356,12 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     judging = judging_of(values, values["checks"] or None)
     if values.get("config") is not None:
         spec, execution, resolved = build_run(values, judging=judging, targets=targets)
-        return spec, execution, resolved, present_mutants(mutant_names, correct_names, every_mutant=bool(mutants))
+        return spec, execution, resolved, present_mutants(mutant_names, correct_names, bool(mutants),
+                                                          left_out=not_judged)
     case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
     spec, execution, resolved = build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging,
                                           targets, header=True)
-    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn)
+    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn, not_judged)
 
 
 def announce(spec: Any, execution: Any, why: str) -> None:
