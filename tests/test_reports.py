@@ -403,6 +403,21 @@ def test_html_without_matplotlib_says_so(failing_run, monkeypatch):
     assert "<img" not in page and "pip install 'gradcheck-rnn[html]'" in page
 
 
+def test_the_console_says_report_html_has_no_pictures_without_matplotlib(failing_run, monkeypatch, tmp_path):
+    """The page said so and the console did not: a failing run rendered without matplotlib says it
+    on the console too, with how to get them; with matplotlib, or with nothing failing, it does not."""
+    run, sweep_output, _ = failing_run
+    assert "no error pictures" not in sweep_output  # matplotlib is here
+    copy_ = tmp_path / "copy"
+    shutil.copytree(run, copy_)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, output = invoke("report", copy_, "--format", "console")
+    assert code == 1 and "note: report.html has no error pictures: matplotlib is not installed" in " ".join(
+        output.split()) and f"  gradcheck-rnn report {copy_}\n" in output, output
+    passing = write_reports([], tmp_path / "passing", {"command": "sweep", "verdict": {"exit_code": 5, "reason": "-"}})
+    assert "no error pictures" not in invoke("report", passing)[1]
+
+
 def test_mistrusted_comparisons_are_counted_and_shown(tmp_path, references):
     result = judge_one(references, resolve_target("torch-native"), Tolerances(rtol=2.0))
     # rtol ≥ 1 accepts zeros everywhere: every comparison is trivial.

@@ -20,7 +20,7 @@ from rich.text import Text
 from ..reports import console as render
 from ..errors import INTERRUPTS, UsageError
 from ..rows.result import CaseResult, Run, document_row, plural, tally_verdict
-from ..rows.statuses import STYLE
+from ..rows.statuses import STYLE, is_bad
 from ..rows.tally import StoredTally, Tally
 
 
@@ -96,8 +96,20 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
     publish_format(fmt, run_dir)
+    pictures_note(bool(run.failures), run_dir)
     verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {run_dir}")
     return run.exit_code
+
+
+def pictures_note(failed: bool, run_dir: Path) -> None:
+    """Say on the console what report.html says on its page: its failing cases have no error
+    pictures, for want of matplotlib, and how to get them."""
+    from ..reports.pictures import available
+
+    if failed and not available():
+        render.print_lines(out, render.note_lines(  # the command on a line of its own, never broken
+            "note: report.html has no error pictures: matplotlib is not installed; pip install "
+            "'gradcheck-rnn[html]', then draw them with") + [f"  gradcheck-rnn report {run_dir}"])
 
 
 def publish_format(fmt: str, run_dir: Path) -> None:
@@ -381,6 +393,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
     publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
     say(out, f"re-rendered {files} from results.json in {resolved}")
+    pictures_note(any(is_bad(row["status"]) for row in document["results"]), resolved)
     code, reason = stored_verdict(document)
     verdict_line(code, reason)
     return code
