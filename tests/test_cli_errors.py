@@ -110,11 +110,12 @@ def test_help_and_the_unknown_profile_error_give_one_list_of_profile_names(comma
         assert error.strip().endswith(f"did you mean '{name}'?"), error
 
 
-def test_an_unknown_name_is_one_short_line_with_the_name_meant_before_torch_and_jax():
+def test_a_usage_error_is_one_short_line_with_the_name_meant_before_torch_and_jax():
     """Issue 48: an unknown mutant took 5 s and printed a 1,400-character line; a target module
     that is nowhere, or a --family one, waited for torch and JAX too. Each unknown name is now
     refused before they import, in one line that fits 80 columns, with the closest name when one
-    is close (difflib) or where the names are listed."""
+    is close (difflib) or where the names are listed; so are mutants' --mode without --config
+    (10 s) and --executor dask without --scheduler."""
     case_id = "gru-L1-uni-I2-H3-T5-B1-len5-f32-s7"
     commands = {
         "unknown mutant 'truncated-bpt'; did you mean 'truncated-bptt'?": ["mutants", "-m", "truncated-bpt"],
@@ -126,6 +127,8 @@ def test_an_unknown_name_is_one_short_line_with_the_name_meant_before_torch_and_
         "family 'nowhere_pkg:CELL': no module named 'nowhere_pkg' on PYTHONPATH": ["sweep", "--family", "nowhere_pkg:CELL"],
         "unknown profile 'cii'; did you mean 'ci'?": ["sweep", "-c", "cii"],
         "unknown mode 'lstn'; did you mean 'lstm'?": ["sweep", "--mode", "lstn"],
+        "--mode narrows one profile's draw: name it, e.g. -c families --mode s6": ["mutants", "--mode", "gru"],
+        "--executor dask needs --scheduler ADDRESS, e.g. tcp://10.0.0.5:8786": ["sweep", "--executor", "dask"],
     }
     probe = ("import json, sys; from click.testing import CliRunner; from gradcheck_rnn.cli import main; "
              "runs = [CliRunner().invoke(main, args, prog_name='gradcheck-rnn') for args in json.loads(sys.argv[1])]; "

@@ -356,16 +356,16 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
 
     for name in mutants:  # a typo is refused before the kernels' imports (torch)
         check_mutant_name(name)
+    narrowed = [knob.usage for knob in SHAPE_KNOBS if values.get(knob.field) not in (None, ())]
+    if narrowed and values.get("config") is None:
+        raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
+                         f"draw: name it, e.g. -c families --mode s6")
     from .commands import present_mutants
     from ..workflows.mutants import detection_targets, home_cases, left_out
     from ..run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)
     not_judged = left_out(mutants)
-    narrowed = [knob.usage for knob in SHAPE_KNOBS if values.get(knob.field) not in (None, ())]
-    if narrowed and values.get("config") is None:
-        raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
-                         f"draw; name it with --config, e.g. -c families --mode s6")
     targets = tuple(mutant_names + correct_names)
     judging = judging_of(values, values["checks"] or None)
     if values.get("config") is not None:

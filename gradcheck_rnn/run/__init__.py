@@ -139,7 +139,7 @@ class Execution:
 
     def __post_init__(self) -> None:
         if self.executor == "dask" and not self.scheduler:
-            raise UsageError("--executor dask needs --scheduler ADDRESS, e.g. --scheduler tcp://10.0.0.5:8786")
+            raise UsageError("--executor dask needs --scheduler ADDRESS, e.g. tcp://10.0.0.5:8786")
         if self.executor != "dask" and self.scheduler:
             raise UsageError("--scheduler is only for --executor dask; add --executor dask or drop --scheduler")
         if self.in_process and self.executor == "dask":
