@@ -3,9 +3,11 @@
 Anything the user typed or wrote that cannot be used (a malformed case id, a config with
 hidden_size=0, an unknown target, an unimportable plugin, a bad TOML profile) raises
 :class:`UsageError` with one sentence that names the value and what is allowed. The CLI turns
-it into exit code 2 with no traceback, before anything is run or written.
+it into exit code 2 with no traceback, before anything is run or written; an unknown name
+(:func:`unknown_name`) says which known one was meant.
 """
 
+from __future__ import annotations
 
 import difflib
 from typing import Iterable
