@@ -14,6 +14,7 @@ def import_object(spec: str, kind: str) -> Any:
     naming the ``kind`` of thing and ``spec`` when its module cannot be imported (anything the
     import raises, ``SystemExit`` included, is the user's module, not our bug) or lacks ``attr``."""
     module_name, _, attr = spec.partition(":")
+    check_module_found(spec, kind)
     try:
         module = importlib.import_module(module_name)
     except INTERRUPTS:
@@ -26,3 +27,18 @@ def import_object(spec: str, kind: str) -> Any:
             raise UsageError(f"{kind} {spec!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def check_module_found(spec: str, kind: str) -> None:
+    """UsageError when the top package of ``spec``'s module is nowhere on the import path, found
+    without importing anything: a command refuses the typo before torch's import, and the import
+    itself (later) says anything else that is wrong."""
+    import importlib.util
+
+    top = spec.partition(":")[0].partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):  # there, but odd: its import will say what is wrong
+        found = True
+    if not found:
+        raise UsageError(f"{kind} {spec!r}: no module named {top!r} on PYTHONPATH")

@@ -58,10 +58,10 @@ def test_the_action_sweeps_the_users_targets_and_profile_and_writes_the_summary_
     summary, outputs = tmp_path / "summary.md", tmp_path / "outputs"
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    (tmp_path / "reports" / "20250101-000000-sweep-s0").mkdir(parents=True)  # an older run kept in the folder
     for step in steps:
-        if "uses" in step:  # GitHub's own step: check that it uploads the report folder, even after a failure
-            assert step["uses"].startswith("actions/upload-artifact@") and step["if"] == "always()", step
-            assert substitute(step["with"]["path"], inputs) == "reports"
+        if "uses" in step:  # GitHub's own step: checked below, on what the sweep step said
+            upload = step
             continue
         done = run_step(step, inputs, tmp_path, env)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -69,7 +69,32 @@ def test_the_action_sweeps_the_users_targets_and_profile_and_writes_the_summary_
     assert document["spec"]["targets"] == ["fused-cpu", "torch-native"] and document["spec"]["profile"] == "reference"
     assert document["cases"] == 2 and document["seed"] == 3
     assert "all passed" in summary.read_text(encoding="utf-8")
-    assert outputs.read_text(encoding="utf-8") == "exit-code=0\n"
+    said = dict(line.split("=", 1) for line in outputs.read_text(encoding="utf-8").splitlines())
+    assert said == {"exit-code": "0", "run-dir": str((tmp_path / "reports" / "latest").resolve())}
+    # the upload: this run's folder alone, even after a failure; the report folder would hold it twice
+    # (upload-artifact follows the latest symlink) beside the older run
+    assert upload["uses"].startswith("actions/upload-artifact@"), upload
+    assert upload["if"] == "always() && steps.sweep.outputs.run-dir != ''"
+    assert upload["with"]["path"] == "${{ steps.sweep.outputs.run-dir }}"
+
+
+@pytest.mark.parametrize("index", ["https://download.pytorch.org/whl/cpu", ""])
+def test_the_install_step_takes_torch_from_the_cpu_index_first_unless_told_otherwise(action, tmp_path, index):
+    """Installing the extras pulled torch's CUDA build (6.3 GB): by default the action installs
+    torch alone from PyTorch's CPU index first, then gradcheck-rnn (which keeps it); an empty
+    torch-index-url leaves torch to PyPI. The step runs with a `python` that records its calls."""
+    assert action["inputs"]["torch-index-url"]["default"] == "https://download.pytorch.org/whl/cpu"
+    inputs = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
+    inputs |= {"extras": "fla,mlstm", "torch-index-url": index}
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\necho "$*" >> {calls}\n', encoding="utf-8")
+    (bin_dir / "python").chmod(0o755)
+    install = action["runs"]["steps"][0]
+    done = run_step(install, inputs, tmp_path, {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = [f"-m pip install torch --index-url {index}"] * bool(index) + [f"-m pip install {ROOT}[fla,mlstm]"]
+    assert calls.read_text(encoding="utf-8").splitlines() == expected
 
 
 @pytest.mark.slow  # a second sweep command (~5 s of CPU); the default suite runs the passing one
@@ -82,8 +107,9 @@ def test_a_failing_sweep_fails_the_step_and_still_says_its_exit_code(action, ref
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     done = run_step(sweep, inputs, tmp_path, env)
     assert done.returncode == 1 and "::error title=gradcheck-rnn fail" in done.stdout, done.stdout + done.stderr
-    assert outputs.read_text(encoding="utf-8") == "exit-code=1\n" and "fail" in summary.read_text(encoding="utf-8")
-    assert (tmp_path / "reports" / "latest" / "results.json").is_file()
+    said = dict(line.split("=", 1) for line in outputs.read_text(encoding="utf-8").splitlines())
+    assert said == {"exit-code": "1", "run-dir": str((tmp_path / "reports" / "latest").resolve())}
+    assert "fail" in summary.read_text(encoding="utf-8") and (tmp_path / "reports" / "latest" / "results.json").is_file()
 
 
 def test_the_ci_page_lists_every_input_of_the_action_with_its_default(action):

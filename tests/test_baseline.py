@@ -105,6 +105,7 @@ def test_a_baseline_judged_under_other_tolerances_is_refused(reference_only, cor
     code, output = sweep(reference_only, tmp_path, 40, "--rtol", 1e-5, "--atol", 1e-7, "--baseline", correct_run)
     assert code == 2 and "was judged under other tolerances" in output and "rtol 1e-05, atol 1e-07 now" in output, output
     assert "Traceback" not in output and not (tmp_path / "latest").exists()
+    assert "judging " not in output, output  # refused before the run's header: nothing runs (issue 48)
 
 
 def test_a_baseline_of_another_profile_that_shares_no_row_is_refused(reference_only, correct_run, tmp_path):
@@ -112,7 +113,7 @@ def test_a_baseline_of_another_profile_that_shares_no_row_is_refused(reference_o
     other.write_text(reference_only.read_text().replace("seed = 0", "seed = 5"))
     code, output = sweep(other, tmp_path / "reports", 40, "--baseline", correct_run, "--fail-on-drift")
     assert code == 2 and "shares no row" in output and "profile 'reference'" in output, output
-    assert not (tmp_path / "reports").exists()
+    assert not (tmp_path / "reports").exists() and "judging " not in output
 
 
 def test_a_baseline_of_an_edited_profile_with_the_same_tolerances_is_compared_with_a_note(

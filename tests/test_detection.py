@@ -187,6 +187,8 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
               if home_profile(name) == "matrix"}
     assert cases["mutant:truncated-bptt"] == 40 and cases["fused-cpu"] == 80 + sum(matrix.values())
     assert cases["mutant:s6-gate-grad-dropped"] + cases["mutant:slstm-padded-step-updates-n"] == 40
+    left = [name for group in document["left_out"] for name in group["mutants"]]
+    assert f"Left out: {len(left)} mutants" in output and all(name in output for name in left)
 
 
 @pytest.mark.slow
@@ -202,6 +204,7 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
     assert document["verdict"]["reason"].startswith(
         f"every mutant judged caught (7), no false alarm; {elsewhere} judged on no case")
     assert "home_profiles" not in document and document["spec"]["config"] == "families"
+    assert document["left_out"] and "Left out: " in output  # -c PROFILE leaves them out too: it says so
 
 
 # ------------------------------------------------------------------ each mutant on its home profile
@@ -259,6 +262,7 @@ def test_one_default_run_judges_each_mutant_on_its_home_profile_and_repro_lines_
     repro = {m["target"]: m["repro"] for m in document["mutants"]}
     assert repro["mutant:slstm-stabilizer-grad-to-forget"] == \
         f"gradcheck-rnn repro {slstm} --target mutant:slstm-stabilizer-grad-to-forget"  # the id alone rebuilds it
+    assert "left_out" not in document and "Left out" not in output  # named mutants: nothing left out
 
 
 @pytest.mark.parametrize("mutant, case_id, reason", [
@@ -290,6 +294,38 @@ def test_the_verdict_counts_a_mutant_judged_on_no_case_only_where_the_run_promis
     assert code == 0 and "every mutant judged caught (1)" in reason and "mutant:s6-b" in reason
     assert detection_verdict([unjudged], correct, every_mutant=False)[0] == 5
     assert detection_verdict([caught, Detection("mutant:c", cases=2)], correct, every_mutant=False)[0] == 1
+
+
+def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_runs_it():
+    """`mutants` left 11 of 51 mutants out without a word: every mutant that resolves but is not
+    in the default set is in one group of results.json's "left_out", with why and a command (printed
+    whole) that names one of them; the console and report.html show them, and a run that named
+    its mutants leaves nothing out."""
+    import shlex
+
+    from gradcheck_rnn.reports.html import render
+    from gradcheck_rnn.targets.mutants import BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS
+    from gradcheck_rnn.workflows.mutants import detection_lines, detection_targets, left_out
+
+    every = {*MUTANTS, *FAMILY_MUTANTS, *GPU_MUTANTS, *GPU_FAMILY_MUTANTS, *BLIND_SPOTS}
+    default = {name.removeprefix("mutant:") for name in detection_targets()[0]}
+    groups = left_out(())
+    named = [name for group in groups for name in group["mutants"]]
+    assert sorted(named) == sorted(every - default) and len(named) == len(set(named))
+    for group in groups:
+        words = shlex.split(group["run"])
+        assert words[:2] == ["gradcheck-rnn", "mutants"] and words[words.index("-m") + 1] in group["mutants"]
+        resolve_target(f"mutant:{words[words.index('-m') + 1]}")
+    assert left_out(("truncated-bptt",)) == []
+    _, lines = detection_lines({"mutants": [], "false_alarms": [], "left_out": groups})
+    assert f"Left out: {len(named)} mutants, judged only when named (-m):" in lines
+    assert all(f"    {group['run']}" in lines for group in groups)
+    assert all(name in "\n".join(lines) for name in named) and max(len(line) for line in lines) <= 80
+    document = {"command": "mutants", "verdict": {"exit_code": 0, "reason": "ok"}, "results": [],
+                "summary": {"total": 0}, "mutants": [{"target": "mutant:x", "cases": 1, "flagged": 1}],
+                "false_alarms": [], "left_out": groups}
+    page = render(document).decode()
+    assert all(name in page for name in named)
 
 
 def test_unknown_mutant_is_a_usage_error():

@@ -109,22 +109,70 @@ def test_every_finding_of_the_readme_links_a_findings_page_that_names_its_librar
     assert [library for library, _ in _readme_findings() if library.split()[0] not in text] == []
 
 
-def test_the_readme_names_the_tests_a_machine_without_cuda_or_a_browser_skips():
-    """One browser test, and the in-process test of each built-in target that needs CUDA
-    (tests/test_builtin_targets.py) or a framework the test extra does not install."""
+def _default_items(module: str, skips_when) -> int:
+    """How many tests of the default suite (not ``slow``) in ``tests/<module>.py`` skip when
+    ``skips_when(function)`` says their function does: each function's parametrized cases counted
+    as pytest collects them, the slow-marked cases left out."""
+    import importlib
+    import inspect
+
+    tests = importlib.import_module(module)
+    count = 0
+    for name, function in inspect.getmembers(tests, inspect.isfunction):
+        marks = getattr(function, "pytestmark", [])
+        if not name.startswith("test_") or any(mark.name == "slow" for mark in marks) or not skips_when(function):
+            continue
+        cases = 1
+        for mark in marks:
+            if mark.name == "parametrize":
+                cases *= sum(not any(m.name == "slow" for m in getattr(value, "marks", ())) for value in mark.args[1])
+        count += cases
+    return count
+
+
+def _source_says(*words: str):
+    import inspect
+
+    return lambda function: any(word in inspect.getsource(function) for word in words)
+
+
+def test_the_readme_counts_the_tests_a_machine_without_cuda_a_browser_or_the_extras_skips():
+    """README said "13 skipped" where the suite skipped 28: the count is made from the tests' own
+    skip conditions. Without the fla and mlstm extras: the browser test, the site's build test (the
+    docs extra), test_fla_mlstm.py's tests and the in-process test of each built-in target that needs
+    CUDA or a framework the test extra does not install; with those extras, the targets that need
+    CUDA or a venv of their own, and fla-recurrent, which declines once the suite's collection
+    imported Triton for a GPU (test_fused_gpu.py and its siblings import it at module level)."""
     from test_builtin_targets import CUDA_ONLY
 
     from gradcheck_rnn.targets import builtin_names
     from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS
 
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
-    installed = {re.split(r"[<>=!\[; ]", requirement)[0] for requirement in extra["test"]}
-    skipped = [name for name in [*builtin_names(), *FOREIGN_BUILTINS]
-               if name in CUDA_ONLY or _FRAMEWORK.get(name, "torch") not in installed | {"torch"}]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+
+    def frameworks(*names: str) -> set[str]:
+        return {re.split(r"[<>=!\[; ]", requirement)[0] for name in names for requirement in extras[name]} | {"torch"}
+
+    def skipped_targets(installed: set[str]) -> list[str]:
+        return [name for name in [*builtin_names(), *FOREIGN_BUILTINS]
+                if name in CUDA_ONLY or _FRAMEWORK.get(name, "torch") not in installed]
+
+    module_names = {"fla": "flash-linear-attention", "mlstm_kernels": "mlstm_kernels"}  # import name -> requirement
+    browser = _default_items("test_reports", lambda f: any("chromium" in str(m.kwargs.get("reason", ""))
+                                                          for m in getattr(f, "pytestmark", [])))
+    site = _default_items("test_docs_examples", _source_says('importorskip("mkdocs"', "mkdocs is not installed"))
+    matrix_libs = _default_items("test_fla_mlstm", _source_says("fla", "mlstm_kernels", "installed("))
+    plain = skipped_targets({module for module, requirement in module_names.items()
+                             if requirement in frameworks("test")} | frameworks("test"))
+    with_extras = skipped_targets(set(module_names) | frameworks("test", "fla", "mlstm")) + ["fla-recurrent"]
+    assert (browser, site) == (1, 1) and matrix_libs > 0
+    assert "test_fla_mlstm" not in " ".join(plain) and "triton" in (ROOT / "tests" / "test_fused_gpu.py").read_text()
     text = prose(README)
-    [count] = re.findall(r'"(\d+) skipped"', text)
-    sentence = text.split(f'"{count} skipped"')[1].split("):")[0]
-    assert int(count) == 1 + len(skipped) and all(name in sentence for name in skipped), skipped
+    [without, with_] = [int(n) for n in re.findall(r'"(\d+) skipped"', text)]
+    assert without == browser + site + matrix_libs + len(plain), (without, plain)
+    assert with_ == browser + site + len(with_extras), (with_, with_extras)
+    sentence = text.split(f'"{without} skipped"')[1].split(f'"{with_} skipped"')[0]
+    assert all(name in sentence for name in plain) and f"{matrix_libs}" in sentence, sentence
 
 
 def test_targets_says_not_available_for_what_a_default_sweep_leaves_out_for_no_cuda(monkeypatch):
@@ -183,3 +231,79 @@ def test_docstrings_quote_no_measured_times():
                 prose_only = re.sub(r'"[^"\n]*"', "", ast.get_docstring(node) or "")  # not a message it quotes
                 quoted += [f"{path.relative_to(ROOT)}: {match}" for match in timing.findall(prose_only)]
     assert quoted == [], quoted
+
+
+SHRINK_EXITS = re.compile(r"exits? 0 when (?:it )?shr[au]nk.{0,160}?1 when the case (?:does|did) not fail", re.I)
+
+
+def test_every_page_gives_shrinks_exit_codes_one_meaning():
+    """statuses.md listed shrink among the commands that exit 0 when all pass and 1 on a fail, the
+    opposite of what shrink does and the contract says (0: shrunk; 1: the case did not fail):
+    README, statuses.md, the shrink how-to and `shrink --help` each say the contract's meaning."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    texts = {path.name: prose(path) for path in (README, DOCS / "concepts" / "statuses.md",
+                                                DOCS / "how-to" / "shrink.md")}
+    texts["shrink --help"] = " ".join(CliRunner().invoke(main, ["shrink", "--help"]).output.split())
+    assert [name for name, text in texts.items() if not SHRINK_EXITS.search(text)] == []
+    [judging] = re.findall(r"Exit codes of every judging command \(([^)]*)\)", texts["statuses.md"])
+    assert "`shrink`" not in judging.split(";")[0], judging
+
+
+def test_the_findings_page_counts_the_cases_of_the_default_mutants_run():
+    """findings/mutants.md said the default run is "one run of 80 cases" after the matrix
+    profile's 40 had joined it: the count is the tool's, every home profile's cases."""
+    from gradcheck_rnn.workflows.mutants import detection_targets, home_cases
+
+    ids, _ = home_cases(detection_targets()[0])
+    [count] = re.findall(r"one run of (\d+) cases", prose(DOCS / "findings" / "mutants.md"))
+    assert int(count) == len(ids)
+
+
+GETTING_STARTED = DOCS / "getting-started.md"
+
+
+def test_getting_started_lists_every_extra_of_the_package():
+    """getting-started's list of extras left out flashrnn, mambapy, fla and mlstm."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    sentence = prose(GETTING_STARTED).split("Optional extras")[1].split("## ")[0]
+    assert sorted(re.findall(r"`(\w+)`", sentence)) == sorted(extras), sentence
+
+
+def test_getting_started_quotes_no_time_of_its_own_and_names_where_it_is_measured():
+    """It said "22 s" where a fresh clone took 5-8 s: a time depends on the machine and its load,
+    so the page names the section of benchmarks/RESULTS.md that has the command and the load."""
+    from test_docs_examples import fences
+
+    text = GETTING_STARTED.read_text(encoding="utf-8")
+    for fence in fences(GETTING_STARTED):
+        text = text.replace(fence.code, "")
+    assert re.findall(r"\b\d[\d.]*(?:[–-]\d[\d.]*)? ?(?:s|seconds|min)\b(?! of)", text) == []
+    [section] = re.findall(r'`benchmarks/RESULTS.md`, "([^"]+)"', prose(GETTING_STARTED))
+    assert f"## {section} " in (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+
+
+def test_getting_starteds_repro_output_is_what_the_tool_prints(monkeypatch):
+    """Its sample repro output had gone stale (column widths, the passing rows' numbers): the same
+    as the tool prints today, but for the numbers of rounding size (the passing rows' digits and
+    a step's error below 1e-5), which depend on the CPU's GEMM kernels."""
+    from click.testing import CliRunner
+
+    from test_docs_examples import fences
+    from gradcheck_rnn.cli import main
+
+    case_id = "rnn_tanh-L2-uni-I3-H4-T6-B2-len3.6-f32-s9"
+    [shown] = [f.code for f in fences(GETTING_STARTED) if f.language == "text" and f.code.startswith(case_id)]
+    monkeypatch.setenv("COLUMNS", "80")
+    done = CliRunner().invoke(main, ["repro", case_id, "-t", "mutant:truncated-bptt", "--in-process"])
+
+    def masked(text: str) -> list[str]:
+        lines = [" ".join(line.split()) for line in text.strip().splitlines()]
+        passing = sorted(line.split()[0] for line in lines if line.split()[1:2] == ["pass"])
+        kept = [re.sub(r"\b\d\.\d+e-(?:0[6-9]|[1-9]\d)\b", "TINY", line) for line in lines
+                if line.split()[1:2] != ["pass"]]
+        return kept + passing
+
+    assert done.exit_code == 1 and masked(done.output) == masked(shown), done.output

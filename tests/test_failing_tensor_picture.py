@@ -99,3 +99,22 @@ def test_a_tensor_without_a_map_is_named_with_its_worst_element():
     pictures._ratio_panel(axes, {"name": "l0.A", "ratio": 12.5, "location": {"unit": 3}}, (), 1)
     assert axes.get_title() == "l0.A: no time axis" and "12.5 at (unit=3)" in axes.texts[0].get_text()
     assert render.per_unit_table(result("l0.fwd.w_hh").tensors[2].to_json(), "lstm").title is not None
+
+
+@pytest.mark.parametrize("values", [[[40.0], [3.0]], [[40.0, 2.0, 7.0], [3.0, 0.5, 1.0]]], ids=["H=1", "H=3"])
+def test_the_per_unit_picture_ticks_whole_units_only(values):
+    """At H = 1 the per-unit panel had overlapping fractional ticks (MaxNLocator around one point):
+    its ticks are the units, 0 … H − 1, and so are the time steps' at T = 1."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gradcheck_rnn.reports import pictures
+
+    axes = Figure().subplots()
+    tensor = {"name": "l0.fwd.w_hh", "ratio": 40.0, "ratio_map": {"rows": "gate", "cols": "unit", "pool": [1, 1],
+                                                                 "ratio": values}}
+    pictures._ratio_panel(axes, tensor, ("r", "z"), 1)
+    assert list(axes.get_xticks()) == list(range(len(values[0])))
+    steps = Figure().subplots()
+    pictures._steps_panel(steps, [{"name": "x", "per_step": [0.3]}])
+    assert list(steps.get_xticks()) == [0]

@@ -103,7 +103,7 @@ def test_the_gpu_mutant_is_caught_and_fused_gpu_passes_the_same_case():
 
 def test_a_detection_run_narrows_a_named_profile_only():
     code, output = invoke("mutants", "--mode", "s6", "-m", MUTANT)
-    assert code == 2 and "--mode narrows one profile's draw; name it with --config" in " ".join(output.split())
+    assert code == 2 and "--mode narrows one profile's draw: name it, e.g. -c families" in " ".join(output.split())
 
 
 def test_a_short_families_sweep_passes_every_check(tmp_path):

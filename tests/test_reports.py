@@ -312,6 +312,54 @@ def test_report_command_re_renders_the_same_files_from_results_json(failing_run,
     assert code == 2 and "results.json does not exist" in output
 
 
+def test_junit_times_are_the_rows_judging_times_and_the_runs_wall_time(failing_run, tmp_path):
+    """junit.xml said time="0.171" for a 31 s run and 0.002 s per testcase (the target's own
+    runs only): a testcase's time is its row's stored judging time, a suite's the sum of its rows',
+    the whole file's the run's wall time; a results.json kept before those times still renders."""
+    run, _, _ = failing_run
+    document = load_document(run)
+    xml = JUnitXml.fromfile(str(run / "junit.xml"))
+    stored = {(r["target"], f"{r['case_id']} [{r.get('check', 'reference')}]"): r.get("seconds", 0.0)
+              for r in document["results"]}
+    written = {(t.classname, t.name): float(t.time) for suite in xml for t in suite}
+    assert written == pytest.approx(stored, abs=5e-4)
+    reference_rows = [r for r in document["results"] if r.get("check", "reference") == "reference"]
+    assert all(r.get("seconds", 0.0) > 0 for r in reference_rows)  # judged, so timed
+    assert [float(suite.time) for suite in xml] == pytest.approx([sum(s for (target, _), s in stored.items()
+                                                                      if target == suite.name) for suite in xml], abs=5e-3)
+    assert float(xml.time) == pytest.approx(document["seconds"], abs=5e-4)
+    assert document["seconds"] >= max(stored.values())
+    old = tmp_path / "old"  # written before the times were kept: no run or row seconds
+    shutil.copytree(run, old)
+    kept = json.loads((old / "results.json").read_text())
+    del kept["seconds"]
+    kept["results"] = [{k: v for k, v in row.items() if k != "seconds"} for row in kept["results"]]
+    (old / "results.json").write_text(json.dumps(kept))
+    code, output = invoke("report", old, "--format", "console")
+    assert code == 1, output
+    xml = JUnitXml.fromfile(str(old / "junit.xml"))
+    assert float(xml.time) == 0.0 and {t.time for suite in xml for t in suite} == {0.0}
+
+
+def test_a_rows_seconds_time_the_whole_check_not_only_the_target(references, monkeypatch):
+    """The row's time was the target's runs alone; judging a row is also the check's own work
+    (and the references for the case's first row), which CI's test views should show."""
+    import dataclasses
+    import time
+
+    from gradcheck_rnn.judging.checks import CHECKS
+
+    check = CHECKS["reference"]
+
+    def slow_check(*args):
+        time.sleep(0.05)
+        return check.run(*args)
+
+    monkeypatch.setitem(CHECKS, "reference", dataclasses.replace(check, run=slow_check))
+    row = judge_one(references, resolve_target("torch-native"))
+    assert row.status == "pass" and row.seconds >= 0.05
+
+
 def test_latest_names_the_newest_run_also_without_symlinks(tmp_path, monkeypatch, references):
     result = judge_one(references, resolve_target("torch-native"))
     first = write_reports([result], tmp_path, meta([result]))
@@ -353,6 +401,21 @@ def test_html_without_matplotlib_says_so(failing_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     page = html_writer.render(load_document(failing_run[0])).decode()
     assert "<img" not in page and "pip install 'gradcheck-rnn[html]'" in page
+
+
+def test_the_console_says_report_html_has_no_pictures_without_matplotlib(failing_run, monkeypatch, tmp_path):
+    """The page said so and the console did not: a failing run rendered without matplotlib says it
+    on the console too, with how to get them; with matplotlib, or with nothing failing, it does not."""
+    run, sweep_output, _ = failing_run
+    assert "no error pictures" not in sweep_output  # matplotlib is here
+    copy_ = tmp_path / "copy"
+    shutil.copytree(run, copy_)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, output = invoke("report", copy_, "--format", "console")
+    assert code == 1 and "note: report.html has no error pictures: matplotlib is not installed" in " ".join(
+        output.split()) and f"  gradcheck-rnn report {copy_}\n" in output, output
+    passing = write_reports([], tmp_path / "passing", {"command": "sweep", "verdict": {"exit_code": 5, "reason": "-"}})
+    assert "no error pictures" not in invoke("report", passing)[1]
 
 
 def test_mistrusted_comparisons_are_counted_and_shown(tmp_path, references):

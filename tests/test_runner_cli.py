@@ -125,7 +125,7 @@ def test_repro_prints_the_numbers_the_sweep_reported(tmp_path):
     (["repro", "lstm-L2-bi-I3"], "case id"),
     (["repro", "lstm-L2-bi-I3-H0-T7-B3-len7.4.1-f32-s9"], "hidden_size=0"),
     (["sweep", "--target", "no-such-target"], "unknown target 'no-such-target'"),
-    (["sweep", "--target", "no_such_module_xyz:run"], "cannot import module 'no_such_module_xyz'"),
+    (["sweep", "--target", "no_such_module_xyz:run"], "no module named 'no_such_module_xyz' on PYTHONPATH"),
     (["sweep", "--target", "plugin_targets:nope"], "has no attribute 'nope'"),
     (["check", "--lengths", "3,-1"], "sequence length -1"),
     (["check", "--lengths", "3,x"], "comma-separated"),

@@ -31,8 +31,10 @@ class OneLineErrors(click.Group):
 
             command = exc.ctx.command_path if exc.ctx is not None else "gradcheck-rnn"
             message = exc.format_message().rstrip(".")
-            print_error(f"{message} See '{command} --help'." if message.endswith("?")
-                        else f"{message}; see '{command} --help'")
+            pointed = (f"{message} See '{command} --help'." if message.endswith("?")
+                       else f"{message}; see '{command} --help'")
+            # the pointer to --help only where the line still fits an 80-column terminal
+            print_error(pointed if len(f"error: {pointed}") <= 80 else message)
             sys.exit(2)
         except click.ClickException as exc:
             from .commands import print_error
@@ -110,9 +112,7 @@ def sweep(**values: Any) -> None:
 
     ensure_writable(values["report_dir"])
     baseline = opt.load_baseline(values)
-    spec, execution, resolved = opt.build_sweep(values)
-    if baseline is not None:
-        opt.compare_baseline(baseline, spec)
+    spec, execution, resolved = opt.build_sweep(values, baseline)
     sys.exit(judge_and_report(spec, execution, "sweep", values["report_dir"], values["fmt"], targets=resolved,
                               baseline=baseline))
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from ..reports import console as render
 from ..errors import INTERRUPTS, UsageError
 from ..rows.result import CaseResult, Run, document_row, plural, tally_verdict
-from ..rows.statuses import STYLE
+from ..rows.statuses import STYLE, is_bad
 from ..rows.tally import StoredTally, Tally
 
 
@@ -86,7 +86,7 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
     from ..reports import write_reports
 
     meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
-            "interrupted": run.interrupted}
+            "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
     if not run.complete and not run.interrupted:  # an interrupted run's verdict line says how far it got
         render.print_lines(out, render.stopped_early_lines(run.cases_judged, meta.get("cases")))
     try:
@@ -96,8 +96,20 @@ def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dic
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
     publish_format(fmt, run_dir)
+    pictures_note(bool(run.failures), run_dir)
     verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {run_dir}")
     return run.exit_code
+
+
+def pictures_note(failed: bool, run_dir: Path) -> None:
+    """Say on the console what report.html says on its page: its failing cases have no error
+    pictures, for want of matplotlib, and how to get them."""
+    from ..reports.pictures import available
+
+    if failed and not available():
+        render.print_lines(out, render.note_lines(  # the command on a line of its own, never broken
+            "note: report.html has no error pictures: matplotlib is not installed; pip install "
+            "'gradcheck-rnn[html]', then draw them with") + [f"  gradcheck-rnn report {run_dir}"])
 
 
 def publish_format(fmt: str, run_dir: Path) -> None:
@@ -258,11 +270,13 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 
 
 def present_mutants(mutant_names: list[str], correct_names: list[str], every_mutant: bool = True,
-                    home_profiles: list[dict[str, Any]] | None = None) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
+                    home_profiles: list[dict[str, Any]] | None = None,
+                    left_out: list[dict[str, Any]] | None = None) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
     """``mutants``: print the detection table of a judged run; the run with the detection verdict
     (every mutant flagged and no correct kernel) and the detection rows for results.json.
-    ``every_mutant`` and ``home_profiles``: see :func:`~gradcheck_rnn.workflows.mutants.detection_verdict`
-    and :func:`~gradcheck_rnn.workflows.mutants.home_cases`."""
+    ``every_mutant``, ``home_profiles`` and ``left_out``: see
+    :func:`~gradcheck_rnn.workflows.mutants.detection_verdict`, :func:`~gradcheck_rnn.workflows.mutants.home_cases`
+    and :func:`~gradcheck_rnn.workflows.mutants.left_out`."""
     from ..workflows.mutants import detection_lines, detection_verdict, summarise
 
     def present(judged: Run) -> tuple[Run, dict[str, Any]]:
@@ -271,11 +285,13 @@ def present_mutants(mutant_names: list[str], correct_names: list[str], every_mut
                  "checks": list(judged.spec.checks)}
         if home_profiles:
             extra["home_profiles"] = home_profiles
+        if left_out:
+            extra["left_out"] = left_out
         table, lines = detection_lines({**judged.spec.meta("mutants"), **extra})
         out.print(table)
         render.print_lines(out, lines)
         return Run(judged.results, *detection_verdict(mutant_rows, correct_rows, every_mutant), judged.spec,
-                   complete=judged.complete, tally=judged.tally), extra
+                   complete=judged.complete, tally=judged.tally, seconds=judged.seconds), extra
 
     return present
 
@@ -378,6 +394,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
     publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
     say(out, f"re-rendered {files} from results.json in {resolved}")
+    pictures_note(any(is_bad(row["status"]) for row in document["results"]), resolved)
     code, reason = stored_verdict(document)
     verdict_line(code, reason)
     return code

@@ -13,7 +13,7 @@ import click
 
 from ..model.rnn_config import CHECK_NAMES as ALL_CHECKS
 from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
-from ..errors import UsageError
+from ..errors import UsageError, unknown_name
 from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
 from ..runtime import IN_PROCESS_ENV
 
@@ -35,8 +35,8 @@ def _load_families(ctx: click.Context, param: click.Parameter, specs: tuple[str,
 
     try:
         load_all(specs)
-    except UsageError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+    except UsageError as exc:  # the sentence names --family's value already
+        raise click.UsageError(str(exc), ctx) from None
     return tuple(specs)
 
 
@@ -50,8 +50,8 @@ class ModeType(click.ParamType):
         from ..families import modes
 
         if value not in modes():
-            self.fail(f"unknown mode {value!r}; allowed: {', '.join(modes())}, or a family loaded with "
-                      f"--family package.module:NAME", param, ctx)
+            raise click.UsageError(str(unknown_name("mode", value, modes(), "a family's token, built in or loaded "
+                                                                             "with --family")), ctx)
         return value
 
 
@@ -270,11 +270,16 @@ def compare_baseline(baseline: Any, spec: Any) -> None:
         say(err, note)
 
 
-def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
+def build_sweep(values: dict[str, Any], baseline: Any = None) -> tuple[Any, Any, list]:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
-    not pass in the report folder's latest run (exit 5 with a note when there are none)."""
+    not pass in the report folder's latest run (exit 5 with a note when there are none). A
+    ``baseline`` that cannot be compared with the run is refused before its header is printed."""
+    def refuse(spec: Any) -> None:
+        if baseline is not None:
+            compare_baseline(baseline, spec)
+
     if not values["last_failed"]:
-        return build_run(values)
+        return build_run(values, before_header=refuse)
     from .commands import err, say
     from ..workflows.rerun import last_failed
     from ..run import Judging, Selection
@@ -294,7 +299,8 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     selection = Selection(seed=failed.spec.seed, case_ids=failed.case_ids, only=failed.rows,
                           rerun_of=failed.run_dir.name)
     return build_run({**values, "config": failed.spec.config}, selection,
-                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families)
+                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families,
+                     before_header=refuse)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
@@ -303,7 +309,8 @@ def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
-              families: Any = None, header: bool = False) -> tuple[Any, Any, list]:
+              families: Any = None, header: bool = False,
+              before_header: Callable[[Any], None] | None = None) -> tuple[Any, Any, list]:
     """The run spec, the execution and the resolved targets of a judging command, from its option
     values (``values``: click's keyword arguments). What the command sets itself replaces what the
     values say: ``selection`` (default: the draw of --cases, --seed, the narrowing flags and
@@ -313,7 +320,8 @@ def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None
     The execution is made (and validated) first and the pool's fork server started, so that its
     imports run beside the slow part of the set-up (profile, targets); the worker count, when not
     given, is chosen from the number of cases and printed with its reason on stderr. A drawn run
-    prints its header line; a run of named cases only with ``header``. Target names and case ids
+    prints its header line (after ``before_header`` had the spec to refuse, so that a refusal
+    comes before any "judging …"); a run of named cases only with ``header``. Target names and case ids
     are checked before anything starts: a typo is refused before the seconds that torch, JAX and the
     pool take to start (:func:`refuse_bad_names`).
     """
@@ -342,6 +350,8 @@ def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None
     # on the other core. The JAX cache folder it names is in the environment before any worker is made.
     set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
     spec, resolved = RunSpec.build(values.get("config"), targets, selection, judging, families, profile)
+    if before_header is not None:
+        before_header(spec)
     if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
         announce(spec, execution, why)
     return spec, execution, resolved
@@ -368,24 +378,30 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     one run of named cases under the ci profile's checks and tolerances; with --config, every
     mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
     --dtype. Unknown mutant names are a UsageError before any case runs."""
-    from .commands import present_mutants
-    from ..workflows.mutants import detection_targets, home_cases
-    from ..run import Selection
+    from ..targets.mutant_names import check_mutant_name
 
-    mutant_names, correct_names = detection_targets(mutants)
+    for name in mutants:  # a typo is refused before the kernels' imports (torch)
+        check_mutant_name(name)
     narrowed = [knob.usage for knob in SHAPE_KNOBS if values.get(knob.field) not in (None, ())]
     if narrowed and values.get("config") is None:
         raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
-                         f"draw; name it with --config, e.g. -c families --mode s6")
+                         f"draw: name it, e.g. -c families --mode s6")
+    from .commands import present_mutants
+    from ..workflows.mutants import detection_targets, home_cases, left_out
+    from ..run import Selection
+
+    mutant_names, correct_names = detection_targets(mutants)
+    not_judged = left_out(mutants)
     targets = tuple(mutant_names + correct_names)
     judging = judging_of(values, values["checks"] or None)
     if values.get("config") is not None:
         spec, execution, resolved = build_run(values, judging=judging, targets=targets)
-        return spec, execution, resolved, present_mutants(mutant_names, correct_names, every_mutant=bool(mutants))
+        return spec, execution, resolved, present_mutants(mutant_names, correct_names, bool(mutants),
+                                                          left_out=not_judged)
     case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
     spec, execution, resolved = build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging,
                                           targets, header=True)
-    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn)
+    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn, not_judged)
 
 
 def announce(spec: Any, execution: Any, why: str) -> None:

@@ -166,7 +166,7 @@ def _invalid(rows: list[TensorError]) -> InvalidOutputs:
 
 
 class TargetCall:
-    """Every run of one target on one case's context: private copies, timing, validation.
+    """Every run of one target on one case's context: private copies, validation.
 
     ``run(case)`` runs the target on ``case`` (the context's case or one a check derived from it);
     ``base()`` is the run on the unchanged case, made once and shared by the checks that may
@@ -177,7 +177,6 @@ class TargetCall:
 
     def __init__(self, target: Target, context: CaseContext) -> None:
         self.target, self.context = target, context
-        self.seconds = 0.0
         self._base: tuple[Arrays, list[TensorError]] | TargetRaised | InvalidOutputs | None = None
         # the latest call, if it returned: the case it ran and what it gave
         self._latest: tuple[Case, tuple[Arrays, list[TensorError]]] | None = None
@@ -207,15 +206,12 @@ class TargetCall:
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
         private = private_copy(case)
         self._latest = None
-        start = time.perf_counter()
         try:
             returned = self.target.run(private)
         except INTERRUPTS:
             raise
         except BaseException as exc:  # SystemExit too: a target that raises is an "error" row, never the run's end
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
-        finally:
-            self.seconds += time.perf_counter() - start
         try:  # reading what it returned runs the target's code too (properties, array conversions)
             validated = validate(case, returned)
         except (InvalidOutputs, *INTERRUPTS):
@@ -260,27 +256,32 @@ def _row(case: Case, target: Target, check: str, status: str, **fields: Any) -> 
 
 
 def judge_check(call: TargetCall, check: str, tolerances: Tolerances) -> CaseResult:
-    """One check of one target on one case, as one result row."""
+    """One check of one target on one case, as one result row; its ``seconds`` are the wall time
+    of judging it: the target's runs and, for the first row that needs them, the references (the
+    context computes them once, when first asked), so a case's rows add up to its judging time."""
+    start = time.perf_counter()
+    row = _judged_row(call, check, tolerances)
+    row.seconds = time.perf_counter() - start
+    return row
+
+
+def _judged_row(call: TargetCall, check: str, tolerances: Tolerances) -> CaseResult:
     case, target = call.context.case, call.target
-    before = call.seconds
     try:
         tensors = CHECKS[check].run(call.context, call, tolerances)
     except Skip as skip:
         return _row(case, target, check, "skip", message=str(skip))
     except Nondeterministic as exc:
-        return _row(case, target, check, "nondeterministic", message=exc.message, tensors=exc.rows,
-                    seconds=call.seconds - before)
+        return _row(case, target, check, "nondeterministic", message=exc.message, tensors=exc.rows)
     except ReferenceDisagreement as exc:  # the truth itself is in doubt: never the target's fault
         return _row(case, target, check, "reference-disagreement", message=exc.message, tensors=exc.rows)
     except InvalidOutputs as exc:
-        return _row(case, target, check, exc.status, message=exc.message, tensors=exc.rows,
-                    seconds=call.seconds - before)
+        return _row(case, target, check, exc.status, message=exc.message, tensors=exc.rows)
     except TargetRaised as exc:
-        return _row(case, target, check, "error", message=exc.message, traceback=exc.frames,
-                    seconds=call.seconds - before)
+        return _row(case, target, check, "error", message=exc.message, traceback=exc.frames)
     failing = [t for t in tensors if not t.passed]
     return _row(case, target, check, "fail" if failing else "pass", tensors=tensors,
-                message="; ".join(t.message for t in failing[:3]), seconds=call.seconds - before)
+                message="; ".join(t.message for t in failing[:3]))
 
 
 def _supported(target: Target, case: Case) -> tuple[bool | str, str]:

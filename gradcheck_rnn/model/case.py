@@ -443,7 +443,7 @@ def case_from_options(mode: str, layers: int, bidirectional: bool, input_size: i
     try:
         seq = [int(v) for v in lengths.replace(".", ",").split(",") if v.strip()]
     except ValueError:
-        raise UsageError(f"--lengths {lengths!r} is not allowed; give comma-separated integers such as 7,4,1") from None
+        raise UsageError(f"--lengths {lengths!r}: give comma-separated integers, e.g. 7,4,1") from None
     if not seq:
         raise UsageError(f"--lengths {lengths!r} is not allowed; give at least one sequence length, such as 7,4,1")
     given = dict(options or {})

@@ -38,7 +38,7 @@ import numpy as np
 
 from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig, check_size_budget, format_case_id,
                    make_case)
-from ..errors import UsageError
+from ..errors import UsageError, unknown_name
 from .rnn_config import CHECK_NAMES as ALL_CHECKS
 from .rnn_config import CONFIG_DIR, DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS, profile_names
 from ..families import family, modes as family_modes
@@ -108,8 +108,8 @@ def resolve_profile_path(config: str | Path | None) -> Path:
     if not path.suffix and not path.is_file():  # a folder named like a profile must not shadow it
         path = CONFIG_DIR / f"{config}.toml"
     if not path.is_file():
-        raise UsageError(f"profile {str(config)!r} does not exist; give a TOML file or one of: "
-                         f"{', '.join(profile_names())}")
+        raise unknown_name("profile", str(config), profile_names(),
+                           "give a TOML file or a name in configs/")
     return path
 
 

@@ -173,7 +173,11 @@ def _mutants(document: dict[str, Any]) -> list[str]:
         parts.append(f"<tr><td class=l>{_e(label)}</td><td>{_e(row.get('cases', ''))}</td>"
                      f'<td class="{css}">{_e(flagged)}</td><td class=id>{_e(row.get("first_case_id") or "–")}</td>'
                      f"<td class=l>{_e(row.get('caught_by') or '–')}</td></tr>")
-    return parts + ["</table>"]
+    parts.append("</table>")
+    for group in document.get("left_out") or []:  # what a run without -m does not judge, and how to
+        parts.append(f"<p>Left out: {_e(', '.join(group['mutants']))}: {_e(group['why'])}; e.g. "
+                     f"<code>{_e(group['run'])}</code></p>")
+    return parts
 
 
 def _drift(drift: dict[str, Any] | None) -> list[str]:

@@ -3,7 +3,8 @@
 One ``<testsuite>`` per target inside ``<testsuites>``, whose ``<properties>`` carry the run's
 stored verdict (never recomputed) and, for a run stopped early, how far it got; one
 ``<testcase>`` per case × target × check with classname = target and name = "<case id>
-[<check>]". ``fail`` and ``nondeterministic`` are ``<failure>``s of that type whose text holds
+[<check>]". A testcase's ``time`` is its row's judging time (the row's ``seconds``), a
+``<testsuite>``'s the sum of its rows', and ``<testsuites>``' the run's wall time. ``fail`` and ``nondeterministic`` are ``<failure>``s of that type whose text holds
 one line per failing tensor (worst first) and the repro command; ``error`` and
 ``reference-disagreement`` (the references, not the target, are in doubt) are ``<error>``s of
 that type; ``skip`` is ``<skipped>`` with its reason. ``drifted`` (``--baseline``) is a
@@ -124,7 +125,10 @@ def write(document: dict[str, Any], stream: IO[bytes]) -> None:
     stopped = progress_note(document)
     name = f"gradcheck-rnn {document.get('command', '')}".strip()
     stream.write(b"<?xml version='1.0' encoding='utf-8'?>\n")
-    stream.write(_open_tag("testsuites", {"name": name, **totals.attributes()}, 0))
+    # The run's wall time (results.json's "seconds"); a run stored without it (a merge, results.json
+    # written before it was kept): the sum of its rows' judging times.
+    attributes = {**totals.attributes(), **({"time": _seconds(document["seconds"])} if "seconds" in document else {})}
+    stream.write(_open_tag("testsuites", {"name": name, **attributes}, 0))
     for target, counts in suites.items():
         stream.write(_open_tag("testsuite", {"name": clean(target), "timestamp": str(document.get("created", "")),
                                              **counts.attributes()}, 1))

@@ -182,8 +182,6 @@ def stepped_tensors(row: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str
 def _ratio_panel(ax: Any, tensor: dict[str, Any], gate_names: tuple[str, ...], num_directions: int | None) -> None:
     """The tolerance ratio of one tensor without a time axis, one line per gate block (or
     layer.dir) over its units (or sequences), on a log axis with the tolerance at 1."""
-    from matplotlib.ticker import MaxNLocator
-
     ratio_map = tensor.get("ratio_map")
     if not ratio_map:  # a tensor of a shape the maps do not know: its worst element in words
         ax.set_axis_off()
@@ -206,21 +204,28 @@ def _ratio_panel(ax: Any, tensor: dict[str, Any], gate_names: tuple[str, ...], n
     ax.set_title(f"{tensor['name']}: ratio per {across}{pooled}", fontsize=9)
     ax.set_xlabel(f"{across} (no time axis)", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(-0.5, grid.shape[1] - 0.5)
+    _whole_ticks(ax.xaxis, grid.shape[1])
     ax.legend(fontsize=7, title="gate" if gated else "layer.dir", title_fontsize=7)
     ax.grid(True, which="major", alpha=0.3)
 
 
 def _integer_ticks(ax: Any, shape: tuple[int, ...]) -> None:
-    """Ticks on whole cells only. A side of one or a few cells gets its indices as explicit ticks:
-    MaxNLocator on a one-cell axis (H = 1, B = 1) falls back to −0.5 … 0.5, which overlap."""
+    """Ticks on whole cells only, on both sides of a heatmap (:func:`_whole_ticks`)."""
+    _whole_ticks(ax.xaxis, shape[1])
+    _whole_ticks(ax.yaxis, shape[0])
+
+
+def _whole_ticks(axis: Any, size: int) -> None:
+    """Ticks on the indices 0 … ``size`` − 1 only. A side of one or a few gets its indices as
+    explicit ticks: MaxNLocator on a one-index axis (H = 1, B = 1, T = 1) falls back to fractional
+    ticks (−0.5 … 0.5, or −0.04 … 0.04 around a single plotted point), which overlap."""
     from matplotlib.ticker import MaxNLocator
 
-    for axis, size in ((ax.xaxis, shape[1]), (ax.yaxis, shape[0])):
-        if size <= 6:
-            axis.set_ticks(range(size))
-        else:
-            axis.set_major_locator(MaxNLocator(integer=True))
+    if size <= 6:
+        axis.set_ticks(range(size))
+    else:
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _colormap() -> Any:
@@ -249,8 +254,6 @@ def _steps_panel(ax: Any, tensors: list[dict[str, Any]]) -> None:
     """max |a − b| per time step on a log axis; zero steps are gaps, non-finite steps are crosses.
     Tensors without error at any step are named in words ("no error"), not drawn as a legend
     entry without a line; when no tensor has any error the panel says only that."""
-    from matplotlib.ticker import MaxNLocator
-
     highest = 0.0
     quiet = []
     drawn = 0
@@ -275,11 +278,12 @@ def _steps_panel(ax: Any, tensors: list[dict[str, Any]]) -> None:
         ax.text(0.5, 0.5, f"no error: |a − b| = 0 at every step\n({', '.join(quiet)})", ha="center", va="center",
                 fontsize=8, transform=ax.transAxes, wrap=True)
         return
-    ax.set_xlim(-0.5, max(len(t["per_step"]) for t in tensors) - 0.5)
+    length = max(len(t["per_step"]) for t in tensors)
+    ax.set_xlim(-0.5, length - 0.5)
     ax.set_yscale("log")
     if highest == 0.0:
         ax.set_ylim(1e-16, 1.0)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _whole_ticks(ax.xaxis, length)
     ax.set_xlabel("time step t", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7)

@@ -297,6 +297,7 @@ class Run:
     # the run's totals (gradcheck_rnn.rows.tally.Tally), made as its rows arrived: with a row log,
     # ``results`` holds only the rows that did not pass, and the counts of every row are here
     tally: Any = None
+    seconds: float | None = None  # the wall time of judging it (judge_run); None: not timed (a merged run)
 
     @property
     def failures(self) -> list[CaseResult]:

@@ -139,7 +139,7 @@ class Execution:
 
     def __post_init__(self) -> None:
         if self.executor == "dask" and not self.scheduler:
-            raise UsageError("--executor dask needs --scheduler ADDRESS, e.g. --scheduler tcp://10.0.0.5:8786")
+            raise UsageError("--executor dask needs --scheduler ADDRESS, e.g. tcp://10.0.0.5:8786")
         if self.executor != "dask" and self.scheduler:
             raise UsageError("--scheduler is only for --executor dask; add --executor dask or drop --scheduler")
         if self.in_process and self.executor == "dask":
@@ -314,11 +314,14 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         if on_result is not None:
             on_result(row)
 
+    start = time.perf_counter()
     try:
         results = execute(spec, execution, finish_row, targets, executor, jobs, keep)
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
         exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices), tally)
+        exc.run.seconds = time.perf_counter() - start
         raise
     results = [row for row in results if spec.judges(row.case_id, row.target, row.check)]
     code, reason = tally_verdict(tally, spec.named_targets, None if baseline is None else baseline.to_json())
-    return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally)
+    return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally,
+               seconds=time.perf_counter() - start)

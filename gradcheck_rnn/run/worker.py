@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -93,13 +94,18 @@ def serve(conn: Connection) -> None:
             return
         index, case, start = job
         context = CaseContext(case if isinstance(case, Case) else Case.from_id(case))
+        truth_seconds = 0.0
         if "reference" in setup.checks:
             # The float64 truth (a JAX compile in a fresh worker) is not the target's time: the
             # supervisor starts the row's --case-timeout deadline again when it is ready.
+            truth_started = time.perf_counter()
             context.disagreement
+            truth_seconds = time.perf_counter() - truth_started
             conn.send(("truth", index))
         for row in judge(context, targets, setup.tolerances, setup.checks, start):
             row.case_index = index
+            # the truth is judging time: the first row pays it, as it would had judge computed it
+            row.seconds, truth_seconds = row.seconds + truth_seconds, 0.0
             # a passing row's ratio maps are not wanted (less to send), and its results.jsonl line
             # is made here, on this worker's core instead of the supervisor's
             conn.send(("row", index, with_stored_line(slim(row))))

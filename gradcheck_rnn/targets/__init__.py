@@ -17,8 +17,8 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any, Callable, Iterable
 
-from ..errors import INTERRUPTS, UsageError
-from ..importing import import_object
+from ..errors import INTERRUPTS, UsageError, unknown_name
+from ..importing import check_module_found, import_object
 from .protocol import Target, as_target
 
 __all__ = ["Target", "as_target", "check_target_name", "default_targets", "describe_targets", "left_out_builtins",
@@ -103,20 +103,28 @@ def resolve_target(spec: str) -> Target:
 
 def check_target_name(spec: str) -> None:
     """UsageError for a target name that cannot resolve, found without importing torch, JAX or any
-    framework: an unknown name, or ``NAME@PYTHON`` without its interpreter. A command checks its
+    framework: an unknown name or mutant (with the closest name), a ``module:callable`` whose module
+    is nowhere on the import path, or ``NAME@PYTHON`` without its interpreter. A command checks its
     targets so before the heavy imports, so that a typo is refused in a moment, not in seconds."""
     from .foreign import FOREIGN_BUILTINS, foreign_spec
+    from .mutant_names import check_mutant_name
 
     if "@" in spec:
         foreign_spec(spec)
         return
-    plugins = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    if (spec in BUILTIN_NAMES or spec in FOREIGN_BUILTINS or spec.startswith("mutant:") or spec in plugins
-            or (":" in spec and spec.partition(":")[0] and spec.partition(":")[2])):
+    if spec.startswith("mutant:"):
+        check_mutant_name(spec.removeprefix("mutant:"))
         return
-    known = ", ".join([*BUILTIN_NAMES, *FOREIGN_BUILTINS, "mutant:<name>", *plugins, "package.module:callable",
-                       "NAME@PYTHON"])
-    raise UsageError(f"unknown target {spec!r}; allowed: {known}")
+    plugins = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    if spec in BUILTIN_NAMES or spec in FOREIGN_BUILTINS or spec in plugins:
+        return
+    module, _, attribute = spec.partition(":")
+    if module and attribute:
+        check_module_found(spec, "target")
+        return
+    raise unknown_name("target", spec, [*BUILTIN_NAMES, *FOREIGN_BUILTINS, *plugins],
+                       "'gradcheck-rnn targets' lists them")
+
 
 
 def _resolve(spec: str) -> Target:

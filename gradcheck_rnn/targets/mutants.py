@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from ..model.case import Case, Outputs, RNNConfig
-from ..errors import UsageError
+from . import mutant_names
+from .mutant_names import check_mutant_name
 from ..families import CUDNN_MODES
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
@@ -705,6 +706,12 @@ BLIND_SPOTS: dict[str, type] = {
 }
 
 
+# the names a command checks before importing torch are these, group by group
+assert (tuple(MUTANTS), tuple(FAMILY_MUTANTS), tuple(GPU_MUTANTS), tuple(GPU_FAMILY_MUTANTS), tuple(BLIND_SPOTS)) == \
+    (mutant_names.CUDNN, mutant_names.FAMILY, mutant_names.GPU, mutant_names.GPU_FAMILY, mutant_names.BLIND_SPOTS), \
+    "gradcheck_rnn/targets/mutant_names.py must list the mutants registered here"
+
+
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
     cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name)
@@ -721,7 +728,7 @@ def home_profile(name: str) -> str:
 
 def mutant_target(name: str) -> Target:
     """The target ``mutant:<name>``, a CPU mutant or a GPU one (``gpu-…``, see
-    :data:`GPU_MUTANTS`, :data:`GPU_FAMILY_MUTANTS`); UsageError names the known mutants. A mutant
+    :data:`GPU_MUTANTS`, :data:`GPU_FAMILY_MUTANTS`); UsageError, with the closest name, for another. A mutant
     is a skip on a case of a family its bug is not in (:class:`ScopedMutant`)."""
     from ..kernels.fused_gpu import FusedGPUKernel, FusedGPUTarget
 
@@ -733,9 +740,7 @@ def mutant_target(name: str) -> Target:
         return Target(full, family_mutant(*GPU_FAMILY_MUTANTS[name], full, FusedGPUTarget))
     if name in FAMILY_MUTANTS:
         return Target(full, family_mutant(*FAMILY_MUTANTS[name], full))
-    if name not in MUTANTS and name not in BLIND_SPOTS:
-        raise UsageError(f"unknown mutant {name!r}; allowed: "
-                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")
+    check_mutant_name(name)
     bug = MUTANTS.get(name) or BLIND_SPOTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
         return Target(full, ScopedMutant(bug(), CUDNN_MODES, CUDNN_REASON))

@@ -58,6 +58,26 @@ def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], 
     return mutant_names, list(CORRECT_TARGETS + (("fused-gpu",) if gpu else ()))
 
 
+def left_out(named: Iterable[str]) -> list[dict[str, Any]]:
+    """The mutants a detection run without ``-m`` leaves out, each group with why and a command
+    that runs one (``"mutants"``, ``"why"``, ``"run"``; results.json's ``"left_out"``): the GPU
+    kernels' mutants, which need CUDA or Triton's slow interpreter, and the half tolerances'
+    measured blind spots, which pass by design; nothing when the run named its mutants."""
+    from ..targets.mutants import BLIND_SPOTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS
+
+    if list(named):
+        return []
+    gpu, blind = [*GPU_MUTANTS, *GPU_FAMILY_MUTANTS], list(BLIND_SPOTS)
+    return [
+        {"mutants": gpu, "why": "bugs of the fused GPU kernels: they need a CUDA device (on CPU, TRITON_INTERPRET=1 "
+                                "runs them in Triton's interpreter, minutes each); benchmarks/gpu.sh runs them all",
+         "run": f"gradcheck-rnn mutants -m {gpu[0]}"},
+        {"mutants": blind, "why": "measured blind spots of the half tolerances (docs/half-precision.md): they pass, "
+                                  "so they survive by design (exit 1)",
+         "run": f"gradcheck-rnn mutants -c half -m {blind[0]}"},
+    ]
+
+
 def home_cases(mutant_names: list[str], cases: int | None = None,
                seed: int | None = None) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
     """The case ids of a default detection run: for each home profile of the mutants (in order of
@@ -161,4 +181,16 @@ def detection_lines(document: dict[str, Any]) -> tuple[Any, list[str]]:
                       Text(row.get("caught_by") or "-"))
     lines = ["First flagging case of each target (repro command):"]
     lines += [f"  {row['repro']}" for row in mutants + correct if row.get("repro")]
-    return table, lines
+    return table, lines + left_out_lines(document.get("left_out") or [])
+
+
+def left_out_lines(groups: list[dict[str, Any]]) -> list[str]:
+    """The console's lines of :func:`left_out`'s groups, at most 80 columns but for a command."""
+    from ..reports.console import wrapped
+
+    lines = [f"Left out: {sum(len(group['mutants']) for group in groups)} mutants, judged only when named "
+             f"(-m):"] if groups else []
+    for group in groups:
+        lines += wrapped(f"{', '.join(group['mutants'])}: {group['why']}; e.g.", indent="  ", hanging="    ")
+        lines.append(f"    {group['run']}")  # a command is never broken
+    return lines
