@@ -371,7 +371,6 @@ store._compile = lambda function, args, name: (real(function, args, name)[0], Tr
 
 def _planted_artifact(tmp_path, monkeypatch, case_id):
     """The case, its reference computed here (no cache), and the path of its artifact in a new cache."""
-
     case = Case.from_id(case_id)
     here = run_jax_reference(case)  # the test process compiles (no cache)
     monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
