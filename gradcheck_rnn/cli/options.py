@@ -70,6 +70,10 @@ tolerances = options(
                  help="Override the relative tolerance for every tensor (default: per dtype and tensor kind)."),
     click.option("--atol", type=click.FloatRange(min=0), default=None,
                  help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
+    click.option("--strict-contracts", is_flag=True, default=None,
+                 help="Fail the run on out-of-contract results: what a target does on a case outside a "
+                      "precondition its library documents (default: shown and counted, exit 0; the profile's "
+                      "[checks] strict_contracts)."),
 )
 check = click.option(
     "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
@@ -203,10 +207,11 @@ def narrowing_of(values: dict[str, Any]) -> Narrowing:
 
 
 def judging_of(values: dict[str, Any], checks: tuple[str, ...] | None = None) -> Any:
-    """How a command judges: ``checks`` (None: the profile's) with its --rtol and --atol."""
+    """How a command judges: ``checks`` (None: the profile's) with its --rtol, --atol and
+    --strict-contracts (absent: the profile's)."""
     from ..run import Judging
 
-    return Judging(checks, values.get("rtol"), values.get("atol"))
+    return Judging(checks, values.get("rtol"), values.get("atol"), values.get("strict_contracts") or None)
 
 
 def one_case(case_id: str) -> Any:
@@ -268,7 +273,8 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     say(err, f"rerunning the {len(failed.rows)} rows that did not pass in {failed.run_dir}: {len(failed.case_ids)} "
              f"cases on {', '.join(failed.targets)} ({', '.join(failed.checks)})")
     return build_run({**values, "config": failed.spec.config}, Selection(case_ids=failed.case_ids, only=failed.rows),
-                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families)
+                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol, failed.spec.strict_contracts),
+                     failed.targets, failed.spec.families)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:

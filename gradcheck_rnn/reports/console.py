@@ -35,7 +35,7 @@ from rich.text import Text
 
 from ..judging.compare import expand_tensor
 from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (CHECK_VALUES, case_lengths, failing_rows, failing_tensors, failure_in_words,
+from .document import (CHECK_VALUES, case_lengths, failing_rows, failing_tensors, failure_in_words, message_shown,
                                location_mark, mistrust_note, significant_pair, stopped_early_text, values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
@@ -92,8 +92,9 @@ def summary_tables(tally: Tally) -> list[Table]:
                 for row in by_key[key] if row["target"] == target]
         nondeterministic = any(row.get("nondeterministic") for _, row in rows)
         drifted = any(row.get("drifted") for _, row in rows)
+        outside = any(row.get("out-of-contract") for _, row in rows)
         columns = ["group", "cases", "pass", "fail", "error", "skip", "disagree"]
-        columns += ["nondet"] * nondeterministic + ["drifted"] * drifted + ["worst ratio"]
+        columns += ["nondet"] * nondeterministic + ["drifted"] * drifted + ["contract"] * outside + ["worst ratio"]
         for column in columns:
             table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
         for i, (label, row) in enumerate(rows):
@@ -109,6 +110,8 @@ def summary_tables(tally: Tally) -> list[Table]:
                 cells.append(str(row.get("nondeterministic", 0)))
             if drifted:
                 cells.append(Text(str(row["drifted"]), style="yellow" if row["drifted"] else ""))
+            if outside:  # cases whose worst row is out-of-contract
+                cells.append(Text(str(row["out-of-contract"]), style="yellow" if row["out-of-contract"] else ""))
             cells.append(Text(fmt_or_dash(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
             table.add_row(*cells)
         tables.append(table)
@@ -201,6 +204,8 @@ def failure_lines(rows: Iterable[dict[str, Any]], limit: int = 50) -> list[Text]
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, check, r["case_id"])]
         if not failing:
             details = wrapped(r.get("message") or status)
+        elif message_shown(r):
+            details = wrapped(r["message"]) + details
         if len(failing) > TENSORS_SHOWN:
             rest = ", ".join(f"{t['name']} {t['status'] if t['status'] == 'missing' else fmt(t.get('ratio'))}"
                              for t in failing[TENSORS_SHOWN:])

@@ -22,7 +22,7 @@ from ..judging.compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..rows.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
-from ..rows.statuses import failure_order, is_bad, stored_facts, tensors_worst_first
+from ..rows.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
 from ..rows.tally import Tally
 
 SCHEMA = 1
@@ -81,12 +81,23 @@ def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored rows that did not pass or skip, worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
+    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
     for the console and every report; a run's row log hands them over as kept when they arrived,
     without reading every row again."""
-    bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_bad(r["status"])]
+    bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_shown(r["status"])]
     return sorted(bad, key=lambda r: failure_order(r["status"], from_json_number(r.get("worst_ratio")), r["case_id"],
                                                    r["target"], r.get("check", "")))
+
+
+def strict_contracts(document: dict[str, Any]) -> bool:
+    """Whether the run failed on out-of-contract rows (``--strict-contracts``, stored in its spec)."""
+    return bool((document.get("spec") or {}).get("strict_contracts"))
+
+
+def message_shown(row: dict[str, Any]) -> bool:
+    """Whether a report shows a row's message: an out-of-contract row's (the contract's statement),
+    or one without failing tensors (a fail's message only repeats its tensor lines)."""
+    return bool(row.get("message")) and (row["status"] == "out-of-contract" or not failing_tensors(row))
 
 
 def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
-from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
+from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png
 
@@ -39,7 +39,7 @@ th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;white-spac
 code.id,td.l{white-space:nowrap}
 tr.repro td{border-top:0;background:#f6f8fa}
 table{display:block;overflow-x:auto;max-width:100%}
-.pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
+.out-of-contract{color:#9a6700;font-weight:600}.pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
 .nondeterministic{color:#bc4c00;font-weight:600}.drifted{color:#9a6700;font-weight:600}
 .bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
@@ -145,8 +145,9 @@ def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
         return []
     opened = " open" if key == "mode" and len(rows) <= FOLD_ABOVE else ""
     nondeterministic = any(row.get("nondeterministic") for row in rows)
+    outside = any(row.get("out-of-contract") for row in rows)
     head = ["target", key, "cases", "pass", "fail", "error", "skip", "disagree"] + ["nondet"] * nondeterministic
-    head.append("worst ratio")
+    head += ["out-of-contract"] * outside + ["worst ratio"]
     parts = [f"<details{opened}><summary>Cases per target × {_e(key)} (verdict over every check)</summary>",
              "<table><tr>" + "".join(f"<th{' class=l' if h in ('target', key) else ''}>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
@@ -158,6 +159,7 @@ def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
                      f"<td{' class=bad' if row['error'] else ''}>{row['error']}</td><td>{row['skip']}</td>"
                      f"<td>{row.get('reference-disagreement', 0)}</td>"
                      + (f"<td{' class=bad' if nondet else ''}>{nondet}</td>" if nondeterministic else "")
+                     + (f"<td>{row.get('out-of-contract', 0)}</td>" if outside else "")
                      + f"<td{ratio_css}>{fmt_or_dash(ratio)}</td></tr>")
     return parts + ["</table></details>"]
 
@@ -241,7 +243,7 @@ def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
                      f"<code>{_e(row['target'])}</code> ({_e(check)} check)</h3>")
         lengths, num_directions = case_lengths(row["case_id"])
         lines = [tensor_line(t, check, lengths) for t in failing_tensors(row)]
-        if row.get("message") and not lines:  # a fail's message only repeats its tensor lines
+        if message_shown(row):
             parts.append(f"<p>{_e(row['message'])}</p>")
         if lines:
             parts.append("<ul>" + "".join(f"<li><code>{_e(line)}</code></li>" for line in lines) + "</ul>")

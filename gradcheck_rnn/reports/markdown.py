@@ -10,7 +10,7 @@ from typing import Any
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
-from .document import (drift_rows, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
+from .document import (drift_rows, case_lengths, failing_tensors, failures, message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -57,11 +57,14 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         lines += [f"**Mistrusted:** {note}.", ""]
     rows = document.get("by_mode", [])
     nondeterministic = any(row.get("nondeterministic") for row in rows)
+    outside = any(row.get("out-of-contract") for row in rows)
     lines += ["| target | mode | cases | pass | fail | error | skip | disagree | " + "nondet | " * nondeterministic
-              + "worst ratio, any check |", "|---" * (9 + nondeterministic) + "|"]
+              + "out-of-contract | " * outside + "worst ratio, any check |",
+              "|---" * (9 + nondeterministic + outside) + "|"]
     for row in rows:
         worst = fmt_or_dash(row["worst_ratio"])
         nondet = f"{row.get('nondeterministic', 0)} | " if nondeterministic else ""
+        nondet += f"{row.get('out-of-contract', 0)} | " if outside else ""
         lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
                      f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {nondet}{worst} |")
     skips = document.get("skips", [])
@@ -105,7 +108,7 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
     for row in bad[:limit]:
         check = "" if row.get("check", "reference") == "reference" else f" ({row['check']} check)"
         lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", "", f"    {row['repro']}", ""]
-        if row.get("message") and not failing_tensors(row):  # a fail's message only repeats its tensor lines
+        if message_shown(row):
             lines += [_cell(row["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
             lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]

@@ -68,6 +68,7 @@ class Judging:
     checks: tuple[str, ...] | None = None
     rtol: float | None = None
     atol: float | None = None
+    strict_contracts: bool | None = None  # --strict-contracts; None: the profile's [checks] strict_contracts
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class RunSpec:
     # (dtype, kind, rtol, atol): the tolerance table the run judges by (Tolerances.rows), overrides
     # applied; a stored ratio means something only beside it. Empty in runs written before it.
     tolerance_table: tuple[tuple[str, str, float, float], ...] = ()
+    # out-of-contract rows fail the run (--strict-contracts, or the profile's [checks] strict_contracts)
+    strict_contracts: bool = False
 
     @classmethod
     def build(cls, config: str | None = None, targets: tuple[Any, ...] = (), selection: Selection = Selection(),
@@ -124,7 +127,9 @@ class RunSpec:
                    named_targets=tuple(dict.fromkeys(t.name for t in resolved)) if targets else (),
                    checks=tuple(judging.checks or profile.enabled_checks), rtol=judging.rtol, atol=judging.atol,
                    narrowing=selection.narrowing, shard=selection.shard, case_ids=case_ids,
-                   families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table)
+                   families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table,
+                   strict_contracts=profile.strict_contracts if judging.strict_contracts is None
+                   else judging.strict_contracts)
         spec.__dict__["profile_data"] = spec.narrow(profile)
         return spec, resolved
 
@@ -250,8 +255,10 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            # runs written before named cases, user families, narrowing, chosen rows and the tolerance table
-            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [], **data}
+            # runs written before named cases, user families, narrowing, chosen rows, the tolerance table
+            # and strict contracts
+            data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [],
+                    "strict_contracts": False, **data}
             if set(SHAPE_FIELDS) <= set(data):  # written before the narrowing held the shape: fold it in
                 shape = {name: data.pop(name) for name in SHAPE_FIELDS}
                 data["narrowing"] = {**shape, **(data["narrowing"] or {})}
