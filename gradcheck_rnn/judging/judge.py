@@ -335,16 +335,23 @@ def _supported(target: Target, case: Case) -> tuple[bool | str, str]:
         return f"supports_case raised {message}", frames
 
 
+class Declined(str):
+    """Why a target's declared convention judges nothing of a case (its rows are skips)."""
+
+
 def judged_case(case: Case, target: Target) -> Case | str:
     """The case under the gradient conventions ``target`` declares (docs/contracts.md, "Gradient
     conventions"): each convention of the case's family that the target names by its attribute
     (``stabilizer_gradient = "constant"``) sets the family option that makes the references follow
-    it; a target that declares none is judged on the default. A value the family does not know is
-    returned as the sentence that says so."""
+    it, and a convention that claims exact gradients only for losses through y (mLSTM's per-head
+    norm) takes the case with no head gradient on the final states (``-gy``); a target that
+    declares none is judged on the default. A value the family does not know is returned as the
+    sentence that says so; a case whose head gradients such a convention cannot judge (only on the
+    final states, or on y's last step) as a :class:`Declined` sentence."""
     family = case.config.family
     if not family.conventions:
         return case
-    options = dict(case.config.options)
+    options, heads = dict(case.config.options), case.heads
     for convention in family.conventions:
         default = next(iter(convention.values))
         declared = getattr(target.impl, convention.attribute, default)
@@ -352,8 +359,18 @@ def judged_case(case: Case, target: Target) -> Case | str:
             return (f"{convention.attribute}={declared!r} is not a {family.token} convention; "
                     f"allowed: {', '.join(map(repr, convention.values))}")
         options[convention.option] = convention.values[declared]
+        if convention.heads and options[convention.option] and heads != convention.heads:
+            if heads != "all":
+                return Declined(f"the {convention.attribute}={declared!r} convention is exact only for losses "
+                                f"through all of y, and this case's head gradients are -g{heads}")
+            heads = convention.heads
     config = dataclasses.replace(case.config, options=options)
-    return case if config == case.config else with_changes(case, config=config)
+    if config == case.config and heads == case.heads:
+        return case
+    if heads != case.heads:  # as make_case zeroes them for -gy
+        return with_changes(case, config=config, heads=heads, dhy=np.zeros_like(case.dhy),
+                            dcy=None if case.dcy is None else np.zeros_like(case.dcy))
+    return with_changes(case, config=config)
 
 
 def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Tolerances | None = None,
@@ -380,7 +397,8 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
         if row + len(checks) > start:
             convention = judged_case(base.case, target)
             if isinstance(convention, str):
-                supported, frames = convention, "(the target's declared gradient convention)"
+                declined = isinstance(convention, Declined)
+                supported, frames = str(convention), "" if declined else "(the target's declared gradient convention)"
             else:
                 context = contexts.setdefault(convention.id, CaseContext(convention))
                 supported, frames = _supported(target, context.case)
