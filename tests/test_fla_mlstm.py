@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.judging.judge import judge, judge_one
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.foreign import triton_cpu
 
@@ -105,12 +105,33 @@ def test_a_planted_slip_in_the_mlstm_map_is_caught(mlstm_kernels, name, case_id)
     assert result.status == "fail" and {"y", "hy"} <= failing(result), (name, result.message)
 
 
-def test_mlstm_custbw_fails_where_autograd_through_the_same_forward_passes(mlstm_kernels):
-    """native_custbw holds the denominator constant (docs/mlstm_kernels-2.0.6/custbw_denominator_constant.py):
-    its forward is right (y, hy, cy pass) and the gate gradients are not."""
+def test_mlstm_custbw_is_judged_under_its_convention_and_fails_only_on_the_initial_stabiliser(mlstm_kernels):
+    """native_custbw holds the denominator and m constant by design: judged under the head_norm
+    convention (-headnorm, -gy), its forward and its gradients of x and every parameter pass, and
+    what still fails is dc0 at m0 (docs/mlstm_kernels-2.0.6/custbw_initial_state_gradients.py)."""
     result = judge_one(Case.from_id(MLSTM), resolve_target("mlstm-custbw"))
-    assert result.status == "fail"
-    assert {"l0.fwd.w_i", "l0.fwd.w_f"} <= failing(result) and not {"y", "hy", "cy"} & failing(result)
+    assert "-headnorm-" in result.case_id and result.case_id.endswith("-gy")
+    assert result.status == "fail" and failing(result) == {"c0"}, result.message
+    config = Case.from_id(MLSTM).config
+    assert result.worst.location["unit"] >= config.option("heads") * config.option("key_width")  # m, not n
+    # without an initial state there is nothing left to fail
+    assert judge_one(Case.from_id(f"{MLSTM}-z"), resolve_target("mlstm-custbw")).status == "pass"
+
+
+def test_a_true_derivative_passes_under_the_convention_and_a_wrong_one_fails(mlstm_kernels):
+    import convention_targets
+
+    for case_id in (MLSTM, MLSTM.replace("-f32-", "-f64-"), "mlstm-L2-uni-I3-H4-NH2-K2-T8-B2-len8.4-f32-s7"):
+        rows = list(judge(Case.from_id(case_id), [convention_targets.chunkwise_head_norm],
+                          checks=["reference", "linearity", "padding"]))
+        assert all(r.status in ("pass", "skip") and "-headnorm-" in r.case_id for r in rows), rows
+    wrong = judge_one(Case.from_id(MLSTM), convention_targets.custbw_dx_off)
+    assert wrong.status == "fail" and "x" in failing(wrong)
+
+
+def test_a_case_the_convention_cannot_judge_is_skipped_with_the_reason(mlstm_kernels):
+    result = judge_one(Case.from_id(f"{MLSTM}-gstates"), resolve_target("mlstm-custbw"))
+    assert result.status == "skip" and "exact only for losses through all of y" in result.message
 
 
 def test_each_decline_says_why_in_the_librarys_words(fla, mlstm_kernels):
@@ -161,7 +182,7 @@ def test_a_sweep_of_fla_recurrent_exits_0_unless_contracts_are_strict(interprete
 
 
 @pytest.mark.parametrize(("module", "script"), [
-    ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_denominator_constant.py"),
+    ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_initial_state_gradients.py"),
     pytest.param("fla", "fla-0.6.0/varlen_tail_unwritten.py", marks=pytest.mark.slow)])
 def test_the_standalone_scripts_confirm_each_finding(module, script):
     """docs/<library>-<version>/*.py: torch and the library only, what docs/findings/frameworks.md cites."""
