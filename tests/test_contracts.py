@@ -66,9 +66,15 @@ def test_out_of_contract_rows_exit_0_and_fail_with_strict_contracts(tmp_path):
     assert not {r["status"] for r in document["results"]} - {"pass", "skip", "out-of-contract"}
     junit = (tmp_path / "lenient" / "latest" / "junit.xml").read_text()
     assert 'type="out-of-contract"' in junit and "<skipped" in junit and "<failure" not in junit
+    rows = sum(r["status"] == "out-of-contract" for r in document["results"])
+    cases = len({r["case_id"] for r in document["results"] if r["status"] == "out-of-contract"})
+    assert rows > cases  # several checks see the one cause: one finding per case, its rows listed under it
+    one_per_case = f"{cases} findings in {rows} results"
+    assert one_per_case in " ".join(result.output.split()) and "cause: outside the contract" in result.output
     for report in ("report.md", "report.html"):
         text = (tmp_path / "lenient" / "latest" / report).read_text()
         assert "out-of-contract" in text and "FlashAttention API" in text
+        assert one_per_case in text and "also: " in text and "Cause:" in text
     strict, document = invoke(tmp_path / "strict", "--strict-contracts")
     assert strict.exit_code == 1 and document["spec"]["strict_contracts"] is True
     assert "<failure" in (tmp_path / "strict" / "latest" / "junit.xml").read_text()

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
-from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, message_shown, mistrust_note, progress_note,
+from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
+                       message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png
 
@@ -208,14 +209,15 @@ def _capped_table(opening: str, header: str, body: list[str], total: int, more: 
     return parts
 
 
-def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
-    parts = [f"<h2>Failures ({len(bad)}, worst first)</h2>"]
-    if not bad:
+def _failure_table(found: list[dict[str, Any]]) -> list[str]:
+    results = sum(1 + len(f["others"]) for f in found)
+    parts = [f"<h2>Failures ({len(found)} findings in {results} results, worst first)</h2>"]
+    if not found:
         return parts + ['<p class="pass">No failures.</p>']
-    # Each failure is two rows: its facts, then its repro command across the row (an unbroken
-    # command as wide as the table's other columns together, so the page rarely has to scroll).
+    # Each finding is two rows: its worst row's facts, then its repro command across the row (an
+    # unbroken command as wide as the table's other columns together, so the page rarely has to scroll).
     body = []
-    for i, row in enumerate(bad[:TABLE_CAP], 1):
+    for i, row in enumerate((f["row"] for f in found[:TABLE_CAP]), 1):
         case_id = _e(row["case_id"])
         if i <= DETAIL_CAP:
             case_id = f'<a href="#case-{i}">{case_id}</a>'
@@ -225,22 +227,27 @@ def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
                     f'<tr class="repro"><td class=id colspan=6><code class=id>{_e(row["repro"])}</code></td></tr>')
     header = ("<tr><th>#</th><th class=l>status</th><th class=l>case id</th><th class=l>target</th>"
               "<th class=l>check</th><th class=l>worst tensor</th><th>ratio</th></tr>")
-    return parts + _capped_table('<table class="failures">', header, body, len(bad),
+    return parts + _capped_table('<table class="failures">', header, body, len(found),
                                  "more: see results.json or junit.xml")
 
 
-def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
-    if not bad:
+def _details(found: list[dict[str, Any]], pictures: bool) -> list[str]:
+    if not found:
         return []
-    shown = bad[:DETAIL_CAP]
-    parts = [f"<h2>Failing cases, worst first ({len(shown)} of {len(bad)})</h2>"]
+    shown = found[:DETAIL_CAP]
+    parts = [f"<h2>Findings, worst first ({len(shown)} of {len(found)})</h2>"]
     if not pictures:
         parts.append('<p class="note">The error pictures need matplotlib: '
                      "<code>pip install 'gradcheck-rnn[html]'</code>, then <code>gradcheck-rnn report RUN_DIR</code>.</p>")
-    for i, row in enumerate(shown, 1):
+    for i, finding in enumerate(shown, 1):
+        row = finding["row"]
         check = row.get("check", "reference")
         parts.append(f'<h3 id="case-{i}">{i}. {_status(row["status"])} <code>{_e(row["case_id"])}</code> on '
                      f"<code>{_e(row['target'])}</code> ({_e(check)} check)</h3>")
+        if finding["cause"]:
+            parts.append(f"<p><b>Cause:</b> {_e(finding['cause'])}</p>")
+        if finding["others"]:
+            parts.append(f"<p>{_e(finding_rows_text(finding['others']))}</p>")
         lengths, num_directions = case_lengths(row["case_id"])
         lines = [tensor_line(t, check, lengths) for t in failing_tensors(row)]
         if message_shown(row):
@@ -260,10 +267,11 @@ def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
 def render(document: dict[str, Any]) -> bytes:
     """The HTML page of a results document."""
     bad = failures(document)
+    found = findings(bad)
     counts = document.get("summary", {})
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")
-    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(bad) + _details(bad, available())
+    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(found) + _details(found, available())
     body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference '
                 "(the reference-free checks say what a and b are); pass ⇔ ratio ≤ 1. Pictures, colour = log10 of "
                 "the ratio: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance (ratio 1, "

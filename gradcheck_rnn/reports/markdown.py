@@ -10,7 +10,7 @@ from typing import Any
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
-from .document import (drift_rows, case_lengths, failing_tensors, failures, message_shown, mistrust_note, progress_note,
+from .document import (drift_rows, case_lengths, failing_tensors, finding_rows_text, findings, message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -99,15 +99,22 @@ def drift_lines(drift: dict[str, Any] | None, limit: int = 100) -> list[str]:
 
 
 def render(document: dict[str, Any], limit: int = 100) -> bytes:
-    """The markdown report; at most ``limit`` failures are detailed, the rest are counted."""
+    """The markdown report; at most ``limit`` findings (one per case × target × cause) are detailed,
+    the rest are counted."""
     lines = [f"# gradcheck-rnn {document.get('command', '')} report", ""] + summary_lines(document)
     lines += drift_lines(document.get("drift"))
-    bad = failures(document)
+    bad = findings(document["results"])
     if bad:
-        lines += ["", f"## Failures ({len(bad)}, worst first)", ""]
-    for row in bad[:limit]:
+        results = sum(1 + len(f["others"]) for f in bad)
+        lines += ["", f"## Failures ({len(bad)} findings in {results} results, worst first)", ""]
+    for finding in bad[:limit]:
+        row = finding["row"]
         check = "" if row.get("check", "reference") == "reference" else f" ({row['check']} check)"
-        lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", "", f"    {row['repro']}", ""]
+        lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", ""]
+        lines += [f"Cause: {_cell(finding['cause'])}", ""] if finding["cause"] else []
+        lines += [f"    {row['repro']}", ""]
+        if finding["others"]:
+            lines += [_cell(finding_rows_text(finding["others"])), ""]
         if message_shown(row):
             lines += [_cell(row["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
@@ -121,5 +128,5 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
                 lines.append(f"  error per step t=0..{len(steps) - 1}: `{sparkline(steps)}` (max {top:.3g})")
         lines.append("")
     if len(bad) > limit:
-        lines += [f"… and {len(bad) - limit} more failures: see results.json or junit.xml.", ""]
+        lines += [f"… and {len(bad) - limit} more findings: see results.json or junit.xml.", ""]
     return ("\n".join(lines).rstrip("\n") + "\n").encode("utf-8")
