@@ -94,3 +94,13 @@ def test_a_contract_the_tool_cannot_test_is_one_clear_error():
         as_contract({"precondition": "B <= 4", "quote": "", "source": "", "outside": ""})
     with pytest.raises(UsageError, match="without quote"):
         as_contract({"precondition": "T == cu_seqlens[-1]", "source": "", "outside": ""})
+
+
+def test_an_issue_body_of_an_out_of_contract_row_quotes_the_contract():
+    from gradcheck_rnn.workflows.issue import write_issue
+
+    code, body = write_issue(TAIL_ID, "contract_targets:garbage_tail")
+    assert code == 0 and "outside the library's documented contract" in body
+    assert "T == cu_seqlens[-1]" in body and "FlashAttention API" in body and "Versions" in body
+    code, why = write_issue(PLAIN_ID, "contract_targets:garbage_tail")
+    assert code == 1 and "nothing to file" in why

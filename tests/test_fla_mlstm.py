@@ -190,3 +190,24 @@ def test_the_standalone_scripts_confirm_each_finding(module, script):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, str(DOCS / script)], capture_output=True, text=True, env=env, timeout=600)
     assert "CONFIRMED" in out.stdout, out.stdout + out.stderr
+
+
+def test_an_issue_body_holds_a_standalone_script_that_shows_the_failure(mlstm_kernels, tmp_path):
+    """gradcheck-rnn issue: the body of mlstm-custbw's row, whose script needs only torch and
+    mlstm_kernels (no gradcheck_rnn on its path) and prints REPRODUCED; a passing row is not filed."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    body = tmp_path / "issue.md"
+    result = CliRunner().invoke(main, ["issue", MLSTM, "-t", "mlstm-custbw", "-o", str(body)])
+    assert result.exit_code == 0, result.output
+    text = body.read_text()
+    assert "mlstm_kernels: 2.0.6" in text and "torch: " in text and "normaliser_gradient='head_norm'" in text
+    script = tmp_path / "script.py"
+    script.write_text(text.split("```python\n", 1)[1].split("```", 1)[0])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600,
+                         cwd=tmp_path)
+    assert "REPRODUCED: wrong gradients of m0" in out.stdout, out.stdout + out.stderr
+    assert CliRunner().invoke(main, ["issue", f"{MLSTM}-z", "-t", "mlstm-custbw"]).exit_code == 1
