@@ -211,3 +211,20 @@ def test_an_issue_body_holds_a_standalone_script_that_shows_the_failure(mlstm_ke
                          cwd=tmp_path)
     assert "REPRODUCED: wrong gradients of m0" in out.stdout, out.stdout + out.stderr
     assert CliRunner().invoke(main, ["issue", f"{MLSTM}-z", "-t", "mlstm-custbw"]).exit_code == 1
+
+
+@pytest.mark.slow
+def test_the_issue_script_of_an_fla_tail_shows_the_unwritten_rows(interpreted_fla, tmp_path):
+    """gradcheck-rnn issue on fla-recurrent's out-of-contract tail: the contract quoted, and a script
+    (torch and fla only) whose gradients past cu_seqlens[-1] are not 0 while the sequences' rows agree."""
+    from gradcheck_rnn.workflows.issue import write_issue
+
+    code, body = write_issue(GLA_TAIL, "fla-recurrent")
+    assert code == 0 and "consistent with the FlashAttention API" in body and "PR #892" in body
+    script = tmp_path / "script.py"
+    script.write_text(body.split("```python\n", 1)[1].split("```", 1)[0])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", triton_cpu.INTERPRET)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900,
+                         cwd=tmp_path)
+    assert "REPRODUCED: " in out.stdout and "past cu_seqlens[-1]" in out.stdout, out.stdout + out.stderr
+    assert "rows of the sequences" not in out.stdout  # inside the contract the kernel is right

@@ -265,7 +265,7 @@ def issue(case_id: str, target: str, check: str, shrink_first: bool, output: str
 
     The case (shrunk with --shrink), the versions, what was expected and what came out, the
     convention it was judged under, the library's contract for an out-of-contract row, and a
-    standalone script (torch and the library only; mlstm-* targets) that prints REPRODUCED.
+    standalone script (torch and the library only; mlstm-* and fla-recurrent) that prints REPRODUCED.
     Judged in this process. Exit 0 when written, 1 when the row did not fail, 2 on bad usage.
 
     \b

@@ -50,7 +50,7 @@ def _reached_by_tail(name: str) -> bool:
 PRECONDITIONS: dict[str, Precondition] = {
     "T == cu_seqlens[-1]": Precondition(
         holds=lambda case: getattr(case, "tail", 0) == 0, reaches=_reached_by_tail,
-        broken_by="the packed batch has rows after cu_seqlens[-1] (a -tail<n> case)"),
+        broken_by="rows after cu_seqlens[-1]: a -tail<n> case"),
 }
 
 

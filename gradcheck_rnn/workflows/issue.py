@@ -9,8 +9,9 @@ inputs, made from the case by the target's map: tiny cases stay short), runs the
 and a float64 loop of the family's equations written out in it, compares them and prints
 ``REPRODUCED`` when the difference is there.
 
-Scripts exist for the kernels whose maps give plain kernel inputs: ``mlstm-*`` (mlstm_kernels).
-For other targets the body says so and points at the repro command.
+Scripts exist for the kernels whose maps give plain kernel inputs: ``mlstm-*`` (mlstm_kernels) and
+``fla-recurrent`` on gla (fla's ``fused_recurrent_gla``, packed). For other targets the body says
+so and points at the repro command.
 """
 
 from __future__ import annotations
@@ -183,7 +184,110 @@ def mlstm_script(case: Case, target: str, title: str) -> str:
                                head_norm=head_norm, dtype=dtype, rtol=rtol, atol=atol, **literals)
 
 
-SCRIPTS = {"mlstm-custbw": mlstm_script, "mlstm-chunkwise": mlstm_script, "mlstm-triton": mlstm_script}
+FLA_SCRIPT = '''"""{title}
+
+Standalone: torch and fla only (on a machine without CUDA in Triton's interpreter). The kernel's
+inputs (layer 0 of gradcheck-rnn case {case_id}, packed through cu_seqlens) are literals; a float64
+loop of GLA per sequence below is the reference, and every gradient of a row after cu_seqlens[-1]
+(which no sequence reads) must be 0.
+"""
+
+import os
+
+import torch
+
+INTERPRET = not torch.cuda.is_available()
+if INTERPRET:  # Triton's interpreter decorates the kernels at import: set before fla is imported
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from fla.ops.gla import fused_recurrent_gla  # noqa: E402
+from triton.runtime.autotuner import Autotuner  # noqa: E402
+
+if INTERPRET:  # the interpreter cannot benchmark: one configuration per autotuner
+    import sys
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("fla.") and module is not None:
+            for value in vars(module).values():
+                while value is not None:
+                    if isinstance(value, Autotuner):
+                        value.configs = value.configs[:1]
+                    value = getattr(value, "fn", None) if not isinstance(value, type) else None
+
+cu_seqlens = torch.tensor({cu_seqlens})
+q, k, v, gk = {q}, {k}, {v}, {gk}
+h0 = {h0}
+do, dht = {do}, {dht}
+T, NH, K, V = q.shape[1], q.shape[2], q.shape[3], v.shape[3]
+
+
+def loop(q, k, v, gk, h0):
+    """Per sequence, float64: o (1, T, NH, V), zero past cu_seqlens[-1], and the final states."""
+    o, finals = torch.zeros(1, T, NH, V, dtype=torch.float64), []
+    for n, (start, end) in enumerate(zip(cu_seqlens[:-1].tolist(), cu_seqlens[1:].tolist())):
+        state = h0[n]
+        for t in range(start, end):
+            state = gk[0, t].exp()[..., None] * state + k[0, t][..., None] * v[0, t][:, None, :]
+            o[0, t] = (state * q[0, t][..., None]).sum(-2) * K ** -0.5
+        finals.append(state)
+    return o, torch.stack(finals)
+
+
+def library(q, k, v, gk, h0):
+    return fused_recurrent_gla(q, k, v, gk=gk, initial_state=h0, output_final_state=True, cu_seqlens=cu_seqlens)
+
+
+def grads(run, dtype):
+    leaves = [a.to(dtype).requires_grad_() for a in (q, k, v, gk, h0)]
+    o, final = run(*leaves)
+    valid = int(cu_seqlens[-1])  # the loss reads the sequences' rows only
+    loss = (o[:, :valid] * do[:, :valid].to(dtype)).sum() + (final * dht.to(dtype)).sum()
+    return [g.double() for g in torch.autograd.grad(loss, leaves)]
+
+
+expected, actual = grads(loop, torch.float64), grads(library, torch.float32)
+valid, wrong = int(cu_seqlens[-1]), []
+for name, a, b in zip(("q", "k", "v", "gk", "h0"), actual, expected):
+    real = (a, b) if name == "h0" else (a[:, :valid], b[:, :valid])
+    if not torch.allclose(*real, rtol=1e-3, atol=1e-5 + 1e-4 * float(real[1].abs().max())):
+        wrong.append(f"{{name}} (rows of the sequences: max abs difference {{(real[0] - real[1]).abs().max().item():.3g}})")
+    if name != "h0" and a.shape[1] > valid and a[:, valid:].abs().max() > 0:
+        wrong.append(f"d{{name}} past cu_seqlens[-1] (up to {{a[:, valid:].abs().max().item():.3g}}; the true value is 0)")
+print(f"T = {{T}}, cu_seqlens[-1] = {{valid}}")
+print("REPRODUCED: " + "; ".join(wrong) if wrong else "NOT REPRODUCED")
+'''
+
+
+def fla_script(case: Case, target: str, title: str) -> str:
+    """The standalone script of an ``fla-recurrent`` (gla) row: layer 0's packed kernel inputs as
+    literals, fused_recurrent_gla against a float64 loop per sequence, the tail rows against 0."""
+    import torch
+
+    from ..model.packed import packed_inputs
+    from ..targets.foreign import fla_target as fla  # the map the target judged with
+
+    config = case.config
+    if config.mode != "gla":
+        raise UsageError(f"a script is generated for fla's GLA kernel only, not for {config.mode}")
+    heads, K = config.option("heads"), config.option("key_width")
+    x_packed, dy_packed, cu_seqlens = packed_inputs(case)
+    params = {key: torch.tensor(value, dtype=torch.float64) for key, value in case.params.items()}
+    maps = fla.layer_map(params, config, 0, torch.tensor(x_packed, dtype=torch.float64))
+    N, rows = len(case.seq_lengths), x_packed.shape[1]
+    V = maps["v"].shape[-1]
+    h0 = np.zeros((N, heads, K, V)) if case.h0 is None else case.h0[0].reshape(N, heads, K, V)
+    if config.num_layers == 1:
+        do, dht = dy_packed.reshape(1, rows, heads, V), case.dhy[0].reshape(N, heads, K, V)
+    else:  # the kernel of layer 0 alone, under the same kind of loss
+        rng = np.random.default_rng(case.seed)
+        do, dht = rng.standard_normal((1, rows, heads, V)), rng.standard_normal((N, heads, K, V))
+    literals = {name: _literal(maps[name].detach().numpy()) for name in ("q", "k", "v", "gk")}
+    return FLA_SCRIPT.format(title=title, case_id=case.id, cu_seqlens=[int(n) for n in cu_seqlens],
+                             h0=_literal(h0), do=_literal(do), dht=_literal(dht), **literals)
+
+
+SCRIPTS = {"mlstm-custbw": mlstm_script, "mlstm-chunkwise": mlstm_script, "mlstm-triton": mlstm_script,
+           "fla-recurrent": fla_script}
 
 
 def issue_body(case: Case, row: CaseResult, finding_cause: str, contract: str = "") -> str:
