@@ -280,7 +280,7 @@ def issue(case_id: str, target: str, check: str, shrink_first: bool, output: str
     spec, _, _ = opt.build_run({**values, "workers": 1, "in_process": True}, opt.one_case(case_id),
                                opt.judging_of(values, (check,)), targets=(target,))
     code, text = write_issue(case_id, target, check, shrink_first, spec.tolerances(), spec.repro_options,
-                             say=lambda step: say(err, f"shrink: {step}"))
+                             say=lambda step: say(err, f"shrink: {step.change}: {step.case_id}"))
     if code:
         say(err, text)
     elif output is None:
