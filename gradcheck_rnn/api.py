@@ -96,7 +96,8 @@ def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None,
 
 
 def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = None, rtol: float | None = None,
-              atol: float | None = None, config: str = "ci", in_process: bool | None = None) -> Run:
+              atol: float | None = None, config: str = "ci", in_process: bool | None = None,
+              strict_contracts: bool | None = None) -> Run:
     """:func:`check` as the judged :class:`Run`, with its one verdict (what the pytest fixture reads)."""
     from .run import Judging, RunSpec, Selection, judge_run
     from .runtime import judging
@@ -104,7 +105,7 @@ def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = N
     case = Case.from_id(case) if isinstance(case, str) else case
     families, lost_families = _user_families([case.config.mode])
     spec, resolved = RunSpec.build(_config_name(config), _target_items(target), Selection(case_ids=(case.id,)),
-                                   Judging(valid_checks(checks), rtol, atol), families)
+                                   Judging(valid_checks(checks), rtol, atol, strict_contracts), families)
     # the case travels whole: its data may be the caller's own, not what its id draws
     with judging():  # the caller's threads and environment back afterwards
         execution = _execution(resolved, 1, in_process, lost_families)
@@ -113,7 +114,8 @@ def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = N
 
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
           checks: Iterable[str] | None = None, workers: int = 1, rtol: float | None = None,
-          atol: float | None = None, in_process: bool | None = None, **narrowing: Any) -> Run:
+          atol: float | None = None, in_process: bool | None = None, strict_contracts: bool | None = None,
+          **narrowing: Any) -> Run:
     """Judge ``targets`` on ``cases`` cases drawn from a profile; a :class:`Run` with its verdict.
 
     ``narrowing`` narrows the draw, keyword for flag as ``gradcheck-rnn sweep`` does (the table
@@ -125,6 +127,9 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     ``hidden_size``, ``max_len`` and ``batch_size`` (a size, ``(min, max)`` or ``"min..max"``);
     ``family_options``, a family's own options kept at these values, e.g. ``{"gated": True,
     "heads": (1, 2)}`` (``--family-option``). An unknown keyword is a UsageError naming the known ones.
+
+    ``strict_contracts`` (None: the profile's ``[checks] strict_contracts``) makes out-of-contract
+    rows fail the run (docs/contracts.md, "Target contracts").
 
     Judged in ``workers`` worker processes (isolated, as ``check``; ``in_process=True`` for a
     debugger). Each worker process resolves the targets by name, so a target object judged there
@@ -141,6 +146,6 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     families, lost_families = _user_families(drawn.modes or profile.modes)
     spec, resolved = RunSpec.build(_config_name(config), _target_items(targets),
                                    Selection(cases=cases, seed=seed, narrowing=drawn),
-                                   Judging(valid_checks(checks), rtol, atol), families, profile)
+                                   Judging(valid_checks(checks), rtol, atol, strict_contracts), families, profile)
     with judging():  # the caller's threads and environment back afterwards
         return judge_run(spec, _execution(resolved, workers, in_process, lost_families), targets=resolved)

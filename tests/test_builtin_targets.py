@@ -39,8 +39,9 @@ MATRIX_CASE_IDS = {"fla-recurrent": "gla-L1-uni-I2-H4-NH2-K2-R1-T5-B3-len5.0.3-f
                    "mlstm-chunkwise": "mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3",
                    "mlstm-parallel": "mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3-z",
                    "mlstm-triton": "mlstm-L1-uni-I2-H4-NH2-K2-T16-B2-len16.16-f32-s3"}
-# mlstm-custbw's backward holds the mLSTM's denominator constant: its reference row fails on every case
-# with a real step (docs/mlstm_kernels-2.0.6/custbw_denominator_constant.py), its determinism row passes.
+# mlstm-custbw, judged under its own convention (-headnorm), returns 0 for m_initial's gradient: its reference
+# row fails on every case with an initial state (docs/mlstm_kernels-2.0.6/custbw_initial_state_gradients.py),
+# its determinism row passes.
 FAILS_BY_FINDING = {"mlstm-custbw": "mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3"}
 CUDA_ONLY = ("torch-native-cuda", "flashrnn-triton", "flashrnn-cuda", "fla-chunk", "mlstm-triton")  # see their files
 MUTANT_NAMES = [f"mutant:{name}" for name in (*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS)]

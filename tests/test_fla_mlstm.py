@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gradcheck_rnn import Case
-from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.judging.judge import judge, judge_one
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.foreign import triton_cpu
 
@@ -105,12 +105,33 @@ def test_a_planted_slip_in_the_mlstm_map_is_caught(mlstm_kernels, name, case_id)
     assert result.status == "fail" and {"y", "hy"} <= failing(result), (name, result.message)
 
 
-def test_mlstm_custbw_fails_where_autograd_through_the_same_forward_passes(mlstm_kernels):
-    """native_custbw holds the denominator constant (docs/mlstm_kernels-2.0.6/custbw_denominator_constant.py):
-    its forward is right (y, hy, cy pass) and the gate gradients are not."""
+def test_mlstm_custbw_is_judged_under_its_convention_and_fails_only_on_the_initial_stabiliser(mlstm_kernels):
+    """native_custbw holds the denominator and m constant by design: judged under the head_norm
+    convention (-headnorm, -gy), its forward and its gradients of x and every parameter pass, and
+    what still fails is dc0 at m0 (docs/mlstm_kernels-2.0.6/custbw_initial_state_gradients.py)."""
     result = judge_one(Case.from_id(MLSTM), resolve_target("mlstm-custbw"))
-    assert result.status == "fail"
-    assert {"l0.fwd.w_i", "l0.fwd.w_f"} <= failing(result) and not {"y", "hy", "cy"} & failing(result)
+    assert "-headnorm-" in result.case_id and result.case_id.endswith("-gy")
+    assert result.status == "fail" and failing(result) == {"c0"}, result.message
+    config = Case.from_id(MLSTM).config
+    assert result.worst.location["unit"] >= config.option("heads") * config.option("key_width")  # m, not n
+    # without an initial state there is nothing left to fail
+    assert judge_one(Case.from_id(f"{MLSTM}-z"), resolve_target("mlstm-custbw")).status == "pass"
+
+
+def test_a_true_derivative_passes_under_the_convention_and_a_wrong_one_fails(mlstm_kernels):
+    import convention_targets
+
+    for case_id in (MLSTM, MLSTM.replace("-f32-", "-f64-"), "mlstm-L2-uni-I3-H4-NH2-K2-T8-B2-len8.4-f32-s7"):
+        rows = list(judge(Case.from_id(case_id), [convention_targets.chunkwise_head_norm],
+                          checks=["reference", "linearity", "padding"]))
+        assert all(r.status in ("pass", "skip") and "-headnorm-" in r.case_id for r in rows), rows
+    wrong = judge_one(Case.from_id(MLSTM), convention_targets.custbw_dx_off)
+    assert wrong.status == "fail" and "x" in failing(wrong)
+
+
+def test_a_case_the_convention_cannot_judge_is_skipped_with_the_reason(mlstm_kernels):
+    result = judge_one(Case.from_id(f"{MLSTM}-gstates"), resolve_target("mlstm-custbw"))
+    assert result.status == "skip" and "exact only for losses through all of y" in result.message
 
 
 def test_each_decline_says_why_in_the_librarys_words(fla, mlstm_kernels):
@@ -134,14 +155,34 @@ def test_fla_imported_for_a_gpu_on_a_cpu_machine_is_declined_with_the_way_out(fl
 
 
 @pytest.mark.slow
-def test_fla_recurrent_leaves_the_gradients_of_a_packed_tail_unwritten(interpreted_fla):
-    """docs/fla-0.6.0/varlen_tail_unwritten.py: the tail rows' gradients are not 0."""
+def test_fla_recurrent_leaves_a_packed_tail_unwritten_outside_its_contract(interpreted_fla):
+    """docs/fla-0.6.0/varlen_tail_unwritten.py: the tail rows' gradients are not 0, which breaks no
+    promise of fla's (T == cu_seqlens[-1]): out-of-contract, with the contract quoted; every tensor
+    inside the contract (y, hy, the real tokens' dx) passes."""
     result = judge_one(Case.from_id(GLA_TAIL), resolve_target("fla-recurrent"))
-    assert result.status == "fail" and "x[tail]" in failing(result)
+    assert result.status == "out-of-contract" and "x[tail]" in failing(result), result.message
+    assert "consistent with the FlashAttention API" in result.message
+    assert all(t.passed for t in result.tensors if t.name in ("y", "hy", "x", "h0"))
+
+
+@pytest.mark.slow
+def test_a_sweep_of_fla_recurrent_exits_0_unless_contracts_are_strict(interpreted_fla, tmp_path):
+    """The matrix-libs profile's tail cases on fla-recurrent: out-of-contract and nothing else fails."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    def sweep(*extra):
+        return CliRunner().invoke(main, ["sweep", "-c", "matrix-libs", "-t", "fla-recurrent", "--cases", "12",
+                                         "--mode", "gla", "--workers", "1", "--report-dir", str(tmp_path), *extra])
+
+    lenient = sweep()
+    assert lenient.exit_code == 0 and "out-of-contract" in lenient.output, lenient.output
+    assert sweep("--strict-contracts").exit_code == 1
 
 
 @pytest.mark.parametrize(("module", "script"), [
-    ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_denominator_constant.py"),
+    ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_initial_state_gradients.py"),
     pytest.param("fla", "fla-0.6.0/varlen_tail_unwritten.py", marks=pytest.mark.slow)])
 def test_the_standalone_scripts_confirm_each_finding(module, script):
     """docs/<library>-<version>/*.py: torch and the library only, what docs/findings/frameworks.md cites."""
@@ -149,3 +190,41 @@ def test_the_standalone_scripts_confirm_each_finding(module, script):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, str(DOCS / script)], capture_output=True, text=True, env=env, timeout=600)
     assert "CONFIRMED" in out.stdout, out.stdout + out.stderr
+
+
+def test_an_issue_body_holds_a_standalone_script_that_shows_the_failure(mlstm_kernels, tmp_path):
+    """gradcheck-rnn issue: the body of mlstm-custbw's row, whose script needs only torch and
+    mlstm_kernels (no gradcheck_rnn on its path) and prints REPRODUCED; a passing row is not filed."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    body = tmp_path / "issue.md"
+    result = CliRunner().invoke(main, ["issue", MLSTM, "-t", "mlstm-custbw", "-o", str(body)])
+    assert result.exit_code == 0, result.output
+    text = body.read_text()
+    assert "mlstm_kernels: 2.0.6" in text and "torch: " in text and "normaliser_gradient='head_norm'" in text
+    script = tmp_path / "script.py"
+    script.write_text(text.split("```python\n", 1)[1].split("```", 1)[0])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600,
+                         cwd=tmp_path)
+    assert "REPRODUCED: wrong gradients of m0" in out.stdout, out.stdout + out.stderr
+    assert CliRunner().invoke(main, ["issue", f"{MLSTM}-z", "-t", "mlstm-custbw"]).exit_code == 1
+
+
+@pytest.mark.slow
+def test_the_issue_script_of_an_fla_tail_shows_the_unwritten_rows(interpreted_fla, tmp_path):
+    """gradcheck-rnn issue on fla-recurrent's out-of-contract tail: the contract quoted, and a script
+    (torch and fla only) whose gradients past cu_seqlens[-1] are not 0 while the sequences' rows agree."""
+    from gradcheck_rnn.workflows.issue import write_issue
+
+    code, body = write_issue(GLA_TAIL, "fla-recurrent")
+    assert code == 0 and "consistent with the FlashAttention API" in body and "PR #892" in body
+    script = tmp_path / "script.py"
+    script.write_text(body.split("```python\n", 1)[1].split("```", 1)[0])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", triton_cpu.INTERPRET)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900,
+                         cwd=tmp_path)
+    assert "REPRODUCED: " in out.stdout and "past cu_seqlens[-1]" in out.stdout, out.stdout + out.stderr
+    assert "rows of the sequences" not in out.stdout  # inside the contract the kernel is right

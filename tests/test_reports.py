@@ -32,7 +32,7 @@ from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.reports import WRITERS, github, latest_run, write_reports
 from gradcheck_rnn.reports import html as html_writer
-from gradcheck_rnn.reports.document import failures, load_document, results_document
+from gradcheck_rnn.reports.document import failures, findings, load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
 from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.judging.judge import judge_one
@@ -240,15 +240,18 @@ def test_failing_sweep_writes_a_self_contained_html_report_with_pictures(failing
     assert "gradcheck-rnn sweep: <span class=\"fail\">failed</span>" in page
     images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)">', page)
     # A row draws when it has a ratio map or per-step errors (a future-check row compares one step).
-    drawable = [r for r in failures(document)[:html_writer.DETAIL_CAP]
-                if any(t.get("ratio_map") or t.get("per_step") for t in r["tensors"])]
+    drawable = [f["row"] for f in findings(document["results"])[:html_writer.DETAIL_CAP]
+                if any(t.get("ratio_map") or t.get("per_step") for t in f["row"]["tensors"])]
     assert len(images) == len(drawable) > 0
     assert all(min(png_size(base64.b64decode(data))) > 100 for data in images)
     # Nothing is fetched: every src/href is inline data or a link inside the page.
     assert all(ref.startswith(("data:", "#")) for ref in re.findall(r'(?:src|href)="([^"]*)"', page))
     assert "http://" not in page and "https://" not in page and "<script" not in page
-    for row in bad[:html_writer.TABLE_CAP]:
-        assert f"<code class=id>{row['repro']}</code>" in page
+    found = findings(bad)  # one finding per case × target × cause: its worst row's repro line, the others named
+    assert sum(1 + len(f["others"]) for f in found) == len(bad)
+    for finding in found[:html_writer.TABLE_CAP]:
+        assert f"<code class=id>{finding['row']['repro']}</code>" in page
+        assert all(f"{r['check']} {r['status']}" in page for r in finding["others"][:3])
     assert "padding" in page and "worst ratio" in page  # the targets × checks summary
     xml = JUnitXml.fromfile(str(run / "junit.xml"))
     counts = document["summary"]
@@ -391,7 +394,7 @@ def test_html_stays_readable_with_0_and_500_failures(failing_run, monkeypatch):
     page = html_writer.render(many).decode()
     assert page.count("<img") == html_writer.DETAIL_CAP
     assert page.count('<tr><td rowspan=2>') == page.count('<tr class="repro">') == html_writer.TABLE_CAP
-    assert f"… and {500 - html_writer.TABLE_CAP} more" in page and "Failures (500, worst first)" in page
+    assert f"… and {500 - html_writer.TABLE_CAP} more" in page and "Failures (500 findings in 500 results, worst first)" in page
     ratios = [float(r) for r in re.findall(r"<td class=l>[^<]+</td><td>([0-9.e+-]+|inf)</td></tr><tr class=\"repro\">", page)]
     assert len(ratios) == html_writer.TABLE_CAP
     assert ratios == sorted(ratios, reverse=True)

@@ -1,10 +1,14 @@
 """flash-linear-attention 0.6.0's fused_recurrent_gla leaves the gradients of the rows after
-cu_seqlens[-1] unwritten (what the fla-recurrent target fails on, with -tail<n> cases; their
-determinism and stateless checks differ run to run, as uninitialised memory does).
+cu_seqlens[-1] unwritten (what the fla-recurrent target reports as out-of-contract on -tail<n>
+cases; their determinism and stateless checks differ run to run, as uninitialised memory does).
+An unchecked precondition, not a broken promise: fla's maintainers hold T == cu_seqlens[-1] as the
+canonical contract (fla-org/flash-linear-attention PR #892, closed), as FlashAttention does; the
+damage is that nothing asserts it, and a caller who pads a packed batch gets wrong weight gradients.
 torch and fla only; on a machine without CUDA it runs in Triton's interpreter.
 
 A packed batch with a tail: T rows, cu_seqlens = [0, 3, 5] covers rows 0..4, rows 5..6 belong
-to no sequence (a batch rounded up to a block, as QwenLM/FlashQLA PR #28 had it). The forward
+to no sequence (a batch rounded up to a block; QwenLM/FlashQLA PR #28 proposed writing zeros there
+and was closed without merging, FlashQLA #36 leaves the tail to the caller). The forward
 reads none of them, so the true derivative of any loss with respect to q, k, v, gk there is
 exactly 0. The backward allocates dq, dk, dv, dgk with new_empty (fla/ops/common/fused_recurrent.py,
 fused_recurrent_bwd) and writes the rows of the
@@ -12,7 +16,8 @@ sequences only: the tail holds whatever the memory held (often 1e30-sized values
 Through the rows of the sequences the gradients agree with a float64 loop of the same recurrence
 (S_t = diag(exp gk_t) S_{t−1} + k_t v_tᵀ, o_t = S_tᵀ q_t · K^-1/2, per sequence, written below).
 cu_seqlens' docstring ("Cumulative sequence lengths of shape [N+1] used for variable-length
-training, consistent with the FlashAttention API.") does not say that cu_seqlens[-1] must be T.
+training, consistent with the FlashAttention API.") implies cu_seqlens[-1] == T, as FlashAttention's
+API has it, but nothing checks it or says what happens otherwise.
 """
 
 import os

@@ -249,6 +249,49 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 
 
 @main.command()
+@click.argument("case_id")
+@opt.family
+@click.option("--target", "-t", "target", required=True, metavar="NAME", help="The library target whose row is filed.")
+@click.option("--check", "check", type=click.Choice(ALL_CHECKS), default="reference", show_default=True,
+              help="The check whose row is filed.")
+@click.option("--shrink", "shrink_first", is_flag=True, help="Shrink the case first (as gradcheck-rnn shrink does).")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the body to FILE instead of stdout.")
+@opt.tolerances
+@opt.tolerance_profile
+@usage_errors
+def issue(case_id: str, target: str, check: str, shrink_first: bool, output: str | None, **values: Any) -> None:
+    """Write the body of an upstream issue (markdown) for one failing row of a library target.
+
+    The case (shrunk with --shrink), the versions, what was expected and what came out, the
+    convention it was judged under, the library's contract for an out-of-contract row, and a
+    standalone script (torch and the library only; mlstm-* and fla-recurrent) that prints REPRODUCED.
+    Judged in this process. Exit 0 when written, 1 when the row did not fail, 2 on bad usage.
+
+    \b
+    Examples:
+      gradcheck-rnn issue mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3 -t mlstm-custbw -o issue.md
+    """
+    from pathlib import Path
+
+    from .commands import err, say
+    from ..workflows.issue import write_issue
+
+    spec, _, _ = opt.build_run({**values, "workers": 1, "in_process": True}, opt.one_case(case_id),
+                               opt.judging_of(values, (check,)), targets=(target,))
+    code, text = write_issue(case_id, target, check, shrink_first, spec.tolerances(), spec.repro_options,
+                             say=lambda step: say(err, f"shrink: {step.change}: {step.case_id}"))
+    if code:
+        say(err, text)
+    elif output is None:
+        click.echo(text)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+        say(err, f"issue body written to {output}")
+    sys.exit(code)
+
+
+@main.command()
 @opt.config
 @opt.detection_cases_and_seed
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",

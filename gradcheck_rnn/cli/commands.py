@@ -260,7 +260,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
         for result in results:  # as their shard finished them (gradcheck_rnn.rows.result.finish)
             log.add(result)
         # the one tally, the log's: the verdict's, the console's and the reports'
-        run = Run(results, *tally_verdict(log.tally, spec.named_targets, drift), spec, tally=log.tally)
+        run = Run(results, *tally_verdict(log.tally, spec.named_targets, drift, spec.strict_contracts), spec, tally=log.tally)
         print_run(map(document_row, results), log.tally)
         extra = None if drift is None else {"drift": drift}
         if drift is not None:

@@ -70,6 +70,10 @@ tolerances = options(
                  help="Override the relative tolerance for every tensor (default: per dtype and tensor kind)."),
     click.option("--atol", type=click.FloatRange(min=0), default=None,
                  help="Override the absolute tolerance for every tensor (default: per dtype and tensor kind)."),
+    click.option("--strict-contracts", is_flag=True, default=None,
+                 help="Fail the run on out-of-contract results: what a target does on a case outside a "
+                      "precondition its library documents (default: shown and counted, exit 0; the profile's "
+                      "[checks] strict_contracts)."),
 )
 check = click.option(
     "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
@@ -226,10 +230,11 @@ def narrowing_of(values: dict[str, Any]) -> Narrowing:
 
 
 def judging_of(values: dict[str, Any], checks: tuple[str, ...] | None = None) -> Any:
-    """How a command judges: ``checks`` (None: the profile's) with its --rtol and --atol."""
+    """How a command judges: ``checks`` (None: the profile's) with its --rtol, --atol and
+    --strict-contracts (absent: the profile's)."""
     from ..run import Judging
 
-    return Judging(checks, values.get("rtol"), values.get("atol"))
+    return Judging(checks, values.get("rtol"), values.get("atol"), values.get("strict_contracts") or None)
 
 
 def one_case(case_id: str) -> Any:
@@ -299,8 +304,8 @@ def build_sweep(values: dict[str, Any], baseline: Any = None) -> tuple[Any, Any,
     selection = Selection(seed=failed.spec.seed, case_ids=failed.case_ids, only=failed.rows,
                           rerun_of=failed.run_dir.name)
     return build_run({**values, "config": failed.spec.config}, selection,
-                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol), failed.targets, failed.spec.families,
-                     before_header=refuse)
+                     Judging(failed.checks, failed.spec.rtol, failed.spec.atol, failed.spec.strict_contracts),
+                     failed.targets, failed.spec.families, before_header=refuse)
 
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:

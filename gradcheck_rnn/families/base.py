@@ -79,6 +79,9 @@ class Convention:
     attribute: str
     option: str  # a flag option of the family
     values: Mapping[str, bool]  # declared value -> the option's value; the first is the default
+    # the head-gradient variant (model/case.py) of the case judged under the convention, when it
+    # claims exact gradients only for losses through y (mLSTM's per-head norm: "y"); None: any
+    heads: str | None = None
 
 
 @dataclass(frozen=True)

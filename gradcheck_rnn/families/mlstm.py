@@ -15,10 +15,17 @@ head-major (NH·K), then m (NH), so c_size = NH·K + NH. The denominator is at l
 so every drawn state is valid as drawn.
 
 The stabiliser makes (C, n, m) nearly redundant: shifting m by δ while C and n scale by e^−δ
-changes h only through ε. The contract is the true derivative of this forward, m differentiated
-as computed (through the max); a backward that holds m constant differs for a head gradient on
-the final state and, through ε, slightly for every loss — so it is not exact, and no convention
-for it is offered yet.
+changes h only through ε. The default contract is the true derivative of this forward, m
+differentiated as computed (through the max).
+
+The convention ``normaliser_gradient = "head_norm"`` (case id ``-headnorm``) is mlstm_kernels'
+(its hand-written backwards hold the normaliser's denominator and the stabiliser m constant: the
+denominator "cancels out in the following group norm"): every layer's output is normalised per
+head, h ← h / sqrt(|h|² + 1e-6) over the head's V units, as the group norm that follows an mLSTM
+layer in xLSTM does up to its shift, and the case has no head gradient on the final states
+(``-gy``). Both the denominator and m scale a head's h_t by one positive number, which such a norm
+removes, so a backward that holds them constant is exact for these losses (up to the norms' ε):
+what still fails under it is a real finding, not the convention.
 
 Case id: ``mlstm-L2-uni-I3-H4-NH2-K2[-strongdecay][-nobias][-longmem]-T7-B3-…``; ``-longmem``
 and ``-strongdecay`` shift the forget gate's bias b_f.
@@ -30,10 +37,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .base import RNNConfig
+from .base import Convention, Option, RNNConfig
 from .matrix import HEAD, HEADS, IN, KEY_WIDTH, STRONG_DECAY, MatrixFamily
 
 EPS = 1e-6
+HEAD_NORM_EPS = 1e-30  # the per-head norm of -headnorm: only keeps 0 / 0 away; scale invariant to rounding
+HEAD_NORM = Option("head_norm", "headnorm", False,
+                   "headnorm (optional: each layer's output normalised per head, the mlstm_kernels convention)")
 
 
 class MLSTMFamily(MatrixFamily):
@@ -69,6 +79,8 @@ class MLSTMFamily(MatrixFamily):
         numerator = (memory * q[..., :, None]).sum(-2)  # (..., NH, V)
         denominator = ops.maximum(ops.abs((n * q).sum(-1)), ops.exp(-m)) + EPS
         out = numerator / denominator[..., None]
+        if config.option("head_norm"):  # the per-head norm a hand-written backward's convention assumes
+            out = out / ops.sqrt((out * out).sum(-1) + HEAD_NORM_EPS)[..., None]
         return (out.reshape(out.shape[:-2] + (-1,)), memory.reshape(h.shape),
                 ops.cat([n.reshape(n.shape[:-2] + (-1,)), m], -1))
 
@@ -92,4 +104,5 @@ class MLSTMFamily(MatrixFamily):
 MLSTM = MLSTMFamily(
     token="mlstm", gates=("i", "f"), cell_state=True, bidirectional=False,
     long_memory_needs="it opens the forget gate through its bias b_f, so it needs it (not with -nobias)",
-    options=(HEADS, KEY_WIDTH, STRONG_DECAY))
+    options=(HEADS, KEY_WIDTH, STRONG_DECAY, HEAD_NORM),
+    conventions=(Convention("normaliser_gradient", "head_norm", {"true": False, "head_norm": True}, heads="y"),))

@@ -36,6 +36,7 @@ from ..rows.numbers import from_json_number, location_text  # re-exported: rows 
 
 from ..model.case import RNNConfig
 from ..model.layout import directions
+from ..model.names import TAIL
 from .tolerances import Tolerance
 
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are
@@ -238,7 +239,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-TAIL = "[tail]"
 EXACT = Tolerance(0.0, 0.0)
 
 

@@ -16,7 +16,11 @@
    :class:`~gradcheck_rnn.judging.checks.base.Skip`, :class:`~gradcheck_rnn.judging.checks.base.Nondeterministic`,
    :class:`~gradcheck_rnn.judging.checks.base.ReferenceDisagreement`, :class:`InvalidOutputs` (``fail``,
    or ``error`` when the target did not return an ``Outputs`` at all) or :class:`TargetRaised`
-   (``error``).
+   (``error``);
+4. on a case that breaks a contract the target declares (:mod:`gradcheck_rnn.targets.contracts`),
+   marks every tensor the broken precondition can reach that did not pass ``out-of-contract``
+   (such a tensor that is unusable, non-finite say, is set aside rather than ending the check), and
+   a row whose only failures are those becomes ``out-of-contract`` (:func:`apply_contracts`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .context import Arrays, CaseContext
 from ..errors import INTERRUPTS, TargetReported, UsageError
 from ..rows.result import CaseResult
 from ..targets import Target, as_target
+from ..targets.contracts import Contract, broken, declared_contracts, reached
 from .tolerances import Tolerances
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
@@ -175,8 +180,12 @@ class TargetCall:
     rows instead, for the reference comparison, which shows every tensor it can.
     """
 
-    def __init__(self, target: Target, context: CaseContext) -> None:
+    def __init__(self, target: Target, context: CaseContext, broken_contracts: tuple[Contract, ...] = ()) -> None:
         self.target, self.context = target, context
+        self.broken_contracts = broken_contracts  # the target's contracts that the case breaks
+        # tensors outside a broken contract that a run could not give usable (non-finite, ...):
+        # set aside by _usable, so that the check judges the rest, and reported by apply_contracts
+        self.set_aside: dict[str, TensorError] = {}
         self._base: tuple[Arrays, list[TensorError]] | TargetRaised | InvalidOutputs | None = None
         # the latest call, if it returned: the case it ran and what it gave
         self._latest: tuple[Case, tuple[Arrays, list[TensorError]]] | None = None
@@ -242,12 +251,14 @@ class TargetCall:
             raise self._base
         return self._base
 
-    @staticmethod
-    def _usable(validated: tuple[Arrays, list[TensorError]]) -> Arrays:
+    def _usable(self, validated: tuple[Arrays, list[TensorError]]) -> Arrays:
         arrays, problems = validated
-        if problems:
+        outside = {p.name: p for p in problems if reached(self.broken_contracts, p.name)}
+        if len(outside) < len(problems):
             raise _invalid(problems)
-        return arrays
+        for name, problem in outside.items():
+            self.set_aside.setdefault(name, problem)
+        return {name: value for name, value in arrays.items() if name not in outside}
 
 
 def _row(case: Case, target: Target, check: str, status: str, **fields: Any) -> CaseResult:
@@ -255,17 +266,43 @@ def _row(case: Case, target: Target, check: str, status: str, **fields: Any) -> 
                       check=check, importable=target.importable, repro_env=target.repro_env, **fields)
 
 
+def apply_contracts(row: CaseResult, contracts: tuple[Contract, ...], set_aside: dict[str, TensorError]) -> CaseResult:
+    """``row`` judged against the contracts its case breaks (docs/contracts.md, "Target
+    contracts"): the tensors set aside as unusable join it, every tensor a broken contract can
+    reach that did not pass becomes ``out-of-contract``, and a ``fail`` or ``nondeterministic`` row
+    whose only failures are those becomes ``out-of-contract``, its message the contract's
+    statement and what was seen there. Other rows, and the tensors the contracts cannot reach, are
+    as judged."""
+    if not contracts or row.status not in ("pass", "fail", "nondeterministic"):
+        return row
+    row.tensors += [t for name, t in set_aside.items() if name not in row.compared]
+    outside = []
+    for tensor in row.tensors:
+        if not tensor.passed and reached(contracts, tensor.name) is not None:
+            tensor.status = "out-of-contract"
+            outside.append(tensor)
+    if outside and all(t.status in ("pass", "out-of-contract") for t in row.tensors):
+        contract = reached(contracts, outside[0].name)
+        seen = ", ".join(f"{t.name} up to {abs(t.a):.3g}" if np.isfinite(t.a) else t.name for t in outside[:3])
+        row.status = "out-of-contract"
+        row.message = f"{contract.statement}; seen here: {seen}" + (
+            f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+    return row
+
+
 def judge_check(call: TargetCall, check: str, tolerances: Tolerances) -> CaseResult:
-    """One check of one target on one case, as one result row; its ``seconds`` are the wall time
-    of judging it: the target's runs and, for the first row that needs them, the references (the
-    context computes them once, when first asked), so a case's rows add up to its judging time."""
+    """One check of one target on one case, as one result row, judged against the contracts the
+    case breaks (:func:`apply_contracts`); its ``seconds`` are the wall time of judging it: the
+    target's runs and, for the first row that needs them, the references (the context computes
+    them once, when first asked), so a case's rows add up to its judging time."""
     start = time.perf_counter()
-    row = _judged_row(call, check, tolerances)
+    call.set_aside = {}
+    row = apply_contracts(_judge_check(call, check, tolerances), call.broken_contracts, call.set_aside)
     row.seconds = time.perf_counter() - start
     return row
 
 
-def _judged_row(call: TargetCall, check: str, tolerances: Tolerances) -> CaseResult:
+def _judge_check(call: TargetCall, check: str, tolerances: Tolerances) -> CaseResult:
     case, target = call.context.case, call.target
     try:
         tensors = CHECKS[check].run(call.context, call, tolerances)
@@ -295,16 +332,23 @@ def _supported(target: Target, case: Case) -> tuple[bool | str, str]:
         return f"supports_case raised {message}", frames
 
 
+class Declined(str):
+    """Why a target's declared convention judges nothing of a case (its rows are skips)."""
+
+
 def judged_case(case: Case, target: Target) -> Case | str:
     """The case under the gradient conventions ``target`` declares (docs/contracts.md, "Gradient
     conventions"): each convention of the case's family that the target names by its attribute
     (``stabilizer_gradient = "constant"``) sets the family option that makes the references follow
-    it; a target that declares none is judged on the default. A value the family does not know is
-    returned as the sentence that says so."""
+    it, and a convention that claims exact gradients only for losses through y (mLSTM's per-head
+    norm) takes the case with no head gradient on the final states (``-gy``); a target that
+    declares none is judged on the default. A value the family does not know is returned as the
+    sentence that says so; a case whose head gradients such a convention cannot judge (only on the
+    final states, or on y's last step) as a :class:`Declined` sentence."""
     family = case.config.family
     if not family.conventions:
         return case
-    options = dict(case.config.options)
+    options, heads = dict(case.config.options), case.heads
     for convention in family.conventions:
         default = next(iter(convention.values))
         declared = getattr(target.impl, convention.attribute, default)
@@ -312,8 +356,18 @@ def judged_case(case: Case, target: Target) -> Case | str:
             return (f"{convention.attribute}={declared!r} is not a {family.token} convention; "
                     f"allowed: {', '.join(map(repr, convention.values))}")
         options[convention.option] = convention.values[declared]
+        if convention.heads and options[convention.option] and heads != convention.heads:
+            if heads != "all":
+                return Declined(f"the {convention.attribute}={declared!r} convention is exact only for losses "
+                                f"through all of y, and this case's head gradients are -g{heads}")
+            heads = convention.heads
     config = dataclasses.replace(case.config, options=options)
-    return case if config == case.config else with_changes(case, config=config)
+    if config == case.config and heads == case.heads:
+        return case
+    if heads != case.heads:  # as make_case zeroes them for -gy
+        return with_changes(case, config=config, heads=heads, dhy=np.zeros_like(case.dhy),
+                            dcy=None if case.dcy is None else np.zeros_like(case.dcy))
+    return with_changes(case, config=config)
 
 
 def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Tolerances | None = None,
@@ -340,11 +394,16 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
         if row + len(checks) > start:
             convention = judged_case(base.case, target)
             if isinstance(convention, str):
-                supported, frames = convention, "(the target's declared gradient convention)"
+                declined = isinstance(convention, Declined)
+                supported, frames = str(convention), "" if declined else "(the target's declared gradient convention)"
             else:
                 context = contexts.setdefault(convention.id, CaseContext(convention))
                 supported, frames = _supported(target, context.case)
-        call = TargetCall(target, context)
+        try:
+            contracts = broken(declared_contracts(target.impl, target.name), context.case)
+        except UsageError as exc:  # a declaration the tool cannot test: the target's own error
+            contracts, supported, frames = (), str(exc), "(the target's declared contracts)"
+        call = TargetCall(target, context, contracts)
         for check in checks:
             row += 1
             if row <= start:

@@ -9,6 +9,7 @@ OUTPUTS = ("y", "hy", "cy")  # the forward's results, compared as they are
 INPUTS = ("x", "h0", "c0")  # the inputs whose gradients a case may request (its wants)
 HEAD_GRADIENTS = ("dy", "dhy", "dcy")  # the head gradients a case gives, one per output
 CELL_STATE = frozenset({"cy", "c0", "dcy"})  # present only where the cell has a cell state
+TAIL = "[tail]"  # the row name of a gradient's packed tail is its name + TAIL: ``x[tail]`` (model/packed.py)
 
 
 def is_output(name: str) -> bool:

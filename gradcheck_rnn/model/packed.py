@@ -15,8 +15,9 @@ turns what the library returned back into :class:`~gradcheck_rnn.model.case.Outp
 The tail (case id ``-tail<n>``, :attr:`~gradcheck_rnn.model.case.Case.tail`) holds random non-zero x
 and dy, drawn from a generator of their own (``SeedSequence([seed, 1])``, so the case's other
 data is as without a tail). Outputs there are ignored; every gradient there must be exactly 0
-(QwenLM/FlashQLA PR #28: a varlen backward left the gradients after ``cu_seqlens[-1]``
-unwritten). :func:`packed_outputs` hands the tail of each gradient to the judge
+(QwenLM/FlashQLA PR #28, closed without merging: a varlen backward left the gradients after
+``cu_seqlens[-1]`` unwritten); a target that declares the contract ``T == cu_seqlens[-1]``
+(gradcheck_rnn/targets/contracts.py) gets ``out-of-contract`` there instead of ``fail``. :func:`packed_outputs` hands the tail of each gradient to the judge
 (:attr:`Outputs.tails`), which fails any value there that is not exactly 0.
 """
 

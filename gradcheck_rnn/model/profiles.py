@@ -83,6 +83,8 @@ class Profile:
     long_memory: float = 0.0
     strong_decay: float = 0.0
     packed_tail: float = 0.0
+    # [checks] strict_contracts: out-of-contract rows fail the run (gradcheck_rnn/targets/contracts.py)
+    strict_contracts: bool = False
     # the families' options a narrowed run keeps (set by gradcheck_rnn/model/narrowing.py, not by a file):
     # option name -> True/False (a flag) or (min, max) (an integer)
     family_options: Mapping[str, Any] = field(default_factory=dict)
@@ -201,10 +203,13 @@ def load_profile(config: str | Path | None = None) -> Profile:
             raise UsageError(f"sweep.{key} = {value!r} is not allowed; it must be an integer >= {low}")
         setattr(profile, key, value)
     for key, value in data.get("checks", {}).items():
-        if key not in ALL_CHECKS or not isinstance(value, bool):
+        if key not in (*ALL_CHECKS, "strict_contracts") or not isinstance(value, bool):
             raise UsageError(f"checks.{key} = {value!r} is not allowed; checks are {', '.join(ALL_CHECKS)}, "
-                             f"each true or false")
-        profile.checks[key] = value
+                             f"each true or false, and strict_contracts (true or false)")
+        if key == "strict_contracts":
+            profile.strict_contracts = value
+        else:
+            profile.checks[key] = value
     if not profile.enabled_checks:
         raise UsageError(f"profile {str(path)!r} turns every check off; enable at least one of "
                          f"{', '.join(ALL_CHECKS)} in [checks]")

@@ -35,8 +35,9 @@ from rich.text import Text
 
 from ..judging.compare import expand_tensor
 from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (CHECK_VALUES, case_lengths, failing_rows, failing_tensors, failure_in_words,
-                               location_mark, mistrust_note, significant_pair, stopped_early_text, values_parts)
+from .document import (CHECK_VALUES, case_lengths, failing_tensors, failure_in_words, finding_rows_text, findings,
+                       location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
+                       values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
 from ..rows.result import plural, row_field
@@ -92,8 +93,9 @@ def summary_tables(tally: Tally) -> list[Table]:
                 for row in by_key[key] if row["target"] == target]
         nondeterministic = any(row.get("nondeterministic") for _, row in rows)
         drifted = any(row.get("drifted") for _, row in rows)
+        outside = any(row.get("out-of-contract") for _, row in rows)
         columns = ["group", "cases", "pass", "fail", "error", "skip", "disagree"]
-        columns += ["nondet"] * nondeterministic + ["drifted"] * drifted + ["worst ratio"]
+        columns += ["nondet"] * nondeterministic + ["drifted"] * drifted + ["contract"] * outside + ["worst ratio"]
         for column in columns:
             table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
         for i, (label, row) in enumerate(rows):
@@ -109,6 +111,8 @@ def summary_tables(tally: Tally) -> list[Table]:
                 cells.append(str(row.get("nondeterministic", 0)))
             if drifted:
                 cells.append(Text(str(row["drifted"]), style="yellow" if row["drifted"] else ""))
+            if outside:  # cases whose worst row is out-of-contract
+                cells.append(Text(str(row["out-of-contract"]), style="yellow" if row["out-of-contract"] else ""))
             cells.append(Text(fmt_or_dash(ratio), style="red" if ratio is not None and not ratio <= 1 else ""))
             table.add_row(*cells)
         tables.append(table)
@@ -176,7 +180,7 @@ def tensor_lines(tensor: dict[str, Any], check: str, case_id: str, indent: str =
         return wrapped(words, indent)
     where, mark = _location(tensor, case_id)
     head = f"{tensor['name']}: ratio {fmt(tensor.get('ratio'))}" + (f" at {where}" if where else "") \
-        + (f" ({mark})" if mark else "")
+        + (f" ({mark})" if mark else "") + (" (outside the contract)" if tensor["status"] == "out-of-contract" else "")
     lines = wrapped(head, indent)
     lines += packed(values_parts(tensor, check), indent + "  ")
     if "non-finite" in tensor.get("message", ""):
@@ -185,30 +189,40 @@ def tensor_lines(tensor: dict[str, Any], check: str, case_id: str, indent: str =
 
 
 def failure_lines(rows: Iterable[dict[str, Any]], limit: int = 50) -> list[Text]:
-    """Every stored row that did not pass, in the reports' order (failing ones first): status and
-    case id on one line, then target and check, the failing tensors worst first (or the error),
-    and the repro command."""
-    bad = failing_rows(rows)
-    if not bad:
+    """Every stored row that did not pass, as findings (:func:`~gradcheck_rnn.reports.document.findings`:
+    one per case × target × cause) in the reports' order (failing ones first): status and case id
+    on one line, then target and check of its worst row, its cause, the failing tensors worst first
+    (or the error), the finding's other rows, and the repro command."""
+    found = findings(rows)
+    if not found:
         return []
-    lines = [Text(f"Failures: {len(bad)}, worst first; each ends with its repro command", style="bold")]
-    for r in bad[:limit]:
+    results = sum(1 + len(f["others"]) for f in found)
+    lines = [Text(f"Failures: {plural(len(found), 'finding')} in {plural(results, 'result')}, worst first; "
+                  f"each ends with its repro command", style="bold")]
+    for finding in found[:limit]:
+        r = finding["row"]
         status, check = r["status"], r.get("check", "reference")
         lines.append(Text.assemble((f"{LABEL.get(status, status):<8}", STYLE.get(status, "")), " ",
                                    (r["case_id"], "bold")))
         lines += [Text(line) for line in wrapped(f"{r['target']} · {check} check")]
+        if finding["cause"]:
+            lines += [Text(line) for line in wrapped(f"cause: {finding['cause']}")]
         failing = failing_tensors(r)
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, check, r["case_id"])]
         if not failing:
             details = wrapped(r.get("message") or status)
+        elif message_shown(r):
+            details = wrapped(r["message"]) + details
         if len(failing) > TENSORS_SHOWN:
             rest = ", ".join(f"{t['name']} {t['status'] if t['status'] == 'missing' else fmt(t.get('ratio'))}"
                              for t in failing[TENSORS_SHOWN:])
             details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
+        if finding["others"]:
+            details += wrapped(finding_rows_text(finding["others"]))
         lines.extend(Text(d) for d in details)
         lines.append(Text(f"{INDENT}{r['repro']}", style="cyan"))
-    if len(bad) > limit:
-        lines.append(Text(f"… {len(bad) - limit} more in the report", style="dim"))
+    if len(found) > limit:
+        lines.append(Text(f"… {len(found) - limit} more in the report", style="dim"))
     return lines
 
 

@@ -22,7 +22,7 @@ from ..judging.compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..rows.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
-from ..rows.statuses import failure_order, is_bad, stored_facts, tensors_worst_first
+from ..rows.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
 from ..rows.tally import Tally
 
 SCHEMA = 1
@@ -81,12 +81,104 @@ def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored rows that did not pass or skip, worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
+    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
     for the console and every report; a run's row log hands them over as kept when they arrived,
     without reading every row again."""
-    bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_bad(r["status"])]
+    bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_shown(r["status"])]
     return sorted(bad, key=lambda r: failure_order(r["status"], from_json_number(r.get("worst_ratio")), r["case_id"],
                                                    r["target"], r.get("check", "")))
+
+
+def findings(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows that did not pass, grouped into one finding per case × target × cause, worst first:
+    ``{"row": the worst row, "others": the rest of its rows, "cause": the cause in words}``. Rows of
+    one case and target fail for one cause when they fail the same way: outside the same contract,
+    by the same error, by a disagreement of the references, or on wrong (or non-deterministic)
+    values, which the checks see one way each. Every writer shows findings (and a cause that is not
+    ""); the counts by row stay in the tallies."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in failing_rows(rows):  # worst first: a group's first row is its worst
+        key = (row["case_id"], row["target"], _cause_kind(row))
+        if key in groups:
+            groups[key]["others"].append(row)
+        else:
+            groups[key] = {"row": row, "others": []}
+    for finding in groups.values():
+        finding["cause"] = _cause(finding["row"], finding["others"])
+    return list(groups.values())
+
+
+def _cause_kind(row: dict[str, Any]) -> str:
+    status = row["status"]
+    if status == "error":
+        return f"error: {row.get('message', '')}"
+    return {"out-of-contract": "contract", "reference-disagreement": "disagreement"}.get(status, "wrong")
+
+
+def convention_of(case_id: str) -> str | None:
+    """The gradient convention a row's case was judged under, as its target declared it
+    (``normaliser_gradient='head_norm'``), or None for the family's default (the true derivative)."""
+    from ..model.case import parse_case_id
+
+    try:
+        config = parse_case_id(case_id)["config"]
+    except (UsageError, ValueError, KeyError):
+        return None
+    for convention in config.family.conventions:
+        if config.option(convention.option):
+            declared = next(name for name, on in convention.values.items() if on)
+            return f"{convention.attribute}={declared!r}"
+    return None
+
+
+def _cause(row: dict[str, Any], others: list[dict[str, Any]]) -> str:
+    """The root cause of a finding, as far as its rows tell it; "" for one row that fails on wrong
+    values under no convention (its tensor lines say all there is)."""
+    status = row["status"]
+    if status == "out-of-contract":
+        return row.get("message", "").split("): ", 1)[0] + ")"
+    if status == "error":
+        return "the target raised or its process ended"
+    if status == "reference-disagreement":
+        return "the float64 references disagree with each other (never the target's fault)"
+    rows = [row, *others]
+    tensors = list(dict.fromkeys(t["name"] for r in rows for t in failing_tensors(r) if t["status"] != "out-of-contract"))
+    words = lambda names: ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    if all(r["status"] == "nondeterministic" for r in rows):
+        cause = f"two runs of the same case differ in {words(tensors)}"
+    elif all("non-finite" in t.get("message", "") for r in rows for t in failing_tensors(r)
+             if t["status"] != "out-of-contract") and tensors:
+        cause = f"non-finite values in {words(tensors)}"
+    elif tensors and set(tensors) <= {"h0", "c0"}:
+        cause = f"an initial-state gradient is wrong ({words(tensors)}); the outputs and the other gradients are right"
+    elif tensors and not set(tensors) & {"y", "hy", "cy", "x", "h0", "c0"}:
+        cause = f"parameter gradients are wrong ({words(tensors)}); the outputs and the input gradients are right"
+    else:  # nothing more to say of one row than its tensor lines say
+        cause = f"wrong values in {words(tensors) or 'its outputs'}" if others else ""
+    convention = convention_of(row["case_id"])
+    if convention:
+        cause = (cause or "wrong values") + f", judged under the target's convention {convention}"
+    return cause
+
+
+def finding_rows_text(others: list[dict[str, Any]]) -> str:
+    """The other rows of a finding in one line: ``also: linearity fail (l0.fwd.w_q 5e+03), …``."""
+    parts = []
+    for row in others:
+        name, ratio = row.get("worst_tensor"), row.get("worst_ratio")
+        parts.append(f"{row.get('check', 'reference')} {row['status']}" + (f" ({name} {fmt(ratio)})" if name else ""))
+    return "also: " + "; ".join(parts)
+
+
+def strict_contracts(document: dict[str, Any]) -> bool:
+    """Whether the run failed on out-of-contract rows (``--strict-contracts``, stored in its spec)."""
+    return bool((document.get("spec") or {}).get("strict_contracts"))
+
+
+def message_shown(row: dict[str, Any]) -> bool:
+    """Whether a report shows a row's message: an out-of-contract row's (the contract's statement),
+    or one without failing tensors (a fail's message only repeats its tensor lines)."""
+    return bool(row.get("message")) and (row["status"] == "out-of-contract" or not failing_tensors(row))
 
 
 def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:
@@ -179,6 +271,8 @@ def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[
     where = location_text(tensor.get("location"))
     mark = location_mark(tensor.get("location"), lengths)
     where = f" at {where}{', ' + mark if mark else ''}" if where else ""
+    if tensor["status"] == "out-of-contract":
+        where += " (outside the contract)"
     line = (f"{name}: ratio {fmt(tensor.get('ratio'))}, max abs {fmt(tensor.get('max_abs'))}, "
             f"max rel {fmt(tensor.get('max_rel'))}{where}: " + " ".join(values_parts(tensor, check))
             + f" (rtol={fmt(tensor.get('rtol'), 'g')}, atol={fmt(tensor.get('atol'), 'g')})")

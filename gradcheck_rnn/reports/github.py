@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import markdown
-from .document import case_lengths, failing_tensors, failures, progress_note, tensor_line
+from .document import case_lengths, failing_tensors, failures, progress_note, strict_contracts, tensor_line
 
 ANNOTATION_CAP = 10
 SUMMARY_FAILURES = 20  # failures detailed in the step summary (GitHub caps it at 1 MiB)
@@ -33,20 +33,24 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotation(row: dict[str, Any]) -> str:
-    """The ``::error`` line of one failing row."""
+def annotation(row: dict[str, Any], strict: bool = False) -> str:
+    """The ``::error`` line of one failing row; ``::warning`` for an out-of-contract row of a run
+    whose contracts are not strict (it does not fail the run)."""
     title = f"gradcheck-rnn {row['status']}: {row['target']} [{row.get('check', 'reference')}]"
     lengths = case_lengths(row["case_id"])[0]
     details = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)[:3]] \
         or [row.get("message") or row["status"]]
+    if row["status"] == "out-of-contract":
+        details.insert(0, row.get("message", ""))
+    level = "warning" if row["status"] == "out-of-contract" and not strict else "error"
     message = f"{row['case_id']}: " + "\n".join(details) + f"\nreproduce: {row['repro']}"
-    return f"::error title={escape_property(title)}::{escape_data(message)}"
+    return f"::{level} title={escape_property(title)}::{escape_data(message)}"
 
 
 def annotations(document: dict[str, Any], run_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Annotation lines for the worst failing rows, then one plain line counting the rest."""
     bad = failures(document)
-    lines = [annotation(row) for row in bad[:ANNOTATION_CAP]]
+    lines = [annotation(row, strict_contracts(document)) for row in bad[:ANNOTATION_CAP]]
     if (stopped := progress_note(document)) is not None:
         lines.append(f"::warning title={escape_property('gradcheck-rnn stopped early')}::{escape_data(stopped)}")
     if len(bad) > ANNOTATION_CAP:

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
-from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
+from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
+                       message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png
 
@@ -39,7 +40,7 @@ th{background:#f6f8fa}td.l,th.l{text-align:left}td.id{text-align:left;white-spac
 code.id,td.l{white-space:nowrap}
 tr.repro td{border-top:0;background:#f6f8fa}
 table{display:block;overflow-x:auto;max-width:100%}
-.pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
+.out-of-contract{color:#9a6700;font-weight:600}.pass{color:#1a7f37}.fail{color:#cf222e;font-weight:600}.error{color:#8250df;font-weight:600}
 .skip{color:#6e7781}.reference-disagreement{color:#9a6700;font-weight:600}
 .nondeterministic{color:#bc4c00;font-weight:600}.drifted{color:#9a6700;font-weight:600}
 .bad{background:#ffebe9}.ok{background:#dafbe1}.none{color:#8c959f}
@@ -145,8 +146,9 @@ def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
         return []
     opened = " open" if key == "mode" and len(rows) <= FOLD_ABOVE else ""
     nondeterministic = any(row.get("nondeterministic") for row in rows)
+    outside = any(row.get("out-of-contract") for row in rows)
     head = ["target", key, "cases", "pass", "fail", "error", "skip", "disagree"] + ["nondet"] * nondeterministic
-    head.append("worst ratio")
+    head += ["out-of-contract"] * outside + ["worst ratio"]
     parts = [f"<details{opened}><summary>Cases per target × {_e(key)} (verdict over every check)</summary>",
              "<table><tr>" + "".join(f"<th{' class=l' if h in ('target', key) else ''}>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
@@ -158,6 +160,7 @@ def _breakdown(rows: list[dict[str, Any]], key: str) -> list[str]:
                      f"<td{' class=bad' if row['error'] else ''}>{row['error']}</td><td>{row['skip']}</td>"
                      f"<td>{row.get('reference-disagreement', 0)}</td>"
                      + (f"<td{' class=bad' if nondet else ''}>{nondet}</td>" if nondeterministic else "")
+                     + (f"<td>{row.get('out-of-contract', 0)}</td>" if outside else "")
                      + f"<td{ratio_css}>{fmt_or_dash(ratio)}</td></tr>")
     return parts + ["</table></details>"]
 
@@ -210,14 +213,15 @@ def _capped_table(opening: str, header: str, body: list[str], total: int, more: 
     return parts
 
 
-def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
-    parts = [f"<h2>Failures ({len(bad)}, worst first)</h2>"]
-    if not bad:
+def _failure_table(found: list[dict[str, Any]]) -> list[str]:
+    results = sum(1 + len(f["others"]) for f in found)
+    parts = [f"<h2>Failures ({len(found)} findings in {results} results, worst first)</h2>"]
+    if not found:
         return parts + ['<p class="pass">No failures.</p>']
-    # Each failure is two rows: its facts, then its repro command across the row (an unbroken
-    # command as wide as the table's other columns together, so the page rarely has to scroll).
+    # Each finding is two rows: its worst row's facts, then its repro command across the row (an
+    # unbroken command as wide as the table's other columns together, so the page rarely has to scroll).
     body = []
-    for i, row in enumerate(bad[:TABLE_CAP], 1):
+    for i, row in enumerate((f["row"] for f in found[:TABLE_CAP]), 1):
         case_id = _e(row["case_id"])
         if i <= DETAIL_CAP:
             case_id = f'<a href="#case-{i}">{case_id}</a>'
@@ -227,25 +231,30 @@ def _failure_table(bad: list[dict[str, Any]]) -> list[str]:
                     f'<tr class="repro"><td class=id colspan=6><code class=id>{_e(row["repro"])}</code></td></tr>')
     header = ("<tr><th>#</th><th class=l>status</th><th class=l>case id</th><th class=l>target</th>"
               "<th class=l>check</th><th class=l>worst tensor</th><th>ratio</th></tr>")
-    return parts + _capped_table('<table class="failures">', header, body, len(bad),
+    return parts + _capped_table('<table class="failures">', header, body, len(found),
                                  "more: see results.json or junit.xml")
 
 
-def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
-    if not bad:
+def _details(found: list[dict[str, Any]], pictures: bool) -> list[str]:
+    if not found:
         return []
-    shown = bad[:DETAIL_CAP]
-    parts = [f"<h2>Failing cases, worst first ({len(shown)} of {len(bad)})</h2>"]
+    shown = found[:DETAIL_CAP]
+    parts = [f"<h2>Findings, worst first ({len(shown)} of {len(found)})</h2>"]
     if not pictures:
         parts.append('<p class="note">The error pictures need matplotlib: '
                      "<code>pip install 'gradcheck-rnn[html]'</code>, then <code>gradcheck-rnn report RUN_DIR</code>.</p>")
-    for i, row in enumerate(shown, 1):
+    for i, finding in enumerate(shown, 1):
+        row = finding["row"]
         check = row.get("check", "reference")
         parts.append(f'<h3 id="case-{i}">{i}. {_status(row["status"])} <code>{_e(row["case_id"])}</code> on '
                      f"<code>{_e(row['target'])}</code> ({_e(check)} check)</h3>")
+        if finding["cause"]:
+            parts.append(f"<p><b>Cause:</b> {_e(finding['cause'])}</p>")
+        if finding["others"]:
+            parts.append(f"<p>{_e(finding_rows_text(finding['others']))}</p>")
         lengths, num_directions = case_lengths(row["case_id"])
         lines = [tensor_line(t, check, lengths) for t in failing_tensors(row)]
-        if row.get("message") and not lines:  # a fail's message only repeats its tensor lines
+        if message_shown(row):
             parts.append(f"<p>{_e(row['message'])}</p>")
         if lines:
             parts.append("<ul>" + "".join(f"<li><code>{_e(line)}</code></li>" for line in lines) + "</ul>")
@@ -262,10 +271,11 @@ def _details(bad: list[dict[str, Any]], pictures: bool) -> list[str]:
 def render(document: dict[str, Any]) -> bytes:
     """The HTML page of a results document."""
     bad = failures(document)
+    found = findings(bad)
     counts = document.get("summary", {})
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")
-    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(bad) + _details(bad, available())
+    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(found) + _details(found, available())
     body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference '
                 "(the reference-free checks say what a and b are); pass ⇔ ratio ≤ 1. Pictures, colour = log10 of "
                 "the ratio: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance (ratio 1, "

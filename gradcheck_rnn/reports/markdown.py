@@ -10,7 +10,7 @@ from typing import Any
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
-from .document import (drift_rows, case_lengths, failing_tensors, failures, mistrust_note, progress_note,
+from .document import (drift_rows, case_lengths, failing_tensors, finding_rows_text, findings, message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -60,11 +60,14 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         lines += [f"**Mistrusted:** {note}.", ""]
     rows = document.get("by_mode", [])
     nondeterministic = any(row.get("nondeterministic") for row in rows)
+    outside = any(row.get("out-of-contract") for row in rows)
     lines += ["| target | mode | cases | pass | fail | error | skip | disagree | " + "nondet | " * nondeterministic
-              + "worst ratio, any check |", "|---" * (9 + nondeterministic) + "|"]
+              + "out-of-contract | " * outside + "worst ratio, any check |",
+              "|---" * (9 + nondeterministic + outside) + "|"]
     for row in rows:
         worst = fmt_or_dash(row["worst_ratio"])
         nondet = f"{row.get('nondeterministic', 0)} | " if nondeterministic else ""
+        nondet += f"{row.get('out-of-contract', 0)} | " if outside else ""
         lines.append(f"| {_cell(row['target'])} | {row['mode']} | {row['cases']} | {row['pass']} | {row['fail']} | "
                      f"{row['error']} | {row['skip']} | {row.get('reference-disagreement', 0)} | {nondet}{worst} |")
     skips = document.get("skips", [])
@@ -99,16 +102,23 @@ def drift_lines(drift: dict[str, Any] | None, limit: int = 100) -> list[str]:
 
 
 def render(document: dict[str, Any], limit: int = 100) -> bytes:
-    """The markdown report; at most ``limit`` failures are detailed, the rest are counted."""
+    """The markdown report; at most ``limit`` findings (one per case × target × cause) are detailed,
+    the rest are counted."""
     lines = [f"# gradcheck-rnn {document.get('command', '')} report", ""] + summary_lines(document)
     lines += drift_lines(document.get("drift"))
-    bad = failures(document)
+    bad = findings(document["results"])
     if bad:
-        lines += ["", f"## Failures ({len(bad)}, worst first)", ""]
-    for row in bad[:limit]:
+        results = sum(1 + len(f["others"]) for f in bad)
+        lines += ["", f"## Failures ({len(bad)} findings in {results} results, worst first)", ""]
+    for finding in bad[:limit]:
+        row = finding["row"]
         check = "" if row.get("check", "reference") == "reference" else f" ({row['check']} check)"
-        lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", "", f"    {row['repro']}", ""]
-        if row.get("message") and not failing_tensors(row):  # a fail's message only repeats its tensor lines
+        lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", ""]
+        lines += [f"Cause: {_cell(finding['cause'])}", ""] if finding["cause"] else []
+        lines += [f"    {row['repro']}", ""]
+        if finding["others"]:
+            lines += [_cell(finding_rows_text(finding["others"])), ""]
+        if message_shown(row):
             lines += [_cell(row["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
             lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]
@@ -121,5 +131,5 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
                 lines.append(f"  error per step t=0..{len(steps) - 1}: `{sparkline(steps)}` (max {top:.3g})")
         lines.append("")
     if len(bad) > limit:
-        lines += [f"… and {len(bad) - limit} more failures: see results.json or junit.xml.", ""]
+        lines += [f"… and {len(bad) - limit} more findings: see results.json or junit.xml.", ""]
     return ("\n".join(lines).rstrip("\n") + "\n").encode("utf-8")

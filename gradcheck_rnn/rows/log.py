@@ -28,7 +28,7 @@ from array import array
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from .statuses import is_bad
+from .statuses import is_shown
 from .tally import Tally
 from .result import stored_form
 
@@ -184,7 +184,7 @@ class RowLog:
             raise ValueError("this run was already published or discarded")
         row, line = stored_form(result)
         self.tally.add(row)
-        if is_bad(row["status"]):
+        if is_shown(row["status"]):
             self._failing.append(row)
         key = -1 if result.case_index is None else int(result.case_index)
         self._in_order = self._in_order and (not self._keys or self._keys[-1] <= key)

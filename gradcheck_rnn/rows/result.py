@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from ..model.case import id_facts
 from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
 from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, PASSED, is_bad, worst_tensor
+from .statuses import BAD_STATUSES, PASSED, failing_statuses, is_shown, worst_tensor
 
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
@@ -139,7 +139,7 @@ def slim(row: CaseResult) -> CaseResult:
     :func:`document_row`), and in memory they are about a third
     of a row (benchmarks/RESULTS.md, "Memory").
     """
-    if not is_bad(row.status):
+    if not is_shown(row.status):
         for tensor in row.tensors:
             tensor.ratio_map = None
     return row
@@ -249,25 +249,27 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None) -> tuple[int, str]:
+def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None,
+                  strict_contracts: bool = False) -> tuple[int, str]:
     """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
     codes"), from the run's :class:`~gradcheck_rnn.rows.tally.Tally`: no row need be held.
 
     0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
-    or a drifted row with ``--fail-on-drift``; 5 nothing was checked — no result, every result a
+    or a drifted row with ``--fail-on-drift``, or an out-of-contract row with ``--strict-contracts``; 5 nothing was checked — no result, every result a
     skip, a target named on the command line judged on no case at all, or, with
     ``--fail-on-drift``, no row compared with the baseline (a vacuous run is never "all passed").
-    1 wins over 5. Drifted rows without ``--fail-on-drift`` pass, with a warning. ``drift`` is the
+    1 wins over 5. Drifted rows without ``--fail-on-drift`` pass, with a warning, and so do
+    out-of-contract rows without ``--strict-contracts`` (they count as judged). ``drift`` is the
     run's comparison with its baseline (results.json's ``"drift"``), None without one.
     """
     fail_on_drift = drift is not None and drift["fail_on_drift"]
-    failing = BAD_STATUSES | {"drifted"} if fail_on_drift else BAD_STATUSES
+    failing = failing_statuses(strict_contracts) | ({"drifted"} if fail_on_drift else set())
     bad = {status: n for status, n in tally.statuses.items() if status in failing and n}
     if bad:
         return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
     if not tally.rows:
         return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
-    judged = Counter({target: sum(counts[s] for counts in checks.values() for s in PASSED)
+    judged = Counter({target: sum(counts[s] for counts in checks.values() for s in (*PASSED, "out-of-contract"))
                       for target, checks in tally.checks.items()})
     if not sum(judged.values()):
         every = "the only result was" if tally.rows == 1 else f"all {tally.rows} results were"
@@ -279,8 +281,10 @@ def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str
     if fail_on_drift and not drift["compared"]:
         return EXIT_NOTHING_CHECKED, (f"no drift was checked: no passing row of this run has a row in the baseline "
                                       f"{drift['baseline']}, and --fail-on-drift never passes on none")
-    drifted = tally.statuses["drifted"]
+    drifted, outside = tally.statuses["drifted"], tally.statuses["out-of-contract"]
     warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
+    if outside:
+        warning += f"; note: {plural(outside, 'result')} out-of-contract (--strict-contracts fails on them)"
     return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"
 
 
@@ -301,8 +305,10 @@ class Run:
 
     @property
     def failures(self) -> list[CaseResult]:
-        """The rows that make the run fail (fail, error, reference-disagreement, nondeterministic)."""
-        return [r for r in self.results if r.status in BAD_STATUSES]
+        """The rows that make the run fail (fail, error, reference-disagreement, nondeterministic;
+        out-of-contract too when the run's contracts are strict)."""
+        failing = failing_statuses(getattr(self.spec, "strict_contracts", False))
+        return [r for r in self.results if r.status in failing]
 
     def verdict_json(self) -> dict[str, Any]:
         """The stored verdict: what results.json records under ``"verdict"``."""

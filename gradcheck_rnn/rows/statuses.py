@@ -11,7 +11,12 @@ report.html, junit, github) shows them.
 * ``nondeterministic`` — two runs of the same case returned different *finite* values;
 * ``drifted`` — only with ``--baseline``: the row passed, but a tensor's ratio grew past the drift
   factor since the baseline run (:mod:`gradcheck_rnn.workflows.baseline`); a run fails on it only with
-  ``--fail-on-drift``.
+  ``--fail-on-drift``;
+* ``out-of-contract`` — the case breaks a precondition the target's library documents (a
+  :mod:`contract <gradcheck_rnn.targets.contracts>` the target declares), and every tensor that did
+  not pass is one that breaking it can reach: what the target does there is shown, with the contract
+  quoted, and counted, but fails a run only with ``--strict-contracts``. A tensor outside the
+  contract that did not pass has this status too, inside a row that may still fail on the others.
 """
 
 from __future__ import annotations
@@ -23,11 +28,14 @@ from .numbers import from_json_number
 
 T = TypeVar("T")
 
-STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic", "drifted")
+STATUSES = ("pass", "fail", "error", "skip", "reference-disagreement", "nondeterministic", "drifted",
+            "out-of-contract")
 # Statuses that make a run fail (exit 1); pass and skip do not.
 BAD_STATUSES = frozenset({"fail", "error", "reference-disagreement", "nondeterministic"})
 # Most serious first: how a row sorts among the failures, in every writer.
-SEVERITY = ("fail", "nondeterministic", "reference-disagreement", "error")
+SEVERITY = ("fail", "nondeterministic", "reference-disagreement", "error", "out-of-contract")
+# Statuses of rows the reports detail (the failures, and what was seen outside a contract).
+SHOWN_STATUSES = BAD_STATUSES | {"out-of-contract"}
 # Statuses of rows that judged the target (their ratios count toward "worst ratio").
 JUDGED = ("pass", "fail", "nondeterministic", "drifted")
 # Statuses of rows within every tolerance (a drifted row passed, its ratio only grew).
@@ -35,13 +43,23 @@ PASSED = ("pass", "drifted")
 
 STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim",
          "reference-disagreement": "bold yellow", "nondeterministic": "bold red", "missing": "bold red",
-         "drifted": "bold yellow"}
-LABEL = {"reference-disagreement": "disagree", "nondeterministic": "nondet."}  # 8 columns in failure lines
+         "drifted": "bold yellow", "out-of-contract": "yellow"}
+LABEL = {"reference-disagreement": "disagree", "nondeterministic": "nondet.", "out-of-contract": "contract"}  # 8 columns in failure lines
 
 
 def is_bad(status: str) -> bool:
     """Whether a row with this status makes the run fail."""
     return status in BAD_STATUSES
+
+
+def failing_statuses(strict_contracts: bool = False) -> frozenset[str]:
+    """The statuses that fail a run: :data:`BAD_STATUSES`, and ``out-of-contract`` under ``--strict-contracts``."""
+    return BAD_STATUSES | {"out-of-contract"} if strict_contracts else BAD_STATUSES
+
+
+def is_shown(status: str) -> bool:
+    """Whether the reports detail a row with this status (a failure, or a row outside a contract)."""
+    return status in SHOWN_STATUSES
 
 
 def _badness(status: str, ratio: float | None) -> tuple[bool, bool, float]:

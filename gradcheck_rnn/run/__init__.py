@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..rows.result import CaseResult, Run, finish, slim, stored_row, tally_verdict
-from ..rows.statuses import is_bad
+from ..rows.statuses import is_shown
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
@@ -293,7 +293,7 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
     from ..rows.tally import Tally
 
     tally = log.tally if log is not None else Tally()
-    keep = None if log is None else (lambda row: is_bad(row.status))
+    keep = None if log is None else (lambda row: is_shown(row.status))
     arrived: list[CaseResult] = []
     repro_options = spec.repro_options  # once: it is made from the spec's strings, for every row
 
@@ -322,6 +322,7 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         exc.run.seconds = time.perf_counter() - start
         raise
     results = [row for row in results if spec.judges(row.case_id, row.target, row.check)]
-    code, reason = tally_verdict(tally, spec.named_targets, None if baseline is None else baseline.to_json())
+    code, reason = tally_verdict(tally, spec.named_targets, None if baseline is None else baseline.to_json(),
+                                 spec.strict_contracts)
     return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally,
                seconds=time.perf_counter() - start)

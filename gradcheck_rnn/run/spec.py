@@ -69,6 +69,7 @@ class Judging:
     checks: tuple[str, ...] | None = None
     rtol: float | None = None
     atol: float | None = None
+    strict_contracts: bool | None = None  # --strict-contracts; None: the profile's [checks] strict_contracts
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class RunSpec:
     tolerance_table: tuple[tuple[str, str, float, float], ...] = ()
     # the name of the run folder whose rows that did not pass this run judges again (sweep --last-failed)
     rerun_of: str = ""
+    # out-of-contract rows fail the run (--strict-contracts, or the profile's [checks] strict_contracts)
+    strict_contracts: bool = False
 
     @classmethod
     def build(cls, config: str | None = None, targets: tuple[Any, ...] = (), selection: Selection = Selection(),
@@ -128,7 +131,9 @@ class RunSpec:
                    checks=tuple(judging.checks or profile.enabled_checks), rtol=judging.rtol, atol=judging.atol,
                    narrowing=selection.narrowing, shard=selection.shard, case_ids=case_ids,
                    families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table,
-                   rerun_of=selection.rerun_of)
+                   rerun_of=selection.rerun_of,
+                   strict_contracts=profile.strict_contracts if judging.strict_contracts is None
+                   else judging.strict_contracts)
         spec.__dict__["profile_data"] = spec.narrow(profile)
         return spec, resolved
 
@@ -254,9 +259,10 @@ class RunSpec:
         """Inverse of :meth:`to_json`; UsageError naming ``where`` when it is not a run spec."""
         names = {f.name for f in dataclasses.fields(cls)}
         if isinstance(data, dict):
-            # runs written before named cases, user families, narrowing, chosen rows, the tolerance table and reruns
+            # runs written before named cases, user families, narrowing, chosen rows, the tolerance
+            # table, reruns and strict contracts
             data = {"case_ids": [], "families": [], "narrowing": None, "only": [], "tolerance_table": [],
-                    "rerun_of": "", **data}
+                    "rerun_of": "", "strict_contracts": False, **data}
             if set(SHAPE_FIELDS) <= set(data):  # written before the narrowing held the shape: fold it in
                 shape = {name: data.pop(name) for name in SHAPE_FIELDS}
                 data["narrowing"] = {**shape, **(data["narrowing"] or {})}

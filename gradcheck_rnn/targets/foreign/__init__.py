@@ -127,6 +127,8 @@ class ForeignTarget:
         self._loaded = header
         for attribute, value in header.get("conventions", {}).items():  # what the judge reads, as in LocalForeignTarget
             setattr(self, attribute, value)
+        if header.get("contracts"):
+            self.contracts = tuple(header["contracts"])
 
     def _ensure(self) -> None:
         if self._load_error is not None:  # the same import error every case: do not restart for it
@@ -300,7 +302,8 @@ class LocalForeignTarget:
     ``supports`` and ``supports_case`` are optional in the target protocol, so they are passed on
     only where the target has them, as the client reports them for ``NAME@PYTHON``: the wrapper
     must not claim a method that the target lacks (keras has no ``supports_case``). So are the
-    gradient conventions it declares (flashrnn-fwbw's ``stabilizer_gradient``), which the judge reads.
+    gradient conventions it declares (flashrnn-fwbw's ``stabilizer_gradient``) and its ``contracts``
+    (fla's ``T == cu_seqlens[-1]``), which the judge reads.
     """
 
     def __init__(self, impl: Any) -> None:
@@ -309,7 +312,7 @@ class LocalForeignTarget:
         for method in ("supports", "supports_case"):
             if callable(getattr(impl, method, None)):
                 setattr(self, method, getattr(impl, method))
-        for attribute in convention_attributes():
+        for attribute in (*convention_attributes(), "contracts"):
             if hasattr(impl, attribute):
                 setattr(self, attribute, getattr(impl, attribute))
 

@@ -16,7 +16,8 @@ Requests (host -> client) and their answers:
 
 - ``load`` {protocol, target: {kind: "file", path, factory, kwargs} | {kind: "import", spec} |
   {kind: "builtin", name}, conventions: [attribute]} -> ``loaded`` {protocol, name, supports,
-  supports_case, conventions: {attribute: value} (those the target has), python, numpy}
+  supports_case, conventions: {attribute: value} (those the target has), contracts: [{precondition, quote,
+  source, outside}] (its optional ``contracts``, docs/contracts.md "Target contracts"), python, numpy}
 - ``supports`` {config} -> ``answer`` {value: true | "reason"}
 - ``supports_case`` {case} + case arrays -> ``answer`` {value}
 - ``run`` {case} + case arrays -> ``outputs`` {} + arrays ``y``, ``hy``, ``cy``, ``grad:<name>``
@@ -192,6 +193,12 @@ def outputs_arrays(outputs: Any) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _plain_contract(contract: Any) -> dict[str, Any]:
+    """A declared contract (a mapping, or an object with the fields) as plain data for the host."""
+    keys = ("precondition", "quote", "source", "outside")
+    return {k: contract.get(k) for k in keys} if isinstance(contract, dict) else {k: getattr(contract, k, None) for k in keys}
+
+
 def _where(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
     if not frames:
@@ -241,6 +248,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
           "supports": callable(getattr(target, "supports", None)),
           "supports_case": callable(getattr(target, "supports_case", None)),
           "conventions": {name: getattr(target, name) for name in header.get("conventions", ()) if hasattr(target, name)},
+          "contracts": [_plain_contract(c) for c in getattr(target, "contracts", None) or ()],
           "python": sys.version.split()[0], "numpy": np.__version__})
     while True:
         request = read_frame(inp)

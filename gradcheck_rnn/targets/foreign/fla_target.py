@@ -66,6 +66,18 @@ FLOAT32_ONLY = {
     "naive": ("fla 0.6.0's naive recurrences compute in float32 (\"q, k, v, gk = map(lambda x: "
               "x.transpose(1, 2).float(), ...)\"), so a {dtype} case is not computed in {dtype}"),
 }
+# fla's precondition on a packed batch (docs/contracts.md, "Target contracts"): plain data, as a target in
+# another interpreter sends it. fla asserts nothing and documents no behaviour past cu_seqlens[-1].
+PACKED_CONTRACT = {
+    "precondition": "T == cu_seqlens[-1]",
+    "quote": "cu_seqlens (torch.LongTensor): Cumulative sequence lengths of shape `[N+1]` used for variable-length "
+             "training, consistent with the FlashAttention API.",
+    "source": "fla 0.6.0, fla/ops/gla/fused_recurrent.py and chunk.py docstrings; its maintainers hold "
+              "T == cu_seqlens[-1] as the canonical contract (fla-org/flash-linear-attention PR #892, closed), "
+              "as FlashAttention does (Dao-AILab/flash-attention #1228)",
+    "outside": "writes nothing past cu_seqlens[-1]: outputs and gradients there are uninitialised (values up to 1e30 "
+               "seen), and a parameter gradient summed over those rows is then wrong",
+}
 NO_GDN_BACKWARD = ("fla 0.6.0's fused_recurrent_gated_delta_rule has no backward (\"Backward pass is not implemented "
                    "yet and we do not have plans to implement it because we haven't figured out how to compute dg "
                    "without materializing the full hidden states for all time steps.\")")
@@ -108,6 +120,8 @@ class FlaTarget(torch_grad.TorchGradTarget):
     def __init__(self, kernel: str = "recurrent") -> None:
         self.kernel = kernel
         self.name = f"fla-{kernel}"
+        # the kernels that take cu_seqlens; fla-naive has none and is never handed a packed tail
+        self.contracts = () if kernel == "naive" else (PACKED_CONTRACT,)
 
     def supports(self, config: Any) -> bool | str:
         if config.mode not in ("gla", "gdn"):
@@ -123,11 +137,10 @@ class FlaTarget(torch_grad.TorchGradTarget):
                 return (f"{early} was imported in this process before {self.name} without TRITON_INTERPRET=1, so "
                         f"its Triton functions were built for a GPU this machine does not have and cannot run in "
                         f"the interpreter; set TRITON_INTERPRET=1 before the first import of {early} (a new process)")
-        if self.kernel == "chunk" and triton_cpu.interpreted():
-            import triton
-
-            return (f"fla-chunk needs a CUDA device: Triton {triton.__version__}'s CPU interpreter "
-                    f"(TRITON_INTERPRET=1) cannot run fla's chunk kernels (\"{INTERPRETER_REFUSES}\")")
+        if self.kernel == "chunk" and triton_cpu.interpreted():  # the quote is Triton 3.9's own words
+            return ("fla-chunk is judged on a CUDA device only, not under Triton's CPU interpreter "
+                    f"(TRITON_INTERPRET=1): Triton 3.9's interpreter refuses fla's chunk kernels (\"{INTERPRETER_REFUSES}\"), "
+                    "and no interpreter run of them is checked")
         return True
 
     # ------------------------------------------------------------------ one kernel call
