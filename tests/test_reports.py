@@ -32,7 +32,7 @@ from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.reports import WRITERS, github, latest_run, write_reports
 from gradcheck_rnn.reports import html as html_writer
-from gradcheck_rnn.reports.document import failures, findings, load_document, results_document
+from gradcheck_rnn.reports.document import findings, load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
 from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.judging.judge import judge_one
