@@ -161,10 +161,10 @@ def start_pool_early(execution: Execution) -> None:
     """
     if not execution.uses_pool:
         return
-    from .pool import start_fork_server, use_fork_server
+    from . import fork_server
 
-    if use_fork_server():
-        start_fork_server()
+    if fork_server.use_fork_server():
+        fork_server.start()  # stopped by the pool's close, or at exit if the run is refused before
 
 
 class Executor(Protocol):
