@@ -24,8 +24,9 @@ same kernels (fused-cpu) on the same cases:
   less of it: nothing requested skips the weight and layer-0 input GEMMs): gradcheck's column is an
   upper bound for those families, by less than the backward's share of a run.
 
-The table: family, cases, seconds of each side, and torch / gradcheck-rnn (above 1: gradcheck-rnn
-is faster); with the verdicts of both sides. Measured figures go to benchmarks/RESULTS.md.
+The table: family, cases, wall seconds of each side, and torch / gradcheck-rnn (above 1:
+gradcheck-rnn is faster); the same ratio of this process's CPU seconds (less moved by other
+processes on a shared machine; XLA's compile threads count in it); the verdicts of both sides. Measured figures go to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -97,16 +98,16 @@ def family_row(family: str, cases: int, checks: list[str], target: Any, fast_mod
     """Both sides on ``cases`` cases of ``family``: seconds and verdicts."""
     profile = PROFILES[family]
     gr.sweep("fused-cpu", cases=2, seed=WARMUP_SEED, config=profile, modes=[family], checks=checks, in_process=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run = gr.sweep("fused-cpu", cases=cases, seed=SEED, config=profile, modes=[family], checks=checks,
                    in_process=True)
-    ours = time.perf_counter() - start
+    ours, ours_cpu = time.perf_counter() - start, time.process_time() - cpu
     ids = list(dict.fromkeys(row.case_id for row in run.results))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     passed = sum(torch_gradcheck(Case.from_id(case_id), target, fast_mode) for case_id in ids)
-    theirs = time.perf_counter() - start
-    return {"family": family, "cases": len(ids), "ours": ours, "theirs": theirs, "verdict": run.reason,
-            "gradcheck": f"{passed}/{len(ids)} passed"}
+    theirs, theirs_cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"family": family, "cases": len(ids), "ours": ours, "theirs": theirs, "ours_cpu": ours_cpu,
+            "theirs_cpu": theirs_cpu, "verdict": run.reason, "gradcheck": f"{passed}/{len(ids)} passed"}
 
 
 def main() -> None:
@@ -128,11 +129,14 @@ def main() -> None:
     print(f"fused-cpu, {args.cases} cases per family (seed {SEED}); gradcheck-rnn: the ci checks "
           f"({', '.join(checks)}), in one process; torch.autograd.gradcheck: float64, "
           f"{'fast_mode' if args.fast_mode else 'default (slow) mode'}")
-    print(f"{'family':<10} {'cases':>5} {'gradcheck-rnn s':>16} {'torch gradcheck s':>18} {'ratio':>7}  verdicts")
+    print(f"{'family':<10} {'cases':>5} {'gradcheck-rnn s':>16} {'torch gradcheck s':>18} {'ratio':>7} "
+          f"{'ratio (CPU s)':>22}  verdicts")
     for family in families:
         row = family_row(family, args.cases, checks, target, args.fast_mode)
         print(f"{row['family']:<10} {row['cases']:>5} {row['ours']:>16.2f} {row['theirs']:>18.2f} "
-              f"{row['theirs'] / row['ours']:>6.1f}x  gradcheck-rnn: {row['verdict']}; torch: {row['gradcheck']}",
+              f"{row['theirs'] / row['ours']:>6.1f}x "
+              f"{row['theirs_cpu'] / row['ours_cpu']:>6.1f}x ({row['ours_cpu']:.2f}/{row['theirs_cpu']:.2f})  "
+              f"gradcheck-rnn: {row['verdict']}; torch: {row['gradcheck']}",
               flush=True)
 
 
