@@ -176,16 +176,20 @@ def _stat_fields(entry: Path) -> list[str]:
 
 def left_behind(session: int, wait: float = 1.0) -> list[str]:
     """The processes of ``session`` (a command started with ``start_new_session``, after it exited:
-    its fork server, resource tracker, workers) still there ``wait`` seconds later, zombies too."""
-    time.sleep(wait)
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int(_stat_fields(entry)[3]) == session:
-                found.append(f"{entry.name} {_stat_fields(entry)[0]} {(entry / 'cmdline').read_bytes()[:120]!r}")
-        except (OSError, ValueError):  # a process that ended meanwhile
-            continue
-    return found
+    its fork server, resource tracker, workers) still there ``wait`` seconds later, zombies too
+    (the list is read again until it is empty or the time is up)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and int(_stat_fields(entry)[3]) == session:
+                    found.append(f"{entry.name} {_stat_fields(entry)[0]} {(entry / 'cmdline').read_bytes()[:120]!r}")
+            except (OSError, ValueError):  # a process that ended meanwhile
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def _fork_server_importing_torch(supervisor: int) -> bool:
