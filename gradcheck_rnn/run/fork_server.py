@@ -18,7 +18,8 @@ imports have nothing to save), and reaps it, so no process of a run is left when
   fixture): the server then stops when the last hold ends;
 - at interpreter exit in any case (the command line, or a pool that was never made because the
   run was refused after its server started), with the ``multiprocessing`` resource tracker this
-  process started for it.
+  process started for it. The tracker (idle, no imports) is left until then: it is
+  ``multiprocessing``'s own, and stopping it would unlink whatever the caller registered with it since.
 
 A server that was already running when this process first asked for one (the caller's own) is
 the caller's: it is reused and never stopped here.
@@ -143,7 +144,7 @@ def _stop_at_exit() -> None:
     from multiprocessing import resource_tracker
 
     tracker = resource_tracker._resource_tracker
-    if _tracker is None or tracker._pid != _tracker:
+    if _tracker is None or tracker._pid != _tracker or tracker._fd is None:
         return
     # closing our end of its pipe ends it once no child holds the pipe; never wait long for that
     os.close(tracker._fd)
