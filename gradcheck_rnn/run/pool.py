@@ -28,8 +28,9 @@ supervisor's current environment. Unlike ``multiprocessing``'s habit, a
 worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
 ``python -c``): a user's script that sweeps with workers needs no ``if __name__ == "__main__":``
 guard, and its targets are named by importable specs as always. The server's lifetime (it
-stops with the last pool that uses it, or at exit, whatever it is doing) is :mod:`.fork_server`'s. A daemonic process (a Dask worker) may not have ``multiprocessing`` children, so there each worker
-is a fresh interpreter as before (``GRADCHECK_RNN_WORKER_START=exec`` asks for that anywhere).
+stops with the last pool that uses it, or at exit, whatever it is doing) is :mod:`.fork_server`'s.
+A daemonic process (a Dask worker) may not have ``multiprocessing`` children, so there each
+worker is a fresh interpreter as before (``GRADCHECK_RNN_WORKER_START=exec`` asks for that anywhere).
 
 The same pool serves the Dask executor: each Dask worker judges its tasks through one of these,
 for the same isolation.
