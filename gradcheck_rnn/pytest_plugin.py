@@ -14,13 +14,15 @@ run is never a pass. ``--gradcheck-rnn-cases N`` makes every sweep judge N cases
 pytest loads this module in every session of an environment where gradcheck-rnn is installed,
 so it imports nothing heavy at import time; torch and jax load when a check runs. The fixture
 judges through ``gr.check`` and ``gr.sweep``, which set the threads and the JAX cache for the
-call only (:func:`gradcheck_rnn.runtime.judging`): the test process is left as it was.
+call only (:func:`gradcheck_rnn.runtime.judging`): the test process is left as it was, but for
+the worker pool's fork server, kept from the first sweep to the end of the session so that each
+sweep does not wait for its imports again (:mod:`gradcheck_rnn.run.fork_server`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pytest
 
@@ -101,7 +103,17 @@ def _judge(results: list, exit_code: int, reason: str, what: str) -> None:
     raise GradcheckFailed(f"{reason} in the {what}" + (f"\n{listing}" if listing else ""))
 
 
+@pytest.fixture(scope="session")
+def _gradcheck_rnn_fork_server() -> Iterator[None]:
+    """The worker pool's fork server, once started, kept for the session: each sweep's workers then
+    start at once instead of after its imports; it stops when the session ends."""
+    from gradcheck_rnn.run import fork_server
+
+    with fork_server.kept():
+        yield
+
+
 @pytest.fixture
-def rnn_gradcheck(request: pytest.FixtureRequest) -> RNNGradcheck:
+def rnn_gradcheck(request: pytest.FixtureRequest, _gradcheck_rnn_fork_server: None) -> RNNGradcheck:
     """Judge an RNN target inside a test: ``rnn_gradcheck.sweep(target, ...)``, ``rnn_gradcheck.check(target, id)``."""
     return RNNGradcheck(request.config.getoption(CASES_OPTION))

@@ -45,8 +45,18 @@ def reference_only(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def fork_server_kept():
+    """The pool's fork server kept from the first test that starts it to the session's end: the
+    commands of later tests fork their workers at once instead of waiting for its imports again."""
+    from gradcheck_rnn.run import fork_server
+
+    with fork_server.kept():
+        yield
+
+
 @pytest.fixture
-def worker_processes(monkeypatch):
+def worker_processes(monkeypatch, fork_server_kept):
     """Judging commands in worker processes, as for a user (the default executor)."""
     monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)
 

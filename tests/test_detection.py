@@ -361,3 +361,22 @@ def test_mutants_in_worker_processes_judge_the_serial_rows(tmp_path, worker_proc
     assert serial == pooled and len(serial) == 3 * 4 * 2
     assert documents[1]["spec"]["targets"] == ["mutant:truncated-bptt", "mutant:top-b_hh-zero", "fused-cpu",
                                                 "torch-native"]
+
+
+def test_a_detection_run_takes_the_machine_s_idle_cores_by_default(monkeypatch):
+    """Issue 42: each case of `mutants` is judged by every mutant besides the correct kernels, so the
+    default run (120 cases × 42 targets) took one worker as a 120-case sweep does. Its worker count
+    weighs each case by its mutants (the rows are the pool's, as serial: the slow test above)."""
+    from gradcheck_rnn.cli import options as cli_options
+    from gradcheck_rnn.run import default_workers
+
+    monkeypatch.delenv("GRADCHECK_RNN_WORKERS", raising=False)
+    monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 2)
+    monkeypatch.setattr("gradcheck_rnn.run.idle_cores", lambda cores, busy_now: cores)  # an idle machine
+    monkeypatch.setattr("gradcheck_rnn.run.start_pool_early", lambda execution: None)
+    assert default_workers(120)[0] == 1  # a sweep of as many cases
+    values = {"cases": 6, "seed": None, "config": None, "checks": (), "workers": None}
+    _, execution, _, _ = cli_options.build_detection_run(values, ())
+    assert execution.workers == 2
+    _, execution, _, _ = cli_options.build_detection_run(values, ("truncated-bptt",))
+    assert execution.workers == 1  # one mutant on 6 cases: a second worker does not pay

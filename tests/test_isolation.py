@@ -167,6 +167,7 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
     output, _ = process.communicate(timeout=60)
     assert process.returncode == code, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    assert not left_behind(process.pid)  # neither the workers nor their fork server
     name = signal.Signals(signum).name
     assert f"interrupted by {name}:" in output and "of 4 cases judged" in output, output
     folder = tmp_path / "r"
@@ -177,12 +178,35 @@ def test_a_signal_publishes_what_was_judged_as_interrupted(tmp_path, signum, cod
     assert "passed" not in document["verdict"]["reason"]
 
 
+def _stat_fields(entry: Path) -> list[str]:
+    """A process's /proc/PID/stat fields after its name: state, ppid, pgrp, session, ..."""
+    return (entry / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def left_behind(session: int, wait: float = 1.0) -> list[str]:
+    """The processes of ``session`` (a command started with ``start_new_session``, after it exited:
+    its fork server, resource tracker, workers) still there ``wait`` seconds later, zombies too
+    (the list is read again until it is empty or the time is up)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and int(_stat_fields(entry)[3]) == session:
+                    found.append(f"{entry.name} {_stat_fields(entry)[0]} {(entry / 'cmdline').read_bytes()[:120]!r}")
+            except (OSError, ValueError):  # a process that ended meanwhile
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def _fork_server_importing_torch(supervisor: int) -> bool:
     """Whether the supervisor's fork server runs and has torch's library loaded: it is in the
     middle of its seconds of imports (gradcheck_rnn/run/preload.py)."""
     for entry in Path("/proc").iterdir():
         try:
-            if (entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == supervisor
+            if (entry.name.isdigit() and int(_stat_fields(entry)[1]) == supervisor
                     and b"forkserver" in (entry / "cmdline").read_bytes()):
                 return "libtorch" in (entry / "maps").read_text()
         except (OSError, ValueError):  # a process that ended meanwhile
@@ -209,6 +233,25 @@ def test_ctrl_c_while_the_workers_start_up_is_one_line_and_no_traceback(tmp_path
     assert process.returncode == 130, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
     assert output.strip().splitlines()[-1] == "error: interrupted (SIGINT) before any case was judged", output
+    assert not left_behind(process.pid)  # the server was stopped in the middle of its imports
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes in /proc (Linux)")
+def test_a_run_leaves_no_process_behind_and_the_library_no_fork_server(tmp_path):
+    """Issue 42: a finished run's fork server lived on (importing torch and jax, a core busy), and
+    the next run counted that core as busy. The library stops it when its run ends (the caller's
+    process as it was found); the command, at its exit, stops whatever is left."""
+    script = ("import os, sys, gradcheck_rnn as gr; from pathlib import Path\n"
+              "run = gr.sweep('fused-cpu', cases=1, checks=['reference'], workers=1)\n"
+              "children = [p for p in Path('/proc').iterdir() if p.name.isdigit() and "
+              "(p / 'stat').read_text().rsplit(')', 1)[1].split()[1] == str(os.getpid())]\n"
+              "print(run.exit_code, sum(b'forkserver' in (p / 'cmdline').read_bytes() for p in children))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADCHECK_RNN_WORKERS", "GRADCHECK_RNN_IN_PROCESS")}
+    process = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0 and output.split()[-2:] == ["0", "0"], output  # passed; no fork server left
+    assert not left_behind(process.pid)  # nor any other process once it exited (its resource tracker)
 
 
 def test_the_row_of_a_worker_that_died_keeps_its_target_s_repro_environment(tmp_path, profile):

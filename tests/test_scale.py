@@ -239,11 +239,12 @@ def sweep_shards(tmp_path, n, *args):
 
 
 def test_merged_shards_equal_the_unsharded_run(tmp_path, judged_here):
-    args = ["-c", reference_only_profile(tmp_path), "-n", 7, "-s", 2, "-t", "fused-cpu", "-t",
+    # 4 cases in 3 shards: uneven shards, at half the judging of 7 (the whole run is judged twice)
+    args = ["-c", reference_only_profile(tmp_path), "-n", 4, "-s", 2, "-t", "fused-cpu", "-t",
             "plugin_targets:zero_top_bhh"]
     whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
     shards = sweep_shards(tmp_path, 3, *args)
-    assert [len(document(d)["results"]) for d in shards] == [3 * 2, 2 * 2, 2 * 2]
+    assert [len(document(d)["results"]) for d in shards] == [2 * 2, 1 * 2, 1 * 2]
     code, output = invoke("merge", *shards, "--report-dir", tmp_path / "merged")
     whole, merged = document(tmp_path / "whole"), document(tmp_path / "merged")
     assert code == whole_code == 1, output

@@ -22,6 +22,7 @@ from gradcheck_rnn.reports.document import results_document
 from gradcheck_rnn.rows.log import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
 from gradcheck_rnn import CaseResult
 from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers, slim
+from gradcheck_rnn.run import fork_server
 from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.judging.tolerances import Tolerances
@@ -48,11 +49,14 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
     setup = WorkerSetup(("probe_targets:reports_its_process",), Tolerances(), ("reference",),
                         tuple(p for p in sys.path if p))
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
-    with WorkerPool(setup, 2) as pool:
-        rows = pool.judge([(0, case), (1, case)])
+    with fork_server.kept():  # across pools: the second one's workers are forked from the same server
+        with WorkerPool(setup, 2) as pool:
+            rows = pool.judge([(0, case), (1, case)])
+            server = multiprocessing.forkserver._forkserver._forkserver_pid
+        with WorkerPool(setup, 1) as pool:
+            rows[1] += pool.judge([(1, case)])[1]
     seen = [dict(re.findall(r"(\w+)=(\S+)", r.message)) for index in (0, 1) for r in rows[index]]
-    server = multiprocessing.forkserver._forkserver._forkserver_pid
-    assert len(seen) == 2 and all(s["ppid"] == str(server) for s in seen), (seen, server)
+    assert len(seen) == 3 and all(s["ppid"] == str(server) for s in seen), (seen, server)
     # torch on one thread; the thread variables are the user's, as the command was started with them
     user_omp = str(os.environ.get("OMP_NUM_THREADS"))
     assert all(s["torch_threads"] == "1" and s["omp"] == user_omp for s in seen), seen
@@ -84,6 +88,9 @@ def test_default_workers_follow_cases_and_busy_cores_and_say_why(monkeypatch):
     assert default_workers(100_000, lambda: 3.2) == (1, "default: 1 idle core of 4")  # three cores busy elsewhere
     assert default_workers(100_000, lambda: None)[0] == 1  # no CPU times to read: the load average stands in
     assert default_workers()[0] == 4  # no case count: the cores
+    monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 2)
+    # issue 42: an idle 2-core machine right after another run (whose processes are gone) uses both
+    assert default_workers(200, idle) == (2, "default: one per idle core, 2 of 2")
 
 
 def test_busy_cores_are_the_busy_share_of_cpu_time_while_the_command_waits(monkeypatch):

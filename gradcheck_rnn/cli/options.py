@@ -315,7 +315,7 @@ def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
 
 def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
               families: Any = None, header: bool = False,
-              before_header: Callable[[Any], None] | None = None) -> tuple[Any, Any, list]:
+              before_header: Callable[[Any], None] | None = None, per_case: int = 1) -> tuple[Any, Any, list]:
     """The run spec, the execution and the resolved targets of a judging command, from its option
     values (``values``: click's keyword arguments). What the command sets itself replaces what the
     values say: ``selection`` (default: the draw of --cases, --seed, the narrowing flags and
@@ -324,7 +324,8 @@ def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None
 
     The execution is made (and validated) first and the pool's fork server started, so that its
     imports run beside the slow part of the set-up (profile, targets); the worker count, when not
-    given, is chosen from the number of cases and printed with its reason on stderr. A drawn run
+    given, is chosen from the number of cases (each worth ``per_case`` sweep cases:
+    :func:`~gradcheck_rnn.run.default_workers`) and printed with its reason on stderr. A drawn run
     prints its header line (after ``before_header`` had the spec to refuse, so that a refusal
     comes before any "judging …"); a run of named cases only with ``header``. Target names and case ids
     are checked before anything starts: a typo is refused before the seconds that torch, JAX and the
@@ -346,7 +347,7 @@ def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None
     if workers is None:
         planned = len(selection.case_ids) or RunSpec.count_cases(cases=selection.cases, shard=selection.shard,
                                                                  profile=profile)
-        workers, why = default_workers(planned)
+        workers, why = default_workers(planned, per_case=per_case)
     execution = Execution(workers=workers, executor=values.get("executor", "local"),
                           scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
                           fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False))
@@ -399,13 +400,16 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     not_judged = left_out(mutants)
     targets = tuple(mutant_names + correct_names)
     judging = judging_of(values, values["checks"] or None)
+    # the correct kernels make a sweep's case, and each mutant one more: a second worker pays at far
+    # fewer cases than a sweep's (without this, the default run of 120 cases × 42 targets took one)
+    per_case = 1 + len(mutant_names)
     if values.get("config") is not None:
-        spec, execution, resolved = build_run(values, judging=judging, targets=targets)
+        spec, execution, resolved = build_run(values, judging=judging, targets=targets, per_case=per_case)
         return spec, execution, resolved, present_mutants(mutant_names, correct_names, bool(mutants),
                                                           left_out=not_judged)
     case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
     spec, execution, resolved = build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging,
-                                          targets, header=True)
+                                          targets, header=True, per_case=per_case)
     return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn, not_judged)
 
 

@@ -99,7 +99,8 @@ def idle_cores(cores: int, busy_now: Callable[[], float | None] = busy_cores) ->
     return max(1, min(cores, cores - int(busy)))
 
 
-def default_workers(cases: int | None = None, busy_now: Callable[[], float | None] = busy_cores) -> tuple[int, str]:
+def default_workers(cases: int | None = None, busy_now: Callable[[], float | None] = busy_cores,
+                    per_case: int = 1) -> tuple[int, str]:
     """How many worker processes judge a run of ``cases`` cases when ``--workers`` is not given,
     and why (the run's header prints it).
 
@@ -107,15 +108,18 @@ def default_workers(cases: int | None = None, busy_now: Callable[[], float | Non
     one per CASES_PER_WORKER cases: a second worker's start-up costs about as much as it saves on
     fewer cases (benchmarks/sweep_throughput.py; the figures are in benchmarks/RESULTS.md). On a
     core that another process keeps busy, two workers only take turns, so busy cores do not count.
-    A run that takes one worker whatever the cores does not wait to count them.
+    A run that takes one worker whatever the cores does not wait to count them. ``per_case``: how
+    many sweep cases' work one case of this run is (a detection run judges each case with every
+    mutant besides the correct kernels: ``gradcheck-rnn mutants``).
     """
     cores = usable_cores()
     if cases is None:
         return cores, f"{cores} usable cores"
-    if cases // CASES_PER_WORKER < 2:
+    work = cases * max(1, per_case)
+    if work // CASES_PER_WORKER < 2:
         return 1, f"default: at most one per {CASES_PER_WORKER} cases"
     idle = idle_cores(cores, busy_now)
-    workers = max(1, min(idle, cases // CASES_PER_WORKER))
+    workers = max(1, min(idle, work // CASES_PER_WORKER))
     if workers == idle and idle > 1:
         return workers, f"default: one per idle core, {idle} of {cores}"
     if idle == 1:
@@ -161,10 +165,10 @@ def start_pool_early(execution: Execution) -> None:
     """
     if not execution.uses_pool:
         return
-    from .pool import start_fork_server, use_fork_server
+    from . import fork_server
 
-    if use_fork_server():
-        start_fork_server()
+    if fork_server.use_fork_server():
+        fork_server.start()  # stopped by the pool's close, or at exit if the run is refused before
 
 
 class Executor(Protocol):

@@ -27,8 +27,10 @@ anything (no torch, BLAS or XLA threads to lose in a fork), and each worker stil
 supervisor's current environment. Unlike ``multiprocessing``'s habit, a
 worker does not import the supervisor's ``__main__`` (as before, when each worker was a fresh
 ``python -c``): a user's script that sweeps with workers needs no ``if __name__ == "__main__":``
-guard, and its targets are named by importable specs as always. A daemonic process (a Dask worker) may not have ``multiprocessing`` children, so there each worker
-is a fresh interpreter as before (``GRADCHECK_RNN_WORKER_START=exec`` asks for that anywhere).
+guard, and its targets are named by importable specs as always. The server's lifetime (it
+stops with the last pool that uses it, or at exit, whatever it is doing) is :mod:`.fork_server`'s.
+A daemonic process (a Dask worker) may not have ``multiprocessing`` children, so there each
+worker is a fresh interpreter as before (``GRADCHECK_RNN_WORKER_START=exec`` asks for that anywhere).
 
 The same pool serves the Dask executor: each Dask worker judges its tasks through one of these,
 for the same isolation.
@@ -36,7 +38,6 @@ for the same isolation.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import pickle
@@ -50,12 +51,14 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Hashable, Iterable, Iterator
+from typing import Callable, Hashable, Iterable
 
 from ..model.case import Case, RNNConfig
 from ..errors import UsageError
 from ..rows.result import CaseResult
 from ..rows.statuses import is_bad
+from . import fork_server
+from .fork_server import interrupts_held, main_module_hidden, use_fork_server
 from .spec import Job
 from .worker import WorkerSetup
 
@@ -91,62 +94,6 @@ def group_jobs(jobs: Iterable[Job]) -> dict[Hashable, deque[Job]]:
 def tool_import_path() -> str:
     """The folder this gradcheck_rnn is imported from, for an exec'd worker to import the same one."""
     return str(Path(__file__).resolve().parents[2])  # <folder>/gradcheck_rnn/run/pool.py
-
-
-def use_fork_server() -> bool:
-    """Whether workers are forked from the fork server (see the module docstring) or exec'd."""
-    return (os.environ.get("GRADCHECK_RNN_WORKER_START", "forkserver") != "exec"
-            and "forkserver" in multiprocessing.get_all_start_methods()
-            and not multiprocessing.current_process().daemon)
-
-
-def start_fork_server() -> None:
-    """Start the fork server (once per process) with :mod:`.preload`; returns at once.
-
-    The server imports in the background; the first worker's start waits for it. Where a fork
-    server is already running (this process made one before, with whatever preload), it is reused.
-    """
-    multiprocessing.set_forkserver_preload(["gradcheck_rnn.run.preload"])
-    from multiprocessing import forkserver, resource_tracker
-
-    # The server's start starts the resource tracker first, and that start ends by unblocking
-    # SIGINT (multiprocessing/resource_tracker.py): started before, it leaves interrupts_held alone.
-    resource_tracker.ensure_running()
-    with _main_module_hidden(), interrupts_held():
-        forkserver.ensure_running()
-
-
-@contextlib.contextmanager
-def interrupts_held() -> Iterator[None]:
-    """Block SIGINT in this thread while a child process is made, so that the child starts with it
-    blocked until it ignores it (:func:`.interrupts.ignore_interrupts`): a Ctrl-C during the child's
-    imports then prints no traceback there. Here it is only held: it arrives when this ends."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Keep ``multiprocessing`` from re-running the supervisor's ``__main__`` in a new worker.
-
-    ``multiprocessing.spawn.get_preparation_data`` names ``__main__`` by its ``__spec__`` or
-    ``__file__``; without either it names nothing. The pool starts workers from one thread.
-    """
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved = {name: main.__dict__[name] for name in ("__spec__", "__file__") if name in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
-    try:
-        yield
-    finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
 
 
 class ForkedProcess:
@@ -217,8 +164,8 @@ class WorkerPool:
         self.start_failures = 0
         self.repro_envs: dict[str, str] = {}  # target -> its repro_env, as the workers report it
         self.fork = use_fork_server()
-        if self.fork:
-            start_fork_server()  # it imports while the supervisor draws cases
+        self.server_used = False  # from the first start until close: the last user stops the server
+        self._use_server()  # it imports while the supervisor draws cases
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -228,8 +175,15 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ processes
 
+    def _use_server(self) -> None:
+        if self.fork and not self.server_used:
+            fork_server.start()
+            fork_server.use()
+            self.server_used = True
+
     def _start(self) -> None:
         if self.fork:
+            self._use_server()  # again after a close
             from .worker import forked_main
 
             context = multiprocessing.get_context("forkserver")
@@ -237,7 +191,7 @@ class WorkerPool:
             child = context.Process(target=forked_main, args=(theirs, dict(os.environ)),
                                     name="gradcheck-rnn-worker")
             try:
-                with _main_module_hidden():
+                with main_module_hidden():
                     child.start()
             finally:
                 theirs.close()
@@ -278,6 +232,9 @@ class WorkerPool:
                     pass
         for worker in list(self.workers):
             self._stop(worker, grace=0 if worker.job is not None else 5)
+        if self.server_used:
+            self.server_used = False
+            fork_server.release()
 
     # ------------------------------------------------------------------ judging
 
