@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.references import programs
@@ -58,6 +59,20 @@ def test_a_family_program_is_compiled_once_then_loaded(tmp_path):
         np.testing.assert_array_equal(np.array(run["dx"]), here.grads["x"])
 
 
+def test_a_user_family_program_has_no_file_name(monkeypatch):
+    """The name is what writes a file: a user family's programs get none (no fingerprint covers
+    its code), every built-in family's do."""
+    from gradcheck_rnn import families
+
+    monkeypatch.syspath_prepend(str(ROOT / "docs" / "examples"))
+    user = families.load("my_family:MINGRU")
+    assert not programs.is_package_code(user)
+    assert program_name(Case.from_id("mingru-L1-uni-I2-H3-T3-B2-len3.2-f64-s1").config) is None
+    for token in ("gdn", "gla", "mlstm", "s6", "slstm"):
+        assert programs.is_package_code(families.family(token))
+
+
+@pytest.mark.slow  # two processes that compile: the test above checks the name that decides it
 def test_a_user_family_program_is_never_written(tmp_path):
     case_id = "mingru-L1-uni-I2-H3-T3-B2-len3.2-f64-s1"
     for _ in range(2):  # the second process compiles again (JAX's own cache may spare the XLA part)
