@@ -75,6 +75,10 @@ check = click.option(
     "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
     show_default=True,
     help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
+only_checks = click.option(
+    "--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
+    help="Only these checks (repeatable; default: the profile's), e.g. to see what the reference "
+         "comparison alone catches or to soak one check.")
 fmt = click.option(
     "--format", "fmt", type=click.Choice(["auto", "console", "github"]), default="auto", show_default=True,
     help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
@@ -193,7 +197,7 @@ against_runs = options(
 # sweep options that choose what is judged, which --last-failed takes from the stored run instead
 LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed", "targets": "--target",
                          **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
-                         "shard": "--shard"}
+                         "shard": "--shard", "checks": "--check"}
 
 
 def narrowing_of(values: dict[str, Any]) -> Narrowing:
@@ -251,7 +255,7 @@ def build_sweep(values: dict[str, Any]) -> tuple[Any, Any, list]:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
     not pass in the report folder's latest run (exit 5 with a note when there are none)."""
     if not values["last_failed"]:
-        return build_run(values)
+        return build_run(values, judging=judging_of(values, values.get("checks") or None))
     from .commands import err, say
     from ..workflows.rerun import last_failed
     from ..run import Judging, Selection

@@ -196,13 +196,19 @@ class TargetCall:
         self._ask_about(case)
         self._run(case)
 
+    def declines(self, case: Case) -> str | None:
+        """Why the target declines ``case`` (its ``supports_case`` answer), or None when it takes it:
+        a check that can derive its cases another way asks before it runs them."""
+        supported, frames = _supported(self.target, case)
+        if frames:
+            raise TargetRaised(str(supported), frames)
+        return None if supported is True else str(supported)
+
     def _ask_about(self, case: Case) -> None:
         if case is not self.context.case:
-            supported, frames = _supported(self.target, case)
-            if frames:
-                raise TargetRaised(str(supported), frames)
-            if supported is not True:
-                raise Skip(f"the target declines the case this check derives: {supported}")
+            declined = self.declines(case)
+            if declined is not None:
+                raise Skip(f"the target declines the case this check derives: {declined}")
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
         private = private_copy(case)
