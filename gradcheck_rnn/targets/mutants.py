@@ -543,6 +543,22 @@ class PackedTailUnwritten(PackedAdapter):
         return x_packed.copy()
 
 
+class PackedTailFromEmpty(PackedAdapter):
+    """gla, packed varlen: the input gradient's buffer comes from torch.empty and its rows past cu_seqlens[-1] are never written (fla-org/flash-linear-attention #892).
+
+    In #892 those rows held NaN, or whatever the allocator had there: zeros on a fresh
+    allocation (no bug seen), finite garbage (a wrong tail, or two runs that differ). fused-cpu's
+    gla kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
+    its dx buffer ``torch.empty``: only a case with a packed tail (``-tail<n>``) shows it, and the
+    ``poisoned`` check every time, in words ("reads memory it never wrote: x[tail] rows …")."""
+
+    def __init__(self) -> None:
+        super().__init__(FusedCPUTarget(name="fused-cpu"), name="mutant:gla-packed-tail-from-empty")
+
+    def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
+        return torch.empty(x_packed.shape, dtype=torch.float64).numpy()
+
+
 class GDNStateGradNoHouseholder:
     """gdn: the backward carries the state gradient across a chunk by the decay alone, the coefficient I − β k kᵀ taken as I (tile-ai/TileOPs #632).
 
@@ -663,6 +679,7 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
     "gla-short-call-dh0-pass-through-dropped": ("gla", GLAShortCallDh0PassThroughDropped),
     "gla-decay-grad-ignores-dhy": ("gla", GLADecayGradIgnoresDhy),
+    "gla-packed-tail-from-empty": ("gla", PackedTailFromEmpty),
     # mlstm (kernels/mlstm_cpu.py), home profile "matrix"
     "mlstm-chunk-states-wrong-size": ("mlstm", MLSTMChunkStatesWrongSize),
     "mlstm-normalizer-grad-not-carried": ("mlstm", MLSTMNormalizerGradNotCarried),
