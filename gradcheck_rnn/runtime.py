@@ -126,14 +126,17 @@ def poisoned_memory() -> Iterator[None]:
 
     import torch
 
+    # torch's own switch, without use_deterministic_algorithms' first import of torch._inductor
+    # (4 s; it only sets inductor's flag for compiled code, which poisoning does not need)
+    switch = getattr(torch._C, "_set_deterministic_algorithms", torch.use_deterministic_algorithms)
     saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
              torch.utils.deterministic.fill_uninitialized_memory)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    switch(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have a deterministic implementation.*")
             yield
     finally:
-        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        switch(saved[0], warn_only=saved[1])
         torch.utils.deterministic.fill_uninitialized_memory = saved[2]
