@@ -11,8 +11,13 @@ from click.testing import CliRunner
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.cli import main
+from gradcheck_rnn.judging.checks.segments import (
+    CHUNK_SIZES,
+    MAX_CUTS,
+    draw_cuts,
+    segment_case,
+)
 from gradcheck_rnn.model.case import round_to_dtype
-from gradcheck_rnn.judging.checks.segments import CHUNK_SIZES, MAX_CUTS, draw_cuts, segment_case
 from gradcheck_rnn.references import run_reference
 
 
@@ -122,8 +127,8 @@ class NoInitialState:
 @pytest.mark.parametrize("target, case_id, words", [
     ("fused-cpu", "gru-L2-bi-I2-H3-T6-B2-len6.4-f64-s50", "bidirectional: a reverse direction carries its state"),
     ("fused-cpu", "lstm-L1-uni-I2-H3-T1-B2-len1.1-f64-s51", "nothing to cut"),
-    (NoInitialState(), "gru-L1-uni-I2-H3-T6-B2-len6.4-f64-s52-z", "declines the case this check derives: takes no "
-                                                                  "initial state"),
+    (NoInitialState(), "gru-L1-uni-I2-H3-T6-B2-len6.4-f64-s52-z",
+     "declines the case this check derives: takes no initial state"),
 ])
 def test_what_cannot_be_chained_is_a_skip_that_says_why(target, case_id, words):
     [row] = gr.check(target, case_id, checks=["segments"])

@@ -37,6 +37,7 @@ shortest sequence's end, so that no segment is empty.
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 from typing import Sequence
 
 import numpy as np
@@ -132,7 +133,7 @@ def check_segments(context, call, tolerances: Tolerances) -> list[TensorError]:
                            f"cut before its end")
             cuts = draw_cuts(rng, shortest)
     edges = [0, *cuts, config.max_len]
-    bounds = list(zip(edges[:-1], edges[1:]))
+    bounds = list(pairwise(edges))
     runs = run_segments(call, case, bounds)
     segmented, terms = joined(context, runs)
     where = f"cut at t = {', '.join(map(str, cuts))}"
