@@ -109,3 +109,34 @@ def jax_compilation_cache() -> Iterator[None]:
             yield
     finally:
         compilation_cache.reset_cache()
+
+
+@contextlib.contextmanager
+def poisoned_memory() -> Iterator[None]:
+    """Memory torch hands out uninitialised (``torch.empty`` and its kin, ``new_empty``,
+    ``resize_``) filled with NaN for the duration of the block, torch's settings restored after.
+
+    torch does this only under deterministic algorithms
+    (``torch.utils.deterministic.fill_uninitialized_memory``), switched on here with
+    ``warn_only``: an op without a deterministic implementation (some CUDA kernels) warns instead
+    of raising, so a correct target is never made to fail by the switch itself. What it cannot
+    reach: numpy's ``np.empty``, JAX (whose buffers are always written), a target in another
+    interpreter (``NAME@PYTHON``), and memory a C++ or CUDA extension allocates itself."""
+    import warnings
+
+    import torch
+
+    # torch's own switch, without use_deterministic_algorithms' first import of torch._inductor
+    # (4 s; it only sets inductor's flag for compiled code, which poisoning does not need)
+    switch = getattr(torch._C, "_set_deterministic_algorithms", torch.use_deterministic_algorithms)
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.utils.deterministic.fill_uninitialized_memory)
+    switch(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*does not have a deterministic implementation.*")
+            yield
+    finally:
+        switch(saved[0], warn_only=saved[1])
+        torch.utils.deterministic.fill_uninitialized_memory = saved[2]

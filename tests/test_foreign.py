@@ -51,6 +51,8 @@ future = false
 determinism = false
 linearity = false
 stateless = false
+segments = false
+poisoned = false
 """
 
 

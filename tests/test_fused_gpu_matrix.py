@@ -179,3 +179,11 @@ def test_the_gpu_matrix_mutants_are_caught_by_a_matrix_run_with_no_false_alarm(t
     assert {m["target"] for m in document["mutants"]} == {f"mutant:{name}" for name in names}
     assert all(m["flagged"] > 0 for m in document["mutants"])
     assert {f["target"]: f["flagged"] for f in document["false_alarms"]}["fused-gpu"] == 0
+
+
+@pytest.mark.parametrize("case_id", ["gla-L1-uni-I2-H4-NH2-K2-R1-T7-B2-len7.5-f64-s4",
+                                     "mlstm-L1-uni-I3-H4-NH2-K2-T6-B2-len6.3-f32-s3"])
+def test_segments_and_poisoned_pass_the_triton_kernels(case_id):
+    """State handed between calls and memory never written: the Triton kernels, interpreted."""
+    rows = gr.check("fused-gpu", case_id, checks=["segments", "poisoned"], config="matrix", in_process=True)
+    assert [r.status for r in rows] == ["pass", "pass"], [r.message for r in rows]

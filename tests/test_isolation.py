@@ -39,6 +39,8 @@ padding = false
 permutation = false
 future = false
 linearity = false
+segments = false
+poisoned = false
 fd = false
 """
 

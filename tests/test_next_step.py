@@ -46,7 +46,7 @@ def test_a_target_that_refused_cases_is_told_the_narrowing_flags(tmp_path, refer
     code, output = invoke("sweep", "-c", reference_only, "-n", 20, "-t", NARROW, "--report-dir", tmp_path)
     assert code == 0, output
     assert "refused 18 of 20 cases: draw only what it takes with --mode lstm --no-projections" in output, output
-    assert "the determinism, padding, permutation, future, linearity, stateless, fd checks were not run " \
+    assert "the determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd checks were not run " \
            "(-c nightly runs them)" in output, output
 
 

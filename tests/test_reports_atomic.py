@@ -32,6 +32,8 @@ future = false
 determinism = false
 linearity = false
 stateless = false
+segments = false
+poisoned = false
 """
 
 # Run the real CLI in a child process; on reaching STAGE it writes the marker file and sleeps

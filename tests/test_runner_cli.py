@@ -46,7 +46,8 @@ def test_torch_native_sweep_passes_and_writes_reports(tmp_path):
                                              for r in reference_rows)
     assert sum(r["status"] == "pass" for r in reference_rows) >= 9
     assert {r["check"] for r in document["results"]} == {"reference", "padding", "permutation", "future",
-                                                         "determinism", "linearity", "stateless"}
+                                                         "determinism", "linearity", "stateless",
+                                                         "segments", "poisoned"}
     entry = reference_rows[0]
     assert {"case_id", "target", "status", "tensors"} <= set(entry)  # a passing row is short (docs/contracts.md)
     assert row_field(entry, "wants") in ("all", "inputs", "x", "params")

@@ -77,6 +77,7 @@ def main() -> None:
 @opt.target
 @opt.draw
 @opt.narrowing
+@opt.only_checks
 @opt.tolerances
 @opt.report_dir
 @click.option("--fail-fast", is_flag=True, help="Stop at the first case × target that does not pass.")
@@ -102,6 +103,7 @@ def sweep(**values: Any) -> None:
       gradcheck-rnn sweep -t my_pkg.rnn:target --mode gru --layers 1 --unidirectional
       gradcheck-rnn sweep -t my_pkg.rnn:lstm --mode lstm --no-projections --hidden-size 2..4
       gradcheck-rnn sweep -t my_pkg.rnn:target --rtol 1e-3 --fail-fast
+      gradcheck-rnn sweep -c families --check segments -t fused-cpu -n 2000
       gradcheck-rnn sweep -c nightly --workers 8 --case-timeout 60
       gradcheck-rnn sweep -c nightly --shard 2/3 --report-dir shard-2
       gradcheck-rnn sweep --executor dask --scheduler tcp://10.0.0.5:8786
@@ -297,9 +299,7 @@ def issue(case_id: str, target: str, check: str, shrink_first: bool, output: str
 @click.option("--mutant", "-m", "mutants", multiple=True, metavar="NAME",
               help="Only these mutants (repeatable; default: every mutant).")
 @opt.draw
-@click.option("--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
-              help="Only these checks (repeatable; default: the profile's), e.g. to see what the "
-                   "reference comparison alone catches.")
+@opt.only_checks
 @opt.tolerances
 @opt.report_dir
 @opt.isolation

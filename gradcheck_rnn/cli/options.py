@@ -79,6 +79,10 @@ check = click.option(
     "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
     show_default=True,
     help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
+only_checks = click.option(
+    "--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
+    help="Only these checks (repeatable; default: the profile's), e.g. to see what the reference "
+         "comparison alone catches or to soak one check.")
 fmt = click.option(
     "--format", "fmt", type=click.Choice(["auto", "console", "github"]), default="auto", show_default=True,
     help="github: also print an ::error annotation per failing case (worst 10) and append a markdown "
@@ -220,7 +224,7 @@ against_runs = options(
 # (not --target: with it, the stored run's failing rows are judged on those targets)
 LAST_FAILED_CONFLICTS = {"config": "--config", "cases": "--cases", "seed": "--seed",
                          **{knob.field: knob.usage for knob in KNOBS}, "rtol": "--rtol", "atol": "--atol",
-                         "shard": "--shard"}
+                         "shard": "--shard", "checks": "--check"}
 
 
 def narrowing_of(values: dict[str, Any]) -> Narrowing:
@@ -284,7 +288,7 @@ def build_sweep(values: dict[str, Any], baseline: Any = None) -> tuple[Any, Any,
             compare_baseline(baseline, spec)
 
     if not values["last_failed"]:
-        return build_run(values, before_header=refuse)
+        return build_run(values, judging=judging_of(values, values.get("checks") or None), before_header=refuse)
     from .commands import err, say
     from ..workflows.rerun import last_failed
     from ..run import Judging, Selection

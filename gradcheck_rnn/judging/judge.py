@@ -197,6 +197,19 @@ class TargetCall:
         self._ask_about(case)
         return self._usable(self._run(case))
 
+    def run_poisoned(self, case: Case) -> tuple[Arrays, list[TensorError]]:
+        """The target's run of ``case`` with the memory torch hands out uninitialised filled with
+        NaN (:func:`gradcheck_rnn.runtime.poisoned_memory`): its usable tensors, non-finite ones
+        included, and the problem rows, for a check that reads where the NaN went."""
+        from ..runtime import poisoned_memory
+
+        self._ask_about(case)
+        try:
+            with poisoned_memory():
+                return self._run(case)
+        finally:
+            self._latest = None  # never the first of two back-to-back runs: it ran in another mode
+
     def run_between(self, case: Case) -> None:
         """Run the target on ``case`` only to have called it (stateless's other case in between):
         what it returns is not judged. That case is not the one under test, and a correct kernel
@@ -204,13 +217,19 @@ class TargetCall:
         self._ask_about(case)
         self._run(case)
 
+    def declines(self, case: Case) -> str | None:
+        """Why the target declines ``case`` (its ``supports_case`` answer), or None when it takes it:
+        a check that can derive its cases another way asks before it runs them."""
+        supported, frames = _supported(self.target, case)
+        if frames:
+            raise TargetRaised(str(supported), frames)
+        return None if supported is True else str(supported)
+
     def _ask_about(self, case: Case) -> None:
         if case is not self.context.case:
-            supported, frames = _supported(self.target, case)
-            if frames:
-                raise TargetRaised(str(supported), frames)
-            if supported is not True:
-                raise Skip(f"the target declines the case this check derives: {supported}")
+            declined = self.declines(case)
+            if declined is not None:
+                raise Skip(f"the target declines the case this check derives: {declined}")
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
         private = private_copy(case)

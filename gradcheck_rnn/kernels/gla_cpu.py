@@ -27,8 +27,10 @@ with -headdecay, broadcast over the K key units):
   weight-gradient GEMMs run only when a parameter is requested, layer 0's dx only when x is.
 
 Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.mutants`): ``key_blocks``
-(the key units dq is computed over, block by block as a fused kernel tiles the head dimension)
-and ``log_decay_grad`` (dΛ → dg, the gradient of the decay).
+(the key units dq is computed over, block by block as a fused kernel tiles the head dimension),
+``log_decay_grad`` (dΛ → dg, the gradient of the decay), ``state_grad_chain`` (the state
+gradient carried back across chunks to dh0) and ``decay_state_grads`` (the state gradients the
+decay gradient reads).
 """
 
 from __future__ import annotations
@@ -163,7 +165,8 @@ class GLACPUKernel(LayerStackKernel):
         do = self.chunked((dy * mask).reshape(T, B, NH, V)) * cfg.family.scale({}, cfg)
         decay_to_end = torch.exp(layer.cum[..., -1:, :] - layer.cum)     # exp(Λ_last − Λ_s)
         q_start = layer.q * torch.exp(layer.cum)                          # what reads the chunk's start
-        d_ends, dh0 = self.state_grad_chain(layer, q_start.transpose(-1, -2) @ do, dhy.reshape(B, NH, K, V))
+        read, d_final = q_start.transpose(-1, -2) @ do, dhy.reshape(B, NH, K, V)
+        d_ends, dh0 = self.state_grad_chain(layer, read, d_final)
         dh0 = dh0.reshape(B, NH * K * V)
         d_scores = do @ layer.v.transpose(-1, -2)
         weighted = d_scores[..., None] * layer.pairs                      # dA_ts exp(Λ_t − Λ_s)
@@ -175,8 +178,10 @@ class GLACPUKernel(LayerStackKernel):
         dk = (weighted * layer.q[..., :, None, :]).sum(-3) + decay_to_end * into_end
         # dΛ: +Σ_s at t and −Σ_t at s of the pairwise terms; the start read; the state written
         pair_terms = weighted * layer.q[..., :, None, :] * layer.k[..., None, :, :]
-        d_cum = pair_terms.sum(-2) - pair_terms.sum(-3) + layer.q * inter - k_end * into_end
-        d_cum[..., -1, :] += (d_ends * layer.states[:, :, 1:]).sum(-1)
+        gate_ends = self.decay_state_grads(layer, read, d_final, d_ends)
+        into_gate = into_end if gate_ends is d_ends else layer.v @ gate_ends.transpose(-1, -2)
+        d_cum = pair_terms.sum(-2) - pair_terms.sum(-3) + layer.q * inter - k_end * into_gate
+        d_cum[..., -1, :] += (gate_ends * layer.states[:, :, 1:]).sum(-1)
         d_log = self.unchunked(self.log_decay_grad(d_cum), T)            # (T, B, NH, K)
         if cfg.option("head_decay"):
             d_log = d_log.sum(-1, keepdim=True)
@@ -198,6 +203,11 @@ class GLACPUKernel(LayerStackKernel):
             if "b_a" in p:
                 grads["b_a"] = d_gate.sum((0, 1))
         return dx, dh0, grads
+
+    def decay_state_grads(self, layer: Layer, read: Tensor, dhy: Tensor, d_ends: Tensor) -> Tensor:
+        """The state gradients dL/dS_end the decay gradient is computed from: those of
+        :meth:`state_grad_chain`, the final-state gradient dhy included."""
+        return d_ends
 
     def state_grad_chain(self, layer: Layer, read: Tensor, dhy: Tensor) -> tuple[Tensor, Tensor]:
         """dL/dS_end of every chunk, (B, NH, C, K, V), and dL/dh0, carried backwards from dhy: the

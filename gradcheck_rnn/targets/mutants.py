@@ -28,6 +28,7 @@ from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.gdn_cpu import Layer as GDNLayer
+from ..kernels.gla_cpu import Layer as GLALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
@@ -464,6 +465,36 @@ class GLADecayGradOvershoot:
         return d_log
 
 
+class GLAShortCallDh0PassThroughDropped:
+    """gla: a call shorter than one chunk drops dhy's pass-through term from dh0 (fla-org/flash-linear-attention #1140, a chained state's gradient lost when a segment is shorter than the kernel's window).
+
+    In #1140 causal_conv1d's backward clamped the final-state gradient slot when a segment was
+    shorter than the conv width, so dh0 lost the gradient that passes straight through from the
+    next segment. Here, in a call of fewer steps than a chunk, dh0 keeps only what the steps read
+    from h0 and loses exp(Λ_last) ⊙ dhy (:meth:`~gradcheck_rnn.kernels.gla_cpu.GLACPUKernel.state_grad_chain`):
+    a case longer than a chunk, or one without a head gradient on hy (``-gy``), hides it; a
+    segmented run, whose inner segments are short and always get a state gradient, shows it."""
+
+    def state_grad_chain(self, layer: GLALayer, read: Tensor, dhy: Tensor) -> tuple[Tensor, Tensor]:
+        d_ends, dh0 = super().state_grad_chain(layer, read, dhy)
+        if layer.x.shape[0] < self.chunk:
+            dh0 = dh0 - torch.exp(layer.cum[..., -1, -1, :])[..., None] * dhy
+        return d_ends, dh0
+
+
+class GLADecayGradIgnoresDhy:
+    """gla: the decay gradient dg ignores the final-state gradient dhy (fla-org/flash-linear-attention #459, open-lm-engine/accelerated-model-architectures #445).
+
+    Simple GLA's dg, and M2RNN's backward, were computed as if the loss never read the final
+    state; dq, dk, dv and dh0 keep dhy. So the gate's weights (and x through them) are wrong
+    exactly when a head gradient reaches hy: a sweep of ``-gy`` cases (dhy = 0) never sees it, a
+    segmented run, whose inner segments always get one, does
+    (:meth:`~gradcheck_rnn.kernels.gla_cpu.GLACPUKernel.decay_state_grads`)."""
+
+    def decay_state_grads(self, layer: GLALayer, read: Tensor, dhy: Tensor, d_ends: Tensor) -> Tensor:
+        return self.state_grad_chain(layer, read, torch.zeros_like(dhy))[0]
+
+
 class GPUSLSTMStabilizerGradToForget:
     """slstm, Triton backward: dL/dm_t always goes to the forget branch log f + m_{t−1}, never to ĩ where the input gate won the max (slstm-stabilizer-grad-to-forget on the GPU).
 
@@ -511,6 +542,22 @@ class PackedTailUnwritten(PackedAdapter):
 
     def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
         return x_packed.copy()
+
+
+class PackedTailFromEmpty(PackedAdapter):
+    """gla, packed varlen: the input gradient's buffer comes from torch.empty and its rows past cu_seqlens[-1] are never written (fla-org/flash-linear-attention #892).
+
+    In #892 those rows held NaN, or whatever the allocator had there: zeros on a fresh
+    allocation (no bug seen), finite garbage (a wrong tail, or two runs that differ). fused-cpu's
+    gla kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
+    its dx buffer ``torch.empty``: only a case with a packed tail (``-tail<n>``) shows it, and the
+    ``poisoned`` check every time, in words ("reads memory it never wrote: x[tail] rows …")."""
+
+    def __init__(self) -> None:
+        super().__init__(FusedCPUTarget(name="fused-cpu"), name="mutant:gla-packed-tail-from-empty")
+
+    def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
+        return torch.empty(x_packed.shape, dtype=torch.float64).numpy()
 
 
 class GDNStateGradNoHouseholder:
@@ -631,6 +678,9 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     # gla (kernels/gla_cpu.py), home profile "matrix"
     "gla-key-block-mask": ("gla", GLAKeyBlockMask),
     "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
+    "gla-short-call-dh0-pass-through-dropped": ("gla", GLAShortCallDh0PassThroughDropped),
+    "gla-decay-grad-ignores-dhy": ("gla", GLADecayGradIgnoresDhy),
+    "gla-packed-tail-from-empty": ("gla", PackedTailFromEmpty),
     # mlstm (kernels/mlstm_cpu.py), home profile "matrix"
     "mlstm-chunk-states-wrong-size": ("mlstm", MLSTMChunkStatesWrongSize),
     "mlstm-normalizer-grad-not-carried": ("mlstm", MLSTMNormalizerGradNotCarried),

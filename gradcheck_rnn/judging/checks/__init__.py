@@ -18,6 +18,11 @@ linearity      base run + 2                the backward is linear in the head gr
                                            (PyTorch #1532)
 stateless      base run + another case     a run of another case in between changes nothing
                + the case again            (ONNX RT #3797); the other run's outputs are not judged
+segments       base run + 2K − 1 (the      the case run in K segments, final states fed
+               case cut in K segments)     forward and state gradients backward, equals the
+                                           uncut run and the references (fla #1140, #459)
+poisoned       base run + 1 (under         memory torch hands out uninitialised reads as NaN:
+               poisoned memory)            nothing changes (fla #892)
 fd             the shared base run         directional derivatives equal central differences
                                            (float64 targets)
 =============  ==========================  ====================================================
@@ -30,12 +35,12 @@ element by the sum of the runs' bounds (:func:`gradcheck_rnn.judging.compare.ter
 
 from __future__ import annotations
 
-from . import determinism, fd, future, linearity, padding, permutation, reference, stateless
+from . import determinism, fd, future, linearity, padding, permutation, poisoned, reference, segments, stateless
 from ...model.rnn_config import CHECK_NAMES
 from .base import Check
 
 CHECKS: dict[str, Check] = {module.CHECK.name: module.CHECK for module in (
-    reference, determinism, padding, permutation, future, linearity, stateless, fd)}
+    reference, determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd)}
 ALL_CHECKS = CHECK_NAMES
 assert tuple(CHECKS) == CHECK_NAMES, "config.CHECK_NAMES names every registered check, in order"
 __all__ = ["ALL_CHECKS", "CHECKS", "Check"]

@@ -57,7 +57,8 @@ class Check:
 
 
 def case_rng(case: Case, salt: int) -> np.random.Generator:
-    """A private generator per case and check (salts: padding 1, permutation 2, linearity 3, fd 4)."""
+    """A private generator per case and check (salts: padding 1, permutation 2, linearity 3, fd 4,
+    segments 5)."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, salt])))
 
 

@@ -1,7 +1,8 @@
 """``determinism``: two fresh runs of the same case are bit-identical, or the row is
 ``nondeterministic`` (as torch.autograd.gradcheck reports non-determinism apart from wrong
 gradients). Both runs are validated first, so a non-finite result is a ``fail`` that says so,
-never non-determinism.
+never non-determinism; so is a difference that a run with the memory torch hands out
+uninitialised poisoned (:mod:`.poisoned`) shows to be a read of memory the target never wrote.
 
 The two runs are back to back: the first is the target's latest run when that ran this very case
 (the shared base run, since determinism comes right after reference), else a fresh one."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 from ..compare import TensorError
 from ..tolerances import Tolerances
 from .base import Check, Nondeterministic, differences
+from .poisoned import unwritten_reads
 
 
 def check_determinism(context, call, tolerances: Tolerances) -> list[TensorError]:
@@ -23,6 +25,9 @@ def check_determinism(context, call, tolerances: Tolerances) -> list[TensorError
     for row in differing:
         row.message = f"{row.name}: two runs of the same case differ by up to {row.max_abs:.3g}"
     if differing:
+        unwritten = unwritten_reads(call, case, first, tolerances)
+        if unwritten:  # what differed is whatever the allocator held: a read of unwritten memory
+            return unwritten
         raise Nondeterministic("; ".join(row.message for row in differing[:3]), rows)
     return rows
 

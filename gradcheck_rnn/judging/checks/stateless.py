@@ -6,7 +6,8 @@ checks' cases, then B) is "another case in between", so one fresh run of A is sa
 
 When the two runs of A differ, A is run once more right after: if even back-to-back runs of the
 same case differ, carried state cannot be told from non-determinism and the row is
-``nondeterministic``; otherwise the other case's run changed A's result: ``fail``.
+``nondeterministic`` (unless a run with uninitialised memory poisoned shows a read of memory
+the target never wrote, :mod:`.poisoned`: ``fail``); otherwise the other case's run changed A's result: ``fail``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ...model.case import make_case
 from ..compare import TensorError
 from ..tolerances import Tolerances
 from .base import Check, Nondeterministic, differences
+from .poisoned import unwritten_reads
 
 
 def check_stateless(context, call, tolerances: Tolerances) -> list[TensorError]:
@@ -29,6 +31,9 @@ def check_stateless(context, call, tolerances: Tolerances) -> list[TensorError]:
         return rows
     back_to_back = differences(case, again, call.run(case))
     if not all(row.passed for row in back_to_back):
+        unwritten = unwritten_reads(call, case, first, tolerances)
+        if unwritten:  # what differed is whatever the allocator held: a read of unwritten memory
+            return unwritten
         for row in back_to_back:
             if not row.passed:
                 row.message = f"{row.name}: back-to-back runs of the same case differ by up to {row.max_abs:.3g}"

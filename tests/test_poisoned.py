@@ -1,0 +1,64 @@
+"""Poisoned memory (gradcheck_rnn/runtime.poisoned_memory, gradcheck_rnn/judging/checks/poisoned.py):
+memory torch hands out uninitialised reads as NaN, a read of it fails in words and is never
+non-determinism, and torch's settings come back as they were."""
+
+import numpy as np
+import pytest
+import torch
+
+import gradcheck_rnn as gr
+from gradcheck_rnn import Case, Outputs
+from gradcheck_rnn.judging.checks.poisoned import first_axis_ranges
+from gradcheck_rnn.judging.judge import judge_one
+from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
+from gradcheck_rnn.runtime import poisoned_memory
+from gradcheck_rnn.targets import resolve_target
+
+TAIL_CASE = "gla-L2-uni-I2-H4-NH2-K2-R1-T7-B3-len7.3.2-f64-s4-tail3"
+
+
+def test_poisoned_memory_fills_torch_empty_with_nan_and_restores_torch_settings():
+    before = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
+    with poisoned_memory():
+        assert torch.isnan(torch.empty(5)).all() and torch.isnan(torch.zeros(2).new_empty(3)).all()
+    assert (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory) == before
+
+
+def test_first_axis_ranges_names_the_rows_that_hold_a_set_element():
+    mask = np.zeros((12, 2), dtype=bool)
+    mask[[7, 8, 9, 11], 1] = True
+    assert first_axis_ranges(mask) == "7–9, 11"
+
+
+@pytest.mark.parametrize("check", ["poisoned", "determinism", "stateless"])
+def test_an_unwritten_tail_fails_in_words_and_is_never_nondeterministic(check):
+    case = Case.from_id(TAIL_CASE)
+    row = judge_one(case, resolve_target("mutant:gla-packed-tail-from-empty"), check=check)
+    assert row.status == "fail", row
+    assert "reads memory it never wrote: x[tail] rows 0–2" in row.message, row.message
+    assert judge_one(case, resolve_target("fused-cpu"), check=check).status == "pass"
+
+
+class EmptyOutput:
+    """y from torch.empty, only the valid steps written: the padded steps read what was there."""
+
+    def __init__(self) -> None:
+        self.correct = FusedCPUTarget()
+
+    def run(self, case):
+        out = self.correct.run(case)
+        y = torch.empty(out.y.shape, dtype=out.y.dtype)
+        for b, length in enumerate(case.seq_lengths):
+            y[:length, b] = out.y[:length, b]
+        return Outputs(y=y, hy=out.hy, cy=out.cy, grads=out.grads)
+
+
+def test_a_kernel_that_leaves_padded_outputs_unwritten_fails_the_poisoned_check():
+    [row] = gr.check(EmptyOutput(), "gru-L1-uni-I2-H3-T9-B3-len9.7.4-f32-s5", checks=["poisoned"])
+    assert row.status == "fail" and "reads memory it never wrote: y rows 4–8" in row.message, row.message
+
+
+def test_real_non_determinism_stays_nondeterministic():
+    row = judge_one(Case.from_id("gru-L1-bi-I2-H3-T4-B2-len4.3-f32-s2"),
+                    resolve_target("mutant:nondeterministic-weight-grad"), check="determinism")
+    assert row.status == "nondeterministic", row
