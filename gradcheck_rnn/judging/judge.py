@@ -96,8 +96,9 @@ def _defined_at(target: Any) -> str | None:
         return None
 
 
-def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:
-    """The shape of every tensor a target must return for ``case``: y, hy, cy (LSTM), requested gradients."""
+def expected_shapes(case: Case, outputs_only: bool = False) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor a target must return for ``case``: y, hy, cy (LSTM), requested
+    gradients (none with ``outputs_only``: a forward-mode product returns output tangents alone)."""
     cfg = case.config
     T, B, S = cfg.max_len, cfg.batch_size, cfg.state_size
     states = cfg.num_layers * cfg.num_directions
@@ -105,7 +106,7 @@ def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:
     if cfg.has_cell_state:
         shapes["cy"] = (states, B, cfg.c_size)
     inputs = {"x": case.x, "h0": case.h0, "c0": case.c0}
-    for name in sorted(case.wants):
+    for name in () if outputs_only else sorted(case.wants):
         shapes[name] = tuple((inputs[name] if name in inputs else case.params[name]).shape)
     return shapes
 
@@ -126,16 +127,18 @@ def _as_float_array(value: Any) -> np.ndarray | str:
         return f"unreadable ({type(exc).__name__}: {exc})"
 
 
-def validate(case: Case, returned: Any) -> tuple[Arrays, list[TensorError]]:
+def validate(case: Case, returned: Any, outputs_only: bool = False) -> tuple[Arrays, list[TensorError]]:
     """What a target returned: its usable tensors as float64 arrays by name, and one row per
     problem (missing, not a float dtype, wrong shape, NaN/Inf — a non-finite tensor is usable,
-    the others are not); :class:`InvalidOutputs` (``error``) if it is not an ``Outputs`` at all."""
+    the others are not); :class:`InvalidOutputs` (``error``) if it is not an ``Outputs`` at all.
+    ``outputs_only``: y, hy and cy alone (what ``jvp`` returns)."""
+    method = "jvp()" if outputs_only else "run()"
     if not isinstance(returned, Outputs):
-        raise InvalidOutputs("error", f"run() returned {type(returned).__name__}, expected gradcheck_rnn.Outputs")
+        raise InvalidOutputs("error", f"{method} returned {type(returned).__name__}, expected gradcheck_rnn.Outputs")
     named = as_mapping(returned)
     arrays: Arrays = {}
     problems: list[TensorError] = []
-    for name, shape in expected_shapes(case).items():
+    for name, shape in expected_shapes(case, outputs_only).items():
         value = named.get(name)
         if value is None:
             problems.append(TensorError(name, "missing", message=f"{name}: missing (the target returned no value)"))
@@ -204,12 +207,36 @@ class TargetCall:
             if supported is not True:
                 raise Skip(f"the target declines the case this check derives: {supported}")
 
+    def supports_jvp(self) -> bool | str:
+        """The target's answer to whether it offers forward mode on the context's case (True, or
+        why not); what asking raises is the target's error."""
+        try:
+            return self.target.supports_jvp(self.context.case)
+        except INTERRUPTS:
+            raise
+        except BaseException as exc:
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
+
+    def jvp(self, tangents: Arrays) -> Arrays:
+        """The target's validated output tangents (y, hy, cy) of the context's case along
+        ``tangents`` (private copies of both, as for every run)."""
+        case = self.context.case
+        copies = {name: np.array(value) for name, value in tangents.items()}
+        return self._usable(self._call(case, lambda private: self.target.jvp(private, copies), outputs_only=True))
+
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
-        private = private_copy(case)
         self._latest = None
+        validated = self._call(case, self.target.run)
+        self._latest = case, validated
+        return validated
+
+    def _call(self, case: Case, method: Any, outputs_only: bool = False) -> tuple[Arrays, list[TensorError]]:
+        """``method`` (the target's run or jvp) on a private copy of ``case``: timed, what it raises
+        kept with its frames, what it returns validated."""
+        private = private_copy(case)
         start = time.perf_counter()
         try:
-            returned = self.target.run(private)
+            returned = method(private)
         except INTERRUPTS:
             raise
         except BaseException as exc:  # SystemExit too: a target that raises is an "error" row, never the run's end
@@ -217,13 +244,11 @@ class TargetCall:
         finally:
             self.seconds += time.perf_counter() - start
         try:  # reading what it returned runs the target's code too (properties, array conversions)
-            validated = validate(case, returned)
+            return validate(case, returned, outputs_only)
         except (InvalidOutputs, *INTERRUPTS):
             raise
         except BaseException as exc:
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
-        self._latest = case, validated
-        return validated
 
     def latest_run_of(self, case: Case) -> Arrays | None:
         """What the target's latest call returned if that call ran ``case`` itself (the same

@@ -41,7 +41,8 @@ def profile_names() -> list[str]:
 # Every check, in the order a case's rows are judged (each is a module of gradcheck_rnn.judging.checks).
 # Judging order. determinism comes right after reference, so that the base run is the first of its
 # two back-to-back runs (one target run fewer per case; gradcheck_rnn/judging/checks/determinism.py).
-CHECK_NAMES = ("reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "fd")
+CHECK_NAMES = ("reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "fd",
+               "jvp")
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,17 @@ A sequence of length 0 runs no step at all: its outputs are the initial states u
 unit simply has no bias parameters; with projections h = W_hr·(o ⊙ tanh c).
 
 :func:`loop_loss` is the forward alone (no autograd graph): the ``fd`` check
-(:mod:`gradcheck_rnn.references.fd`) differences it.
+(:mod:`gradcheck_rnn.references.fd`) differences it. :func:`run_loop_jvp` is the same forward in
+torch's forward-mode AD (dual numbers), one sample at a time: the ``jvp`` check's loop reference.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as forward_ad
 
 from ..model.case import Case, Outputs
 from ..families.ops import torch_ops
@@ -145,3 +147,29 @@ def run_loop_reference(case: Case, layer_noise: LayerNoise | None = None) -> Out
     }
     return Outputs(y=y.numpy(), hy=hy_all.detach().numpy(),
                    cy=None if cy_all is None else cy_all.detach().numpy(), grads=grad_arrays)
+
+
+def run_loop_jvp(case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+    """The output tangents (y, hy, cy) of ``case`` along ``tangents`` (by gradient name: x, h0, c0,
+    parameter keys; a name left out has a zero tangent), in float64 through torch's forward-mode
+    AD over the same one-sample-at-a-time forward as :func:`run_loop_reference`."""
+    cfg = case.config
+    with torch.no_grad(), forward_ad.dual_level():
+        def leaf(name: str, a: np.ndarray | None) -> Tensor | None:
+            value = _tensor(a)
+            if value is None or name not in tangents:
+                return value
+            return forward_ad.make_dual(value, torch.from_numpy(np.asarray(tangents[name], dtype=np.float64)))
+
+        params = {k: leaf(k, v) for k, v in case.params.items()}
+        y_rows, hy_all, cy_all, _ = _loss_terms(case, leaf("x", case.x), leaf("h0", case.h0), leaf("c0", case.c0),
+                                                params)
+
+        def tangent(value: Tensor) -> np.ndarray:
+            t = forward_ad.unpack_dual(value).tangent
+            return np.zeros(tuple(value.shape)) if t is None else t.numpy().copy()
+
+        ty = np.zeros((cfg.max_len, cfg.batch_size, cfg.num_directions * cfg.state_size))
+        for b, y_b in enumerate(y_rows):
+            ty[: y_b.shape[0], b] = tangent(y_b)
+        return Outputs(y=ty, hy=tangent(hy_all), cy=None if cy_all is None else tangent(cy_all))

@@ -29,6 +29,7 @@ from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
+from ..kernels.tangent_cpu import TangentKernel
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
 from ..model.packed import PackedAdapter
 from .protocol import Target
@@ -369,6 +370,25 @@ class BpttSkippedWhenFrozen:
         return (self.correct if weights_requested else self.truncated).run(case)
 
 
+class RecurrentTangentDropped(TangentKernel):
+    """A forward-mode formula with one wrong term: the first gate's tangent misses its recurrent part W_hh·ḣ (issue 47)."""
+
+    @staticmethod
+    def recurrent_tangent(unit, t_unit, h, t_h):
+        gh, t_gh = TangentKernel.recurrent_tangent(unit, t_unit, h, t_h)
+        H = unit["w_hr"].shape[1] if "w_hr" in unit else unit["w_hh"].shape[1]  # the gates' width
+        dropped = t_gh.clone()
+        dropped[:, :H] -= (t_h @ unit["w_hh"].T)[:, :H]
+        return gh, dropped
+
+
+class JvpRecurrentTangentDropped(FusedCPUTarget):
+    """A forward-mode formula with one wrong term: the first gate's tangent misses its recurrent part W_hh·ḣ (issue 47)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="mutant:jvp-recurrent-tangent-dropped", tangent=RecurrentTangentDropped())
+
+
 class S6PaddedStepDecay:
     """s6: the backward decays the state at padded steps with exp(softplus(delta_bias)·A) instead of 1 (state-spaces/mamba #368).
 
@@ -594,6 +614,16 @@ class ScopedMutant:
     def run(self, case: Case) -> Outputs:
         return self.target.run(case)
 
+    def supports_jvp(self, case: Case) -> bool | str:
+        """The wrapped target's forward mode, where it has one."""
+        if not callable(getattr(self.target, "jvp", None)):
+            return "the target offers no forward mode (no jvp(case, tangents) method)"
+        check = getattr(self.target, "supports_jvp", None)
+        return True if check is None else check(case)
+
+    def jvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        return self.target.jvp(case, tangents)
+
     @property
     def repro_env(self) -> str:
         """The wrapped target's (a GPU mutant's ``TRITON_INTERPRET=1``)."""
@@ -697,6 +727,13 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
 }
 
+# Bugs of a forward mode (the ``jvp`` check, off in the ci profile whose checks the default
+# ``gradcheck-rnn mutants`` runs under): run by name with the check on,
+# ``gradcheck-rnn mutants -m jvp-recurrent-tangent-dropped --check jvp``.
+FORWARD_MODE_MUTANTS: dict[str, type] = {
+    "jvp-recurrent-tangent-dropped": JvpRecurrentTangentDropped,
+}
+
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of
 # the default ``gradcheck-rnn mutants`` so that its verdict stays about what must be caught.
 BLIND_SPOTS: dict[str, type] = {
@@ -707,7 +744,7 @@ BLIND_SPOTS: dict[str, type] = {
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
-    cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name)
+    cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or FORWARD_MODE_MUTANTS.get(name) or GPU_MUTANTS.get(name)
            or {**FAMILY_MUTANTS, **GPU_FAMILY_MUTANTS}[name][1])
     return (cls.__doc__ or "").strip().splitlines()[0]
 
@@ -733,10 +770,9 @@ def mutant_target(name: str) -> Target:
         return Target(full, family_mutant(*GPU_FAMILY_MUTANTS[name], full, FusedGPUTarget))
     if name in FAMILY_MUTANTS:
         return Target(full, family_mutant(*FAMILY_MUTANTS[name], full))
-    if name not in MUTANTS and name not in BLIND_SPOTS:
-        raise UsageError(f"unknown mutant {name!r}; allowed: "
-                         f"{', '.join([*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")
-    bug = MUTANTS.get(name) or BLIND_SPOTS[name]
+    if name not in MUTANTS and name not in BLIND_SPOTS and name not in FORWARD_MODE_MUTANTS:
+        raise UsageError(f"unknown mutant {name!r}; allowed: {', '.join([*MUTANTS, *BLIND_SPOTS, *FORWARD_MODE_MUTANTS, *GPU_MUTANTS, *FAMILY_MUTANTS, *GPU_FAMILY_MUTANTS])}")
+    bug = MUTANTS.get(name) or BLIND_SPOTS.get(name) or FORWARD_MODE_MUTANTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
         return Target(full, ScopedMutant(bug(), CUDNN_MODES, CUDNN_REASON))
     return Target(full, ScopedMutant(FusedCPUTarget(crossed(bug, FusedCPUKernel)(), name=full), CUDNN_MODES,

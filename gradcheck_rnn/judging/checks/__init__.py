@@ -20,6 +20,9 @@ stateless      base run + another case     a run of another case in between chan
                + the case again            (ONNX RT #3797); the other run's outputs are not judged
 fd             the shared base run         directional derivatives equal central differences
                                            (float64 targets)
+jvp            its jvp along 2 directions  forward-mode output tangents equal both references';
+               (+ the shared base run)     they move with the direction; vᵀ(Ju) = (Jᵀv)ᵀu
+                                           with its own gradients
 =============  ==========================  ====================================================
 
 The base run (the target on the unchanged case) is made once per case × target
@@ -30,12 +33,12 @@ element by the sum of the runs' bounds (:func:`gradcheck_rnn.judging.compare.ter
 
 from __future__ import annotations
 
-from . import determinism, fd, future, linearity, padding, permutation, reference, stateless
+from . import determinism, fd, future, jvp, linearity, padding, permutation, reference, stateless
 from ...model.rnn_config import CHECK_NAMES
 from .base import Check
 
 CHECKS: dict[str, Check] = {module.CHECK.name: module.CHECK for module in (
-    reference, determinism, padding, permutation, future, linearity, stateless, fd)}
+    reference, determinism, padding, permutation, future, linearity, stateless, fd, jvp)}
 ALL_CHECKS = CHECK_NAMES
 assert tuple(CHECKS) == CHECK_NAMES, "config.CHECK_NAMES names every registered check, in order"
 __all__ = ["ALL_CHECKS", "CHECKS", "Check"]
