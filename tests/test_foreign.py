@@ -51,6 +51,7 @@ future = false
 determinism = false
 linearity = false
 stateless = false
+jvp = false
 """
 
 

@@ -34,6 +34,7 @@ permutation = false
 future = false
 linearity = false
 fd = false
+jvp = false
 """
 
 

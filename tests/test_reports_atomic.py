@@ -32,6 +32,7 @@ future = false
 determinism = false
 linearity = false
 stateless = false
+jvp = false
 """
 
 # Run the real CLI in a child process; on reaching STAGE it writes the marker file and sleeps
