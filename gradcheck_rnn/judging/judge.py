@@ -222,6 +222,7 @@ class TargetCall:
         ``tangents`` (private copies of both, as for every run)."""
         case = self.context.case
         copies = {name: np.array(value) for name, value in tangents.items()}
+        self._latest = None  # a call in between: determinism must not pair the base run with a later run
         return self._usable(self._call(case, lambda private: self.target.jvp(private, copies), outputs_only=True))
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:

@@ -616,10 +616,7 @@ class ScopedMutant:
 
     def supports_jvp(self, case: Case) -> bool | str:
         """The wrapped target's forward mode, where it has one."""
-        if not callable(getattr(self.target, "jvp", None)):
-            return "the target offers no forward mode (no jvp(case, tangents) method)"
-        check = getattr(self.target, "supports_jvp", None)
-        return True if check is None else check(case)
+        return Target(self.reason, self.target).supports_jvp(case)
 
     def jvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
         return self.target.jvp(case, tangents)
