@@ -52,6 +52,7 @@ determinism = false
 linearity = false
 stateless = false
 jvp = false
+gradgrad = false
 """
 
 

@@ -35,6 +35,7 @@ future = false
 linearity = false
 fd = false
 jvp = false
+gradgrad = false
 """
 
 

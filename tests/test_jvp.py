@@ -10,7 +10,7 @@ from gradcheck_rnn.judging.judge import judge
 from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.model.profiles import draw_cases, load_profile
 from gradcheck_rnn.model.rnn_config import RNNConfig
-from gradcheck_rnn.references import fd, run_reference, run_reference_jvp
+from gradcheck_rnn.references import fd, run_reference, run_reference_hvp, run_reference_jvp
 from gradcheck_rnn.references.jax_family import run_jax_family_jvp
 from gradcheck_rnn.references.jax_ref import run_jax_jvp
 from gradcheck_rnn.targets import resolve_target
@@ -190,6 +190,7 @@ def test_torch_native_forward_mode_passes_on_full_length_and_declines_packed_wit
     assert reason is True or "mkldnn_rnn_layer" in reason
 
 
+@pytest.mark.slow
 def test_the_torch_forward_mode_script_shows_both_refusals():
     """docs/torch-2.13/forward_ad.py: what torch-native's jvp declines, in torch's words."""
     import subprocess
@@ -203,3 +204,78 @@ def test_the_torch_forward_mode_script_shows_both_refusals():
         in done.stdout
     assert "dense float32 LSTM: refused: NotImplementedError: Trying to use forward AD with mkldnn_rnn_layer" \
         in done.stdout
+
+
+# --- gradgrad: Hessian-vector products --------------------------------------------------------------
+
+def gradgrad_rows(case: Case, *targets) -> list:
+    return list(judge(CaseContext(case), targets, checks=["gradgrad"]))
+
+
+class DoubleBackward:
+    """A target whose second order is the loop reference's double backward, optionally spoiled."""
+
+    def __init__(self, spoil=None) -> None:
+        self.spoil = spoil
+
+    def run(self, case):
+        return run_reference("loop", case)
+
+    def hvp(self, case, tangents):
+        from gradcheck_rnn.references.loop import run_loop_hvp
+
+        out = run_loop_hvp(case, tangents)
+        return out if self.spoil is None else Outputs(None, None, grads=self.spoil(case, tangents, out.grads))
+
+
+def test_loop_hvp_is_the_directional_derivative_of_the_gradients():
+    from gradcheck_rnn.references.fd import shifted
+
+    for case in [c for c in ci_cases(8) if c.config.mode != "rnn_relu"][:3]:
+        u = tangent_directions(case)[0]
+        hv = run_reference_hvp("loop", case, u).grads
+        plus, minus = (run_reference("loop", shifted(case, u, s)).grads for s in (1e-5, -1e-5))
+        for name, value in hv.items():
+            np.testing.assert_allclose(value, (plus[name] - minus[name]) / 2e-5, rtol=1e-5, atol=1e-7, err_msg=case.id)
+
+
+def test_references_agree_on_hessian_vector_products():
+    for case in ci_cases(8, seed=3):
+        assert CaseContext(case).hvp.disagreement is None, case.id
+
+
+def test_torch_native_second_order_passes_and_fused_cpu_refuses_it_loudly():
+    native, fused = resolve_target("torch-native"), resolve_target("fused-cpu")
+    (good,), (refused,) = gradgrad_rows(lstm_case(), native), gradgrad_rows(lstm_case(), fused)
+    assert good.status == "pass", good.message
+    assert {"direction", "symmetry", "x.u0", "l1.bwd.w_hh.u1"} <= {t.name for t in good.tensors}
+    assert refused.status == "skip" and "not itself differentiable" in refused.message
+
+
+def test_a_target_without_second_order_is_a_skip_and_silent_zeros_fail():
+    (row,) = gradgrad_rows(lstm_case(), Reference())
+    assert row.status == "skip" and "offers no second order" in row.message
+    (row,) = gradgrad_rows(lstm_case(), DoubleBackward(lambda case, u, grads: {k: 0 * v for k, v in grads.items()}))
+    assert row.status == "fail" and "same Hessian-vector products for two different directions" in row.message
+
+
+def test_an_asymmetric_second_order_fails_the_symmetry_row():
+    """H·u with one block scaled: each product is off, and u1ᵀ(H·u0) ≠ u0ᵀ(H·u1) says so on its own."""
+    def skewed(case, u, grads):
+        return {k: v * 1.05 if k == "x" else v for k, v in grads.items()}
+
+    (row,) = gradgrad_rows(lstm_case(), DoubleBackward(skewed))
+    symmetry = next(t for t in row.tensors if t.name == "symmetry")
+    assert row.status == "fail" and not symmetry.passed and "not symmetric" in symmetry.message
+
+
+def test_the_second_order_mutants_are_caught_and_torch_native_is_not():
+    names = ("mutant:hvp-gate-second-order-dropped", "mutant:hvp-silent-zeros")
+    targets = [resolve_target(n) for n in names] + [resolve_target("torch-native")]
+    caught = dict.fromkeys(names, 0)
+    for case in [c for c in ci_cases(24) if c.config.mode in ("lstm", "gru")][:6]:
+        *bad, good = gradgrad_rows(case, *targets)
+        assert good.status in ("pass", "skip"), (case.id, good.message)
+        for name, row in zip(names, bad):
+            caught[name] += row.status == "fail"
+    assert all(count >= 2 for count in caught.values()), caught

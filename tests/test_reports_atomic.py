@@ -33,6 +33,7 @@ determinism = false
 linearity = false
 stateless = false
 jvp = false
+gradgrad = false
 """
 
 # Run the real CLI in a child process; on reaching STAGE it writes the marker file and sleeps

@@ -12,7 +12,8 @@ from isolation_targets import CHILD_RECORD_ENV
 
 PROFILE = "[sweep]\ncases = 1\nseed = 2\n[checks]\n" + "".join(
     f"{check} = {'true' if check == 'stateless' else 'false'}\n"
-    for check in ("reference", "determinism", "stateless", "padding", "permutation", "future", "linearity", "fd", "jvp"))
+    for check in ("reference", "determinism", "stateless", "padding", "permutation", "future", "linearity", "fd", "jvp",
+                  "gradgrad"))
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 A sweep judges several targets with several checks on each case. Everything that depends only
 on the case — both references and whether they agree, the ``future`` check's pair of
-references, the ``jvp`` check's output tangents, the finite-difference witness — is computed here on first use and shared by every
+references, the ``jvp`` and ``gradgrad`` checks' products, the finite-difference witness — is computed here on first use and shared by every
 check of every target of that case, and so is the drift allowance of low-precision relu kinks
 (:mod:`gradcheck_rnn.references.drift`), asked for only when a comparison fails without it.
 """
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 Arrays = dict[str, np.ndarray]
 
 
-# The jvp check's tangent directions: their own generator per case (the checks' salts are 1-5)
+# The jvp and gradgrad checks' directions: their own generator per case (the checks' salts are 1-5)
 JVP_SALT = 47
 JVP_DIRECTIONS = 2
 
@@ -46,10 +46,10 @@ def tangent_directions(case: Case, count: int = JVP_DIRECTIONS) -> list[Arrays]:
 
 
 @dataclass
-class JvpTruth:
-    """The ``jvp`` check's float64 truth: its tangent directions, each reference's output tangents
-    along each (``expected[k][ref][tensor]``), and the first tensor on which the references
-    disagree (or None)."""
+class ProductTruth:
+    """The float64 truth of the ``jvp`` or ``gradgrad`` check: its directions, each reference's
+    products along each (``expected[k][ref][tensor]``: output tangents, or Hessian-vector
+    products), and the first tensor on which the references disagree (or None)."""
 
     directions: list[Arrays]
     expected: list[dict[str, Arrays]]
@@ -87,8 +87,7 @@ class CaseContext:
 
     def tensor_names(self) -> list[str]:
         """y, hy, cy (LSTM), then every gradient the case requests, in report order."""
-        config = self.case.config
-        return self.output_names() + [g for g in gradient_names(config, self.case.initial_state) if g in self.case.wants]
+        return self.output_names() + self.gradient_names()
 
     @cached_property
     def expected(self) -> dict[str, Arrays]:
@@ -115,24 +114,36 @@ class CaseContext:
         """y, hy and cy (a family with a cell state): the tensors a forward-mode product returns."""
         return [name for name in OUTPUTS if self.case.config.has_cell_state or name not in CELL_STATE]
 
+    def gradient_names(self) -> list[str]:
+        """Every gradient the case requests, in report order."""
+        return [g for g in gradient_names(self.case.config, self.case.initial_state) if g in self.case.wants]
+
     @cached_property
-    def jvp(self) -> JvpTruth:
-        """Both references' output tangents along the case's tangent directions, and whether they agree."""
+    def jvp(self) -> ProductTruth:
+        """Both references' output tangents along the case's directions, and whether they agree."""
+        return self._products(references.run_reference_jvp, self.output_names(), "output tangents")
+
+    @cached_property
+    def hvp(self) -> ProductTruth:
+        """Both references' Hessian-vector products along the case's directions, and whether they agree."""
+        return self._products(references.run_reference_hvp, self.gradient_names(), "Hessian-vector products")
+
+    def _products(self, run, names: list[str], what: str) -> ProductTruth:
         directions = tangent_directions(self.case)
         expected, disagreement = [], None
         for u in directions:
             per_ref = {}
             for ref in REFERENCE_NAMES:
-                named = as_mapping(references.run_reference_jvp(ref, self.case, u))
-                per_ref[ref] = {n: to_float64(named[n]) for n in self.output_names()}
+                named = as_mapping(run(ref, self.case, u))
+                per_ref[ref] = {n: to_float64(named[n]) for n in names}
             expected.append(per_ref)
-            for name in self.output_names():
+            for name in names:
                 error = compare_tensor(name, per_ref["jax"][name], per_ref["loop"][name], REFERENCE_AGREEMENT,
                                        self.case.config)
                 if disagreement is None and not error.passed:
-                    error.reference, error.message = "jax vs loop", f"output tangents: {error.message}"
+                    error.reference, error.message = "jax vs loop", f"{what}: {error.message}"
                     disagreement = error
-        return JvpTruth(directions, expected, disagreement)
+        return ProductTruth(directions, expected, disagreement)
 
     @cached_property
     def future(self) -> FuturePair:

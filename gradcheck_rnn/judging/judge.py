@@ -96,17 +96,20 @@ def _defined_at(target: Any) -> str | None:
         return None
 
 
-def expected_shapes(case: Case, outputs_only: bool = False) -> dict[str, tuple[int, ...]]:
+def expected_shapes(case: Case, returns: str = "run") -> dict[str, tuple[int, ...]]:
     """The shape of every tensor a target must return for ``case``: y, hy, cy (LSTM), requested
-    gradients (none with ``outputs_only``: a forward-mode product returns output tangents alone)."""
+    gradients; a forward-mode product (``returns="jvp"``) returns the outputs' tangents alone, a
+    Hessian-vector product (``"hvp"``) the gradients' alone."""
     cfg = case.config
     T, B, S = cfg.max_len, cfg.batch_size, cfg.state_size
     states = cfg.num_layers * cfg.num_directions
-    shapes: dict[str, tuple[int, ...]] = {"y": (T, B, cfg.num_directions * S), "hy": (states, B, cfg.h_size)}
-    if cfg.has_cell_state:
-        shapes["cy"] = (states, B, cfg.c_size)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if returns != "hvp":
+        shapes.update(y=(T, B, cfg.num_directions * S), hy=(states, B, cfg.h_size))
+        if cfg.has_cell_state:
+            shapes["cy"] = (states, B, cfg.c_size)
     inputs = {"x": case.x, "h0": case.h0, "c0": case.c0}
-    for name in () if outputs_only else sorted(case.wants):
+    for name in () if returns == "jvp" else sorted(case.wants):
         shapes[name] = tuple((inputs[name] if name in inputs else case.params[name]).shape)
     return shapes
 
@@ -127,18 +130,18 @@ def _as_float_array(value: Any) -> np.ndarray | str:
         return f"unreadable ({type(exc).__name__}: {exc})"
 
 
-def validate(case: Case, returned: Any, outputs_only: bool = False) -> tuple[Arrays, list[TensorError]]:
+def validate(case: Case, returned: Any, returns: str = "run") -> tuple[Arrays, list[TensorError]]:
     """What a target returned: its usable tensors as float64 arrays by name, and one row per
     problem (missing, not a float dtype, wrong shape, NaN/Inf — a non-finite tensor is usable,
     the others are not); :class:`InvalidOutputs` (``error``) if it is not an ``Outputs`` at all.
-    ``outputs_only``: y, hy and cy alone (what ``jvp`` returns)."""
-    method = "jvp()" if outputs_only else "run()"
+    ``returns``: the method that returned it, run, jvp or hvp (:func:`expected_shapes`)."""
+    method = f"{returns}()"
     if not isinstance(returned, Outputs):
         raise InvalidOutputs("error", f"{method} returned {type(returned).__name__}, expected gradcheck_rnn.Outputs")
     named = as_mapping(returned)
     arrays: Arrays = {}
     problems: list[TensorError] = []
-    for name, shape in expected_shapes(case, outputs_only).items():
+    for name, shape in expected_shapes(case, returns).items():
         value = named.get(name)
         if value is None:
             problems.append(TensorError(name, "missing", message=f"{name}: missing (the target returned no value)"))
@@ -207,23 +210,24 @@ class TargetCall:
             if supported is not True:
                 raise Skip(f"the target declines the case this check derives: {supported}")
 
-    def supports_jvp(self) -> bool | str:
-        """The target's answer to whether it offers forward mode on the context's case (True, or
-        why not); what asking raises is the target's error."""
+    def offers(self, method: str) -> bool | str:
+        """The target's answer to whether it offers ``method`` ("jvp" or "hvp") on the context's
+        case (True, or why not); what asking raises is the target's error."""
         try:
-            return self.target.supports_jvp(self.context.case)
+            return getattr(self.target, f"supports_{method}")(self.context.case)
         except INTERRUPTS:
             raise
         except BaseException as exc:
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
 
-    def jvp(self, tangents: Arrays) -> Arrays:
-        """The target's validated output tangents (y, hy, cy) of the context's case along
-        ``tangents`` (private copies of both, as for every run)."""
+    def product(self, method: str, tangents: Arrays) -> Arrays:
+        """The target's validated ``method`` ("jvp": output tangents y, hy, cy; "hvp": the requested
+        gradients' tangents) of the context's case along ``tangents`` (private copies of both)."""
         case = self.context.case
         copies = {name: np.array(value) for name, value in tangents.items()}
         self._latest = None  # a call in between: determinism must not pair the base run with a later run
-        return self._usable(self._call(case, lambda private: self.target.jvp(private, copies), outputs_only=True))
+        call = getattr(self.target, method)
+        return self._usable(self._call(case, lambda private: call(private, copies), returns=method))
 
     def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
         self._latest = None
@@ -231,7 +235,7 @@ class TargetCall:
         self._latest = case, validated
         return validated
 
-    def _call(self, case: Case, method: Any, outputs_only: bool = False) -> tuple[Arrays, list[TensorError]]:
+    def _call(self, case: Case, method: Any, returns: str = "run") -> tuple[Arrays, list[TensorError]]:
         """``method`` (the target's run or jvp) on a private copy of ``case``: timed, what it raises
         kept with its frames, what it returns validated."""
         private = private_copy(case)
@@ -245,7 +249,7 @@ class TargetCall:
         finally:
             self.seconds += time.perf_counter() - start
         try:  # reading what it returned runs the target's code too (properties, array conversions)
-            return validate(case, returned, outputs_only)
+            return validate(case, returned, returns)
         except (InvalidOutputs, *INTERRUPTS):
             raise
         except BaseException as exc:

@@ -285,6 +285,11 @@ class FusedCPUTarget(FusedTarget):
             return f"{self.name}'s forward mode computes in {' and '.join(self.jvp_dtypes)} only, not {config.dtype}"
         return True
 
+    def supports_hvp(self, case: Any) -> bool | str:
+        """A loud refusal of second order: the backward is written by hand, not itself differentiable."""
+        return (f"{self.name}'s backward is written by hand and is not itself differentiable: it offers no "
+                f"second order (double backward)")
+
     def jvp(self, case: Any, tangents: Mapping[str, Any]) -> Any:
         """The output tangents along ``tangents`` (:mod:`.tangent_cpu`), in the case dtype."""
         return self.tangent.run(case, tangents, self.dtypes[case.config.dtype])

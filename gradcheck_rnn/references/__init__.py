@@ -29,6 +29,8 @@ REFERENCE_NAMES = ("loop", "jax")
 JAX_PROGRAMS = {"step": ("jax_family", "run_jax_family_reference"), "bucketed": ("jax_ref", "run_jax_reference")}
 # ... and the forward-mode program of each (the ``jvp`` check)
 JAX_JVP_PROGRAMS = {"step": ("jax_family", "run_jax_family_jvp"), "bucketed": ("jax_ref", "run_jax_jvp")}
+# ... and its second-order program (the ``gradgrad`` check)
+JAX_HVP_PROGRAMS = {"step": ("jax_family", "run_jax_family_hvp"), "bucketed": ("jax_ref", "run_jax_hvp")}
 
 
 def run_reference(name: str, case: Case) -> Outputs:
@@ -50,3 +52,15 @@ def run_reference_jvp(name: str, case: Case, tangents: Mapping[str, np.ndarray])
         return run_loop_jvp(case, tangents)
     module, function = JAX_JVP_PROGRAMS[case.config.family.jax_program]
     return getattr(import_module(f"{__name__}.{module}"), function)(case, tangents)
+
+
+def run_reference_hvp(name: str, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+    """One float64 reference's Hessian-vector product of the loss along ``tangents``: ``grads``
+    holds every requested gradient's derivative along them (y and hy are None)."""
+    if name == "loop":
+        from .loop import run_loop_hvp
+
+        return run_loop_hvp(case, tangents)
+    module, function = JAX_HVP_PROGRAMS[case.config.family.jax_program]
+    out = getattr(import_module(f"{__name__}.{module}"), function)(case, tangents)
+    return Outputs(y=None, hy=None, grads={k: v for k, v in out.grads.items() if k in case.wants})

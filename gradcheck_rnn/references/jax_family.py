@@ -51,6 +51,8 @@ MAX_PROGRAMS = 64
 PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
 # The forward-mode programs (the ``jvp`` check's): their own store, artifacts named ``<name>-jvp``
 JVP_PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
+# ... and the second-order ones (the ``gradgrad`` check's), artifacts named ``<name>-hvp``
+HVP_PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
 
 
 def _forward(cfg: RNNConfig, layers: jax.Array, lengths: jax.Array, x: jax.Array, h0: jax.Array,
@@ -133,6 +135,19 @@ def _forward_jvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, tx, th0, tc
 
     tparams = jax.tree_util.tree_map(tangent_of, params, tparams)
     return jax.jvp(partial(_forward, cfg, layers, lengths), (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+
+
+def _forward_hvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, dy, dhy, dcy, tx, th0, tc0, tparams):
+    """The tangents of every gradient (cotangents dy, dhy, dcy) along the tangents; a parameter
+    leaf that is not a float has none (float0), as in :func:`_forward_jvp`."""
+    def tangent_of(p, t):
+        return t if jnp.issubdtype(p.dtype, jnp.inexact) else np.zeros(p.shape, jax.dtypes.float0)
+
+    def gradients(*inputs):
+        return jax.vjp(partial(_forward, cfg, layers, lengths), *inputs)[1]((dy, dhy, dcy))
+
+    tparams = jax.tree_util.tree_map(tangent_of, params, tparams)
+    return jax.jvp(gradients, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
 
 
 def program_name(cfg: RNNConfig) -> str | None:
@@ -232,6 +247,30 @@ class _Placement:
                            axis=-1)
         return np.array(y, dtype=np.float64)
 
+    def dy(self) -> np.ndarray:
+        """The case's dy in the program's shapes: each direction's part of y starts at d·Sp."""
+        cfg, program, columns = self.cfg, self.program, self.columns()
+        S, Sp = cfg.state_size, program.state_size
+        dy = np.zeros((program.max_len, program.batch_size, cfg.num_directions * Sp))
+        for d in range(cfg.num_directions):
+            dy[:cfg.max_len, :cfg.batch_size, d * Sp + columns] = np.asarray(self.case.dy)[:, :, d * S:(d + 1) * S]
+        return dy
+
+    def grads_out(self, gx: np.ndarray, gh0: np.ndarray, gc0: np.ndarray, gunits: dict) -> dict[str, np.ndarray]:
+        """The real gradients (or their tangents) out of the program's."""
+        cfg, family, program = self.cfg, self.family, self.program
+        grads = {"x": np.array(gx[:cfg.max_len, :cfg.batch_size, :cfg.input_size], dtype=np.float64)}
+        if self.case.h0 is not None:
+            grads["h0"] = self.state_out(gh0)
+            if cfg.has_cell_state:
+                grads["c0"] = self.cell_out(gc0)
+        for layer in range(cfg.num_layers):
+            for direction in directions(cfg):
+                g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
+                g = family.unpad_unit(cfg, program, layer, g) if self.sized else g
+                grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
+        return grads
+
     def lengths(self) -> np.ndarray:
         lengths = np.zeros(self.program.batch_size, dtype=np.int32)
         lengths[:self.cfg.batch_size] = self.case.seq_lengths
@@ -241,41 +280,25 @@ class _Placement:
 def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
     """Outputs and every gradient of ``case`` in float64, the padded batch at once (see the module
     docstring); ``bucketed=False`` compiles for the exact shapes (tests)."""
-    cfg, family = case.config, case.config.family
-    T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
+    cfg = case.config
     place = _Placement(case, bucketed)
-    program, sized = place.program, place.sized
-    Tp, Bp, S, Sp = program.max_len, program.batch_size, cfg.state_size, program.state_size
-    columns = place.columns()
-    dy = np.zeros((Tp, Bp, D * Sp))
-    for d in range(D):  # each direction's part of y starts at d·Sp in the program
-        dy[:T, :B, d * Sp + columns] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
-    args = (np.int32(L), place.lengths(), *place.inputs(case.x, case.h0, case.c0, case.params),
+    program = place.program
+    dy = place.dy()
+    args = (np.int32(cfg.num_layers), place.lengths(), *place.inputs(case.x, case.h0, case.c0, case.params),
             dy, place.state_in(case.dhy), place.cell_in(case.dcy))
     with x64():
         y, hy, cy, gx, gh0, gc0, gunits = PROGRAMS.call(program, program_name(program),
                                                         partial(_forward_backward, program), args)
-    grads = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
-    if case.h0 is not None:
-        grads["h0"] = place.state_out(gh0)
-        if cfg.has_cell_state:
-            grads["c0"] = place.cell_out(gc0)
-    for layer in range(L):
-        for direction in directions(cfg):
-            g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
-            g = family.unpad_unit(cfg, program, layer, g) if sized else g
-            grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
     return Outputs(y=place.y_out(y), hy=place.state_out(hy),
-                   cy=place.cell_out(cy) if cfg.has_cell_state else None, grads=grads)
+                   cy=place.cell_out(cy) if cfg.has_cell_state else None,
+                   grads=place.grads_out(gx, gh0, gc0, gunits))
 
 
-def run_jax_family_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
-    """The output tangents (y, hy, cy) of ``case`` along ``tangents`` (by gradient name; a name left
-    out has a zero tangent) in float64: ``jax.jvp`` of the same forward, its own program per
-    bucket (:data:`JVP_PROGRAMS`). A tangent is placed as place(t) − place(0): the family's
-    placement is affine (zero fill, plus constants such as its switches, which get tangent 0)."""
-    cfg = case.config
-    place = _Placement(case, bucketed)
+def _with_tangents(place: "_Placement", tangents: Mapping[str, np.ndarray]) -> tuple[tuple, tuple]:
+    """The case's inputs and ``tangents`` in the program's shapes. A tangent is placed as
+    place(t) − place(0): the family's placement is affine (zero fill, plus constants such as its
+    switches, which get tangent 0)."""
+    case = place.case
     primals = place.inputs(case.x, case.h0, case.c0, case.params)
     zero_params = {k: np.zeros_like(v) for k, v in case.params.items()}
     zeros = place.inputs(np.zeros_like(case.x), None, None, zero_params)
@@ -283,6 +306,16 @@ def run_jax_family_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed:
                          {**zero_params, **{k: v for k, v in tangents.items() if k in case.params}})
     tangent = jax.tree_util.tree_map(
         lambda a, b: a - b if np.issubdtype(np.asarray(a).dtype, np.number) else np.zeros_like(a), moved, zeros)
+    return primals, tangent
+
+
+def run_jax_family_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The output tangents (y, hy, cy) of ``case`` along ``tangents`` (by gradient name; a name left
+    out has a zero tangent) in float64: ``jax.jvp`` of the same forward, its own program per
+    bucket (:data:`JVP_PROGRAMS`)."""
+    cfg = case.config
+    place = _Placement(case, bucketed)
+    primals, tangent = _with_tangents(place, tangents)
     args = (np.int32(cfg.num_layers), place.lengths(), *primals, *tangent)
     program = place.program
     name = program_name(program)
@@ -291,3 +324,20 @@ def run_jax_family_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed:
                                          partial(_forward_jvp, program), args)
     return Outputs(y=place.y_out(ty), hy=place.state_out(thy),
                    cy=place.cell_out(tcy) if cfg.has_cell_state else None)
+
+
+def run_jax_family_hvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The Hessian-vector product of the loss along ``tangents`` (``grads``: every gradient's
+    derivative along them) in float64: ``jax.jvp`` of the ``jax.vjp`` of the same forward, its own
+    program per bucket (:data:`HVP_PROGRAMS`)."""
+    cfg = case.config
+    place = _Placement(case, bucketed)
+    primals, tangent = _with_tangents(place, tangents)
+    args = (np.int32(cfg.num_layers), place.lengths(), *primals, place.dy(), place.state_in(case.dhy),
+            place.cell_in(case.dcy), *tangent)
+    program = place.program
+    name = program_name(program)
+    with x64():
+        tgx, tgh0, tgc0, tgunits = HVP_PROGRAMS.call(program, None if name is None else name + "-hvp",
+                                                     partial(_forward_hvp, program), args)
+    return Outputs(y=None, hy=None, grads=place.grads_out(tgx, tgh0, tgc0, tgunits))

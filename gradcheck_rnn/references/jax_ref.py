@@ -86,7 +86,7 @@ from .programs import ProgramStore, maths_sources
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
-           "run_jax_jvp",
+           "run_jax_jvp", "run_jax_hvp",
            "compile_count", "load_count", "write_count", "cached_buckets", "x64"]
 
 MAX_GATES = 4
@@ -184,12 +184,24 @@ def _forward_jvp(mode, num_layers, lengths, x, h0, c0, params, tx, th0, tc0, tpa
     return jax.jvp(fwd, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
 
 
+def _forward_hvp(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy, tx, th0, tc0, tparams):
+    """The tangents of every gradient (cotangents dy, dhy, dcy) along (tx, th0, tc0, tparams)."""
+    fwd = partial(_forward, mode, num_layers, lengths)
+
+    def gradients(*inputs):
+        return jax.vjp(fwd, *inputs)[1]((dy, dhy, dcy))
+
+    return jax.jvp(gradients, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+
+
 # --------------------------------------------------------------------------- compiled programs
 
 PROGRAMS = ProgramStore(maths_sources(__file__))
 # The forward-mode programs (the ``jvp`` check's), one per bucket too; their artifacts are named
 # ``<bucket>-jvp``, so they never meet the gradient programs on disk.
 JVP_PROGRAMS = ProgramStore(maths_sources(__file__))
+# ... and the second-order ones (the ``gradgrad`` check's), artifacts named ``<bucket>-hvp``
+HVP_PROGRAMS = ProgramStore(maths_sources(__file__))
 
 
 def compile_count() -> int:
@@ -328,14 +340,21 @@ def run_padded(case: Case, bucketed: bool = True) -> Outputs:
     """Like :func:`run_jax_reference`; ``bucketed=False`` compiles for the exact shapes (tests)."""
     cfg = case.config
     key = bucket_key(cfg, bucketed)
-    G, H, S, P = GATES[cfg.mode], cfg.hidden_size, cfg.state_size, cfg.proj_size
-    T, B, L, I, Hp = cfg.max_len, cfg.batch_size, cfg.num_layers, cfg.input_size, key.hidden_size
+    L = cfg.num_layers
     x, h0, c0, params = _placed(case, key, case.x, case.h0, case.c0, case.params, identity=True)
     dy, dhy, dcy = _head(case, key)
     args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(L), _lengths(case, key), x, h0, c0, params, dy, dhy, dcy)
     with x64():
         y, hy, cy, gx, gh0, gc0, gparams = _call(key, args)
+    return _outputs(case, key, y, hy, cy, _grads_out(case, key, gx, gh0, gc0, gparams))
 
+
+def _grads_out(case: Case, key: BucketKey, gx: np.ndarray, gh0: np.ndarray, gc0: np.ndarray,
+               gparams: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The real gradients (or their tangents) of the case out of the bucket's."""
+    cfg = case.config
+    G, H, S, P = GATES[cfg.mode], cfg.hidden_size, cfg.state_size, cfg.proj_size
+    T, B, L, I, Hp = cfg.max_len, cfg.batch_size, cfg.num_layers, cfg.input_size, key.hidden_size
     grads: dict[str, np.ndarray] = {"x": np.array(gx[:T, :B, :I], dtype=np.float64)}
     if case.h0 is not None:
         grads["h0"] = _states(case, gh0, S)
@@ -352,8 +371,15 @@ def run_padded(case: Case, bucketed: bool = True) -> Outputs:
             if cfg.bias:
                 grads[param_key(layer, name, "b_ih")] = _take_rows(gparams["b_ih"][layer, d], G, H, Hp)
                 grads[param_key(layer, name, "b_hh")] = _take_rows(gparams["b_hh"][layer, d], G, H, Hp)
-    grads = {k: np.array(v, dtype=np.float64) for k, v in grads.items()}
-    return _outputs(case, key, y, hy, cy, grads)
+    return {k: np.array(v, dtype=np.float64) for k, v in grads.items()}
+
+
+def _primals_and_tangents(case: Case, key: BucketKey, tangents: Mapping[str, np.ndarray]) -> tuple:
+    """The case's inputs and ``tangents`` (a name left out: zero) in the bucket's shapes."""
+    primals = _placed(case, key, case.x, case.h0, case.c0, case.params, identity=True)
+    tangent = _placed(case, key, tangents.get("x", np.zeros_like(case.x)), tangents.get("h0"), tangents.get("c0"),
+                      {k: v for k, v in tangents.items() if k in case.params}, identity=False)
+    return primals, tangent
 
 
 def run_jax_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
@@ -362,14 +388,25 @@ def run_jax_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool =
     program per bucket as for the gradients (kept apart from them: :data:`JVP_PROGRAMS`)."""
     cfg = case.config
     key = bucket_key(cfg, bucketed)
-    primals = _placed(case, key, case.x, case.h0, case.c0, case.params, identity=True)
-    zero_x = np.zeros_like(case.x)
-    tangent = _placed(case, key, tangents.get("x", zero_x), tangents.get("h0"), tangents.get("c0"),
-                      {k: v for k, v in tangents.items() if k in case.params}, identity=False)
+    primals, tangent = _primals_and_tangents(case, key, tangents)
     args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(cfg.num_layers), _lengths(case, key), *primals, *tangent)
     with x64():
         ty, thy, tcy = JVP_PROGRAMS.call(key, artifact_name(key) + "-jvp", _forward_jvp, args)
     return _outputs(case, key, ty, thy, tcy)
+
+
+def run_jax_hvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The Hessian-vector product of the loss along ``tangents`` (``grads``: every gradient's
+    derivative along them; the caller selects the requested ones) in float64: ``jax.jvp`` of the
+    ``jax.vjp`` of the same bucketed forward, its own program per bucket (:data:`HVP_PROGRAMS`)."""
+    cfg = case.config
+    key = bucket_key(cfg, bucketed)
+    primals, tangent = _primals_and_tangents(case, key, tangents)
+    args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(cfg.num_layers), _lengths(case, key), *primals,
+            *_head(case, key), *tangent)
+    with x64():
+        tgx, tgh0, tgc0, tgparams = HVP_PROGRAMS.call(key, artifact_name(key) + "-hvp", _forward_hvp, args)
+    return Outputs(y=None, hy=None, grads=_grads_out(case, key, tgx, tgh0, tgc0, tgparams))
 
 
 def run_jax_reference(case: Case) -> Outputs:

@@ -14,6 +14,12 @@ input has a zero tangent), each shaped like its input and rounded to the case dt
 ``supports_jvp(case) -> True | str`` declines a case (the string says why); a target without
 ``jvp`` makes the check a skip ("offers no forward mode").
 
+Second order (the ``gradgrad`` check) likewise: ``hvp(case, tangents) -> Outputs`` returns in
+``grads``, for every name in ``case.wants``, the derivative of that gradient of the loss
+sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) along ``tangents`` (the Hessian-vector product; y and hy
+may be None), and ``supports_hvp(case) -> True | str`` may decline, even without ``hvp``: a
+target whose backward cannot be differentiated says so there.
+
 A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
 when that name imports back to the very same object, so every repro line is a command that
 runs; otherwise it keeps its own name and is marked not importable, and its repro lines say so.
@@ -66,6 +72,19 @@ class Target:
     def jvp(self, case: Case, tangents: dict[str, Any]) -> Outputs:
         """The target's output tangents of ``case`` along ``tangents`` (see the module docstring)."""
         return self.impl.jvp(case, tangents)
+
+    def supports_hvp(self, case: Case) -> bool | str:
+        """True when the target offers second order on ``case`` (its optional ``supports_hvp(case)``
+        first, then an ``hvp`` method); else why not."""
+        check = getattr(self.impl, "supports_hvp", None)
+        reason = True if check is None else check(case)
+        if reason is True and not callable(getattr(self.impl, "hvp", None)):
+            return "the target offers no second order (no hvp(case, tangents) method)"
+        return reason
+
+    def hvp(self, case: Case, tangents: dict[str, Any]) -> Outputs:
+        """The target's Hessian-vector product of ``case``'s loss along ``tangents``."""
+        return self.impl.hvp(case, tangents)
 
     @property
     def repro_env(self) -> str:

@@ -17,7 +17,10 @@ formula (``NotImplementedError: Trying to use forward AD with _pack_padded_seque
 support it``; docs/torch-2.13/forward-ad-packed.md scripts it). So a case whose sequences all run
 the full T steps is run as the dense batch a user would pass (no packing needed), and a case
 with shorter sequences is declined with torch's own sentence (:func:`packed_forward_ad_refusal`
-asks torch once per process, so a torch that learns it is judged on every case). torch 2.13 also
+asks torch once per process, so a torch that learns it is judged on every case).
+
+Second order (the ``gradgrad`` check) is torch's double backward (``create_graph=True``) through
+the same packed forward: torch 2.13 computes it on every CPU path here. torch 2.13 also
 refuses it through oneDNN's CPU LSTM (``mkldnn_rnn_layer``, float32 without projections): such a
 case is declined with that sentence too (:func:`dense_forward_ad_refusal`, asked of a one-step
 module of the same kind).
@@ -127,6 +130,14 @@ class TorchNativeTarget:
             return self._run(case)
 
     def _run(self, case: Case) -> Outputs:
+        y, hy, cy, loss, requested = self._forward(case)
+        grads = torch.autograd.grad(loss, list(requested.values()))
+        return Outputs(y=y.detach(), hy=hy.detach(), cy=None if cy is None else cy.detach(),
+                       grads=dict(zip(requested, grads)))
+
+    def _forward(self, case: Case) -> tuple:
+        """torch.nn's forward of ``case`` on packed sequences: y, hy, cy, the loss
+        sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) and the requested leaves by gradient name."""
         cfg = case.config
         dtype = getattr(torch, TORCH_DTYPE_NAMES[cfg.dtype])
 
@@ -161,10 +172,26 @@ class TorchNativeTarget:
         leaves = {"x": x, "h0": h0, "c0": c0}
         leaves.update({param_key(l, d, k): getattr(module, _torch_name(l, d, k))
                        for l in range(cfg.num_layers) for d in directions(cfg) for k in unit_kinds(cfg)})
-        requested = [(name, leaf) for name, leaf in leaves.items() if name in case.wants]
-        grads = torch.autograd.grad(loss, [leaf for _, leaf in requested])
-        return Outputs(y=y.detach(), hy=hy.detach(), cy=None if cy is None else cy.detach(),
-                       grads={name: g for (name, _), g in zip(requested, grads)})
+        return y, hy, cy, loss, {name: leaf for name, leaf in leaves.items() if name in case.wants}
+
+    def supports_hvp(self, case: Case) -> bool | str:
+        """Second order (double backward) in f64 and f32."""
+        if case.config.dtype not in ("f64", "f32"):
+            return f"{self.name}'s second order is judged in f64 and f32 only, not {case.config.dtype}"
+        return True
+
+    def hvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        """torch's double backward through torch.nn's forward: the derivative of each requested
+        gradient along ``tangents``."""
+        with cuda_matmul_precision():
+            y, hy, cy, loss, requested = self._forward(case)
+            leaves = list(requested.values())
+            grads = torch.autograd.grad(loss, leaves, create_graph=True)
+            along = sum((g * torch.as_tensor(tangents[name], dtype=g.dtype, device=g.device)).sum()
+                        for name, g in zip(requested, grads))
+            products = torch.autograd.grad(along, leaves, allow_unused=True)
+        return Outputs(y=None, hy=None, grads={name: torch.zeros_like(leaf) if p is None else p.detach()
+                                               for (name, leaf), p in zip(requested.items(), products)})
 
     def supports_jvp(self, case: Case) -> bool | str:
         """Forward mode in f64 and f32; a case with sequences shorter than T only where torch's
