@@ -24,7 +24,7 @@ from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.judging.judge import judge, judge_one
 from gradcheck_rnn.targets import builtin_names, resolve_target
 from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, LocalForeignTarget
-from gradcheck_rnn.targets.mutants import BLIND_SPOTS, GPU_MUTANTS, MUTANTS
+from gradcheck_rnn.targets.mutants import BLIND_SPOTS, GPU_MUTANTS, MUTANTS, PRODUCT_MUTANTS
 
 # float32 (the JAX targets compute float64 only under x64), both directions, one short sequence
 CASE_ID = "lstm-L1-bi-I2-H3-T3-B2-len3.1-f32-s5"
@@ -44,7 +44,7 @@ MATRIX_CASE_IDS = {"fla-recurrent": "gla-L1-uni-I2-H4-NH2-K2-R1-T5-B3-len5.0.3-f
 # its determinism row passes.
 FAILS_BY_FINDING = {"mlstm-custbw": "mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3"}
 CUDA_ONLY = ("torch-native-cuda", "flashrnn-triton", "flashrnn-cuda", "fla-chunk", "mlstm-triton")  # see their files
-MUTANT_NAMES = [f"mutant:{name}" for name in (*MUTANTS, *BLIND_SPOTS, *GPU_MUTANTS)]
+MUTANT_NAMES = [f"mutant:{name}" for name in (*MUTANTS, *BLIND_SPOTS, *PRODUCT_MUTANTS, *GPU_MUTANTS)]
 TRITON = importlib.util.find_spec("triton") is not None
 
 

@@ -127,7 +127,7 @@ def test_last_failed_reruns_a_run_whose_profile_draws_a_user_family(tmp_path, mo
     profile = tmp_path / "mingru.toml"
     profile.write_text("[sweep]\ncases = 2\n[draw]\nmodes = { mingru = 1 }\n[checks]\nreference = true\n"
                        "determinism = false\npadding = false\npermutation = false\nfuture = false\n"
-                       "linearity = false\nstateless = false\nsegments = false\npoisoned = false\nfd = false\n")
+                       "linearity = false\nstateless = false\nsegments = false\npoisoned = false\nfd = false\njvp = false\ngradgrad = false\n")
     reports = tmp_path / "reports"
     code, output = invoke("sweep", "--family", "family_targets:MINGRU", "-c", profile,
                           "-t", "family_targets:mingru_slipped", "--report-dir", reports)

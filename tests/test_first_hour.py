@@ -133,9 +133,9 @@ def test_the_hints_the_issue_quotes_are_true_now():
     matrix_gdn, _ = hint("matrix", ["gdn"])
     assert matrix_gdn == "next: judge more and larger cases: -n 100", matrix_gdn
     ci_gla, _ = hint(None, ["gla"])
-    assert "the fd check was not run (-c matrix runs it)" in ci_gla, ci_gla
+    assert "the fd, jvp, gradgrad checks were not run (-c matrix runs them)" in ci_gla, ci_gla
     ci_gru, _ = hint(None, ["gru"])
-    assert "the fd check was not run (-c nightly runs it)" in ci_gru, ci_gru
+    assert "the fd, jvp, gradgrad checks were not run (-c nightly runs them)" in ci_gru, ci_gru
 
 
 # --- item 4: --last-failed says what it reruns, keeps its seed, takes --target --------------------

@@ -53,6 +53,8 @@ linearity = false
 stateless = false
 segments = false
 poisoned = false
+jvp = false
+gradgrad = false
 """
 
 

@@ -122,7 +122,8 @@ def test_a_short_families_sweep_passes_with_every_check(tmp_path):
     rows = run_document(tmp_path)["results"]
     assert {r["case_id"].split("-")[0] for r in rows} == {"slstm"}
     assert {r["status"] for r in rows} <= {"pass", "skip"}
-    assert {r["check"] for r in rows if r["status"] == "pass"} == set(CHECK_NAMES)
+    # every check but jvp and gradgrad: fused-gpu offers neither (skips that say so)
+    assert {r["check"] for r in rows if r["status"] == "pass"} == set(CHECK_NAMES) - {"jvp", "gradgrad"}
 
 
 def test_the_gpu_stabilizer_mutant_is_caught_and_fused_gpu_has_no_false_alarm(tmp_path):

@@ -42,6 +42,8 @@ linearity = false
 segments = false
 poisoned = false
 fd = false
+jvp = false
+gradgrad = false
 """
 
 

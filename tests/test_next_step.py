@@ -38,7 +38,7 @@ def test_a_green_sweep_ends_with_the_checks_and_families_it_left_out(tmp_path):
     code, output = invoke("sweep", "-n", 2, "-t", "fused-cpu", "--report-dir", tmp_path)
     assert code == 0, output
     next_line = output.split("next: ", 1)[1].split(" all passed")[0]
-    assert "the fd check was not run (-c nightly runs it)" in next_line, output
+    assert "the fd, jvp, gradgrad checks were not run (-c nightly runs them)" in next_line, output
     assert "the s6, slstm, mlstm, gla, gdn families were not drawn (-c matrix, -c families)" in next_line, output
 
 
@@ -46,7 +46,7 @@ def test_a_target_that_refused_cases_is_told_the_narrowing_flags(tmp_path, refer
     code, output = invoke("sweep", "-c", reference_only, "-n", 20, "-t", NARROW, "--report-dir", tmp_path)
     assert code == 0, output
     assert "refused 18 of 20 cases: draw only what it takes with --mode lstm --no-projections" in output, output
-    assert "the determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd checks were not run " \
+    assert "the determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd, jvp, gradgrad checks were not run " \
            "(-c nightly runs them)" in output, output
 
 

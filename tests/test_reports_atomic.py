@@ -34,6 +34,8 @@ linearity = false
 stateless = false
 segments = false
 poisoned = false
+jvp = false
+gradgrad = false
 """
 
 # Run the real CLI in a child process; on reaching STAGE it writes the marker file and sleeps

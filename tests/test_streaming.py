@@ -177,7 +177,7 @@ def test_the_next_run_clears_stale_staging_folders_and_says_so_in_one_line(tmp_p
     profile.write_text("[sweep]\ncases = 1\n[draw]\nmodes = { gru = 1 }\nlayers = [1, 1]\nmax_len = [1, 2]\n"
                        "[checks]\n" + "".join(f"{c} = false\n" for c in ("padding", "permutation", "future",
                                                                           "determinism", "linearity", "stateless", "segments",
-                                                                          "poisoned", "fd")))
+                                                                          "poisoned", "fd", "jvp", "gradgrad")))
     result = CliRunner().invoke(main, ["sweep", "-c", str(profile), "-t", "fused-cpu", "--report-dir", str(reports)])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "stale staging" in line]

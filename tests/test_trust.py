@@ -188,7 +188,7 @@ def test_reports_that_fail_to_write_at_the_end_keep_the_tables_and_exit_non_zero
     ("[sweep]\ncases = 0", "sweep.cases = 0 is not allowed; it must be an integer >= 1"),
     ("[checks]\n" + "\n".join(f"{c} = false" for c in
                               ("reference", "padding", "permutation", "future", "determinism", "linearity",
-                               "stateless", "segments", "poisoned", "fd")), "turns every check off"),
+                               "stateless", "segments", "poisoned", "fd", "jvp", "gradgrad")), "turns every check off"),
 ])
 def test_profile_values_are_validated_like_flags(tmp_path, toml_text, words):
     profile = tmp_path / "bad.toml"

@@ -2,7 +2,7 @@
 
 A sweep judges several targets with several checks on each case. Everything that depends only
 on the case — both references and whether they agree, the ``future`` check's pair of
-references, the finite-difference witness — is computed here on first use and shared by every
+references, the ``jvp`` and ``gradgrad`` checks' products, the finite-difference witness — is computed here on first use and shared by every
 check of every target of that case, and so is the drift allowance of low-precision relu kinks
 (:mod:`gradcheck_rnn.references.drift`), asked for only when a comparison fails without it.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import references
-from ..model.case import Case, as_mapping, gradient_names, with_changes
+from ..model.case import Case, as_mapping, gradient_names, round_to_dtype, with_changes
 from .compare import TensorError, compare_tensor, to_float64
 from ..model.names import CELL_STATE, OUTPUTS
 from ..references import REFERENCE_NAMES
@@ -26,6 +26,34 @@ if TYPE_CHECKING:
     from ..references.drift import DriftAllowance
 
 Arrays = dict[str, np.ndarray]
+
+
+# The jvp and gradgrad checks' directions: their own generator per case (the checks' salts are 1-5)
+JVP_SALT = 47
+JVP_DIRECTIONS = 2
+
+
+def tangent_directions(case: Case, count: int = JVP_DIRECTIONS) -> list[Arrays]:
+    """``count`` standard-normal tangents over the requested inputs (x, h0, c0, parameters: the
+    names in ``case.wants``), rounded to the case dtype so a target computing in it receives them
+    exactly; drawn from ``SeedSequence([case.seed, JVP_SALT])``."""
+    from ..references.fd import requested_arrays
+
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, JVP_SALT])))
+    arrays = requested_arrays(case)
+    return [{name: round_to_dtype(rng.standard_normal(a.shape), case.config.dtype) for name, a in arrays.items()}
+            for _ in range(count)]
+
+
+@dataclass
+class ProductTruth:
+    """The float64 truth of the ``jvp`` or ``gradgrad`` check: its directions, each reference's
+    products along each (``expected[k][ref][tensor]``: output tangents, or Hessian-vector
+    products), and the first tensor on which the references disagree (or None)."""
+
+    directions: list[Arrays]
+    expected: list[dict[str, Arrays]]
+    disagreement: TensorError | None
 
 
 @dataclass
@@ -59,9 +87,7 @@ class CaseContext:
 
     def tensor_names(self) -> list[str]:
         """y, hy, cy (LSTM), then every gradient the case requests, in report order."""
-        config = self.case.config
-        outputs = [name for name in OUTPUTS if config.has_cell_state or name not in CELL_STATE]
-        return outputs + [g for g in gradient_names(config, self.case.initial_state) if g in self.case.wants]
+        return self.output_names() + self.gradient_names()
 
     @cached_property
     def expected(self) -> dict[str, Arrays]:
@@ -83,6 +109,41 @@ class CaseContext:
                 error.reference = "jax vs loop"
                 return error
         return None
+
+    def output_names(self) -> list[str]:
+        """y, hy and cy (a family with a cell state): the tensors a forward-mode product returns."""
+        return [name for name in OUTPUTS if self.case.config.has_cell_state or name not in CELL_STATE]
+
+    def gradient_names(self) -> list[str]:
+        """Every gradient the case requests, in report order."""
+        return [g for g in gradient_names(self.case.config, self.case.initial_state) if g in self.case.wants]
+
+    @cached_property
+    def jvp(self) -> ProductTruth:
+        """Both references' output tangents along the case's directions, and whether they agree."""
+        return self._products(references.run_reference_jvp, self.output_names(), "output tangents")
+
+    @cached_property
+    def hvp(self) -> ProductTruth:
+        """Both references' Hessian-vector products along the case's directions, and whether they agree."""
+        return self._products(references.run_reference_hvp, self.gradient_names(), "Hessian-vector products")
+
+    def _products(self, run, names: list[str], what: str) -> ProductTruth:
+        directions = tangent_directions(self.case)
+        expected, disagreement = [], None
+        for u in directions:
+            per_ref = {}
+            for ref in REFERENCE_NAMES:
+                named = as_mapping(run(ref, self.case, u))
+                per_ref[ref] = {n: to_float64(named[n]) for n in names}
+            expected.append(per_ref)
+            for name in names:
+                error = compare_tensor(name, per_ref["jax"][name], per_ref["loop"][name], REFERENCE_AGREEMENT,
+                                       self.case.config)
+                if disagreement is None and not error.passed:
+                    error.reference, error.message = "jax vs loop", f"{what}: {error.message}"
+                    disagreement = error
+        return ProductTruth(directions, expected, disagreement)
 
     @cached_property
     def future(self) -> FuturePair:

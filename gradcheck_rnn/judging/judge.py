@@ -101,16 +101,20 @@ def _defined_at(target: Any) -> str | None:
         return None
 
 
-def expected_shapes(case: Case) -> dict[str, tuple[int, ...]]:
-    """The shape of every tensor a target must return for ``case``: y, hy, cy (LSTM), requested gradients."""
+def expected_shapes(case: Case, returns: str = "run") -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor a target must return for ``case``: y, hy, cy (LSTM), requested
+    gradients; a forward-mode product (``returns="jvp"``) returns the outputs' tangents alone, a
+    Hessian-vector product (``"hvp"``) the gradients' alone."""
     cfg = case.config
     T, B, S = cfg.max_len, cfg.batch_size, cfg.state_size
     states = cfg.num_layers * cfg.num_directions
-    shapes: dict[str, tuple[int, ...]] = {"y": (T, B, cfg.num_directions * S), "hy": (states, B, cfg.h_size)}
-    if cfg.has_cell_state:
-        shapes["cy"] = (states, B, cfg.c_size)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if returns != "hvp":
+        shapes.update(y=(T, B, cfg.num_directions * S), hy=(states, B, cfg.h_size))
+        if cfg.has_cell_state:
+            shapes["cy"] = (states, B, cfg.c_size)
     inputs = {"x": case.x, "h0": case.h0, "c0": case.c0}
-    for name in sorted(case.wants):
+    for name in () if returns == "jvp" else sorted(case.wants):
         shapes[name] = tuple((inputs[name] if name in inputs else case.params[name]).shape)
     return shapes
 
@@ -131,16 +135,18 @@ def _as_float_array(value: Any) -> np.ndarray | str:
         return f"unreadable ({type(exc).__name__}: {exc})"
 
 
-def validate(case: Case, returned: Any) -> tuple[Arrays, list[TensorError]]:
+def validate(case: Case, returned: Any, returns: str = "run") -> tuple[Arrays, list[TensorError]]:
     """What a target returned: its usable tensors as float64 arrays by name, and one row per
     problem (missing, not a float dtype, wrong shape, NaN/Inf — a non-finite tensor is usable,
-    the others are not); :class:`InvalidOutputs` (``error``) if it is not an ``Outputs`` at all."""
+    the others are not); :class:`InvalidOutputs` (``error``) if it is not an ``Outputs`` at all.
+    ``returns``: the method that returned it, run, jvp or hvp (:func:`expected_shapes`)."""
+    method = f"{returns}()"
     if not isinstance(returned, Outputs):
-        raise InvalidOutputs("error", f"run() returned {type(returned).__name__}, expected gradcheck_rnn.Outputs")
+        raise InvalidOutputs("error", f"{method} returned {type(returned).__name__}, expected gradcheck_rnn.Outputs")
     named = as_mapping(returned)
     arrays: Arrays = {}
     problems: list[TensorError] = []
-    for name, shape in expected_shapes(case).items():
+    for name, shape in expected_shapes(case, returns).items():
         value = named.get(name)
         if value is None:
             problems.append(TensorError(name, "missing", message=f"{name}: missing (the target returned no value)"))
@@ -231,23 +237,47 @@ class TargetCall:
             if declined is not None:
                 raise Skip(f"the target declines the case this check derives: {declined}")
 
-    def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
-        private = private_copy(case)
-        self._latest = None
+    def offers(self, method: str) -> bool | str:
+        """The target's answer to whether it offers ``method`` ("jvp" or "hvp") on the context's
+        case (True, or why not); what asking raises is the target's error."""
         try:
-            returned = self.target.run(private)
+            return getattr(self.target, f"supports_{method}")(self.context.case)
+        except INTERRUPTS:
+            raise
+        except BaseException as exc:
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
+
+    def product(self, method: str, tangents: Arrays) -> Arrays:
+        """The target's validated ``method`` ("jvp": output tangents y, hy, cy; "hvp": the requested
+        gradients' tangents) of the context's case along ``tangents`` (private copies of both)."""
+        case = self.context.case
+        copies = {name: np.array(value) for name, value in tangents.items()}
+        self._latest = None  # a call in between: determinism must not pair the base run with a later run
+        call = getattr(self.target, method)
+        return self._usable(self._call(case, lambda private: call(private, copies), returns=method))
+
+    def _run(self, case: Case) -> tuple[Arrays, list[TensorError]]:
+        self._latest = None
+        validated = self._call(case, self.target.run)
+        self._latest = case, validated
+        return validated
+
+    def _call(self, case: Case, method: Any, returns: str = "run") -> tuple[Arrays, list[TensorError]]:
+        """``method`` (the target's run, jvp or hvp) on a private copy of ``case``: what it raises
+        kept with its frames, what it returns validated."""
+        private = private_copy(case)
+        try:
+            returned = method(private)
         except INTERRUPTS:
             raise
         except BaseException as exc:  # SystemExit too: a target that raises is an "error" row, never the run's end
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
         try:  # reading what it returned runs the target's code too (properties, array conversions)
-            validated = validate(case, returned)
+            return validate(case, returned, returns)
         except (InvalidOutputs, *INTERRUPTS):
             raise
         except BaseException as exc:
             raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
-        self._latest = case, validated
-        return validated
 
     def latest_run_of(self, case: Case) -> Arrays | None:
         """What the target's latest call returned if that call ran ``case`` itself (the same

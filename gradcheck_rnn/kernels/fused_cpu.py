@@ -94,10 +94,12 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
+from ..families import CUDNN_MODES
 from ..model.case import RNNConfig
 from .packing import add_rows, blocks, HALF_DTYPES, Segment
 from .algorithm import FusedKernel, Step
 from .autograd import apply_kernel, kernel_function
+from .tangent_cpu import TangentKernel
 from .target import FusedTarget
 
 # The activations' derivatives from their outputs, each one fused aten op (autograd's own):
@@ -264,11 +266,33 @@ class FusedCPUTarget(FusedTarget):
     computing only the requested gradients, the way a framework's fused op would. A family with
     its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
     :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`) runs through that one
-    (``family_kernels``)."""
+    (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
+    recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
-                 family_kernels: Mapping[str, Any] | None = None) -> None:
+                 family_kernels: Mapping[str, Any] | None = None, tangent: TangentKernel | None = None) -> None:
         super().__init__(kernel if kernel is not None else FusedCPUKernel(), name, "cpu", family_kernels)
+        self.tangent = tangent if tangent is not None else TangentKernel()
+
+    jvp_dtypes = ("f64", "f32")
+
+    def supports_jvp(self, case: Any) -> bool | str:
+        """The cuDNN cells in f64 and f32; the other families' kernels have no forward mode."""
+        config = case.config
+        if config.mode not in CUDNN_MODES:
+            return f"{self.name} offers forward mode for cuDNN's cells only, not {config.mode}"
+        if config.dtype not in self.jvp_dtypes:
+            return f"{self.name}'s forward mode computes in {' and '.join(self.jvp_dtypes)} only, not {config.dtype}"
+        return True
+
+    def supports_hvp(self, case: Any) -> bool | str:
+        """A loud refusal of second order: the backward is written by hand, not itself differentiable."""
+        return (f"{self.name}'s backward is written by hand and is not itself differentiable: it offers no "
+                f"second order (double backward)")
+
+    def jvp(self, case: Any, tangents: Mapping[str, Any]) -> Any:
+        """The output tangents along ``tangents`` (:mod:`.tangent_cpu`), in the case dtype."""
+        return self.tangent.run(case, tangents, self.dtypes[case.config.dtype])
 
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:

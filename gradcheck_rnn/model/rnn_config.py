@@ -42,7 +42,7 @@ def profile_names() -> list[str]:
 # Judging order. determinism comes right after reference, so that the base run is the first of its
 # two back-to-back runs (one target run fewer per case; gradcheck_rnn/judging/checks/determinism.py).
 CHECK_NAMES = ("reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "segments",
-               "poisoned", "fd")
+               "poisoned", "fd", "jvp", "gradgrad")
 
 
 @dataclass(frozen=True)

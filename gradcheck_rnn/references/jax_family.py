@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import partial
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +49,10 @@ from .programs import ProgramStore, is_package_code, maths_sources
 # loaded or compiled again when its bucket returns.
 MAX_PROGRAMS = 64
 PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
+# The forward-mode programs (the ``jvp`` check's): their own store, artifacts named ``<name>-jvp``
+JVP_PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
+# ... and the second-order ones (the ``gradgrad`` check's), artifacts named ``<name>-hvp``
+HVP_PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
 
 
 def _forward(cfg: RNNConfig, layers: jax.Array, lengths: jax.Array, x: jax.Array, h0: jax.Array,
@@ -122,6 +127,29 @@ def _forward_backward(cfg: RNNConfig, layers, lengths, x, h0, c0, params, dy, dh
     return y, hy, cy, gx, gh0, gc0, gparams
 
 
+def _forward_jvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, tx, th0, tc0, tparams):
+    """The output tangents of the forward; a parameter leaf that is not a float (a family's switch
+    as data) has no tangent (float0)."""
+    def tangent_of(p, t):
+        return t if jnp.issubdtype(p.dtype, jnp.inexact) else np.zeros(p.shape, jax.dtypes.float0)
+
+    tparams = jax.tree_util.tree_map(tangent_of, params, tparams)
+    return jax.jvp(partial(_forward, cfg, layers, lengths), (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+
+
+def _forward_hvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, dy, dhy, dcy, tx, th0, tc0, tparams):
+    """The tangents of every gradient (cotangents dy, dhy, dcy) along the tangents; a parameter
+    leaf that is not a float has none (float0), as in :func:`_forward_jvp`."""
+    def tangent_of(p, t):
+        return t if jnp.issubdtype(p.dtype, jnp.inexact) else np.zeros(p.shape, jax.dtypes.float0)
+
+    def gradients(*inputs):
+        return jax.vjp(partial(_forward, cfg, layers, lengths), *inputs)[1]((dy, dhy, dcy))
+
+    tparams = jax.tree_util.tree_map(tangent_of, params, tparams)
+    return jax.jvp(gradients, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+
+
 def program_name(cfg: RNNConfig) -> str | None:
     """The artifact file name of the program of padded config ``cfg`` (before its fingerprint):
     its family's token and a hash of the whole config; None for a family defined outside this
@@ -146,67 +174,170 @@ def _unit_key(layer: int, direction: str) -> str:
     return f"l{layer}.{direction}"
 
 
-def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
-    """Outputs and every gradient of ``case`` in float64, the padded batch at once (see the module
-    docstring); ``bucketed=False`` compiles for the case's exact shapes (tests)."""
-    cfg, family = case.config, case.config.family
-    T, B, D, L = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers
-    sized = family.bucket(cfg) if bucketed else None  # the family pads sizes and switches too
-    program = family_program(cfg, bucketed)
-    Tp, Bp, states, cell = program.max_len, program.batch_size, program.num_layers * D, cfg.has_cell_state
-    S, Sp = cfg.state_size, program.state_size
+class _Placement:
+    """How one case sits in its program's shapes (see the module docstring): the inputs placed in,
+    the results taken back out."""
 
-    def pad(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    def __init__(self, case: Case, bucketed: bool) -> None:
+        cfg = case.config
+        self.case, self.cfg, self.family = case, cfg, cfg.family
+        self.sized = self.family.bucket(cfg) if bucketed else None  # the family pads sizes and switches too
+        self.program = family_program(cfg, bucketed)
+
+    @staticmethod
+    def _pad(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
         out = np.zeros(shape)
         if a is not None:
             out[tuple(slice(0, n) for n in a.shape)] = a
         return out
 
-    def state_in(a: np.ndarray | None) -> np.ndarray:
-        a = np.zeros((L * D, B, cfg.h_size)) if a is None else np.asarray(a, dtype=np.float64)
-        return pad(family.pad_state(cfg, program, a) if sized else a, (states, Bp, program.h_size))
+    def state_in(self, a: np.ndarray | None) -> np.ndarray:
+        cfg, program = self.cfg, self.program
+        a = np.zeros((cfg.num_layers * cfg.num_directions, cfg.batch_size, cfg.h_size)) if a is None \
+            else np.asarray(a, dtype=np.float64)
+        a = self.family.pad_state(cfg, program, a) if self.sized else a
+        return self._pad(a, (program.num_layers * cfg.num_directions, program.batch_size, program.h_size))
 
-    def state_out(a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a[:L * D, :B], dtype=np.float64)
-        return family.unpad_state(cfg, program, a) if sized else a
+    def state_out(self, a: np.ndarray) -> np.ndarray:
+        cfg = self.cfg
+        a = np.asarray(a[:cfg.num_layers * cfg.num_directions, :cfg.batch_size], dtype=np.float64)
+        return self.family.unpad_state(cfg, self.program, a) if self.sized else a
 
-    def cell_in(a: np.ndarray | None) -> np.ndarray | None:
-        if not cell:
+    def cell_in(self, a: np.ndarray | None) -> np.ndarray | None:
+        cfg, program = self.cfg, self.program
+        if not cfg.has_cell_state:
             return None
-        a = np.zeros((L * D, B, cfg.c_size)) if a is None else np.asarray(a, dtype=np.float64)
-        return pad(family.pad_cell_state(cfg, program, a) if sized else a, (states, Bp, program.c_size))
+        a = np.zeros((cfg.num_layers * cfg.num_directions, cfg.batch_size, cfg.c_size)) if a is None \
+            else np.asarray(a, dtype=np.float64)
+        a = self.family.pad_cell_state(cfg, program, a) if self.sized else a
+        return self._pad(a, (program.num_layers * cfg.num_directions, program.batch_size, program.c_size))
 
-    def cell_out(a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a[:L * D, :B], dtype=np.float64)
-        return family.unpad_cell_state(cfg, program, a) if sized else a
+    def cell_out(self, a: np.ndarray) -> np.ndarray:
+        cfg = self.cfg
+        a = np.asarray(a[:cfg.num_layers * cfg.num_directions, :cfg.batch_size], dtype=np.float64)
+        return self.family.unpad_cell_state(cfg, self.program, a) if self.sized else a
 
-    units = {}
-    for layer in range(program.num_layers):  # a padded layer has zero parameters (and is skipped)
-        for direction in directions(cfg):
-            unit = {k: np.asarray(case.params[param_key(layer, direction, k)], dtype=np.float64) if layer < L
-                    else np.zeros(shape) for k, shape in family.unit_shapes(cfg, layer).items()}
-            units[_unit_key(layer, direction)] = family.pad_unit(cfg, program, layer, unit) if sized else unit
-    columns = family.output_columns(cfg, program) if sized else np.arange(S)  # the real ones among Sp
-    dy = np.zeros((Tp, Bp, D * Sp))
-    for d in range(D):  # each direction's part of y starts at d·Sp in the program
-        dy[:T, :B, d * Sp + columns] = np.asarray(case.dy)[:, :, d * S:(d + 1) * S]
-    lengths = np.zeros(Bp, dtype=np.int32)
-    lengths[:B] = case.seq_lengths
-    args = (np.int32(L), lengths, pad(case.x, (Tp, Bp, program.input_size)), state_in(case.h0), cell_in(case.c0), units,
-            dy, state_in(case.dhy), cell_in(case.dcy))
+    def units(self, params: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+        """Every unit's parameters (a missing key as zeros) in the program's shapes; a padded layer
+        has zero parameters (and is skipped)."""
+        cfg, program = self.cfg, self.program
+        units = {}
+        for layer in range(program.num_layers):
+            for direction in directions(cfg):
+                unit = {k: np.asarray(params[param_key(layer, direction, k)], dtype=np.float64)
+                        if layer < cfg.num_layers and param_key(layer, direction, k) in params else np.zeros(shape)
+                        for k, shape in self.family.unit_shapes(cfg, layer).items()}
+                units[_unit_key(layer, direction)] = (self.family.pad_unit(cfg, program, layer, unit) if self.sized
+                                                      else unit)
+        return units
+
+    def inputs(self, x: np.ndarray, h0: np.ndarray | None, c0: np.ndarray | None,
+               params: dict[str, np.ndarray]) -> tuple:
+        """x, h0, c0 and the units in the program's shapes."""
+        shape = (self.program.max_len, self.program.batch_size, self.program.input_size)
+        return self._pad(x, shape), self.state_in(h0), self.cell_in(c0), self.units(params)
+
+    def columns(self) -> np.ndarray:
+        """Where each of a direction's S real output columns sits among the program's Sp."""
+        return self.family.output_columns(self.cfg, self.program) if self.sized else np.arange(self.cfg.state_size)
+
+    def y_out(self, y: np.ndarray) -> np.ndarray:
+        cfg, Sp, columns = self.cfg, self.program.state_size, self.columns()
+        y = np.concatenate([y[:cfg.max_len, :cfg.batch_size, d * Sp + columns] for d in range(cfg.num_directions)],
+                           axis=-1)
+        return np.array(y, dtype=np.float64)
+
+    def dy(self) -> np.ndarray:
+        """The case's dy in the program's shapes: each direction's part of y starts at d·Sp."""
+        cfg, program, columns = self.cfg, self.program, self.columns()
+        S, Sp = cfg.state_size, program.state_size
+        dy = np.zeros((program.max_len, program.batch_size, cfg.num_directions * Sp))
+        for d in range(cfg.num_directions):
+            dy[:cfg.max_len, :cfg.batch_size, d * Sp + columns] = np.asarray(self.case.dy)[:, :, d * S:(d + 1) * S]
+        return dy
+
+    def grads_out(self, gx: np.ndarray, gh0: np.ndarray, gc0: np.ndarray, gunits: dict) -> dict[str, np.ndarray]:
+        """The real gradients (or their tangents) out of the program's."""
+        cfg, family, program = self.cfg, self.family, self.program
+        grads = {"x": np.array(gx[:cfg.max_len, :cfg.batch_size, :cfg.input_size], dtype=np.float64)}
+        if self.case.h0 is not None:
+            grads["h0"] = self.state_out(gh0)
+            if cfg.has_cell_state:
+                grads["c0"] = self.cell_out(gc0)
+        for layer in range(cfg.num_layers):
+            for direction in directions(cfg):
+                g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
+                g = family.unpad_unit(cfg, program, layer, g) if self.sized else g
+                grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
+        return grads
+
+    def lengths(self) -> np.ndarray:
+        lengths = np.zeros(self.program.batch_size, dtype=np.int32)
+        lengths[:self.cfg.batch_size] = self.case.seq_lengths
+        return lengths
+
+
+def run_jax_family_reference(case: Case, bucketed: bool = True) -> Outputs:
+    """Outputs and every gradient of ``case`` in float64, the padded batch at once (see the module
+    docstring); ``bucketed=False`` compiles for the exact shapes (tests)."""
+    cfg = case.config
+    place = _Placement(case, bucketed)
+    program = place.program
+    dy = place.dy()
+    args = (np.int32(cfg.num_layers), place.lengths(), *place.inputs(case.x, case.h0, case.c0, case.params),
+            dy, place.state_in(case.dhy), place.cell_in(case.dcy))
     with x64():
         y, hy, cy, gx, gh0, gc0, gunits = PROGRAMS.call(program, program_name(program),
                                                         partial(_forward_backward, program), args)
-    grads = {"x": np.array(gx[:T, :B, :cfg.input_size], dtype=np.float64)}
-    if case.h0 is not None:
-        grads["h0"] = state_out(gh0)
-        if cell:
-            grads["c0"] = cell_out(gc0)
-    for layer in range(L):
-        for direction in directions(cfg):
-            g = {k: np.asarray(v, dtype=np.float64) for k, v in gunits[_unit_key(layer, direction)].items()}
-            g = family.unpad_unit(cfg, program, layer, g) if sized else g
-            grads.update({param_key(layer, direction, k): np.array(g[k]) for k in family.unit_shapes(cfg, layer)})
-    y_out = np.concatenate([y[:T, :B, d * Sp + columns] for d in range(D)], axis=-1)
-    return Outputs(y=np.array(y_out, dtype=np.float64), hy=state_out(hy),
-                   cy=cell_out(cy) if cell else None, grads=grads)
+    return Outputs(y=place.y_out(y), hy=place.state_out(hy),
+                   cy=place.cell_out(cy) if cfg.has_cell_state else None,
+                   grads=place.grads_out(gx, gh0, gc0, gunits))
+
+
+def _with_tangents(place: "_Placement", tangents: Mapping[str, np.ndarray]) -> tuple[tuple, tuple]:
+    """The case's inputs and ``tangents`` in the program's shapes. A tangent is placed as
+    place(t) − place(0): the family's placement is affine (zero fill, plus constants such as its
+    switches, which get tangent 0)."""
+    case = place.case
+    primals = place.inputs(case.x, case.h0, case.c0, case.params)
+    zero_params = {k: np.zeros_like(v) for k, v in case.params.items()}
+    zeros = place.inputs(np.zeros_like(case.x), None, None, zero_params)
+    moved = place.inputs(tangents.get("x", np.zeros_like(case.x)), tangents.get("h0"), tangents.get("c0"),
+                         {**zero_params, **{k: v for k, v in tangents.items() if k in case.params}})
+    tangent = jax.tree_util.tree_map(
+        lambda a, b: a - b if np.issubdtype(np.asarray(a).dtype, np.number) else np.zeros_like(a), moved, zeros)
+    return primals, tangent
+
+
+def run_jax_family_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The output tangents (y, hy, cy) of ``case`` along ``tangents`` (by gradient name; a name left
+    out has a zero tangent) in float64: ``jax.jvp`` of the same forward, its own program per
+    bucket (:data:`JVP_PROGRAMS`)."""
+    cfg = case.config
+    place = _Placement(case, bucketed)
+    primals, tangent = _with_tangents(place, tangents)
+    args = (np.int32(cfg.num_layers), place.lengths(), *primals, *tangent)
+    program = place.program
+    name = program_name(program)
+    with x64():
+        ty, thy, tcy = JVP_PROGRAMS.call(program, None if name is None else name + "-jvp",
+                                         partial(_forward_jvp, program), args)
+    return Outputs(y=place.y_out(ty), hy=place.state_out(thy),
+                   cy=place.cell_out(tcy) if cfg.has_cell_state else None)
+
+
+def run_jax_family_hvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The Hessian-vector product of the loss along ``tangents`` (``grads``: every gradient's
+    derivative along them) in float64: ``jax.jvp`` of the ``jax.vjp`` of the same forward, its own
+    program per bucket (:data:`HVP_PROGRAMS`)."""
+    cfg = case.config
+    place = _Placement(case, bucketed)
+    primals, tangent = _with_tangents(place, tangents)
+    args = (np.int32(cfg.num_layers), place.lengths(), *primals, place.dy(), place.state_in(case.dhy),
+            place.cell_in(case.dcy), *tangent)
+    program = place.program
+    name = program_name(program)
+    with x64():
+        tgx, tgh0, tgc0, tgunits = HVP_PROGRAMS.call(program, None if name is None else name + "-hvp",
+                                                     partial(_forward_hvp, program), args)
+    return Outputs(y=None, hy=None, grads=place.grads_out(tgx, tgh0, tgc0, tgunits))

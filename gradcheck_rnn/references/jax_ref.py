@@ -17,7 +17,9 @@ final carry is the state after step ``len_b - 1``, and the reverse direction sta
 its own last step ``len_b - 1`` (held through the padded steps ``T-1 … len_b``) and ends after
 step 0. Layers are a ``lax.scan`` over stacked weights. Gradients come from ``jax.vjp`` with the
 head gradients ``(dy, dhy, dcy)`` as cotangents, the gradient of
-``sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)``. Forward and backward are one compiled program.
+``sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)``. Forward and backward are one compiled program. The
+``jvp`` check's output tangents come from ``jax.jvp`` of the same forward (:func:`run_jax_jvp`),
+a second program per bucket, kept and written apart (:data:`JVP_PROGRAMS`).
 
 Few programs: one per shape bucket, everything else is data
 -----------------------------------------------------------
@@ -68,7 +70,7 @@ from __future__ import annotations
 
 import contextlib
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -84,6 +86,7 @@ from .programs import ProgramStore, maths_sources
 from .buckets import MIN_BUCKET, BucketKey, bucket, bucket_key
 
 __all__ = ["MIN_BUCKET", "BucketKey", "bucket", "bucket_key", "run_jax_reference", "run_padded",
+           "run_jax_jvp", "run_jax_hvp",
            "compile_count", "load_count", "write_count", "cached_buckets", "x64"]
 
 MAX_GATES = 4
@@ -175,9 +178,30 @@ def _forward_backward(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy
     return y, hy, cy, gx, gh0, gc0, gparams
 
 
+def _forward_jvp(mode, num_layers, lengths, x, h0, c0, params, tx, th0, tc0, tparams):
+    """The output tangents (ty, thy, tcy) of the forward along (tx, th0, tc0, tparams)."""
+    fwd = partial(_forward, mode, num_layers, lengths)
+    return jax.jvp(fwd, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+
+
+def _forward_hvp(mode, num_layers, lengths, x, h0, c0, params, dy, dhy, dcy, tx, th0, tc0, tparams):
+    """The tangents of every gradient (cotangents dy, dhy, dcy) along (tx, th0, tc0, tparams)."""
+    fwd = partial(_forward, mode, num_layers, lengths)
+
+    def gradients(*inputs):
+        return jax.vjp(fwd, *inputs)[1]((dy, dhy, dcy))
+
+    return jax.jvp(gradients, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+
+
 # --------------------------------------------------------------------------- compiled programs
 
 PROGRAMS = ProgramStore(maths_sources(__file__))
+# The forward-mode programs (the ``jvp`` check's), one per bucket too; their artifacts are named
+# ``<bucket>-jvp``, so they never meet the gradient programs on disk.
+JVP_PROGRAMS = ProgramStore(maths_sources(__file__))
+# ... and the second-order ones (the ``gradgrad`` check's), artifacts named ``<bucket>-hvp``
+HVP_PROGRAMS = ProgramStore(maths_sources(__file__))
 
 
 def compile_count() -> int:
@@ -232,64 +256,110 @@ def _input_columns(config: RNNConfig, key: BucketKey, layer: int) -> list[tuple[
     return [(k * S, k * key.hidden_size, S) for k in range(config.num_directions)]
 
 
-def run_padded(case: Case, bucketed: bool = True) -> Outputs:
-    """Like :func:`run_jax_reference`; ``bucketed=False`` compiles for the exact shapes (tests)."""
+def _placed(case: Case, key: BucketKey, x: np.ndarray, h0: np.ndarray | None, c0: np.ndarray | None,
+            params: dict[str, np.ndarray], identity: bool) -> tuple:
+    """x, h0, c0 and the stacked parameters of ``case`` placed into bucket ``key``'s shapes (see the
+    module docstring); ``identity``: the identity "projection" of a config without one (the
+    primal values; a tangent's is 0). A parameter missing from ``params`` is placed as zeros."""
     cfg = case.config
-    key = bucket_key(cfg, bucketed)
     G, H, S, P = GATES[cfg.mode], cfg.hidden_size, cfg.state_size, cfg.proj_size
     T, B, D, L, I = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers, cfg.input_size
     Lp, Hp, W, Tp, Bp = key
-    lstm = cfg.has_cell_state
-
-    lengths = np.zeros(Bp, dtype=np.int32)
-    lengths[:B] = np.asarray(case.seq_lengths, dtype=np.int32)
-    x = np.zeros((Tp, Bp, W))
-    x[:T, :B, :I] = case.x
-    h0, c0, dhy, dcy = (np.zeros((Lp, 2, Bp, Hp)) for _ in range(4))
-    h0[:L, :D, :B, :S] = 0.0 if case.h0 is None else np.asarray(case.h0).reshape(L, D, B, S)
-    dhy[:L, :D, :B, :S] = np.asarray(case.dhy).reshape(L, D, B, S)
-    if lstm:
-        c0[:L, :D, :B, :H] = 0.0 if case.c0 is None else np.asarray(case.c0).reshape(L, D, B, H)
-        dcy[:L, :D, :B, :H] = np.asarray(case.dcy).reshape(L, D, B, H)
-    # dy lands where the last real layer's output is: [fwd | bwd] at columns 0 and Hp.
-    dy = np.zeros((Tp, Bp, W))
-    dy_real = np.asarray(case.dy).reshape(T, B, D, S)
-    for d in range(D):
-        dy[:T, :B, d * Hp:d * Hp + S] = dy_real[:, :, d]
-
+    xp = np.zeros((Tp, Bp, W))
+    xp[:T, :B, :I] = x
+    h0p, c0p = np.zeros((Lp, 2, Bp, Hp)), np.zeros((Lp, 2, Bp, Hp))
+    h0p[:L, :D, :B, :S] = 0.0 if h0 is None else np.asarray(h0).reshape(L, D, B, S)
+    if cfg.has_cell_state:
+        c0p[:L, :D, :B, :H] = 0.0 if c0 is None else np.asarray(c0).reshape(L, D, B, H)
     w_ih = np.zeros((Lp, 2, MAX_GATES * Hp, W))
     w_hh = np.zeros((Lp, 2, MAX_GATES * Hp, Hp))
     w_hr = np.zeros((Lp, 2, Hp, Hp))
     b_ih = np.zeros((Lp, 2, MAX_GATES * Hp))
     b_hh = np.zeros((Lp, 2, MAX_GATES * Hp))
-    if not P:
+    if not P and identity:
         w_hr[:, :] = np.eye(Hp)  # the identity "projection" of every other config: exact
     for layer in range(L):
         for d, name in enumerate(directions(cfg)):
-            get = case.params.get
-            w = _place_rows(np.asarray(get(param_key(layer, name, "w_ih"))), G, H, Hp)
+            def get(kind: str) -> np.ndarray:
+                value = params.get(param_key(layer, name, kind))
+                return np.zeros(cfg.family.unit_shapes(cfg, layer)[kind]) if value is None else np.asarray(value)
+
+            w = _place_rows(get("w_ih"), G, H, Hp)
             for src, dst, width in _input_columns(cfg, key, layer):
                 w_ih[layer, d, :, dst:dst + width] = w[:, src:src + width]
-            w_hh[layer, d, :, :S] = _place_rows(np.asarray(get(param_key(layer, name, "w_hh"))), G, H, Hp)
+            w_hh[layer, d, :, :S] = _place_rows(get("w_hh"), G, H, Hp)
             if P:
-                w_hr[layer, d, :P, :H] = get(param_key(layer, name, "w_hr"))
+                w_hr[layer, d, :P, :H] = get("w_hr")
             if cfg.bias:  # without bias: zero biases, whose gradients are not reported
-                b_ih[layer, d] = _place_rows(np.asarray(get(param_key(layer, name, "b_ih"))), G, H, Hp)
-                b_hh[layer, d] = _place_rows(np.asarray(get(param_key(layer, name, "b_hh"))), G, H, Hp)
-    params = {"w_ih": w_ih, "w_hh": w_hh, "w_hr": w_hr, "b_ih": b_ih, "b_hh": b_hh}
+                b_ih[layer, d] = _place_rows(get("b_ih"), G, H, Hp)
+                b_hh[layer, d] = _place_rows(get("b_hh"), G, H, Hp)
+    return xp, h0p, c0p, {"w_ih": w_ih, "w_hh": w_hh, "w_hr": w_hr, "b_ih": b_ih, "b_hh": b_hh}
 
-    args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(L), lengths, x, h0, c0, params, dy, dhy, dcy)
+
+def _head(case: Case, key: BucketKey) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dy, dhy, dcy in the bucket's shapes: dy where the last real layer's output is ([fwd | bwd]
+    at columns 0 and Hp)."""
+    cfg = case.config
+    T, B, D, L, S, H = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.num_layers, cfg.state_size, cfg.hidden_size
+    Lp, Hp, W, Tp, Bp = key
+    dhy, dcy = np.zeros((Lp, 2, Bp, Hp)), np.zeros((Lp, 2, Bp, Hp))
+    dhy[:L, :D, :B, :S] = np.asarray(case.dhy).reshape(L, D, B, S)
+    if cfg.has_cell_state:
+        dcy[:L, :D, :B, :H] = np.asarray(case.dcy).reshape(L, D, B, H)
+    dy = np.zeros((Tp, Bp, W))
+    dy_real = np.asarray(case.dy).reshape(T, B, D, S)
+    for d in range(D):
+        dy[:T, :B, d * Hp:d * Hp + S] = dy_real[:, :, d]
+    return dy, dhy, dcy
+
+
+def _lengths(case: Case, key: BucketKey) -> np.ndarray:
+    lengths = np.zeros(key.batch_size, dtype=np.int32)
+    lengths[:case.config.batch_size] = np.asarray(case.seq_lengths, dtype=np.int32)
+    return lengths
+
+
+def _states(case: Case, a: np.ndarray, width: int) -> np.ndarray:
+    """(Lp, 2, Bp, Hp) -> (L·D, B, width)."""
+    cfg = case.config
+    L, D, B = cfg.num_layers, cfg.num_directions, cfg.batch_size
+    return np.ascontiguousarray(a[:L, :D, :B, :width], dtype=np.float64).reshape(L * D, B, width)
+
+
+def _outputs(case: Case, key: BucketKey, y: np.ndarray, hy: np.ndarray, cy: np.ndarray,
+             grads: dict[str, np.ndarray] | None = None) -> Outputs:
+    """The real part of the bucket's y, hy, cy (primal values or tangents)."""
+    cfg = case.config
+    T, B, D, S, Hp = cfg.max_len, cfg.batch_size, cfg.num_directions, cfg.state_size, key.hidden_size
+    y_out = np.concatenate([y[:T, :B, d * Hp:d * Hp + S] for d in range(D)], axis=-1)
+    return Outputs(y=np.array(y_out, dtype=np.float64), hy=_states(case, hy, S),
+                   cy=_states(case, cy, cfg.hidden_size) if cfg.has_cell_state else None, grads=grads or {})
+
+
+def run_padded(case: Case, bucketed: bool = True) -> Outputs:
+    """Like :func:`run_jax_reference`; ``bucketed=False`` compiles for the exact shapes (tests)."""
+    cfg = case.config
+    key = bucket_key(cfg, bucketed)
+    L = cfg.num_layers
+    x, h0, c0, params = _placed(case, key, case.x, case.h0, case.c0, case.params, identity=True)
+    dy, dhy, dcy = _head(case, key)
+    args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(L), _lengths(case, key), x, h0, c0, params, dy, dhy, dcy)
     with x64():
         y, hy, cy, gx, gh0, gc0, gparams = _call(key, args)
+    return _outputs(case, key, y, hy, cy, _grads_out(case, key, gx, gh0, gc0, gparams))
 
-    def states(a: np.ndarray, width: int) -> np.ndarray:  # (Lp, 2, Bp, Hp) -> (L·D, B, width)
-        return np.ascontiguousarray(a[:L, :D, :B, :width], dtype=np.float64).reshape(L * D, B, width)
 
+def _grads_out(case: Case, key: BucketKey, gx: np.ndarray, gh0: np.ndarray, gc0: np.ndarray,
+               gparams: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The real gradients (or their tangents) of the case out of the bucket's."""
+    cfg = case.config
+    G, H, S, P = GATES[cfg.mode], cfg.hidden_size, cfg.state_size, cfg.proj_size
+    T, B, L, I, Hp = cfg.max_len, cfg.batch_size, cfg.num_layers, cfg.input_size, key.hidden_size
     grads: dict[str, np.ndarray] = {"x": np.array(gx[:T, :B, :I], dtype=np.float64)}
     if case.h0 is not None:
-        grads["h0"] = states(gh0, S)
-        if lstm:
-            grads["c0"] = states(gc0, H)
+        grads["h0"] = _states(case, gh0, S)
+        if cfg.has_cell_state:
+            grads["c0"] = _states(case, gc0, H)
     for layer in range(L):
         for d, name in enumerate(directions(cfg)):
             g_ih = np.concatenate([gparams["w_ih"][layer, d, :, dst:dst + width]
@@ -301,10 +371,42 @@ def run_padded(case: Case, bucketed: bool = True) -> Outputs:
             if cfg.bias:
                 grads[param_key(layer, name, "b_ih")] = _take_rows(gparams["b_ih"][layer, d], G, H, Hp)
                 grads[param_key(layer, name, "b_hh")] = _take_rows(gparams["b_hh"][layer, d], G, H, Hp)
-    grads = {k: np.array(v, dtype=np.float64) for k, v in grads.items()}
-    y_out = np.concatenate([y[:T, :B, d * Hp:d * Hp + S] for d in range(D)], axis=-1)
-    return Outputs(y=np.array(y_out, dtype=np.float64), hy=states(hy, S), cy=states(cy, H) if lstm else None,
-                   grads=grads)
+    return {k: np.array(v, dtype=np.float64) for k, v in grads.items()}
+
+
+def _primals_and_tangents(case: Case, key: BucketKey, tangents: Mapping[str, np.ndarray]) -> tuple:
+    """The case's inputs and ``tangents`` (a name left out: zero) in the bucket's shapes."""
+    primals = _placed(case, key, case.x, case.h0, case.c0, case.params, identity=True)
+    tangent = _placed(case, key, tangents.get("x", np.zeros_like(case.x)), tangents.get("h0"), tangents.get("c0"),
+                      {k: v for k, v in tangents.items() if k in case.params}, identity=False)
+    return primals, tangent
+
+
+def run_jax_jvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The output tangents (y, hy, cy) of ``case`` along ``tangents`` (by gradient name; a name left
+    out has a zero tangent) in float64: ``jax.jvp`` of the same bucketed forward, one compiled
+    program per bucket as for the gradients (kept apart from them: :data:`JVP_PROGRAMS`)."""
+    cfg = case.config
+    key = bucket_key(cfg, bucketed)
+    primals, tangent = _primals_and_tangents(case, key, tangents)
+    args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(cfg.num_layers), _lengths(case, key), *primals, *tangent)
+    with x64():
+        ty, thy, tcy = JVP_PROGRAMS.call(key, artifact_name(key) + "-jvp", _forward_jvp, args)
+    return _outputs(case, key, ty, thy, tcy)
+
+
+def run_jax_hvp(case: Case, tangents: Mapping[str, np.ndarray], bucketed: bool = True) -> Outputs:
+    """The Hessian-vector product of the loss along ``tangents`` (``grads``: every gradient's
+    derivative along them; the caller selects the requested ones) in float64: ``jax.jvp`` of the
+    ``jax.vjp`` of the same bucketed forward, its own program per bucket (:data:`HVP_PROGRAMS`)."""
+    cfg = case.config
+    key = bucket_key(cfg, bucketed)
+    primals, tangent = _primals_and_tangents(case, key, tangents)
+    args = (np.int32(_MODE_INDEX[cfg.mode]), np.int32(cfg.num_layers), _lengths(case, key), *primals,
+            *_head(case, key), *tangent)
+    with x64():
+        tgx, tgh0, tgc0, tgparams = HVP_PROGRAMS.call(key, artifact_name(key) + "-hvp", _forward_hvp, args)
+    return Outputs(y=None, hy=None, grads=_grads_out(case, key, tgx, tgh0, tgc0, tgparams))
 
 
 def run_jax_reference(case: Case) -> Outputs:

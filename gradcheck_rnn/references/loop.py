@@ -12,15 +12,17 @@ A sequence of length 0 runs no step at all: its outputs are the initial states u
 unit simply has no bias parameters; with projections h = W_hr·(o ⊙ tanh c).
 
 :func:`loop_loss` is the forward alone (no autograd graph): the ``fd`` check
-(:mod:`gradcheck_rnn.references.fd`) differences it.
+(:mod:`gradcheck_rnn.references.fd`) differences it. :func:`run_loop_jvp` is the same forward in
+torch's forward-mode AD (dual numbers), one sample at a time: the ``jvp`` check's loop reference.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as forward_ad
 
 from ..model.case import Case, Outputs
 from ..families.ops import torch_ops
@@ -33,13 +35,15 @@ LayerNoise = Callable[[int, int, Tensor], Tensor]
 
 
 def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: Tensor | None,
-                  c0: Tensor | None, layer_noise: LayerNoise | None = None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+                  c0: Tensor | None, layer_noise: LayerNoise | None = None,
+                  ops: Any = None) -> tuple[Tensor, list[Tensor], list[Tensor]]:
     """Run sequence b, cut to its length: returns y (len, D·S) and final h, c per layer·direction,
     each step the family's own step function on this one sequence's vectors (``layer_noise``, when
-    given, applied to each layer's output but the last before the next layer reads it)."""
+    given, applied to each layer's output but the last before the next layer reads it; ``ops``,
+    the torch ops namespace the steps compute with: a mutant's only)."""
     cfg = case.config
     family = cfg.family
-    ops = torch_ops()
+    ops = torch_ops() if ops is None else ops
     length = int(case.seq_lengths[b])
     layer_input = x[:length, b]
     finals_h: list[Tensor] = []
@@ -69,15 +73,15 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
 
 
 def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None, params: dict[str, Tensor],
-                base_cy: np.ndarray | None = None,
-                layer_noise: LayerNoise | None = None) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
+                base_cy: np.ndarray | None = None, layer_noise: LayerNoise | None = None,
+                ops: Any = None) -> tuple[list[Tensor], Tensor, Tensor | None, Tensor]:
     """Every sequence run alone: (y per sequence (len_b, D·S), hy, cy, the scalar loss
     sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)); with ``base_cy``, the loss takes each sequence's cy in
     the form the case's gradient convention differentiates (``Family.reexpressed_cell_state``)."""
     cfg = case.config
     y_rows, hy_cols, cy_cols = [], [], []
     for b in range(cfg.batch_size):
-        y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0, layer_noise)
+        y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0, layer_noise, ops)
         y_rows.append(y_b)
         hy_cols.append(torch.stack(h_b))
         if c_b:
@@ -145,3 +149,50 @@ def run_loop_reference(case: Case, layer_noise: LayerNoise | None = None) -> Out
     }
     return Outputs(y=y.numpy(), hy=hy_all.detach().numpy(),
                    cy=None if cy_all is None else cy_all.detach().numpy(), grads=grad_arrays)
+
+
+def run_loop_jvp(case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+    """The output tangents (y, hy, cy) of ``case`` along ``tangents`` (by gradient name: x, h0, c0,
+    parameter keys; a name left out has a zero tangent), in float64 through torch's forward-mode
+    AD over the same one-sample-at-a-time forward as :func:`run_loop_reference`."""
+    cfg = case.config
+    with torch.no_grad(), forward_ad.dual_level():
+        def leaf(name: str, a: np.ndarray | None) -> Tensor | None:
+            value = _tensor(a)
+            if value is None or name not in tangents:
+                return value
+            return forward_ad.make_dual(value, torch.from_numpy(np.asarray(tangents[name], dtype=np.float64)))
+
+        params = {k: leaf(k, v) for k, v in case.params.items()}
+        y_rows, hy_all, cy_all, _ = _loss_terms(case, leaf("x", case.x), leaf("h0", case.h0), leaf("c0", case.c0),
+                                                params)
+
+        def tangent(value: Tensor) -> np.ndarray:
+            t = forward_ad.unpack_dual(value).tangent
+            return np.zeros(tuple(value.shape)) if t is None else t.numpy().copy()
+
+        ty = np.zeros((cfg.max_len, cfg.batch_size, cfg.num_directions * cfg.state_size))
+        for b, y_b in enumerate(y_rows):
+            ty[: y_b.shape[0], b] = tangent(y_b)
+        return Outputs(y=ty, hy=tangent(hy_all), cy=None if cy_all is None else tangent(cy_all))
+
+
+def run_loop_hvp(case: Case, tangents: Mapping[str, np.ndarray], ops: Any = None) -> Outputs:
+    """The Hessian-vector product of the loss sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) along
+    ``tangents`` (by gradient name; a requested input left out has a zero tangent): in ``grads``,
+    for every requested name, the derivative of its gradient along the tangents, in float64 by
+    double backward through the same one-sample-at-a-time forward (``ops``: a mutant's only)."""
+    x, h0, c0 = (_tensor(a, True) for a in (case.x, case.h0, case.c0))
+    params = {k: _tensor(v, True) for k, v in case.params.items()}
+    leaves = {"x": x, "h0": h0, "c0": c0, **params}
+    wanted = {name: leaves[name] for name in sorted(case.wants)}
+    with torch.enable_grad():
+        loss = _loss_terms(case, x, h0, c0, params, ops=ops)[3]
+        grads = (torch.autograd.grad(loss, list(wanted.values()), create_graph=True, allow_unused=True)
+                 if loss.requires_grad else [None] * len(wanted))
+        along = sum(((g * torch.from_numpy(np.asarray(tangents[n], dtype=np.float64))).sum()
+                     for n, g in zip(wanted, grads) if g is not None and n in tangents), torch.zeros((), dtype=torch.float64))
+        products = (torch.autograd.grad(along, list(wanted.values()), allow_unused=True) if along.requires_grad
+                    else [None] * len(wanted))
+    return Outputs(y=None, hy=None, grads={n: np.zeros(leaf.shape) if p is None else p.numpy()
+                                           for (n, leaf), p in zip(wanted.items(), products)})

@@ -216,6 +216,8 @@ CHECK_VALUES: dict[str, tuple[str, str, str]] = {
     "determinism": ("", "run 2", "run 1"),
     "stateless": ("", "after another case", "run 1"),
     "fd": ("directional derivative", "uᵀ∇L", "finite difference"),
+    "jvp": ("output tangent (direction: its change from u0 to u1; dot: vᵀ(J·u0))", "target",
+            "reference (dot: (Jᵀv)ᵀu0 from the target's gradients)"),
 }
 
 

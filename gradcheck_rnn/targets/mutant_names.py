@@ -19,7 +19,8 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
           "slstm-stabilizer-grad-to-forget", "slstm-lower-layer-recurrent-grad", "slstm-padded-step-updates-n",
           "gdn-packed-tail-unwritten", "gla-key-block-mask", "gla-decay-grad-overshoot", "mlstm-chunk-states-wrong-size",
           "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder", "gdn-sequence-start-gate-grad",
-          "gdn-padded-gate-grad")
+          "gdn-padded-gate-grad", "gla-short-call-dh0-pass-through-dropped", "gla-decay-grad-ignores-dhy",
+          "gla-packed-tail-from-empty")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
@@ -27,8 +28,10 @@ GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-fo
               "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk")
 # measured blind spots of the half tolerances (mutants.BLIND_SPOTS)
 BLIND_SPOTS = ("half-accumulated-in-half", "half-rounds-per-op")
+# forward-mode and second-order bugs, judged by the jvp and gradgrad checks (mutants.PRODUCT_MUTANTS)
+PRODUCT = ("jvp-recurrent-tangent-dropped", "hvp-gate-second-order-dropped", "hvp-silent-zeros")
 
-ALL = CUDNN + BLIND_SPOTS + GPU + FAMILY + GPU_FAMILY
+ALL = CUDNN + BLIND_SPOTS + PRODUCT + GPU + FAMILY + GPU_FAMILY
 
 
 def check_mutant_name(name: str) -> None:

@@ -31,6 +31,8 @@ from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.gla_cpu import Layer as GLALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
+from ..kernels.tangent_cpu import TangentKernel
+from .torch_native import TorchNativeTarget
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
 from ..model.packed import PackedAdapter
 from .protocol import Target
@@ -371,6 +373,74 @@ class BpttSkippedWhenFrozen:
         return (self.correct if weights_requested else self.truncated).run(case)
 
 
+class RecurrentTangentDropped(TangentKernel):
+    """A forward-mode formula with one wrong term: the first gate's tangent misses its recurrent part W_hh·ḣ (issue 47)."""
+
+    @staticmethod
+    def recurrent_tangent(unit, t_unit, h, t_h):
+        gh, t_gh = TangentKernel.recurrent_tangent(unit, t_unit, h, t_h)
+        H = unit["w_hr"].shape[1] if "w_hr" in unit else unit["w_hh"].shape[1]  # the gates' width
+        dropped = t_gh.clone()
+        dropped[:, :H] -= (t_h @ unit["w_hh"].T)[:, :H]
+        return gh, dropped
+
+
+class JvpRecurrentTangentDropped(FusedCPUTarget):
+    """A forward-mode formula with one wrong term: the first gate's tangent misses its recurrent part W_hh·ḣ (issue 47)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="mutant:jvp-recurrent-tangent-dropped", tangent=RecurrentTangentDropped())
+
+
+class _FirstOrderSigmoid(torch.autograd.Function):
+    """σ whose backward is not itself differentiated: the derivative σ(1 − σ) is taken as a constant."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor) -> Tensor:
+        s = torch.sigmoid(a)
+        ctx.save_for_backward(s)
+        return s
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        s = ctx.saved_tensors[0].detach()
+        return grad * s * (1 - s)
+
+
+class HvpGateSecondOrderDropped(TorchNativeTarget):
+    """A double backward that drops the second-order term of a saturating gate: σ'' never enters H·u (issue 47)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "mutant:hvp-gate-second-order-dropped"
+
+    def supports(self, config: RNNConfig) -> bool | str:
+        if config.mode not in ("lstm", "gru"):
+            return "the bug is in a gated cell's sigmoid (lstm, gru)"
+        return super().supports(config)
+
+    def hvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        from types import SimpleNamespace
+
+        from ..families.ops import torch_ops
+        from ..references.loop import run_loop_hvp
+
+        ops = SimpleNamespace(**{**vars(torch_ops()), "sigmoid": _FirstOrderSigmoid.apply})
+        return run_loop_hvp(case, tangents, ops=ops)
+
+
+class HvpSilentZeros(TorchNativeTarget):
+    """A double backward that silently returns zeros where it cannot differentiate (pytorch/rl #4154's danger)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "mutant:hvp-silent-zeros"
+
+    def hvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        out = super().hvp(case, tangents)
+        return Outputs(y=None, hy=None, grads={name: torch.zeros_like(g) for name, g in out.grads.items()})
+
+
 class S6PaddedStepDecay:
     """s6: the backward decays the state at padded steps with exp(softplus(delta_bias)·A) instead of 1 (state-spaces/mamba #368).
 
@@ -642,6 +712,20 @@ class ScopedMutant:
     def run(self, case: Case) -> Outputs:
         return self.target.run(case)
 
+    def supports_jvp(self, case: Case) -> bool | str:
+        """The wrapped target's forward mode, where it has one."""
+        return Target(self.reason, self.target).supports_jvp(case)
+
+    def jvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        return self.target.jvp(case, tangents)
+
+    def supports_hvp(self, case: Case) -> bool | str:
+        """The wrapped target's second order, where it has one."""
+        return Target(self.reason, self.target).supports_hvp(case)
+
+    def hvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        return self.target.hvp(case, tangents)
+
     @property
     def repro_env(self) -> str:
         """The wrapped target's (a GPU mutant's ``TRITON_INTERPRET=1``)."""
@@ -748,6 +832,15 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
 }
 
+# Bugs of a forward mode or a second order (the ``jvp`` and ``gradgrad`` checks, off in the ci
+# profile whose checks the default ``gradcheck-rnn mutants`` runs under): run by name with the
+# check on, ``gradcheck-rnn mutants -m jvp-recurrent-tangent-dropped --check jvp``.
+PRODUCT_MUTANTS: dict[str, type] = {
+    "jvp-recurrent-tangent-dropped": JvpRecurrentTangentDropped,
+    "hvp-gate-second-order-dropped": HvpGateSecondOrderDropped,
+    "hvp-silent-zeros": HvpSilentZeros,
+}
+
 # Mutants the checks are measured not to catch: resolvable by name (``mutant:<name>``), left out of
 # the default ``gradcheck-rnn mutants`` so that its verdict stays about what must be caught.
 BLIND_SPOTS: dict[str, type] = {
@@ -757,14 +850,16 @@ BLIND_SPOTS: dict[str, type] = {
 
 
 # the names a command checks before importing torch are these, group by group
-assert (tuple(MUTANTS), tuple(FAMILY_MUTANTS), tuple(GPU_MUTANTS), tuple(GPU_FAMILY_MUTANTS), tuple(BLIND_SPOTS)) == \
-    (mutant_names.CUDNN, mutant_names.FAMILY, mutant_names.GPU, mutant_names.GPU_FAMILY, mutant_names.BLIND_SPOTS), \
+assert (tuple(MUTANTS), tuple(FAMILY_MUTANTS), tuple(GPU_MUTANTS), tuple(GPU_FAMILY_MUTANTS), tuple(BLIND_SPOTS),
+        tuple(PRODUCT_MUTANTS)) == \
+    (mutant_names.CUDNN, mutant_names.FAMILY, mutant_names.GPU, mutant_names.GPU_FAMILY, mutant_names.BLIND_SPOTS,
+     mutant_names.PRODUCT), \
     "gradcheck_rnn/targets/mutant_names.py must list the mutants registered here"
 
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
-    cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or GPU_MUTANTS.get(name)
+    cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or PRODUCT_MUTANTS.get(name) or GPU_MUTANTS.get(name)
            or {**FAMILY_MUTANTS, **GPU_FAMILY_MUTANTS}[name][1])
     return (cls.__doc__ or "").strip().splitlines()[0]
 
@@ -791,7 +886,7 @@ def mutant_target(name: str) -> Target:
     if name in FAMILY_MUTANTS:
         return Target(full, family_mutant(*FAMILY_MUTANTS[name], full))
     check_mutant_name(name)
-    bug = MUTANTS.get(name) or BLIND_SPOTS[name]
+    bug = MUTANTS.get(name) or BLIND_SPOTS.get(name) or PRODUCT_MUTANTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)
         return Target(full, ScopedMutant(bug(), CUDNN_MODES, CUDNN_REASON))
     return Target(full, ScopedMutant(FusedCPUTarget(crossed(bug, FusedCPUKernel)(), name=full), CUDNN_MODES,

@@ -7,6 +7,19 @@ conventions its family names (sLSTM's ``stabilizer_gradient``), which the judge 
 (:func:`gradcheck_rnn.judging.judge.judged_case`), and an optional ``repro_env``: the environment its
 repro lines set first (``TRITON_INTERPRET=1`` for fused-gpu under Triton's interpreter).
 
+Forward mode (the ``jvp`` check) is optional too: ``jvp(case, tangents) -> Outputs`` returns the
+output tangents y, hy, cy (``grads`` left empty) along ``tangents``, a dict of float64 arrays keyed
+by gradient name (x, h0, c0, parameter keys: exactly the names in ``case.wants``; every other
+input has a zero tangent), each shaped like its input and rounded to the case dtype. An optional
+``supports_jvp(case) -> True | str`` declines a case (the string says why); a target without
+``jvp`` makes the check a skip ("offers no forward mode").
+
+Second order (the ``gradgrad`` check) likewise: ``hvp(case, tangents) -> Outputs`` returns in
+``grads``, for every name in ``case.wants``, the derivative of that gradient of the loss
+sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) along ``tangents`` (the Hessian-vector product; y and hy
+may be None), and ``supports_hvp(case) -> True | str`` may decline, even without ``hvp``: a
+target whose backward cannot be differentiated says so there.
+
 A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
 when that name imports back to the very same object, so every repro line is a command that
 runs; otherwise it keeps its own name and is marked not importable, and its repro lines say so.
@@ -47,6 +60,31 @@ class Target:
     def run(self, case: Case) -> Outputs:
         run = getattr(self.impl, "run", None) or self.impl
         return run(case)
+
+    def supports_jvp(self, case: Case) -> bool | str:
+        """True when the target offers forward mode on ``case`` (an optional ``jvp`` method, and its
+        optional ``supports_jvp(case)``); else why not."""
+        if not callable(getattr(self.impl, "jvp", None)):
+            return "the target offers no forward mode (no jvp(case, tangents) method)"
+        check = getattr(self.impl, "supports_jvp", None)
+        return True if check is None else check(case)
+
+    def jvp(self, case: Case, tangents: dict[str, Any]) -> Outputs:
+        """The target's output tangents of ``case`` along ``tangents`` (see the module docstring)."""
+        return self.impl.jvp(case, tangents)
+
+    def supports_hvp(self, case: Case) -> bool | str:
+        """True when the target offers second order on ``case`` (its optional ``supports_hvp(case)``
+        first, then an ``hvp`` method); else why not."""
+        check = getattr(self.impl, "supports_hvp", None)
+        reason = True if check is None else check(case)
+        if reason is True and not callable(getattr(self.impl, "hvp", None)):
+            return "the target offers no second order (no hvp(case, tangents) method)"
+        return reason
+
+    def hvp(self, case: Case, tangents: dict[str, Any]) -> Outputs:
+        """The target's Hessian-vector product of ``case``'s loss along ``tangents``."""
+        return self.impl.hvp(case, tangents)
 
     @property
     def repro_env(self) -> str:

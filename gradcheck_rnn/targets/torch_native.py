@@ -10,10 +10,30 @@ has to be greater than 0"), and a user of torch.nn cannot pass one either, so th
 declines such a case through :meth:`TorchNativeTarget.supports_case` (a skip with that reason)
 rather than splitting the batch: rows filled in by our own code would be checking this file,
 not torch.
+
+Forward mode (the ``jvp`` check) is torch's forward-mode AD (``torch.func.jvp``) through the same
+module. torch 2.13 refuses it for packed sequences: ``_pack_padded_sequence`` has no forward-AD
+formula (``NotImplementedError: Trying to use forward AD with _pack_padded_sequence that does not
+support it``; docs/torch-2.13/forward-ad-packed.md scripts it). So a case whose sequences all run
+the full T steps is run as the dense batch a user would pass (no packing needed), and a case
+with shorter sequences is declined with torch's own sentence (:func:`packed_forward_ad_refusal`
+asks torch once per process, so a torch that learns it is judged on every case).
+
+Second order (the ``gradgrad`` check) is torch's double backward (``create_graph=True``) through
+the same packed forward: torch 2.13 computes it on every CPU path here. torch 2.13 also
+refuses it through oneDNN's CPU LSTM (``mkldnn_rnn_layer``, float32 without projections): such a
+case is declined with that sentence too (:func:`dense_forward_ad_refusal`, asked of a one-step
+module of the same kind).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+from functools import lru_cache
+from typing import Mapping
+
+import numpy as np
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -33,6 +53,39 @@ def _torch_name(layer: int, direction: str, kind: str) -> str:
     """torch.nn's parameter name, e.g. l1.bwd.w_ih -> weight_ih_l1_reverse."""
     prefix = "weight" if kind.startswith("w_") else "bias"
     return f"{prefix}_{kind[2:]}_l{layer}{'_reverse' if direction == 'bwd' else ''}"
+
+
+@lru_cache(maxsize=None)
+def packed_forward_ad_refusal() -> str | None:
+    """torch's sentence refusing forward-mode AD through ``pack_padded_sequence`` (the first line of
+    what it raises), or None when this torch computes it."""
+    import torch.autograd.forward_ad as forward_ad
+
+    try:
+        with forward_ad.dual_level():
+            pack_padded_sequence(forward_ad.make_dual(torch.zeros(2, 1, 1), torch.ones(2, 1, 1)), torch.tensor([1]))
+    except (NotImplementedError, RuntimeError) as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+@lru_cache(maxsize=None)
+def dense_forward_ad_refusal(config: RNNConfig) -> str | None:
+    """torch's sentence refusing forward-mode AD through its CPU RNN op for ``config``'s cell, dtype,
+    projection and bias on a dense batch (oneDNN's LSTM, ``mkldnn_rnn_layer``, has no formula in
+    torch 2.13), or None when it computes it: asked of a one-step module of the same kind."""
+    from torch.func import jvp
+
+    probe = TorchNativeTarget().build_module(dataclasses.replace(
+        config, num_layers=1, max_len=1, batch_size=1)).to(getattr(torch, TORCH_DTYPE_NAMES[config.dtype]))
+    x = torch.ones(1, 1, config.input_size, dtype=next(probe.parameters()).dtype)
+    try:
+        with warnings.catch_warnings():  # "LSTM with projections is not supported with oneDNN": the probe's business
+            warnings.simplefilter("ignore")
+            jvp(lambda v: probe(v)[0], (x,), (x,))
+    except (NotImplementedError, RuntimeError) as exc:
+        return str(exc).splitlines()[0]
+    return None
 
 
 class TorchNativeTarget:
@@ -77,6 +130,14 @@ class TorchNativeTarget:
             return self._run(case)
 
     def _run(self, case: Case) -> Outputs:
+        y, hy, cy, loss, requested = self._forward(case)
+        grads = torch.autograd.grad(loss, list(requested.values()))
+        return Outputs(y=y.detach(), hy=hy.detach(), cy=None if cy is None else cy.detach(),
+                       grads=dict(zip(requested, grads)))
+
+    def _forward(self, case: Case) -> tuple:
+        """torch.nn's forward of ``case`` on packed sequences: y, hy, cy, the loss
+        sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) and the requested leaves by gradient name."""
         cfg = case.config
         dtype = getattr(torch, TORCH_DTYPE_NAMES[cfg.dtype])
 
@@ -111,7 +172,79 @@ class TorchNativeTarget:
         leaves = {"x": x, "h0": h0, "c0": c0}
         leaves.update({param_key(l, d, k): getattr(module, _torch_name(l, d, k))
                        for l in range(cfg.num_layers) for d in directions(cfg) for k in unit_kinds(cfg)})
-        requested = [(name, leaf) for name, leaf in leaves.items() if name in case.wants]
-        grads = torch.autograd.grad(loss, [leaf for _, leaf in requested])
-        return Outputs(y=y.detach(), hy=hy.detach(), cy=None if cy is None else cy.detach(),
-                       grads={name: g for (name, _), g in zip(requested, grads)})
+        return y, hy, cy, loss, {name: leaf for name, leaf in leaves.items() if name in case.wants}
+
+    def supports_hvp(self, case: Case) -> bool | str:
+        """Second order (double backward) in f64 and f32."""
+        if case.config.dtype not in ("f64", "f32"):
+            return f"{self.name}'s second order is judged in f64 and f32 only, not {case.config.dtype}"
+        return True
+
+    def hvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        """torch's double backward through torch.nn's forward: the derivative of each requested
+        gradient along ``tangents``."""
+        with cuda_matmul_precision():
+            y, hy, cy, loss, requested = self._forward(case)
+            leaves = list(requested.values())
+            grads = torch.autograd.grad(loss, leaves, create_graph=True)
+            along = sum((g * torch.as_tensor(tangents[name], dtype=g.dtype, device=g.device)).sum()
+                        for name, g in zip(requested, grads))
+            products = torch.autograd.grad(along, leaves, allow_unused=True)
+        return Outputs(y=None, hy=None, grads={name: torch.zeros_like(leaf) if p is None else p.detach()
+                                               for (name, leaf), p in zip(requested.items(), products)})
+
+    def supports_jvp(self, case: Case) -> bool | str:
+        """Forward mode in f64 and f32; a case with sequences shorter than T only where torch's
+        forward AD goes through ``pack_padded_sequence`` (see the module docstring)."""
+        if case.config.dtype not in ("f64", "f32"):
+            return f"{self.name}'s forward mode is judged in f64 and f32 only, not {case.config.dtype}"
+        refusal = packed_forward_ad_refusal()
+        if refusal is not None and (case.seq_lengths < case.config.max_len).any():
+            return f"torch refuses forward-mode AD on packed sequences (variable lengths): {refusal}"
+        refusal = dense_forward_ad_refusal(case.config)
+        if refusal is not None:
+            return f"torch refuses forward-mode AD through its CPU {case.config.mode} op: {refusal}"
+        return True
+
+    def jvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        """torch.func.jvp of torch.nn's forward along ``tangents`` (y, hy, cy's tangents)."""
+        with cuda_matmul_precision():
+            return self._jvp(case, tangents)
+
+    def _jvp(self, case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
+        from torch.func import functional_call, jvp
+
+        cfg = case.config
+        dtype = getattr(torch, TORCH_DTYPE_NAMES[cfg.dtype])
+
+        def tensor(array) -> torch.Tensor:
+            return torch.tensor(array, dtype=dtype, device=self.device)
+
+        module = self._module_for(cfg, dtype)
+        keys = [param_key(l, d, k) for l in range(cfg.num_layers) for d in directions(cfg) for k in unit_kinds(cfg)]
+        names = {key: _torch_name(int(key.split(".")[0][1:]), key.split(".")[1], key.split(".")[2]) for key in keys}
+        with torch.no_grad():
+            for key in keys:
+                getattr(module, names[key]).copy_(torch.from_numpy(case.params[key]))
+        primals = {"x": tensor(case.x)}
+        if case.h0 is not None:
+            primals["h0"] = tensor(case.h0)
+            if cfg.has_cell_state:
+                primals["c0"] = tensor(case.c0)
+        primals.update({key: getattr(module, names[key]).detach() for key in keys if key in tangents})
+        directions_ = {name: tensor(tangents[name]) if name in tangents else torch.zeros_like(value)
+                       for name, value in primals.items()}
+        packed = bool((case.seq_lengths < cfg.max_len).any())
+        lengths = torch.from_numpy(case.seq_lengths)
+
+        def forward(values: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+            params = {names[key]: value for key, value in values.items() if key in names}
+            inp = pack_padded_sequence(values["x"], lengths, enforce_sorted=False) if packed else values["x"]
+            state = None if "h0" not in values else (
+                (values["h0"], values["c0"]) if cfg.has_cell_state else values["h0"])
+            out, final = functional_call(module, params, (inp,) if state is None else (inp, state))
+            y = pad_packed_sequence(out, total_length=cfg.max_len)[0] if packed else out
+            return (y, *final) if cfg.has_cell_state else (y, final)
+
+        _, outputs = jvp(forward, (primals,), (directions_,))
+        return Outputs(y=outputs[0], hy=outputs[1], cy=outputs[2] if cfg.has_cell_state else None)

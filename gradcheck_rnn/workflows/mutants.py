@@ -61,13 +61,14 @@ def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], 
 def left_out(named: Iterable[str]) -> list[dict[str, Any]]:
     """The mutants a detection run without ``-m`` leaves out, each group with why and a command
     that runs one (``"mutants"``, ``"why"``, ``"run"``; results.json's ``"left_out"``): the GPU
-    kernels' mutants, which need CUDA or Triton's slow interpreter, and the half tolerances'
-    measured blind spots, which pass by design; nothing when the run named its mutants."""
-    from ..targets.mutants import BLIND_SPOTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS
+    kernels' mutants, which need CUDA or Triton's slow interpreter, the half tolerances'
+    measured blind spots, which pass by design, and the forward-mode and second-order mutants,
+    which only the jvp and gradgrad checks judge; nothing when the run named its mutants."""
+    from ..targets.mutants import BLIND_SPOTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, PRODUCT_MUTANTS
 
     if list(named):
         return []
-    gpu, blind = [*GPU_MUTANTS, *GPU_FAMILY_MUTANTS], list(BLIND_SPOTS)
+    gpu, blind, products = [*GPU_MUTANTS, *GPU_FAMILY_MUTANTS], list(BLIND_SPOTS), list(PRODUCT_MUTANTS)
     return [
         {"mutants": gpu, "why": "bugs of the fused GPU kernels: they need a CUDA device (on CPU, TRITON_INTERPRET=1 "
                                 "runs them in Triton's interpreter, minutes each); benchmarks/gpu.sh runs them all",
@@ -75,6 +76,9 @@ def left_out(named: Iterable[str]) -> list[dict[str, Any]]:
         {"mutants": blind, "why": "measured blind spots of the half tolerances (docs/half-precision.md): they pass, "
                                   "so they survive by design (exit 1)",
          "run": f"gradcheck-rnn mutants -c half -m {blind[0]}"},
+        {"mutants": products, "why": "bugs of forward mode and second order: the default run judges ci's checks, "
+                                     "where jvp and gradgrad are off",
+         "run": f"gradcheck-rnn mutants -m {products[0]} --check jvp"},
     ]
 
 

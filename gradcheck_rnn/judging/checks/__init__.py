@@ -25,6 +25,11 @@ poisoned       base run + 1 (under         memory torch hands out uninitialised 
                poisoned memory)            nothing changes (fla #892)
 fd             the shared base run         directional derivatives equal central differences
                                            (float64 targets)
+jvp            its jvp along 2 directions  forward-mode output tangents equal both references';
+               (+ the shared base run)     they move with the direction; vᵀ(Ju) = (Jᵀv)ᵀu
+                                           with its own gradients
+gradgrad       its hvp along 2 directions  Hessian-vector products equal both references'; they
+                                           move with the direction; u₁ᵀHu₀ = u₀ᵀHu₁
 =============  ==========================  ====================================================
 
 The base run (the target on the unchanged case) is made once per case × target
@@ -35,12 +40,13 @@ element by the sum of the runs' bounds (:func:`gradcheck_rnn.judging.compare.ter
 
 from __future__ import annotations
 
-from . import determinism, fd, future, linearity, padding, permutation, poisoned, reference, segments, stateless
+from . import (determinism, fd, future, gradgrad, jvp, linearity, padding, permutation, poisoned, reference, segments,
+               stateless)
 from ...model.rnn_config import CHECK_NAMES
 from .base import Check
 
 CHECKS: dict[str, Check] = {module.CHECK.name: module.CHECK for module in (
-    reference, determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd)}
+    reference, determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd, jvp, gradgrad)}
 ALL_CHECKS = CHECK_NAMES
 assert tuple(CHECKS) == CHECK_NAMES, "config.CHECK_NAMES names every registered check, in order"
 __all__ = ["ALL_CHECKS", "CHECKS", "Check"]

@@ -1,0 +1,66 @@
+"""``gradgrad``: a target's second order (its optional ``hvp(case, tangents)``, docs/contracts.md):
+Hessian-vector products of the loss sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) against the float64
+references.
+
+Along the ``jvp`` check's two directions u₀, u₁ (:func:`gradcheck_rnn.judging.context.tangent_directions`)
+the target's H·u — for every requested name, the derivative of that gradient along u — is compared
+element by element with both references' (the loop reference by double backward, the JAX
+program's ``jax.jvp`` of its ``jax.vjp``; they must agree first, else ``reference-disagreement``)
+under that gradient's tolerance (:mod:`.directions`). Two more rows:
+
+* ``direction``: H·u₁ − H·u₀ against the reference's where the reference's change exceeds the two
+  runs' bounds: a double backward that silently returns zeros, or one that ignores its direction,
+  fails here with a sentence that says so (only a refusal is a skip, pytorch/rl #4154);
+* ``symmetry``: u₁ᵀ(H·u₀) = u₀ᵀ(H·u₁), the Hessian's symmetry in the target's own two products,
+  within Σ|u₁|·bound(H·u₀) + Σ|u₀|·bound(H·u₁).
+
+A target without ``hvp``, or whose ``supports_hvp(case)`` declines (fused-cpu: its backward is
+written by hand and is not itself differentiable), makes the row a ``skip`` with its reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..compare import TensorError, term_bound
+from ..tolerances import Tolerances
+from .base import Check, ReferenceDisagreement, Skip
+from .directions import bilinear_row, compare_directions, direction_row
+
+WHAT = "the Hessian-vector product"
+
+
+def check_gradgrad(context, call, tolerances: Tolerances) -> list[TensorError]:
+    offered = call.offers("hvp")
+    if offered is not True:
+        raise Skip(str(offered))
+    names = context.gradient_names()
+    if not names:
+        raise Skip("no gradient is requested")
+    truth = context.hvp
+    if truth.disagreement is not None:
+        raise ReferenceDisagreement([truth.disagreement])
+    actual = [call.product("hvp", u) for u in truth.directions]
+    rows = [direction_row(context, truth.expected, actual, names, tolerances, "Hessian-vector products"),
+            symmetry_row(context, actual, tolerances)]
+    return [row for row in rows if row is not None] + compare_directions(context, truth.expected, actual, names,
+                                                                         tolerances, WHAT)
+
+
+def symmetry_row(context, actual: list[dict[str, np.ndarray]], tolerances: Tolerances) -> TensorError:
+    """u₁ᵀ(H·u₀) against u₀ᵀ(H·u₁), both from the target's own products."""
+    dtype = context.case.config.dtype
+    u0, u1 = context.hvp.directions
+
+    def along(u: dict[str, np.ndarray], product: dict[str, np.ndarray]) -> tuple[float, float]:
+        value = sum(float(np.sum(v * product[n])) for n, v in u.items())
+        slack = sum(float(np.sum(np.abs(v) * term_bound(tolerances.for_tensor(dtype, n), [product[n]])))
+                    for n, v in u.items())
+        return value, slack
+
+    (first, slack0), (second, slack1) = along(u1, actual[0]), along(u0, actual[1])
+    return bilinear_row("symmetry", first, second, slack0 + slack1,
+                        "the target's second order is not symmetric: u1ᵀ(H·u0) against u0ᵀ(H·u1)")
+
+
+CHECK = Check("gradgrad", check_gradgrad)

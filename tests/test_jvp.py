@@ -1,0 +1,281 @@
+"""The jvp check (issue 47): forward-mode products against the float64 references and against the
+target's own reverse mode; loud refusals are skips, silent zeros and direction-blind tangents fail."""
+
+import numpy as np
+import pytest
+
+from gradcheck_rnn import Outputs, make_case
+from gradcheck_rnn.judging.context import CaseContext, tangent_directions
+from gradcheck_rnn.judging.judge import judge
+from gradcheck_rnn.model.case import Case
+from gradcheck_rnn.model.profiles import draw_cases, load_profile
+from gradcheck_rnn.model.rnn_config import RNNConfig
+from gradcheck_rnn.references import fd, run_reference, run_reference_hvp, run_reference_jvp
+from gradcheck_rnn.references.jax_family import run_jax_family_jvp
+from gradcheck_rnn.references.jax_ref import run_jax_jvp
+from gradcheck_rnn.targets import resolve_target
+from gradcheck_rnn.targets.torch_native import TorchNativeTarget
+
+
+def ci_cases(count: int, seed: int = 0) -> list[Case]:
+    return list(draw_cases(load_profile("ci"), sweep_seed=seed, count=count))
+
+
+def jvp_rows(case: Case, *targets) -> list:
+    return list(judge(CaseContext(case), targets, checks=["jvp"]))
+
+
+def lstm_case(dtype: str = "f64", lengths=(5, 3, 4), wants: str = "all") -> Case:
+    config = RNNConfig("lstm", 2, True, 3, 4, max_len=5, batch_size=3, dtype=dtype)
+    return make_case(config, list(lengths), seed=11, wants=wants)
+
+
+class Reference:
+    """A target whose forward mode is the loop reference itself (and reverse mode too), optionally spoiled."""
+
+    def __init__(self, spoil=None) -> None:
+        self.spoil = spoil
+
+    def run(self, case):
+        return run_reference("loop", case)
+
+    def jvp(self, case, tangents):
+        out = run_reference_jvp("loop", case, tangents)
+        return out if self.spoil is None else self.spoil(case, tangents, out)
+
+
+def test_loop_jvp_is_the_directional_derivative_of_the_outputs():
+    """vᵀ(J·u) of the loop reference's forward mode equals a central difference of the loss along u."""
+    for case in ci_cases(4):
+        u = tangent_directions(case)[0]
+        out = run_reference_jvp("loop", case, u)
+        heads = np.sum(out.y * case.dy) + np.sum(out.hy * case.dhy)
+        heads += 0.0 if out.cy is None else np.sum(out.cy * case.dcy)
+        assert heads == pytest.approx(fd.central_difference(case, u, 1e-6), rel=1e-6, abs=1e-8), case.id
+
+
+def test_references_agree_on_output_tangents():
+    for case in ci_cases(8, seed=3):
+        assert CaseContext(case).jvp.disagreement is None, case.id
+
+
+@pytest.mark.slow
+def test_references_agree_on_output_tangents_of_the_other_families():
+    """The generic step program's jax.jvp (its own compiles: slow) against the loop's forward AD."""
+    for case in draw_cases(load_profile("families"), 0, 4):
+        assert CaseContext(case).jvp.disagreement is None, case.id
+
+
+@pytest.mark.slow
+def test_bucketed_jvp_programs_equal_the_exact_shape_ones():
+    """Both JAX programs place tangents into their buckets exactly (the family placement is affine)."""
+    case = lstm_case()
+    u = tangent_directions(case)[0]
+    bucketed, exact = run_jax_jvp(case, u), run_jax_jvp(case, u, bucketed=False)
+    for name in ("y", "hy", "cy"):
+        np.testing.assert_allclose(getattr(bucketed, name), getattr(exact, name), rtol=1e-12, atol=1e-13)
+    s6 = next(c for c in draw_cases(load_profile("families"), 0, 20) if c.config.mode == "s6")
+    u = tangent_directions(s6)[0]
+    bucketed, exact = run_jax_family_jvp(s6, u), run_jax_family_jvp(s6, u, bucketed=False)
+    np.testing.assert_allclose(bucketed.y, exact.y, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(bucketed.hy, exact.hy, rtol=1e-12, atol=1e-13)
+
+
+def test_fused_cpu_forward_mode_passes_on_ci_cases():
+    target = resolve_target("fused-cpu")
+    judged = 0
+    for case in ci_cases(24, seed=5):
+        (row,) = jvp_rows(case, target)
+        assert row.status == "pass", (case.id, row.message)
+        names = [t.name for t in row.tensors]
+        assert "dot" in names and "y.u0" in names and "y.u1" in names
+        judged += "direction" in names
+    assert judged > 0
+
+
+def test_a_target_without_forward_mode_is_a_skip_with_the_reason():
+    (row,) = jvp_rows(lstm_case(), lambda case: run_reference("loop", case))
+    assert row.status == "skip" and "offers no forward mode" in row.message
+
+
+def test_a_declined_case_is_a_skip_and_a_raising_supports_jvp_an_error():
+    class Declines(Reference):
+        def supports_jvp(self, case):
+            return "no forward mode in f64"
+
+    class Raises(Reference):
+        def supports_jvp(self, case):
+            raise ValueError("boom")
+
+    (declined,) = jvp_rows(lstm_case(), Declines())
+    assert declined.status == "skip" and declined.message == "no forward mode in f64"
+    (raised,) = jvp_rows(lstm_case(), Raises())
+    assert raised.status == "error" and "boom" in raised.message
+
+
+def test_the_references_own_forward_mode_passes():
+    (row,) = jvp_rows(lstm_case(), Reference())
+    assert row.status == "pass", row.message
+
+
+def test_zero_tangents_fail_as_a_silent_zero():
+    def zeros(case, tangents, out):
+        return Outputs(np.zeros_like(out.y), np.zeros_like(out.hy), np.zeros_like(out.cy))
+
+    (row,) = jvp_rows(lstm_case(), Reference(zeros))
+    assert row.status == "fail"
+    assert "same output tangents for two different directions" in row.message
+
+
+def test_tangents_that_ignore_the_direction_fail():
+    """A forward mode that returns J·u along one fixed direction, whatever it is given."""
+    def fixed(case, tangents, out):
+        return run_reference_jvp("loop", case, tangent_directions(case)[0])
+
+    (row,) = jvp_rows(lstm_case(), Reference(fixed))
+    assert row.status == "fail"
+    assert "same output tangents for two different directions" in row.message
+
+
+def test_the_dot_product_test_catches_a_reverse_mode_that_disagrees_with_the_forward_mode():
+    """Forward mode right, reverse mode (the base run's gradients) off by 1 %: only the dot row
+    ties the jvp check to it."""
+    class WrongGradients(Reference):
+        def run(self, case):
+            out = run_reference("loop", case)
+            return Outputs(out.y, out.hy, out.cy, {k: v * 1.01 for k, v in out.grads.items()})
+
+    (row,) = jvp_rows(lstm_case(), WrongGradients())
+    assert row.status == "fail"
+    failing = [t.name for t in row.tensors if not t.passed]
+    assert failing == ["dot"], failing
+    assert "forward and reverse modes disagree" in row.message
+
+
+def test_wrong_tangent_values_fail_against_the_references():
+    def scaled(case, tangents, out):
+        return Outputs(out.y * 1.001, out.hy, out.cy)
+
+    (row,) = jvp_rows(lstm_case(), Reference(scaled))
+    assert row.status == "fail"
+    assert any(t.name.startswith("y.u") and not t.passed for t in row.tensors)
+
+
+def test_the_forward_mode_mutant_is_caught_and_fused_cpu_is_not():
+    mutant, correct = resolve_target("mutant:jvp-recurrent-tangent-dropped"), resolve_target("fused-cpu")
+    caught = 0
+    for case in ci_cases(10):
+        bad, good = jvp_rows(case, mutant, correct)
+        assert good.status == "pass", (case.id, good.message)
+        caught += bad.status == "fail"
+    assert caught >= 5
+
+
+def test_fused_cpu_declines_forward_mode_outside_the_cudnn_cells_and_in_half():
+    target = resolve_target("fused-cpu")
+    s6 = next(c for c in draw_cases(load_profile("families"), 0, 20) if c.config.mode == "s6")
+    (row,) = jvp_rows(s6, target)
+    assert row.status == "skip" and "cuDNN's cells only" in row.message
+    (row,) = jvp_rows(lstm_case("f16"), target)
+    assert row.status == "skip" and "f64 and f32 only" in row.message
+
+
+def test_torch_native_forward_mode_passes_on_full_length_and_declines_packed_with_torchs_reason():
+    target = resolve_target("torch-native")
+    (row,) = jvp_rows(lstm_case(lengths=(5, 5, 5)), target)
+    assert row.status == "pass", row.message
+    (row,) = jvp_rows(lstm_case(lengths=(5, 3, 4)), target)
+    assert row.status == "skip" and "_pack_padded_sequence" in row.message
+    reason = TorchNativeTarget().supports_jvp(lstm_case("f32", lengths=(5, 5, 5)))
+    assert reason is True or "mkldnn_rnn_layer" in reason
+
+
+@pytest.mark.slow
+def test_the_torch_forward_mode_script_shows_both_refusals():
+    """docs/torch-2.13/forward_ad.py: what torch-native's jvp declines, in torch's words."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "docs" / "torch-2.13" / "forward_ad.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=300)
+    assert done.stdout.count("forward AD works, max |jvp - central difference|") == 3
+    assert "packed sequences: refused: NotImplementedError: Trying to use forward AD with _pack_padded_sequence" \
+        in done.stdout
+    assert "dense float32 LSTM: refused: NotImplementedError: Trying to use forward AD with mkldnn_rnn_layer" \
+        in done.stdout
+
+
+# --- gradgrad: Hessian-vector products --------------------------------------------------------------
+
+def gradgrad_rows(case: Case, *targets) -> list:
+    return list(judge(CaseContext(case), targets, checks=["gradgrad"]))
+
+
+class DoubleBackward:
+    """A target whose second order is the loop reference's double backward, optionally spoiled."""
+
+    def __init__(self, spoil=None) -> None:
+        self.spoil = spoil
+
+    def run(self, case):
+        return run_reference("loop", case)
+
+    def hvp(self, case, tangents):
+        from gradcheck_rnn.references.loop import run_loop_hvp
+
+        out = run_loop_hvp(case, tangents)
+        return out if self.spoil is None else Outputs(None, None, grads=self.spoil(case, tangents, out.grads))
+
+
+def test_loop_hvp_is_the_directional_derivative_of_the_gradients():
+    from gradcheck_rnn.references.fd import shifted
+
+    for case in [c for c in ci_cases(8) if c.config.mode != "rnn_relu"][:3]:
+        u = tangent_directions(case)[0]
+        hv = run_reference_hvp("loop", case, u).grads
+        plus, minus = (run_reference("loop", shifted(case, u, s)).grads for s in (1e-5, -1e-5))
+        for name, value in hv.items():
+            np.testing.assert_allclose(value, (plus[name] - minus[name]) / 2e-5, rtol=1e-5, atol=1e-7, err_msg=case.id)
+
+
+def test_references_agree_on_hessian_vector_products():
+    for case in ci_cases(8, seed=3):
+        assert CaseContext(case).hvp.disagreement is None, case.id
+
+
+def test_torch_native_second_order_passes_and_fused_cpu_refuses_it_loudly():
+    native, fused = resolve_target("torch-native"), resolve_target("fused-cpu")
+    (good,), (refused,) = gradgrad_rows(lstm_case(), native), gradgrad_rows(lstm_case(), fused)
+    assert good.status == "pass", good.message
+    assert {"direction", "symmetry", "x.u0", "l1.bwd.w_hh.u1"} <= {t.name for t in good.tensors}
+    assert refused.status == "skip" and "not itself differentiable" in refused.message
+
+
+def test_a_target_without_second_order_is_a_skip_and_silent_zeros_fail():
+    (row,) = gradgrad_rows(lstm_case(), Reference())
+    assert row.status == "skip" and "offers no second order" in row.message
+    (row,) = gradgrad_rows(lstm_case(), DoubleBackward(lambda case, u, grads: {k: 0 * v for k, v in grads.items()}))
+    assert row.status == "fail" and "same Hessian-vector products for two different directions" in row.message
+
+
+def test_an_asymmetric_second_order_fails_the_symmetry_row():
+    """H·u with one block scaled: each product is off, and u1ᵀ(H·u0) ≠ u0ᵀ(H·u1) says so on its own."""
+    def skewed(case, u, grads):
+        return {k: v * 1.05 if k == "x" else v for k, v in grads.items()}
+
+    (row,) = gradgrad_rows(lstm_case(), DoubleBackward(skewed))
+    symmetry = next(t for t in row.tensors if t.name == "symmetry")
+    assert row.status == "fail" and not symmetry.passed and "not symmetric" in symmetry.message
+
+
+def test_the_second_order_mutants_are_caught_and_torch_native_is_not():
+    names = ("mutant:hvp-gate-second-order-dropped", "mutant:hvp-silent-zeros")
+    targets = [resolve_target(n) for n in names] + [resolve_target("torch-native")]
+    caught = dict.fromkeys(names, 0)
+    for case in [c for c in ci_cases(24) if c.config.mode in ("lstm", "gru")][:6]:
+        *bad, good = gradgrad_rows(case, *targets)
+        assert good.status in ("pass", "skip"), (case.id, good.message)
+        for name, row in zip(names, bad):
+            caught[name] += row.status == "fail"
+    assert all(count >= 2 for count in caught.values()), caught
