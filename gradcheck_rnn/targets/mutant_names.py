@@ -17,10 +17,10 @@ CUDNN = ("truncated-bptt", "bptt-skipped-when-frozen", "bidir-dy-overwritten", "
 # the other families' CPU kernels (mutants.FAMILY_MUTANTS)
 FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dropped", "s6-lower-layer-dhy-dropped",
           "slstm-stabilizer-grad-to-forget", "slstm-lower-layer-recurrent-grad", "slstm-padded-step-updates-n",
-          "gdn-packed-tail-unwritten", "gla-key-block-mask", "gla-decay-grad-overshoot", "mlstm-chunk-states-wrong-size",
-          "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder", "gdn-sequence-start-gate-grad",
-          "gdn-padded-gate-grad", "gla-short-call-dh0-pass-through-dropped", "gla-decay-grad-ignores-dhy",
-          "gla-packed-tail-from-empty")
+          "gdn-packed-tail-unwritten", "gla-key-block-mask", "gla-decay-grad-overshoot",
+          "gla-short-call-dh0-pass-through-dropped", "gla-decay-grad-ignores-dhy", "gla-packed-tail-from-empty",
+          "mlstm-chunk-states-wrong-size", "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder",
+          "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
