@@ -149,5 +149,5 @@ def test_the_mutant_names_known_without_torch_are_the_registered_ones():
     from gradcheck_rnn.targets import mutant_names, mutants
 
     assert set(mutant_names.ALL) == {*mutants.MUTANTS, *mutants.FAMILY_MUTANTS, *mutants.GPU_MUTANTS,
-                                     *mutants.GPU_FAMILY_MUTANTS, *mutants.BLIND_SPOTS}
+                                     *mutants.GPU_FAMILY_MUTANTS, *mutants.BLIND_SPOTS, *mutants.PRODUCT_MUTANTS}
     assert len(mutant_names.ALL) == len(set(mutant_names.ALL))

@@ -304,10 +304,11 @@ def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_ru
     import shlex
 
     from gradcheck_rnn.reports.html import render
-    from gradcheck_rnn.targets.mutants import BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS
+    from gradcheck_rnn.targets.mutants import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
+                                               PRODUCT_MUTANTS)
     from gradcheck_rnn.workflows.mutants import detection_lines, detection_targets, left_out
 
-    every = {*MUTANTS, *FAMILY_MUTANTS, *GPU_MUTANTS, *GPU_FAMILY_MUTANTS, *BLIND_SPOTS}
+    every = {*MUTANTS, *FAMILY_MUTANTS, *GPU_MUTANTS, *GPU_FAMILY_MUTANTS, *BLIND_SPOTS, *PRODUCT_MUTANTS}
     default = {name.removeprefix("mutant:") for name in detection_targets()[0]}
     groups = left_out(())
     named = [name for group in groups for name in group["mutants"]]

@@ -117,7 +117,8 @@ def test_a_short_families_sweep_passes_every_check(tmp_path):
     assert {r["case_id"].split("-")[0] for r in results} == {"s6"}
     assert {r["status"] for r in results} <= {"pass", "skip"}, [r for r in results if r["status"] not in ("pass", "skip")]
     passed = {r["check"] for r in results if r["status"] == "pass"}
-    assert passed == {"reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "fd"}
+    assert passed == {"reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "segments",
+                      "poisoned", "fd"}
 
 
 @pytest.mark.slow
