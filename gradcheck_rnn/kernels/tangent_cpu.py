@@ -99,18 +99,12 @@ class TangentKernel:
     @staticmethod
     def input_tangent(unit: Unit, t_unit: Unit, x: Tensor, t_x: Tensor) -> tuple[Tensor, Tensor]:
         """gi = W_ih·x + b_ih and ġi = Ẇ_ih·x + W_ih·ẋ + ḃ_ih."""
-        gi, t_gi = x @ unit["w_ih"].T, x @ t_unit["w_ih"].T + t_x @ unit["w_ih"].T
-        if "b_ih" in unit:
-            gi, t_gi = gi + unit["b_ih"], t_gi + t_unit["b_ih"]
-        return gi, t_gi
+        return _affine_tangent(unit, t_unit, "w_ih", "b_ih", x, t_x)
 
     @staticmethod
     def recurrent_tangent(unit: Unit, t_unit: Unit, h: Tensor, t_h: Tensor) -> tuple[Tensor, Tensor]:
         """gh = W_hh·h + b_hh and ġh = Ẇ_hh·h + W_hh·ḣ + ḃ_hh."""
-        gh, t_gh = h @ unit["w_hh"].T, h @ t_unit["w_hh"].T + t_h @ unit["w_hh"].T
-        if "b_hh" in unit:
-            gh, t_gh = gh + unit["b_hh"], t_gh + t_unit["b_hh"]
-        return gh, t_gh
+        return _affine_tangent(unit, t_unit, "w_hh", "b_hh", h, t_h)
 
     @staticmethod
     def rnn_relu_tangent(gi, t_gi, gh, t_gh, h, t_h, c, t_c) -> tuple[Tensor, ...]:
@@ -141,3 +135,11 @@ class TangentKernel:
         n = torch.tanh(gi_n + r * gh_n)
         t_n = (1 - n * n) * (t_gi_n + t_r * gh_n + r * t_gh_n)
         return (1 - z) * n + z * h, (1 - z) * t_n - t_z * n + t_z * h + z * t_h, c, t_c
+
+
+def _affine_tangent(unit: Unit, t_unit: Unit, weight: str, bias: str, v: Tensor, t_v: Tensor) -> tuple[Tensor, Tensor]:
+    """W·v + b and its tangent Ẇ·v + W·v̇ + ḃ (no bias when the unit has none)."""
+    out, t_out = v @ unit[weight].T, v @ t_unit[weight].T + t_v @ unit[weight].T
+    if bias in unit:
+        out, t_out = out + unit[bias], t_out + t_unit[bias]
+    return out, t_out

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import partial
-from typing import Mapping
+from typing import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -45,8 +45,9 @@ from .programs import ProgramStore, is_package_code, maths_sources
 # The compiled programs this process keeps, least recently used first. Each holds ~200 memory
 # mappings of XLA's code, and a process may have 65,530 (Linux's vm.max_map_count): one that kept
 # every program of a long sweep of the matrix families (~300 buckets) failed in LLVM ("Cannot
-# allocate memory", then a segfault). So at most MAX_PROGRAMS are kept; an evicted one is
-# loaded or compiled again when its bucket returns.
+# allocate memory", then a segfault). So each of the three stores below keeps at most MAX_PROGRAMS
+# (together 192 programs, ~38,000 mappings); an evicted one is loaded or compiled again when its
+# bucket returns.
 MAX_PROGRAMS = 64
 PROGRAMS = ProgramStore(maths_sources(__file__), capacity=MAX_PROGRAMS)
 # The forward-mode programs (the ``jvp`` check's): their own store, artifacts named ``<name>-jvp``
@@ -127,27 +128,27 @@ def _forward_backward(cfg: RNNConfig, layers, lengths, x, h0, c0, params, dy, dh
     return y, hy, cy, gx, gh0, gc0, gparams
 
 
-def _forward_jvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, tx, th0, tc0, tparams):
-    """The output tangents of the forward; a parameter leaf that is not a float (a family's switch
+def _parameter_tangents(params, tparams):
+    """``tparams`` where JAX can take them: a parameter leaf that is not a float (a family's switch
     as data) has no tangent (float0)."""
     def tangent_of(p, t):
         return t if jnp.issubdtype(p.dtype, jnp.inexact) else np.zeros(p.shape, jax.dtypes.float0)
 
-    tparams = jax.tree_util.tree_map(tangent_of, params, tparams)
-    return jax.jvp(partial(_forward, cfg, layers, lengths), (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+    return jax.tree_util.tree_map(tangent_of, params, tparams)
+
+
+def _forward_jvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, tx, th0, tc0, tparams):
+    """The output tangents of the forward."""
+    return jax.jvp(partial(_forward, cfg, layers, lengths), (x, h0, c0, params),
+                   (tx, th0, tc0, _parameter_tangents(params, tparams)))[1]
 
 
 def _forward_hvp(cfg: RNNConfig, layers, lengths, x, h0, c0, params, dy, dhy, dcy, tx, th0, tc0, tparams):
-    """The tangents of every gradient (cotangents dy, dhy, dcy) along the tangents; a parameter
-    leaf that is not a float has none (float0), as in :func:`_forward_jvp`."""
-    def tangent_of(p, t):
-        return t if jnp.issubdtype(p.dtype, jnp.inexact) else np.zeros(p.shape, jax.dtypes.float0)
-
+    """The tangents of every gradient (cotangents dy, dhy, dcy) along the tangents."""
     def gradients(*inputs):
         return jax.vjp(partial(_forward, cfg, layers, lengths), *inputs)[1]((dy, dhy, dcy))
 
-    tparams = jax.tree_util.tree_map(tangent_of, params, tparams)
-    return jax.jvp(gradients, (x, h0, c0, params), (tx, th0, tc0, tparams))[1]
+    return jax.jvp(gradients, (x, h0, c0, params), (tx, th0, tc0, _parameter_tangents(params, tparams)))[1]
 
 
 def program_name(cfg: RNNConfig) -> str | None:
@@ -192,30 +193,34 @@ class _Placement:
         return out
 
     def state_in(self, a: np.ndarray | None) -> np.ndarray:
-        cfg, program = self.cfg, self.program
-        a = np.zeros((cfg.num_layers * cfg.num_directions, cfg.batch_size, cfg.h_size)) if a is None \
-            else np.asarray(a, dtype=np.float64)
-        a = self.family.pad_state(cfg, program, a) if self.sized else a
-        return self._pad(a, (program.num_layers * cfg.num_directions, program.batch_size, program.h_size))
+        return self._states_in(a, self.cfg.h_size, self.program.h_size, self.family.pad_state)
 
     def state_out(self, a: np.ndarray) -> np.ndarray:
-        cfg = self.cfg
-        a = np.asarray(a[:cfg.num_layers * cfg.num_directions, :cfg.batch_size], dtype=np.float64)
-        return self.family.unpad_state(cfg, self.program, a) if self.sized else a
+        return self._states_out(a, self.family.unpad_state)
 
     def cell_in(self, a: np.ndarray | None) -> np.ndarray | None:
-        cfg, program = self.cfg, self.program
-        if not cfg.has_cell_state:
+        if not self.cfg.has_cell_state:
             return None
-        a = np.zeros((cfg.num_layers * cfg.num_directions, cfg.batch_size, cfg.c_size)) if a is None \
-            else np.asarray(a, dtype=np.float64)
-        a = self.family.pad_cell_state(cfg, program, a) if self.sized else a
-        return self._pad(a, (program.num_layers * cfg.num_directions, program.batch_size, program.c_size))
+        return self._states_in(a, self.cfg.c_size, self.program.c_size, self.family.pad_cell_state)
 
     def cell_out(self, a: np.ndarray) -> np.ndarray:
+        return self._states_out(a, self.family.unpad_cell_state)
+
+    def _states_in(self, a: np.ndarray | None, size: int, padded_size: int,
+                   pad: Callable[..., np.ndarray]) -> np.ndarray:
+        """(L·D, B, size) states (zeros when None) in the program's (Lp·D, Bp, padded_size), each
+        placed by the family's ``pad`` where it buckets its sizes."""
+        cfg, program = self.cfg, self.program
+        a = np.zeros((cfg.num_layers * cfg.num_directions, cfg.batch_size, size)) if a is None \
+            else np.asarray(a, dtype=np.float64)
+        a = pad(cfg, program, a) if self.sized else a
+        return self._pad(a, (program.num_layers * cfg.num_directions, program.batch_size, padded_size))
+
+    def _states_out(self, a: np.ndarray, unpad: Callable[..., np.ndarray]) -> np.ndarray:
+        """The real (L·D, B, ...) states out of the program's, through the family's ``unpad``."""
         cfg = self.cfg
         a = np.asarray(a[:cfg.num_layers * cfg.num_directions, :cfg.batch_size], dtype=np.float64)
-        return self.family.unpad_cell_state(cfg, self.program, a) if self.sized else a
+        return unpad(cfg, self.program, a) if self.sized else a
 
     def units(self, params: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
         """Every unit's parameters (a missing key as zeros) in the program's shapes; a padded layer
