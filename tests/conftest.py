@@ -61,6 +61,21 @@ def worker_processes(monkeypatch, fork_server_kept):
     monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)
 
 
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """One real Dask LocalCluster (2 worker processes) for every test that needs one: a cluster's
+    workers import torch and JAX, seconds each, so its tests share it, and the ``dask`` xdist
+    group (pyproject's ``--dist loadgroup``) keeps them on one pytest worker. No retries: a lost
+    worker's chunk becomes error rows at once; the nanny restarts the worker for the next test."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                      dashboard_address=None) as cluster:
+            yield cluster
+
+
 def pytest_collection_modifyitems(items):
     """Tests that run pytest in this process (pytester) last: its runs drop, when they end, the
     modules they imported, and a later test would import second copies of them (another rich

@@ -300,25 +300,20 @@ def test_merge_refuses_a_whole_run(tmp_path, judged_here):
 
 # --- Dask --------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def dask_cluster():
-    distributed = pytest.importorskip("distributed")
-    import dask
-
-    # No retries: a lost worker's chunk becomes error rows at once (the test of that is last).
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                      dashboard_address=None) as cluster:
-            yield cluster.scheduler_address
+@pytest.fixture
+def scheduler(dask_cluster):
+    """The shared cluster's scheduler address (conftest.py's ``dask_cluster``)."""
+    return dask_cluster.scheduler_address
 
 
-def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, dask_cluster, monkeypatch):
+@pytest.mark.xdist_group("dask")
+def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, scheduler, monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.dask_executor.WINDOW_PER_SLOT", 1)  # later chunks wait for a slot
     profile = reference_only_profile(tmp_path)
     args = ["-c", profile, "-n", 3, "-s", 5, "-t", "fused-cpu", "-t", "plugin_targets:zero_top_bhh"]
     serial_code, _ = invoke("sweep", *args, "--workers", 1, "--report-dir", tmp_path / "serial")
     code, output = invoke("sweep", *args, "-t", "plugin_targets:segfaults", "--executor", "dask",
-                          "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+                          "--scheduler", scheduler, "--report-dir", tmp_path / "dask")
     assert code == serial_code == 1, output
     rows = document(tmp_path / "dask")["results"]
     crashed = [r for r in rows if r["target"] == "plugin_targets:segfaults"]
@@ -326,20 +321,22 @@ def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, dask_clust
     assert comparable([r for r in rows if r not in crashed]) == comparable(document(tmp_path / "serial")["results"])
 
 
-def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, dask_cluster):
+@pytest.mark.xdist_group("dask")
+def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, scheduler):
     code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "-t", "plugin_targets:kills_its_dask_worker",
-                          "--executor", "dask", "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+                          "--executor", "dask", "--scheduler", scheduler, "--report-dir", tmp_path / "dask")
     assert code == 1, output
     rows = document(tmp_path / "dask")["results"]
     assert len(rows) == 1 and all(r["status"] == "error" and "Dask worker" in r["message"] for r in rows), rows
 
 
-def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environment(tmp_path, dask_cluster):
+@pytest.mark.xdist_group("dask")
+def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environment(tmp_path, scheduler):
     """The first chunk is lost before any came back with the targets' repro environments: its rows
     still carry the environment (asked of the cluster) and the run's repro options, as a pool's do."""
     code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "--rtol", "0.5",
                           "-t", "plugin_targets:kills_its_dask_worker_under_an_environment", "--executor", "dask",
-                          "--scheduler", dask_cluster, "--report-dir", tmp_path / "dask")
+                          "--scheduler", scheduler, "--report-dir", tmp_path / "dask")
     assert code == 1, output
     (row,) = document(tmp_path / "dask")["results"]
     assert row["status"] == "error" and "Dask worker" in row["message"], row

@@ -347,7 +347,8 @@ def calibrate(target: str, margin: float, **values: Any) -> None:
 def report(run_dir: str, fmt: str) -> None:
     """Re-render a run's console tables, report.md, junit.xml and report.html from its
     results.json alone: nothing is re-run. RUN_DIR is a run folder, <report dir>/latest, or a
-    report dir (its latest run). Exit 0 once rendered, 2 when RUN_DIR holds no results.json.
+    report dir (its latest run). Exits with the run's stored exit code (1 for a failing run), 2 when
+    RUN_DIR holds no results.json.
 
     \b
     Examples:
