@@ -311,8 +311,8 @@ class TargetCall:
 
 
 def _row(case: Case, target: Target, check: str, status: str, **fields: Any) -> CaseResult:
-    return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group,
-                      check=check, importable=target.importable, repro_env=target.repro_env, **fields)
+    return CaseResult.of_case(case, target.name, status, check, importable=target.importable,
+                              repro_env=target.repro_env, **fields)
 
 
 def apply_contracts(row: CaseResult, contracts: tuple[Contract, ...], set_aside: dict[str, TensorError]) -> CaseResult:

@@ -24,7 +24,8 @@ from ..errors import UsageError
 from ..rows.result import CaseResult
 from . import html, json, junit, markdown
 from .document import load_document, results_document
-from ..rows.log import RowLog, clear_stale_staging
+from ..rows.log import RowLog, clear_stale_staging, run_name  # noqa: F401  (run_name: its old place)
+from ..rows.verdict import Run
 
 __all__ = ["WRITERS", "RowLog", "clear_stale_staging", "latest_run", "load_document", "rerender", "resolve_run_dir",
            "results_document", "run_name", "write_reports"]
@@ -37,10 +38,14 @@ WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
 LATEST = "latest"
 
 
-def run_name(command: str, seed: int | None) -> str:
-    """``<YYYYmmdd-HHMMSS>-<command>[-s<seed>]``: sorts by time, says what ran."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{command}" + ("" if seed is None else f"-s{seed}")
+def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Path:
+    """Publish a judged run from its row log: results.json's top level is ``meta`` (the spec's:
+    :meth:`~gradcheck_rnn.run.spec.RunSpec.meta`) with the run's one verdict, how far it got and
+    what its verdict's rule stored beside the rows (:attr:`Run.extra`); every report file written
+    in the staging folder, renamed into place, ``latest`` updated (:func:`write_reports`). The run folder."""
+    meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
+            "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
+    return write_reports(run.results, log.root, meta, run.extra or None, log=log)
 
 
 def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str], meta: dict[str, Any],

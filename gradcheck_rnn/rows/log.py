@@ -40,6 +40,12 @@ _OLD_STAGING = re.compile(r"^\.\d{8}-\d{6}-[^.]+\.[a-z0-9_]{8}$")
 ROWS_FILE = "results.jsonl"
 
 
+def run_name(command: str, seed: int | None) -> str:
+    """``<YYYYmmdd-HHMMSS>-<command>[-s<seed>]``: sorts by time, says what ran."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{command}" + ("" if seed is None else f"-s{seed}")
+
+
 def host_name() -> str:
     """This machine's name as a staging folder carries it: letters, digits and dashes only."""
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
