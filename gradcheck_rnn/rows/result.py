@@ -22,6 +22,26 @@ from .statuses import BAD_STATUSES, PASSED, failing_statuses, is_shown, worst_te
 NOT_IMPORTABLE = "not reproducible from the command line: the target is not importable as module:qualname"
 
 
+@dataclass(frozen=True)
+class Repro:
+    """How to judge one row again: its case, target and check, the run's options (``--config
+    nightly --case-timeout 10``: :func:`finish`'s) and the environment its target needs."""
+
+    case_id: str
+    target: str
+    check: str = "reference"
+    options: str = ""
+    env: str = ""
+
+    @property
+    def command(self) -> str:
+        """``[ENV ]gradcheck-rnn repro <case id> --target T [--check C] [options]``."""
+        checks = "" if self.check == "reference" else f" --check {self.check}"
+        options = f" {self.options}" if self.options else ""
+        environment = f"{self.env} " if self.env else ""
+        return f"{environment}gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
+
+
 @dataclass
 class CaseResult:
     """The verdict of one check on one case × target, with every compared tensor."""
@@ -42,6 +62,7 @@ class CaseResult:
     importable: bool = True  # False: the target is an object that no command line can name
     repro_env: str = ""  # what the repro line sets before the command: "TRITON_INTERPRET=1" (Target.repro_env)
     timed_out: bool = False  # an error row of a target that ran past --case-timeout (its worker was killed)
+    error_type: str = ""  # an error row of a target that raised: the exception's class name ("KeyError")
     # The row's results.jsonl line, made by the worker process that judged it when the row is stored
     # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
     # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
@@ -69,14 +90,20 @@ class CaseResult:
         return [t for t in self.tensors if not t.passed]
 
     @property
+    def reproduction(self) -> Repro | None:
+        """How to judge this row again, as a value (None: the target is an object no command line
+        can name); finished rows only (:func:`finish` adds the run's options)."""
+        if not self.importable:
+            return None
+        return Repro(self.case_id, self.target, self.check, self.repro_options, self.repro_env)
+
+    @property
     def repro(self) -> str:
         """The command that judges this row again, or why there is none."""
-        if not self.importable:
+        reproduction = self.reproduction
+        if reproduction is None:
             return f"{NOT_IMPORTABLE} ({self.target}); define it at module level to get a repro command"
-        checks = "" if self.check == "reference" else f" --check {self.check}"
-        options = f" {self.repro_options}" if self.repro_options else ""
-        environment = f"{self.repro_env} " if self.repro_env else ""
-        return f"{environment}gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
+        return reproduction.command
 
     def to_json(self) -> dict[str, Any]:
         """Strict-JSON form, whole (a results.json row that did not pass; see :func:`document_row`)."""
@@ -90,6 +117,7 @@ class CaseResult:
             "repro_options": self.repro_options, "importable": self.importable,
             **({"repro_env": self.repro_env} if self.repro_env else {}),
             **({"timed_out": True} if self.timed_out else {}),
+            **({"error_type": self.error_type} if self.error_type else {}),
         }
 
     def compact_json(self) -> dict[str, Any]:
@@ -122,6 +150,7 @@ class CaseResult:
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
                    repro_env=row.get("repro_env", ""), timed_out=row.get("timed_out", False),
+                   error_type=row.get("error_type", ""),
                    case_index=row.get("case_index"), importable=row.get("importable", True))
 
 
