@@ -340,24 +340,24 @@ def print_drift(drift: dict[str, Any]) -> None:
     """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.workflows.baseline`), largest growth
     first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
     cut); or one line saying how many rows were compared and that none drifted, or that none was."""
-    from ..reports.document import drift_rows
+    from ..reports.document import DriftView
     from ..rows.numbers import fmt
 
-    compared = f"{plural(drift['compared'], 'passing row')} compared with {drift['baseline']}"
-    rule = f"ratio grew past ×{drift['factor']:g}, ending above {drift['floor']:g}"
-    if not drift["compared"]:
-        say(out, f"nothing was compared with the baseline {drift['baseline']}: no passing row has a row there, "
+    view = DriftView.of(drift)
+    compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"
+    rule = f"ratio grew past ×{view.factor:g}, ending above {view.floor:g}"
+    if not view.compared:
+        say(out, f"nothing was compared with the baseline {view.baseline}: no passing row has a row there, "
                  f"so drift went unchecked", style="bold yellow")
         return
-    if not drift["rows"]:
+    if not view.drifted:
         say(out, f"no drift: {compared}, none whose {rule}")
         return
-    say(out, f"Drifted since the baseline: {plural(len(drift['rows']), 'row')} ({compared}; {rule}), "
+    say(out, f"Drifted since the baseline: {plural(view.drifted, 'row')} ({compared}; {rule}), "
              f"largest growth first:", style="bold yellow")
     lines: dict[tuple[str, str, str], list[str]] = {}
-    for case_id, target, check, tensor, then, now in drift_rows(drift["rows"]):
-        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
-        lines.setdefault((case_id, target, check), []).append(f"{tensor} {fmt(then)} → {fmt(now)} ({growth})")
+    for t in view.tensors:
+        lines.setdefault((t.case_id, t.target, t.check), []).append(f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
     for (case_id, target, check), changes in lines.items():
         say(out, Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(changes)}"))
 
