@@ -210,7 +210,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     """``merge``: join the shards, print the tables, write the merged run's reports; the exit code."""
     from ..reports import RowLog, publish, run_name
     from ..run.drive import publish_judged
-    from ..run.merge import merge_shards, merged_run
+    from ..workflows.merge import merge_shards, merged_run
 
     spec, results, folders, drift = merge_shards(run_dirs)
     ensure_writable(report_dir)
