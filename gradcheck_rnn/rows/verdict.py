@@ -1,8 +1,10 @@
 """The one verdict of a run: its exit code, its one-sentence reason and why it stopped.
 
-The engine (:func:`gradcheck_rnn.run.judge_run`, and :func:`gradcheck_rnn.run.verdict.conclude` for
-a merged or interrupted run) computes it once; results.json stores it and every writer, the
-console included, reads the stored value. Exit codes: docs/contracts.md, "Exit codes".
+Whatever made the run (a sweep, a merge of shards, a detection run, a calibration, a run a signal
+stopped), :func:`conclude` is the only place a :class:`Run` gets its exit code and reason: the
+engine (:func:`gradcheck_rnn.run.judge_run`, and the merge) calls it once; results.json stores
+the verdict and every writer, the console included, reads the stored value. Exit codes:
+docs/contracts.md, "Exit codes".
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from .numbers import plural
 from .result import CaseResult
-from .statuses import PASSED, failing_statuses
+from .statuses import BAD_STATUSES, PASSED, failing_statuses
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
 # An interrupted run exits as a shell reports a process ended by the signal: 128 + its number.
@@ -140,3 +142,32 @@ class Run:
         if self.tally is not None:
             return self.tally.cases_judged
         return len({r.case_id if r.case_index is None else r.case_index for r in self.results})
+
+
+class VerdictRule(Protocol):
+    """A run's own verdict instead of the sweep's (a detection run's: every mutant caught, no
+    false alarm): the exit code, the reason and what results.json stores beside the rows."""
+
+    def __call__(self, results: list[CaseResult], tally: Any, spec: Any) -> tuple[int, str, dict[str, Any]]: ...
+
+
+def conclude(results: list[CaseResult], spec: Any, tally: Any, stop: StopReason = StopReason.COMPLETE,
+             rule: VerdictRule | None = None, drift: dict[str, Any] | None = None,
+             seconds: float | None = None) -> Run:
+    """The judged run with its one verdict. A run a signal stopped is never a pass: it exits as a
+    shell reports the signal (130, 143) and says how far it got. Otherwise ``rule`` decides when
+    given, else the sweep's verdict of the ``tally`` (:func:`~gradcheck_rnn.rows.verdict.tally_verdict`),
+    with the run's comparison with its baseline (``drift``, stored beside the rows)."""
+    if stop.signal is not None:
+        results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
+        run = Run(results, EXIT_INTERRUPTED[stop.signal], "", spec, stop, tally, seconds)
+        bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
+        found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
+        run.reason = f"{stop.describe()}: {run.cases_judged} of {len(spec.indices)} cases judged{found}"
+        return run
+    if rule is not None:
+        code, reason, extra = rule(results, tally, spec)
+    else:
+        code, reason = tally_verdict(tally, spec.named_targets, drift, spec.strict_contracts)
+        extra = {} if drift is None else {"drift": drift}
+    return Run(results, code, reason, spec, stop, tally, seconds, extra)

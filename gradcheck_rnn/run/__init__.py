@@ -28,9 +28,8 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..rows.result import CaseResult, finish, normal_form, stored_row
 from ..rows.statuses import is_bad, is_shown
-from ..rows.verdict import Run, StopReason
+from ..rows.verdict import Run, StopReason, VerdictRule, conclude
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
-from .verdict import VerdictRule, conclude
 from .worker import WorkerSetup
 
 __all__ = ["Execution", "Executor", "Judging", "RunSpec", "Selection", "busy_cores", "cpu_ticks", "default_workers",
@@ -190,9 +189,16 @@ class InProcess:
         self.setup, self.targets = setup, targets
 
     def judge(self, jobs: Collection[Job], stopping: Stopping) -> Iterator[tuple[int, CaseResult]]:
-        from .serial import judge_serially
+        """Every enabled check of every target on each case, with its index, as it is judged;
+        nothing more once ``stopping()`` says so (asked after each row)."""
+        from ..judging.judge import judge
 
-        return judge_serially(jobs, self.targets, self.setup.tolerances, self.setup.checks, stopping)
+        checks = list(self.setup.checks)
+        for index, case in jobs:
+            for row in judge(case, self.targets, self.setup.tolerances, checks):
+                yield index, row
+                if stopping():
+                    return
 
     def close(self) -> None:
         pass
@@ -268,7 +274,7 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
               jobs: Iterable[Job] | None = None, baseline: RowMarker | None = None, log: Any = None,
               rule: VerdictRule | None = None) -> Run:
     """Judge a run and compute its one verdict (exit code, reason, stop reason), which every report
-    stores and reads: :func:`~gradcheck_rnn.run.verdict.conclude`'s, with ``rule`` for a run with
+    stores and reads: :func:`~gradcheck_rnn.rows.verdict.conclude`'s, with ``rule`` for a run with
     its own (a detection run). ``run.complete`` is False when ``--fail-fast`` stopped it early.
 
     The one place rows are handled: each row the executor yields is put in its normal form

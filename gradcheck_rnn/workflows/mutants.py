@@ -161,7 +161,7 @@ def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection
 @dataclass(frozen=True)
 class DetectionRule:
     """The verdict of a detection run (``gradcheck-rnn mutants``), which the engine computes in
-    place of a sweep's (:class:`~gradcheck_rnn.run.verdict.VerdictRule`): every mutant flagged and
+    place of a sweep's (:class:`~gradcheck_rnn.rows.verdict.VerdictRule`): every mutant flagged and
     no correct kernel (:func:`detection_verdict`), with results.json's detection rows beside it.
     ``every_mutant``, ``home_profiles`` and ``left_out``: see :func:`detection_verdict`,
     :func:`home_cases` and :func:`left_out`."""
