@@ -26,7 +26,7 @@ import tempfile
 import time
 from array import array
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from .statuses import is_shown
 from .tally import Tally

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..model.case import id_facts
 from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
 from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, PASSED, failing_statuses, is_shown, worst_tensor
+from .statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
 
 
 # What a repro line says for a target object that the command line cannot name.
@@ -64,7 +63,7 @@ class CaseResult:
     timed_out: bool = False  # an error row of a target that ran past --case-timeout (its worker was killed)
     error_type: str = ""  # an error row of a target that raised: the exception's class name ("KeyError")
     # The row's results.jsonl line, made by the worker process that judged it when the row is stored
-    # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
+    # short (:func:`normal_form`), so that the supervisor does not: it writes the line as it
     # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
     stored_line: bytes | None = field(default=None, repr=False, compare=False)
 
@@ -217,7 +216,7 @@ def normal_form(result: CaseResult, index: int | None) -> CaseResult:
 
 
 def _row_of_stored_line(result: CaseResult) -> dict[str, Any] | None:
-    """The stored row read from the line its worker made (:func:`with_stored_line`), while the row is
+    """The stored row read from the line its worker made (:func:`normal_form`), while the row is
     still what it was then; None without a line, or for a row the supervisor changed since (a
     baseline marked it drifted: its status, message and index no longer match the line's)."""
     if result.stored_line is None:
