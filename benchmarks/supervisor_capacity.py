@@ -33,10 +33,17 @@ TARGETS = ("fused-cpu", "torch-native")
 def replay(conn: Connection, canned: list[list[Any]]) -> None:
     """A stand-in worker: the pool's protocol (gradcheck_rnn/run/worker.py), with canned rows."""
     try:
-        from gradcheck_rnn.rows.result import with_stored_line
-    except ImportError:  # checkouts before workers made the rows' lines
-        def with_stored_line(row: Any) -> Any:
-            return row
+        from gradcheck_rnn.rows.result import normal_form
+    except ImportError:  # checkouts before the one normal form of a row
+        try:
+            from gradcheck_rnn.rows.result import with_stored_line
+        except ImportError:  # checkouts before workers made the rows' lines
+            def with_stored_line(row: Any) -> Any:
+                return row
+
+        def normal_form(row: Any, index: int) -> Any:
+            row.case_index = index
+            return with_stored_line(row)
     setup = conn.recv()
     conn.send(("ready", os.getpid(), {}))
     while (job := conn.recv()) is not None:
@@ -44,8 +51,7 @@ def replay(conn: Connection, canned: list[list[Any]]) -> None:
         if "reference" in setup.checks:
             conn.send(("truth", index))
         for row in canned[index % len(canned)][start:]:
-            row.case_index = index
-            conn.send(("row", index, with_stored_line(row)))  # as a worker sends it
+            conn.send(("row", index, normal_form(row, index)))  # as a worker sends it
 
 
 def use_stand_in_workers(canned: list[list[Any]]) -> None:
@@ -81,15 +87,16 @@ def judge_for_real(cases: int) -> tuple[list[list[Any]], float]:
 
 def replay_run(cases: int) -> tuple[int, float, float]:
     """A sweep of ``cases`` cases judged by one stand-in worker, as the command runs it: rows, wall, CPU."""
-    from gradcheck_rnn.cli.commands import judge_with_progress
+    from gradcheck_rnn.cli.commands import progress
     from gradcheck_rnn.reports import RowLog
-    from gradcheck_rnn.run import Execution, RunSpec, Selection
+    from gradcheck_rnn.run import Execution, RunSpec, Selection, judge_run
 
     spec, _ = RunSpec.build("ci", TARGETS, Selection(cases=cases))
     with tempfile.TemporaryDirectory(prefix="supervisor-capacity-") as folder:
         log = RowLog(folder, "replay", notify=lambda *_: None)
         wall, cpu = time.perf_counter(), time.process_time()
-        run = judge_with_progress(spec, Execution(workers=1), log=log)
+        with progress(spec.rows) as advance:  # as the command judges: its progress bar sees every row
+            run = judge_run(spec, Execution(workers=1), on_result=advance, log=log)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         log.discard()
     return run.tally.rows, wall, cpu

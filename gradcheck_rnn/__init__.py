@@ -17,6 +17,7 @@ from .version import __version__  # noqa: F401  (gradcheck_rnn.__version__)
 from .api import check, sweep
 from .model.case import Case, Outputs, RNNConfig, make_case
 from .errors import UsageError
-from .rows.result import CaseResult, Run
+from .rows.result import CaseResult
+from .rows.verdict import Run
 
 __all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "Run", "UsageError", "check", "make_case", "sweep"]

@@ -6,8 +6,8 @@
     run = gr.sweep([my_target], cases=50, modes=["lstm"])
     assert run.exit_code == 0, run.reason
 
-Both judge through the same pipeline as the command line: a run spec resolved once, judged by
-:func:`gradcheck_rnn.run.judge_run` through an executor (worker processes by default), with the
+Both judge through the same pipeline as the command line: one plan
+(:func:`gradcheck_rnn.run.plan.plan`), judged by :func:`gradcheck_rnn.run.judge_run` through an executor (worker processes by default), with the
 command line's threads and JAX cache for the duration of the call only
 (:func:`gradcheck_rnn.runtime.judging`: the caller's process is left as it was).
 """
@@ -18,7 +18,8 @@ from typing import Any, Iterable
 
 from .model.case import Case
 from .errors import UsageError
-from .rows.result import CaseResult, Run
+from .rows.result import CaseResult
+from .rows.verdict import Run
 
 
 def _target_items(targets: Any) -> tuple:
@@ -56,31 +57,36 @@ def _user_families(modes: Iterable[str]) -> tuple[tuple[str, ...], list[str]]:
     return tuple(spec for spec in known.values() if spec), [token for token, spec in known.items() if not spec]
 
 
-def _execution(resolved: list, workers: int, in_process: bool | None, lost_families: list[str]) -> Any:
-    """Worker processes (isolated: a target that exits or crashes is an error row), unless asked
-    otherwise (``in_process``; None: $GRADCHECK_RNN_IN_PROCESS, as the command line's
-    ``--in-process``) or a target or user family is an object no other process can import, which
-    this process judges (``lost_families``: their tokens)."""
+def _in_process(in_process: bool | None) -> bool:
+    """``in_process`` as asked; None: $GRADCHECK_RNN_IN_PROCESS, read as the command line's
+    ``--in-process`` reads it (click's boolean words)."""
     import os
 
     import click
 
-    from .run import Execution
     from .runtime import IN_PROCESS_ENV
 
-    if in_process is None:  # read as the command line's flag reads it (click's boolean words)
-        raw = os.environ.get(IN_PROCESS_ENV, "")
-        try:
-            in_process = bool(raw) and click.BOOL.convert(raw, None, None)
-        except click.BadParameter:
-            raise UsageError(f"{IN_PROCESS_ENV}={raw!r} is not allowed; give 1 or 0") from None
+    if in_process is not None:
+        return in_process
+    raw = os.environ.get(IN_PROCESS_ENV, "")
+    try:
+        return bool(raw) and click.BOOL.convert(raw, None, None)
+    except click.BadParameter:
+        raise UsageError(f"{IN_PROCESS_ENV}={raw!r} is not allowed; give 1 or 0") from None
 
-    lost = [t.name for t in resolved if not t.importable] + [f"family {token}" for token in lost_families]
-    if lost and workers > 1:
-        raise UsageError(f"workers={workers} judges in other processes, which import each target by name, "
-                         f"and {', '.join(lost)} is not importable as module:qualname; define it at module "
-                         f"level or use workers=1")
-    return Execution(workers=workers, in_process=in_process or bool(lost))
+
+def _judge(request: Any) -> Run:
+    """Plan and judge a request (:func:`gradcheck_rnn.run.plan.plan`: worker processes, isolated,
+    unless a target or user family is an object no other process can import, which this process
+    judges) with the command line's threads and JAX cache for the call only."""
+    from .run import judge_run
+    from .run.plan import plan
+    from .runtime import judging
+
+    planned = plan(request)
+    with judging():  # the caller's threads and environment back afterwards
+        return judge_run(planned.spec, planned.execution, targets=planned.targets, jobs=planned.jobs,
+                         rule=planned.verdict)
 
 
 def check(target: Any, case: Case | str, *, checks: Iterable[str] | None = None, rtol: float | None = None,
@@ -99,17 +105,16 @@ def check_run(target: Any, case: Case | str, *, checks: Iterable[str] | None = N
               atol: float | None = None, config: str = "ci", in_process: bool | None = None,
               strict_contracts: bool | None = None) -> Run:
     """:func:`check` as the judged :class:`Run`, with its one verdict (what the pytest fixture reads)."""
-    from .run import Judging, RunSpec, Selection, judge_run
-    from .runtime import judging
+    from .run import Judging, Selection
+    from .run.plan import RunRequest
 
     case = Case.from_id(case) if isinstance(case, str) else case
     families, lost_families = _user_families([case.config.mode])
-    spec, resolved = RunSpec.build(_config_name(config), _target_items(target), Selection(case_ids=(case.id,)),
-                                   Judging(valid_checks(checks), rtol, atol, strict_contracts), families)
     # the case travels whole: its data may be the caller's own, not what its id draws
-    with judging():  # the caller's threads and environment back afterwards
-        execution = _execution(resolved, 1, in_process, lost_families)
-        return judge_run(spec, execution, targets=resolved, jobs=[(0, case)])
+    return _judge(RunRequest(_config_name(config), _target_items(target), Selection(case_ids=(case.id,)),
+                             Judging(valid_checks(checks), rtol, atol, strict_contracts), families, workers=1,
+                             in_process=_in_process(in_process), cases=(case,),
+                             unshipped_families=tuple(lost_families)))
 
 
 def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, config: str = "ci",
@@ -138,14 +143,14 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     """
     from .model.profiles import load_profile
     from .model.narrowing import Narrowing
-    from .run import Judging, RunSpec, Selection, judge_run
-    from .runtime import judging
+    from .run import Judging, Selection
+    from .run.plan import RunRequest
 
     drawn = Narrowing.build(**narrowing)
     profile = load_profile(_config_name(config))
     families, lost_families = _user_families(drawn.modes or profile.modes)
-    spec, resolved = RunSpec.build(_config_name(config), _target_items(targets),
-                                   Selection(cases=cases, seed=seed, narrowing=drawn),
-                                   Judging(valid_checks(checks), rtol, atol, strict_contracts), families, profile)
-    with judging():  # the caller's threads and environment back afterwards
-        return judge_run(spec, _execution(resolved, workers, in_process, lost_families), targets=resolved)
+    return _judge(RunRequest(_config_name(config), _target_items(targets),
+                             Selection(cases=cases, seed=seed, narrowing=drawn),
+                             Judging(valid_checks(checks), rtol, atol, strict_contracts), families, workers=workers,
+                             in_process=_in_process(in_process), unshipped_families=tuple(lost_families),
+                             profile=profile))

@@ -377,7 +377,5 @@ def test_a_detection_run_takes_the_machine_s_idle_cores_by_default(monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.start_pool_early", lambda execution: None)
     assert default_workers(120)[0] == 1  # a sweep of as many cases
     values = {"cases": 6, "seed": None, "config": None, "checks": (), "workers": None}
-    _, execution, _, _ = cli_options.build_detection_run(values, ())
-    assert execution.workers == 2
-    _, execution, _, _ = cli_options.build_detection_run(values, ("truncated-bptt",))
-    assert execution.workers == 1  # one mutant on 6 cases: a second worker does not pay
+    assert cli_options.build_detection_run(values, ()).execution.workers == 2
+    assert cli_options.build_detection_run(values, ("truncated-bptt",)).execution.workers == 1  # one mutant on 6 cases: a second worker does not pay

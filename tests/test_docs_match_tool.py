@@ -51,6 +51,7 @@ def test_the_worker_header_the_docs_quote_is_the_one_the_tool_prints(monkeypatch
     worker part; the default worker count of 40 cases does not depend on how busy the machine is."""
     from gradcheck_rnn.cli.options import announce
     from gradcheck_rnn.run import Execution, RunSpec, default_workers
+    from gradcheck_rnn.run.plan import Plan
 
     _plain_install(monkeypatch)
     spec, _ = RunSpec.build()
@@ -59,7 +60,7 @@ def test_the_worker_header_the_docs_quote_is_the_one_the_tool_prints(monkeypatch
     [quoted] = re.findall(r"judging 40 cases × [^()]*?\(default: [^)]*\)", prose(DOCS / "how-to" / "scale.md"))
     for busy in (0.0, 1.0):  # an idle machine, and one with a core busy elsewhere
         workers, why = default_workers(len(spec.indices), lambda: busy)
-        announce(spec, Execution(workers=workers), why)
+        announce(Plan(spec, Execution(workers=workers), [], why))
         printed = capsys.readouterr().err
         assert printed == shown and " ".join(printed.split()).startswith(quoted + ";"), busy
 

@@ -176,11 +176,10 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_the_package_has_no_import_cycle():
-    """Every import of every module, lazy ones inside functions included, as a graph: no cycle.
-
-    The foreign-target client is left out: it is a standalone script that runs in another
-    interpreter, where gradcheck_rnn may not even be installed (docs/foreign-targets.md)."""
+def _import_edges() -> dict[str, set[str]]:
+    """Every import of every module, lazy ones inside functions included: module -> the package's
+    modules it imports. The foreign-target client is left out: it is a standalone script that runs
+    in another interpreter, where gradcheck_rnn may not even be installed (docs/foreign-targets.md)."""
     root = Path(gr.__file__).parent
     modules = {_module_name(p, root): p for p in root.rglob("*.py")}
     modules.pop("gradcheck_rnn.targets.foreign.client")
@@ -199,6 +198,12 @@ def test_the_package_has_no_import_cycle():
             else:
                 continue
             edges[name].update(f for f in found if f in modules and f != name)
+    return edges
+
+
+def test_the_package_has_no_import_cycle():
+    """Every import of every module, lazy ones inside functions included, as a graph: no cycle."""
+    edges = _import_edges()
     state: dict[str, int] = {}
 
     def visit(module: str, path: list[str]) -> None:
@@ -211,9 +216,46 @@ def test_the_package_has_no_import_cycle():
         state[module] = 2
 
     sys.setrecursionlimit(10_000)
-    for module in sorted(modules):
+    for module in sorted(edges):
         if module not in state:
             visit(module, [module])
+
+
+# The stages in the order data flows (docs/architecture.md, "The layout"): a module imports from its
+# own stage and the stages before it, and from the modules beside them (errors, runtime, ...).
+STAGES = ("families", "model", "references", "kernels", "targets", "judging", "rows", "run", "reports", "workflows",
+          "cli")
+# The imports that still run back up a stage, each a vocabulary that a later stage owns (issue 43:
+# tensor errors, numbers, statuses and tolerances belong where the earliest stage that speaks them
+# lives). Listed so that no new one can be added; remove an entry when its import goes.
+KNOWN_UPWARD = {
+    ("gradcheck_rnn.model.packed", "gradcheck_rnn.judging.compare"),
+    ("gradcheck_rnn.model.packed", "gradcheck_rnn.targets.protocol"),
+    ("gradcheck_rnn.model.profiles", "gradcheck_rnn.judging.tolerances"),
+    ("gradcheck_rnn.references.drift", "gradcheck_rnn.judging.compare"),
+    ("gradcheck_rnn.references.drift", "gradcheck_rnn.judging.tolerances"),
+    ("gradcheck_rnn.references.drift", "gradcheck_rnn.rows.statuses"),
+    ("gradcheck_rnn.references.fd", "gradcheck_rnn.judging.compare"),
+    ("gradcheck_rnn.judging.checks.directions", "gradcheck_rnn.rows.statuses"),
+    ("gradcheck_rnn.judging.checks.reference", "gradcheck_rnn.rows.statuses"),
+    ("gradcheck_rnn.judging.checks.segments", "gradcheck_rnn.rows.statuses"),
+    ("gradcheck_rnn.judging.compare", "gradcheck_rnn.rows.numbers"),
+    ("gradcheck_rnn.judging.judge", "gradcheck_rnn.rows.result"),
+}
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    return STAGES.index(parts[1]) if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_no_import_runs_back_up_a_stage():
+    """No module imports from a later stage than its own (lazy imports included), but the known
+    vocabulary imports listed above, each of which must still exist (the list only shrinks)."""
+    upward = {(module, imported) for module, imports in _import_edges().items() for imported in imports
+              if _stage(module) is not None and _stage(imported) is not None and _stage(imported) > _stage(module)}
+    assert upward - KNOWN_UPWARD == set(), f"imports that run back up a stage: {sorted(upward - KNOWN_UPWARD)}"
+    assert KNOWN_UPWARD - upward == set(), f"gone, remove from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - upward)}"
 
 
 def test_a_target_that_cannot_take_the_case_is_blamed_at_its_own_definition():

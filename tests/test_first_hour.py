@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.cli.advice import next_step
+from gradcheck_rnn.run.advice import next_step
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.families import BUILT_IN_MODES, family
 from gradcheck_rnn.model.case import Case, CaseRef

@@ -4,7 +4,7 @@ refused, the checks not run and the families not drawn, each with the flag or pr
 import pytest
 from click.testing import CliRunner
 
-from gradcheck_rnn.cli.advice import kinds, next_step
+from gradcheck_rnn.run.advice import kinds, next_step
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.model.rnn_config import CHECK_NAMES
 from gradcheck_rnn.model.profiles import CONFIG_DIR

@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import gradcheck_rnn.cli.advice as advice
+import gradcheck_rnn.run.advice as advice
 import gradcheck_rnn.model.case as case_module
 import gradcheck_rnn.model.profiles as generate
 import gradcheck_rnn.targets as targets

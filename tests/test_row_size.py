@@ -166,23 +166,23 @@ def test_the_tally_s_quick_read_of_a_stored_tensor_is_the_expanded_one(status):
 def test_a_worker_s_line_is_written_as_it_is_while_the_row_is_what_it_was():
     """A worker makes a short row's results.jsonl line (the supervisor of many workers would spend
     most of its time on it): the line and the row read back are the ones the supervisor would make."""
-    from gradcheck_rnn.rows.result import row_line, stored_form, with_stored_line
+    from gradcheck_rnn.rows.result import normal_form, row_line, stored_form
 
     made_here = document_row(result())
-    row = with_stored_line(result())
+    row = normal_form(result(), 4)
     assert row.stored_line == row_line(made_here)
     stored, line = stored_form(row)
     assert line is row.stored_line and stored == json.loads(row_line(made_here))
-    assert with_stored_line(result("fail")).stored_line is None  # a failure is stored whole, by the supervisor
+    assert normal_form(result("fail"), 4).stored_line is None  # a failure is stored whole, by the supervisor
 
 
 @pytest.mark.parametrize("change", ["drifted", "index"])
 def test_a_row_changed_after_its_worker_wrote_its_line_is_stored_as_it_is_now(change):
     """A baseline marks a passing row drifted in the supervisor, after its worker made its line: the
     stale line must not be written (it would store a pass). A row moved to another index neither."""
-    from gradcheck_rnn.rows.result import row_line, stored_form, with_stored_line
+    from gradcheck_rnn.rows.result import normal_form, row_line, stored_form
 
-    row = with_stored_line(result())
+    row = normal_form(result(), 4)
     if change == "drifted":
         row.status, row.message = "drifted", "l1.bwd.w_ih: ratio grew 50x since the baseline"
     else:

@@ -169,9 +169,9 @@ def test_the_rows_of_a_lost_dask_chunk_keep_their_target_s_repro_environment():
     setup = WorkerSetup((target,), Tolerances(), ("stateless",), (str(TESTS),))
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
     rows, repro_envs = judge_chunk(setup, [(0, case.id)], None)
-    assert repro_envs == {target: "ISOLATION_TARGETS_MODE=crash"} and rows[0].status == "error"
-    (lost,) = lost_rows([(1, case)], setup, "the Dask worker judging it was lost", repro_envs)
-    assert lost.repro.startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro ") and lost.case_index == 1
+    assert repro_envs == {target: "ISOLATION_TARGETS_MODE=crash"} and rows[0][1].status == "error"
+    ((index, lost),) = lost_rows([(1, case)], setup, "the Dask worker judging it was lost", repro_envs)
+    assert lost.repro.startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro ") and index == 1
 
 
 def test_a_dask_worker_keeps_its_worker_process_between_chunks():

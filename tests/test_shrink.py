@@ -95,6 +95,36 @@ def test_a_target_that_raises_keeps_its_exception_type():
     assert result.minimal.case_id == "gru-L1-bi-I1-H1-T1-B1-len1-f64-s1-wx"  # fewer gradients asked, same error
 
 
+def test_the_error_type_is_a_field_of_the_row_read_back_from_results_json():
+    """Shrink keeps an error by the row's error_type (issue 43: it parsed it out of the message)."""
+    from gradcheck_rnn.judging.judge import judge_one
+    from gradcheck_rnn.rows.result import CaseResult
+
+    def raises(case):
+        raise NotImplementedError("KeyError: not the type")
+
+    row = judge_one(Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1"), raises)
+    assert (row.status, row.error_type) == ("error", "NotImplementedError")
+    assert CaseResult.from_json(json.loads(json.dumps(row.to_json()))).error_type == "NotImplementedError"
+
+
+def test_the_minimal_repro_is_its_row_as_the_run_finished_it_case_timeout_included():
+    """The run finishes each row once (its options, --case-timeout for a row that timed out); the
+    shrink result's repro line is that row's, never finished again (which dropped --case-timeout)."""
+    import math
+
+    from gradcheck_rnn.rows.result import CaseResult, finish
+    from gradcheck_rnn.workflows.shrink import Failure, ShrinkResult, Step
+
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
+    row = finish(CaseResult.of_case(case, "plugin_targets:hangs", "error", "reference",
+                                    message="timed out after 2 s", timed_out=True), "--config nightly", 2.0)
+    result = ShrinkResult(row.target, Failure("reference", "error", error_type=row.message),
+                          [Step(case.id, "start", math.nan, row)], 1, 10)
+    assert result.repro == f"gradcheck-rnn repro {case.id} --target plugin_targets:hangs --config nightly --case-timeout 2"
+    assert result.reproduction.options == "--config nightly --case-timeout 2"
+
+
 def test_a_reference_free_check_is_kept_and_the_json_names_the_path():
     code, output = invoke("shrink", "gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s2", "--target", TRUNCATED,
                           "--check", "future", "--json")

@@ -21,7 +21,8 @@ from gradcheck_rnn.reports import RowLog, write_reports
 from gradcheck_rnn.reports.document import results_document
 from gradcheck_rnn.rows.log import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
 from gradcheck_rnn import CaseResult
-from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers, slim
+from gradcheck_rnn.rows.result import slim
+from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers
 from gradcheck_rnn.run import fork_server
 from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
 from gradcheck_rnn.run.worker import WorkerSetup
@@ -51,11 +52,11 @@ def test_workers_are_forked_from_the_preloaded_server_with_one_thread_and_the_cu
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
     with fork_server.kept():  # across pools: the second one's workers are forked from the same server
         with WorkerPool(setup, 2) as pool:
-            rows = pool.judge([(0, case), (1, case)])
+            rows = list(pool.judge([(0, case), (1, case)]))
             server = multiprocessing.forkserver._forkserver._forkserver_pid
         with WorkerPool(setup, 1) as pool:
-            rows[1] += pool.judge([(1, case)])[1]
-    seen = [dict(re.findall(r"(\w+)=(\S+)", r.message)) for index in (0, 1) for r in rows[index]]
+            rows += pool.judge([(1, case)])
+    seen = [dict(re.findall(r"(\w+)=(\S+)", r.message)) for _, r in rows]
     assert len(seen) == 3 and all(s["ppid"] == str(server) for s in seen), (seen, server)
     # torch on one thread; the thread variables are the user's, as the command was started with them
     user_omp = str(os.environ.get("OMP_NUM_THREADS"))

@@ -114,8 +114,7 @@ def sweep(**values: Any) -> None:
 
     ensure_writable(values["report_dir"])
     baseline = opt.load_baseline(values)
-    spec, execution, resolved = opt.build_sweep(values, baseline)
-    sys.exit(judge_and_report(spec, execution, "sweep", values["report_dir"], values["fmt"], targets=resolved,
+    sys.exit(judge_and_report(opt.build_sweep(values, baseline), "sweep", values["report_dir"], values["fmt"],
                               baseline=baseline))
 
 
@@ -172,8 +171,7 @@ def check(ctx: click.Context, **values: Any) -> None:
     else:
         case_id = opt.case_of(values)
     judging = opt.judging_of(values, opt.expand_checks(values["checks"]))
-    spec, execution, _ = opt.build_run(values, opt.one_case(case_id), judging)
-    sys.exit(judge_case(spec, execution, per_step=False))
+    sys.exit(judge_case(opt.build_run(values, opt.one_case(case_id), judging), per_step=False))
 
 
 @main.command()
@@ -203,7 +201,8 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
     from ..workflows.emit_test import emit_test as emitted, write_test
 
     judging = opt.judging_of(values, opt.expand_checks(values["checks"]))
-    spec, execution, _ = opt.build_run(values, opt.one_case(case_id), judging)
+    planned = opt.build_run(values, opt.one_case(case_id), judging)
+    spec = planned.spec
     if emit_test is not None:
         if len(values["targets"]) != 1:
             raise UsageError(f"--emit-test needs exactly one --target, the target the test judges; "
@@ -212,7 +211,7 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
                          spec.repro_options)
         written = write_test(emit_test, source)
         say(err, f"regression test written to {written} (run it: python -m pytest {written})")
-    sys.exit(judge_case(spec, execution, per_step=True))
+    sys.exit(judge_case(planned, per_step=True))
 
 
 @main.command()
@@ -245,9 +244,9 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
     """
     from .commands import shrink_case
 
-    spec, execution, _ = opt.build_run({**values, "workers": values["workers"] or 1}, opt.one_case(case_id),
-                                       opt.judging_of(values, (check,)), targets=(target,))
-    sys.exit(shrink_case(spec, execution, any_tensor, max_steps, as_json))
+    planned = opt.build_run({**values, "workers": values["workers"] or 1}, opt.one_case(case_id),
+                            opt.judging_of(values, (check,)), targets=(target,))
+    sys.exit(shrink_case(planned, any_tensor, max_steps, as_json))
 
 
 @main.command()
@@ -279,8 +278,8 @@ def issue(case_id: str, target: str, check: str, shrink_first: bool, output: str
     from .commands import err, say
     from ..workflows.issue import write_issue
 
-    spec, _, _ = opt.build_run({**values, "workers": 1, "in_process": True}, opt.one_case(case_id),
-                               opt.judging_of(values, (check,)), targets=(target,))
+    spec = opt.build_run({**values, "workers": 1, "in_process": True}, opt.one_case(case_id),
+                         opt.judging_of(values, (check,)), targets=(target,)).spec
     code, text = write_issue(case_id, target, check, shrink_first, spec.tolerances(), spec.repro_options,
                              say=lambda step: say(err, f"shrink: {step.change}: {step.case_id}"))
     if code:
@@ -317,8 +316,8 @@ def mutants(mutants: tuple[str, ...], **values: Any) -> None:
     from .commands import ensure_writable, judge_and_report
 
     ensure_writable(values["report_dir"])
-    spec, execution, resolved, present = opt.build_detection_run(values, mutants)  # unknown names: exit 2
-    sys.exit(judge_and_report(spec, execution, "mutants", values["report_dir"], present=present, targets=resolved))
+    planned = opt.build_detection_run(values, mutants)  # unknown names: exit 2
+    sys.exit(judge_and_report(planned, "mutants", values["report_dir"]))
 
 
 @main.command()
@@ -336,8 +335,8 @@ def calibrate(target: str, margin: float, **values: Any) -> None:
     Exits with the run's verdict, as sweep: 5 when the target was judged on no case."""
     from .commands import judge_calibration
 
-    spec, execution, _ = opt.build_run(values, judging=opt.judging_of(values, ("reference",)), targets=(target,))
-    sys.exit(judge_calibration(spec, execution, margin))
+    planned = opt.build_run(values, judging=opt.judging_of(values, ("reference",)), targets=(target,))
+    sys.exit(judge_calibration(planned, margin))
 
 
 @main.command()

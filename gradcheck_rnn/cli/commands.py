@@ -1,7 +1,8 @@
-"""What the judging commands print and write: tables, failure lines, the verdict line, reports.
+"""What the judging commands print: tables, failure lines, the verdict line.
 
-The CLI's commands call these; each reads a judged :class:`~gradcheck_rnn.rows.result.Run` (or the
-rows of one case) and never recomputes its verdict. Target-provided text (messages, tracebacks,
+The CLI's commands hand a plan to the engine (:mod:`gradcheck_rnn.run.drive`, which judges,
+stores and publishes) and print what it returns: a judged :class:`~gradcheck_rnn.rows.verdict.Run`
+(or the rows of one case), never recomputing its verdict. Target-provided text (messages, tracebacks,
 names) is always printed literally, never as rich markup.
 """
 
@@ -12,16 +13,22 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from rich.console import Console
 from rich.text import Text
 
 from ..reports import console as render
-from ..errors import INTERRUPTS, UsageError
-from ..rows.result import CaseResult, Run, document_row, plural, tally_verdict
+from ..errors import UsageError
+from ..rows.numbers import plural
+from ..rows.result import CaseResult, document_row
 from ..rows.statuses import STYLE, is_bad
 from ..rows.tally import StoredTally, Tally
+from ..rows.verdict import Run
+
+if TYPE_CHECKING:
+    from ..run.drive import Outcome
+    from ..run.plan import Plan
 
 
 def _width(stream: Any) -> int | None:
@@ -78,26 +85,22 @@ def verdict_line(code: int, reason: str, suffix: str = "") -> None:
     say(out, Text.assemble((reason, VERDICT_STYLE.get(code, "red")), suffix))
 
 
-def write_and_finish(run: Run, report_dir: str, meta: dict[str, Any], extra: dict[str, Any] | None = None,
-                     fmt: str = "console", log: Any = None) -> int:
-    """Write the reports of a judged run (its verdict stored in them), print the verdict line,
-    and return the exit code. The tables are already on the console: if the reports cannot be
-    written after all, say so in one sentence and return non-zero (1 unless the verdict is worse)."""
-    from ..reports import write_reports
-
-    meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
-            "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
+def finish_outcome(outcome: Outcome, report_dir: str, fmt: str = "console") -> int:
+    """After a judged run's tables: how far it got, then the published run's GitHub output, the
+    pictures note and the verdict line; the exit code. The tables are already on the console: if
+    the reports could not be written after all, say so in one sentence and return non-zero (1
+    unless the verdict is worse)."""
+    run = outcome.run
     if not run.complete and not run.interrupted:  # an interrupted run's verdict line says how far it got
-        render.print_lines(out, render.stopped_early_lines(run.cases_judged, meta.get("cases")))
-    try:
-        run_dir = write_reports(run.results, report_dir, meta, extra, log=log)
-    except OSError as exc:
-        print_error(f"the reports could not be written to {report_dir!r} ({exc.strerror or exc}); "
+        render.print_lines(out, render.stopped_early_lines(run.cases_judged, run.spec.cases))
+    if outcome.run_dir is None:
+        exc = outcome.unwritten
+        print_error(f"the reports could not be written to {report_dir!r} ({getattr(exc, 'strerror', None) or exc}); "
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
-    publish_format(fmt, run_dir)
-    pictures_note(bool(run.failures), run_dir)
-    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {run_dir}")
+    publish_format(fmt, outcome.run_dir)
+    pictures_note(bool(run.failures), outcome.run_dir)
+    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {outcome.run_dir}")
     return run.exit_code
 
 
@@ -166,146 +169,84 @@ def progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
         bar.update(task, advance=pending)
 
 
-@contextlib.contextmanager
-def terminate_as_exception() -> Iterator[None]:
-    """While a command judges, SIGTERM raises :class:`~gradcheck_rnn.errors.Terminated` in this
-    (the main) thread, as SIGINT raises KeyboardInterrupt, so both end the run the same way: the
-    workers stopped, what was judged published as interrupted. The previous handler comes back after."""
-    import signal
-    import threading
+def judge_with_progress(planned: Plan) -> Run:
+    """Judge a plan with a progress bar on stderr; the judged run (interrupted by a signal, too)."""
+    from ..run.drive import judge
 
-    from ..errors import Terminated
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminated(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with progress(planned.spec.rows) as advance:
+        return judge(planned, advance)
 
 
-def judge_with_progress(spec: Any, execution: Any, log: Any = None, targets: list | None = None,
-                        baseline: Any = None) -> Run:
-    """Judge a run spec with a progress bar on stderr; the judged run. Each row goes to ``log``
-    (the run's :class:`~gradcheck_rnn.rows.log.RowLog`) as it arrives, so the rows are on
-    disk, in their results.json form, while the workers still judge, and the run keeps in memory
-    only the rows that did not pass (:func:`~gradcheck_rnn.run.judge_run`); with a ``baseline``
-    (:class:`~gradcheck_rnn.workflows.baseline.Baseline`) already marked drifted or not. A signal raises out
-    of here with the run judged so far as the exception's ``run``."""
-    from ..run import judge_run
+def judge_and_report(planned: Plan, command: str, report_dir: str, fmt: str = "console",
+                     baseline: Any = None) -> int:
+    """Judge a run with a progress bar, have it published, print it; the exit code (``sweep``, ``mutants``).
 
-    with progress(spec.rows) as advance:
-        return judge_run(spec, execution, on_result=advance, targets=targets, baseline=baseline, log=log)
-
-
-@contextlib.contextmanager
-def row_log(report_dir: str, command: str, seed: int | None) -> Iterator[Any]:
-    """The run's row log, made when judging starts and discarded if the command ends before
-    :func:`write_and_finish` published it (an error, a second Ctrl-C while writing)."""
-    from ..reports import RowLog, run_name
-
-    log = RowLog(report_dir, run_name(command, seed))
-    try:
-        yield log
-    finally:
-        log.discard()  # a no-op once published
-
-
-def judge_and_report(spec: Any, execution: Any, command: str, report_dir: str, fmt: str = "console",
-                     present: Callable[[Run], tuple[Run, dict[str, Any] | None]] | None = None,
-                     targets: list | None = None, baseline: Any = None) -> int:
-    """Judge a run, print it, write its reports; the exit code (``sweep``, ``mutants``).
-
-    ``present`` prints the command's own tables for a judged run and returns the run to store
-    (a mutants run has its own verdict) and extra top-level keys for results.json; by default the
-    summary tables and the failure list. A run stopped by SIGINT or SIGTERM is published as judged
-    so far with the verdict ``interrupted``, after one line, and exits 130 or 143. With a
-    ``baseline`` the drifted rows get their own table and results.json its ``"drift"``.
+    A detection run (its plan has its own verdict rule) prints its detection table, any other the
+    summary tables, the failure list, the ``next:`` hint and, with a ``baseline``, the drifted
+    rows. A run stopped by SIGINT or SIGTERM is published as judged so far with the verdict
+    ``interrupted``, and prints only its verdict line (exit 130 or 143).
     """
-    from .advice import next_step
+    from ..reports import publish
+    from ..run.drive import judge_and_publish
 
     ensure_writable(report_dir)
-    meta = spec.meta(command)
-    # a rerun's folder says so (<stamp>-rerun-s<the stored run's seed>); results.json names the run it reruns
-    with row_log(report_dir, "rerun" if spec.rerun_of else command, spec.seed) as log, terminate_as_exception():
-        try:
-            run = judge_with_progress(spec, execution, log, targets, baseline)
-        except INTERRUPTS as exc:
-            return write_and_finish(exc.run, report_dir, meta, fmt=fmt, log=log)
-        extra = None if baseline is None else {"drift": baseline.to_json()}
-        if present is None:
-            print_run(map(document_row, run.results), log.tally)
-            if run.exit_code in (0, 5) and (step := next_step(spec, log.tally.coverage)):  # what to do for more coverage
-                render.print_lines(out, render.note_lines(step))
-            if extra is not None:
-                print_drift(extra["drift"])
+    detection = planned.verdict is not None
+    with progress(planned.spec.rows) as advance:
+        outcome = judge_and_publish(planned, command, report_dir, publish, advance, baseline, advise=not detection)
+    run = outcome.run
+    if run.interrupted is None:
+        if detection:
+            print_detection({**run.spec.meta(command), **run.extra})
         else:
-            run, extra = present(run)
-        return write_and_finish(run, report_dir, meta, extra, fmt=fmt, log=log)
+            print_run(map(document_row, run.results), run.tally)
+            if outcome.next_step:  # what to do for more coverage
+                render.print_lines(out, render.note_lines(outcome.next_step))
+            if "drift" in run.extra:
+                print_drift(run.extra["drift"])
+    return finish_outcome(outcome, report_dir, fmt)
 
 
 def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     """``merge``: join the shards, print the tables, write the merged run's reports; the exit code."""
-    from ..run.merge import merge_shards
+    from ..reports import RowLog, publish, run_name
+    from ..run.drive import publish_judged
+    from ..workflows.merge import merge_shards, merged_run
 
     spec, results, folders, drift = merge_shards(run_dirs)
     ensure_writable(report_dir)
-    with row_log(report_dir, "merge", spec.seed) as log:
-        for result in results:  # as their shard finished them (gradcheck_rnn.rows.result.finish)
-            log.add(result)
-        # the one tally, the log's: the verdict's, the console's and the reports'
-        run = Run(results, *tally_verdict(log.tally, spec.named_targets, drift, spec.strict_contracts), spec, tally=log.tally)
-        print_run(map(document_row, results), log.tally)
-        extra = None if drift is None else {"drift": drift}
+    log = RowLog(report_dir, run_name("merge", spec.seed))
+    try:
+        run = merged_run(spec, results, drift, log)
+        print_run(map(document_row, results), run.tally)
         if drift is not None:
             print_drift(drift)
-        return write_and_finish(run, report_dir, {**spec.meta("merge"), "shards": [str(f) for f in folders]},
-                                extra, fmt=fmt, log=log)
+        outcome = publish_judged(run, log, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, publish)
+        return finish_outcome(outcome, report_dir, fmt)
+    finally:
+        log.discard()  # a no-op once published
 
 
-def present_mutants(mutant_names: list[str], correct_names: list[str], every_mutant: bool = True,
-                    home_profiles: list[dict[str, Any]] | None = None,
-                    left_out: list[dict[str, Any]] | None = None) -> Callable[[Run], tuple[Run, dict[str, Any]]]:
-    """``mutants``: print the detection table of a judged run; the run with the detection verdict
-    (every mutant flagged and no correct kernel) and the detection rows for results.json.
-    ``every_mutant``, ``home_profiles`` and ``left_out``: see
-    :func:`~gradcheck_rnn.workflows.mutants.detection_verdict`, :func:`~gradcheck_rnn.workflows.mutants.home_cases`
-    and :func:`~gradcheck_rnn.workflows.mutants.left_out`."""
-    from ..workflows.mutants import detection_lines, detection_verdict, summarise
+def print_detection(document: dict[str, Any]) -> None:
+    """``mutants``: the detection table and lines of a detection run's document (results.json's
+    ``"mutants"`` and ``"false_alarms"``, :class:`~gradcheck_rnn.workflows.mutants.DetectionRule`)."""
+    from ..workflows.mutants import detection_lines
 
-    def present(judged: Run) -> tuple[Run, dict[str, Any]]:
-        mutant_rows, correct_rows = summarise(judged.results, mutant_names, correct_names, judged.tally)
-        extra = {"mutants": [r.to_json() for r in mutant_rows], "false_alarms": [r.to_json() for r in correct_rows],
-                 "checks": list(judged.spec.checks)}
-        if home_profiles:
-            extra["home_profiles"] = home_profiles
-        if left_out:
-            extra["left_out"] = left_out
-        table, lines = detection_lines({**judged.spec.meta("mutants"), **extra})
-        out.print(table)
-        render.print_lines(out, lines)
-        return Run(judged.results, *detection_verdict(mutant_rows, correct_rows, every_mutant), judged.spec,
-                   complete=judged.complete, tally=judged.tally, seconds=judged.seconds), extra
-
-    return present
+    table, lines = detection_lines(document)
+    out.print(table)
+    render.print_lines(out, lines)
 
 
-def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
+def judge_calibration(planned: Plan, margin: float) -> int:
     """``calibrate``: judge a correct target, print the error ratios and the proposal; the exit code."""
+    from ..run.drive import terminate_as_exception
     from ..workflows.calibrate import calibrate, calibration_table
 
+    spec = planned.spec
     with terminate_as_exception():
-        try:
-            run = judge_with_progress(spec, execution)
-        except INTERRUPTS as exc:
-            verdict_line(exc.run.exit_code, exc.run.reason)
-            return exc.run.exit_code
+        run = judge_with_progress(planned)
+    if run.interrupted:
+        verdict_line(run.exit_code, run.reason)
+        return run.exit_code
     out.print(calibration_table(calibrate(run.results, spec.tolerances(), margin), run, margin))
     if run.failures:
         say(out, f"{len(run.failures)} results did not pass: is {spec.targets[0]} really correct? "
@@ -314,31 +255,30 @@ def judge_calibration(spec: Any, execution: Any, margin: float) -> int:
     return run.exit_code
 
 
-def judge_case(spec: Any, execution: Any, per_step: bool) -> int:
+def judge_case(planned: Plan, per_step: bool) -> int:
     """``check`` and ``repro``: judge a run of one case, print each row's full table as it
     arrives; the exit code (130/143 with one line when a signal stops it)."""
-    from ..run import judge_run
+    from ..run.drive import judge, terminate_as_exception
 
     with terminate_as_exception():
-        try:
-            run = judge_run(spec, execution, on_result=lambda row: print_case_result(row.to_json(), per_step))
-        except INTERRUPTS as exc:
-            run = exc.run
+        run = judge(planned, lambda row: print_case_result(row.to_json(), per_step))
     verdict_line(run.exit_code, run.reason)
     return run.exit_code
 
 
-def shrink_case(spec: Any, execution: Any, any_tensor: bool, max_steps: int, as_json: bool) -> int:
+def shrink_case(planned: Plan, any_tensor: bool, max_steps: int, as_json: bool) -> int:
     """``shrink``: judge the candidates one run of one case at a time through one open executor
     (one worker process by default); print the accepted steps or the JSON; the exit code."""
     import dataclasses
 
     from ..model.case import Case
-    from ..errors import signal_name
-    from ..rows.result import EXIT_INTERRUPTED
+    from ..errors import INTERRUPTS, signal_name
+    from ..rows.verdict import EXIT_INTERRUPTED
     from ..run import judge_run, open_executor
+    from ..run.drive import terminate_as_exception
     from ..workflows.shrink import DidNotReproduce, shrink, steps_lines
 
+    spec, execution = planned.spec, planned.execution
     check = spec.checks[0]
     executor = open_executor(spec, execution, jobs=1)
 
@@ -382,11 +322,7 @@ def rerender_run(run_dir: str, fmt: str) -> int:
     resolved = resolve_run_dir(run_dir)
     document = rerender(resolved)
     if document.get("mutants") is not None:
-        from ..workflows.mutants import detection_lines
-
-        table, lines = detection_lines(document)
-        out.print(table)
-        render.print_lines(out, lines)
+        print_detection(document)
     else:
         print_run(document["results"], StoredTally(document))
     if document.get("drift") is not None:
@@ -404,24 +340,24 @@ def print_drift(drift: dict[str, Any]) -> None:
     """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.workflows.baseline`), largest growth
     first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
     cut); or one line saying how many rows were compared and that none drifted, or that none was."""
-    from ..reports.document import drift_rows
+    from ..reports.document import DriftView
     from ..rows.numbers import fmt
 
-    compared = f"{plural(drift['compared'], 'passing row')} compared with {drift['baseline']}"
-    rule = f"ratio grew past ×{drift['factor']:g}, ending above {drift['floor']:g}"
-    if not drift["compared"]:
-        say(out, f"nothing was compared with the baseline {drift['baseline']}: no passing row has a row there, "
+    view = DriftView.of(drift)
+    compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"
+    rule = f"ratio grew past ×{view.factor:g}, ending above {view.floor:g}"
+    if not view.compared:
+        say(out, f"nothing was compared with the baseline {view.baseline}: no passing row has a row there, "
                  f"so drift went unchecked", style="bold yellow")
         return
-    if not drift["rows"]:
+    if not view.drifted:
         say(out, f"no drift: {compared}, none whose {rule}")
         return
-    say(out, f"Drifted since the baseline: {plural(len(drift['rows']), 'row')} ({compared}; {rule}), "
+    say(out, f"Drifted since the baseline: {plural(view.drifted, 'row')} ({compared}; {rule}), "
              f"largest growth first:", style="bold yellow")
     lines: dict[tuple[str, str, str], list[str]] = {}
-    for case_id, target, check, tensor, then, now in drift_rows(drift["rows"]):
-        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
-        lines.setdefault((case_id, target, check), []).append(f"{tensor} {fmt(then)} → {fmt(now)} ({growth})")
+    for t in view.tensors:
+        lines.setdefault((t.case_id, t.target, t.check), []).append(f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
     for (case_id, target, check), changes in lines.items():
         say(out, Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(changes)}"))
 

@@ -1,5 +1,6 @@
-"""The command line's shared options, and how they become a run: one :class:`RunSpec` and one
-:class:`Execution` per command, built here once so that no command threads loose values through.
+"""The command line's shared options, and how their values become a run request
+(:class:`~gradcheck_rnn.run.plan.RunRequest`), which :func:`~gradcheck_rnn.run.plan.plan` turns
+into the run: the command line builds no spec or execution itself.
 
 Heavy imports (torch, jax) happen only when a command runs, so ``--help`` stays fast.
 """
@@ -7,7 +8,7 @@ Heavy imports (torch, jax) happen only when a command runs, so ``--help`` stays 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -16,6 +17,9 @@ from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
 from ..errors import UsageError, unknown_name
 from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
 from ..runtime import IN_PROCESS_ENV
+
+if TYPE_CHECKING:
+    from ..run.plan import Plan, RunRequest
 
 
 def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -279,7 +283,7 @@ def compare_baseline(baseline: Any, spec: Any) -> None:
         say(err, note)
 
 
-def build_sweep(values: dict[str, Any], baseline: Any = None) -> tuple[Any, Any, list]:
+def build_sweep(values: dict[str, Any], baseline: Any = None) -> Plan:
     """:func:`build_run` for ``sweep``; with ``--last-failed`` a run of the named cases that did
     not pass in the report folder's latest run (exit 5 with a note when there are none). A
     ``baseline`` that cannot be compared with the run is refused before its header is printed."""
@@ -317,73 +321,48 @@ def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
 
 
-def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
-              families: Any = None, header: bool = False,
-              before_header: Callable[[Any], None] | None = None, per_case: int = 1) -> tuple[Any, Any, list]:
-    """The run spec, the execution and the resolved targets of a judging command, from its option
-    values (``values``: click's keyword arguments). What the command sets itself replaces what the
-    values say: ``selection`` (default: the draw of --cases, --seed, the narrowing flags and
-    --shard), ``judging`` (default: the profile's checks, --rtol and --atol), ``targets`` and
-    ``families`` (default: --target and --family).
-
-    The execution is made (and validated) first and the pool's fork server started, so that its
-    imports run beside the slow part of the set-up (profile, targets); the worker count, when not
-    given, is chosen from the number of cases (each worth ``per_case`` sweep cases:
-    :func:`~gradcheck_rnn.run.default_workers`) and printed with its reason on stderr. A drawn run
-    prints its header line (after ``before_header`` had the spec to refuse, so that a refusal
-    comes before any "judging …"); a run of named cases only with ``header``. Target names and case ids
-    are checked before anything starts: a typo is refused before the seconds that torch, JAX and the
-    pool take to start (:func:`refuse_bad_names`).
-    """
+def request_of(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
+               families: Any = None, per_case: int = 1, verdict: Any = None) -> RunRequest:
+    """The run request of a judging command's option values (``values``: click's keyword
+    arguments): what the command sets itself replaces what the values say: ``selection``
+    (default: the draw of --cases, --seed, the narrowing flags and --shard), ``judging`` (default:
+    the profile's checks, --rtol and --atol), ``targets`` and ``families`` (default: --target and
+    --family); ``per_case`` and ``verdict``: see :class:`~gradcheck_rnn.run.plan.RunRequest`."""
     from ..families import load_all
-    from ..model.profiles import load_profile
-    from ..run import Execution, RunSpec, default_workers, start_pool_early
-    from ..runtime import set_up_process
+    from ..run.plan import RunRequest
 
     families = tuple(values.get("families", ()) if families is None else families)
-    load_all(families)  # before the profile or the narrowing names their tokens (--last-failed's stored families)
-    selection = selection_of(values) if selection is None else selection
-    judging = judging_of(values) if judging is None else judging
-    targets = tuple(values.get("targets", ()) if targets is None else targets)
-    refuse_bad_names(targets, selection.case_ids)
-    profile = load_profile(values.get("config"))
-    workers, why = values.get("workers"), "--workers"
-    if workers is None:
-        planned = len(selection.case_ids) or RunSpec.count_cases(cases=selection.cases, shard=selection.shard,
-                                                                 profile=profile)
-        workers, why = default_workers(planned, per_case=per_case)
-    execution = Execution(workers=workers, executor=values.get("executor", "local"),
-                          scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
-                          fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False))
-    start_pool_early(execution)
-    # after the fork server has started: this imports torch (~1 s), which the server imports too,
-    # on the other core. The JAX cache folder it names is in the environment before any worker is made.
-    set_up_process()  # the command line's own process: threads and the JAX cache folder, kept (workers inherit it)
-    spec, resolved = RunSpec.build(values.get("config"), targets, selection, judging, families, profile)
+    load_all(families)  # before the narrowing names their tokens (--last-failed's stored families)
+    return RunRequest(config=values.get("config"),
+                      targets=tuple(values.get("targets", ()) if targets is None else targets),
+                      selection=selection_of(values) if selection is None else selection,
+                      judging=judging_of(values) if judging is None else judging, families=families,
+                      workers=values.get("workers"), executor=values.get("executor", "local"),
+                      scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
+                      fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False),
+                      per_case=per_case, command_line=True, verdict=verdict)
+
+
+def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
+              families: Any = None, header: bool = False, before_header: Callable[[Any], None] | None = None,
+              per_case: int = 1, verdict: Any = None) -> Plan:
+    """The plan of a judging command (:func:`~gradcheck_rnn.run.plan.plan` of :func:`request_of`),
+    and its header line on stderr: a drawn run's always, a run of named cases' only with
+    ``header``, after ``before_header`` had the spec to refuse (so that a refusal comes before
+    any "judging …")."""
+    from ..run.plan import plan
+
+    planned = plan(request_of(values, selection, judging, targets, families, per_case, verdict))
     if before_header is not None:
-        before_header(spec)
-    if header or not spec.case_ids:  # a sweep's header line; a command on one named case needs none
-        announce(spec, execution, why)
-    return spec, execution, resolved
+        before_header(planned.spec)
+    if header or not planned.spec.case_ids:  # a sweep's header line; a command on one named case needs none
+        announce(planned)
+    return planned
 
 
-def refuse_bad_names(targets: Any, case_ids: Any) -> None:
-    """UsageError for an unknown target, a ``NAME@PYTHON`` without its interpreter or a bad case
-    id, found without importing torch or JAX (RunSpec.build checks them again for API callers,
-    after its heavy imports)."""
-    from ..model.case import CaseRef
-    from ..targets import check_target_name
-
-    for name in targets:
-        if isinstance(name, str):
-            check_target_name(name)
-    for case_id in case_ids:
-        CaseRef.from_id(case_id)
-
-
-def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tuple[Any, Any, list, Callable]:
-    """``mutants``: the run spec, execution and resolved targets of a detection run, and its
-    ``present`` (:func:`~gradcheck_rnn.cli.commands.present_mutants`). Without --config every mutant is
+def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> Plan:
+    """``mutants``: the plan of a detection run, its verdict the detection rule's
+    (:class:`~gradcheck_rnn.workflows.mutants.DetectionRule`). Without --config every mutant is
     judged on the cases of its home profile (:func:`~gradcheck_rnn.workflows.mutants.home_cases`), all in
     one run of named cases under the ci profile's checks and tolerances; with --config, every
     mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
@@ -396,8 +375,7 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     if narrowed and values.get("config") is None:
         raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
                          f"draw: name it, e.g. -c families --mode s6")
-    from .commands import present_mutants
-    from ..workflows.mutants import detection_targets, home_cases, left_out
+    from ..workflows.mutants import DetectionRule, detection_targets, home_cases, left_out
     from ..run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)
@@ -408,38 +386,20 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> tup
     # fewer cases than a sweep's (without this, the default run of 120 cases × 42 targets took one)
     per_case = 1 + len(mutant_names)
     if values.get("config") is not None:
-        spec, execution, resolved = build_run(values, judging=judging, targets=targets, per_case=per_case)
-        return spec, execution, resolved, present_mutants(mutant_names, correct_names, bool(mutants),
-                                                          left_out=not_judged)
+        rule = DetectionRule(tuple(mutant_names), tuple(correct_names), bool(mutants), left_out=tuple(not_judged))
+        return build_run(values, judging=judging, targets=targets, per_case=per_case, verdict=rule)
     case_ids, drawn = home_cases(mutant_names, values.get("cases"), values.get("seed"))
-    spec, execution, resolved = build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging,
-                                          targets, header=True, per_case=per_case)
-    return spec, execution, resolved, present_mutants(mutant_names, correct_names, True, drawn, not_judged)
+    rule = DetectionRule(tuple(mutant_names), tuple(correct_names), True, tuple(drawn), tuple(not_judged))
+    return build_run(values, Selection(seed=values.get("seed"), case_ids=case_ids), judging, targets, header=True,
+                     per_case=per_case, verdict=rule)
 
 
-def announce(spec: Any, execution: Any, why: str) -> None:
-    """The run's header on stderr: what is judged, where, and why that many workers."""
+def announce(planned: Plan) -> None:
+    """The run's header on stderr (:meth:`~gradcheck_rnn.run.plan.Plan.header`), wrapped at 80 columns."""
     from .commands import err
-
-    if execution.in_process:
-        where = "in this process (--in-process: not isolated)"
-    elif execution.executor == "dask":
-        where = f"on the Dask cluster at {execution.scheduler}"
-    else:
-        count = min(execution.workers, max(1, len(spec.indices)))
-        where = f"in {count} worker process{'es' if count > 1 else ''} ({why})"
-    from ..model.narrowing import draw_flags
     from ..reports.console import print_lines, wrapped
 
-    line = f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × {', '.join(spec.targets)} {where}"
-    if flags := draw_flags(spec.draw_json()):  # the narrowing, as flags a user can copy
-        line += f"; drawn from profile {spec.profile} narrowed by {' '.join(flags)}"
-    if not spec.named_targets:  # the default targets: say which built-ins this machine leaves out, and why
-        from ..targets import left_out_builtins
-
-        if left := left_out_builtins():
-            line += f"; left out: {left}"
-    print_lines(err, wrapped(line, indent="", hanging="  "))  # no case id in it: wrapped at 80 columns
+    print_lines(err, wrapped(planned.header(), indent="", hanging="  "))  # no case id in it
 
 
 def usage_errors(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -48,11 +48,12 @@ _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
 
 class TargetRaised(Exception):
-    """The target raised: ``message`` names the exception and the target's own frame."""
+    """The target raised: ``message`` names the exception and the target's own frame;
+    ``error_type`` is the exception's class name (the row's, so nobody parses it from the message)."""
 
-    def __init__(self, message: str, frames: str) -> None:
+    def __init__(self, message: str, frames: str, error_type: str = "") -> None:
         super().__init__(message)
-        self.message, self.frames = message, frames
+        self.message, self.frames, self.error_type = message, frames, error_type
 
 
 class InvalidOutputs(Exception):
@@ -245,7 +246,7 @@ class TargetCall:
         except INTERRUPTS:
             raise
         except BaseException as exc:
-            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl), type(exc).__name__) from None
 
     def product(self, method: str, tangents: Arrays) -> Arrays:
         """The target's validated ``method`` ("jvp": output tangents y, hy, cy; "hvp": the requested
@@ -271,13 +272,13 @@ class TargetCall:
         except INTERRUPTS:
             raise
         except BaseException as exc:  # SystemExit too: a target that raises is an "error" row, never the run's end
-            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl), type(exc).__name__) from None
         try:  # reading what it returned runs the target's code too (properties, array conversions)
             return validate(case, returned, returns)
         except (InvalidOutputs, *INTERRUPTS):
             raise
         except BaseException as exc:
-            raise TargetRaised(*describe_exception(exc, target=self.target.impl)) from None
+            raise TargetRaised(*describe_exception(exc, target=self.target.impl), type(exc).__name__) from None
 
     def latest_run_of(self, case: Case) -> Arrays | None:
         """What the target's latest call returned if that call ran ``case`` itself (the same
@@ -311,8 +312,8 @@ class TargetCall:
 
 
 def _row(case: Case, target: Target, check: str, status: str, **fields: Any) -> CaseResult:
-    return CaseResult(case.id, target.name, status, case.config.mode, case.config.dtype, case.wants_group,
-                      check=check, importable=target.importable, repro_env=target.repro_env, **fields)
+    return CaseResult.of_case(case, target.name, status, check, importable=target.importable,
+                              repro_env=target.repro_env, **fields)
 
 
 def apply_contracts(row: CaseResult, contracts: tuple[Contract, ...], set_aside: dict[str, TensorError]) -> CaseResult:
@@ -364,7 +365,8 @@ def _judge_check(call: TargetCall, check: str, tolerances: Tolerances) -> CaseRe
     except InvalidOutputs as exc:
         return _row(case, target, check, exc.status, message=exc.message, tensors=exc.rows)
     except TargetRaised as exc:
-        return _row(case, target, check, "error", message=exc.message, traceback=exc.frames)
+        return _row(case, target, check, "error", message=exc.message, traceback=exc.frames,
+                    error_type=exc.error_type)
     failing = [t for t in tensors if not t.passed]
     return _row(case, target, check, "fail" if failing else "pass", tensors=tensors,
                 message="; ".join(t.message for t in failing[:3]))

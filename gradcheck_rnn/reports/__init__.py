@@ -6,10 +6,12 @@ itself), ``junit.xml`` (:mod:`.junit`), ``report.md`` (:mod:`.markdown`) and ``r
 into a hidden staging folder beside the run folder, which is then renamed into place, so a crash,
 Ctrl-C or SIGKILL leaves either the complete run or no run (at most a hidden
 ``.<run>.<pid>@<host>.*`` staging folder, which the next run that writes into the same report dir
-removes once its writer is gone, saying so on stderr: :mod:`.stream`). Rows go to the staging
-folder's ``results.jsonl`` first and results.json is written from there one row at a time
-(:class:`.stream.RowLog`). ``<report dir>/latest`` then names the newest complete run: a relative symlink,
-or a one-line file holding the run's folder name where symlinks cannot be made.
+removes once its writer is gone, saying so on stderr: :mod:`gradcheck_rnn.rows.log`). Rows go
+to the staging folder's ``results.jsonl`` first and results.json is written from there one row at
+a time (:class:`~gradcheck_rnn.rows.log.RowLog`). ``<report dir>/latest`` then names the newest
+complete run: a relative symlink, or a one-line file holding the run's folder name where symlinks
+cannot be made. :func:`publish` does all of it for a judged run, in this module alone: the
+writers, the rename and ``latest``.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 from ..errors import UsageError
 from ..rows.result import CaseResult
 from . import html, json, junit, markdown
 from .document import load_document, results_document
-from ..rows.log import RowLog, clear_stale_staging
+from ..rows.log import ROWS_FILE, RowLog, clear_stale_staging, run_name  # noqa: F401  (run_name: its old place)
+from ..rows.verdict import Run
 
 __all__ = ["WRITERS", "RowLog", "clear_stale_staging", "latest_run", "load_document", "rerender", "resolve_run_dir",
            "results_document", "run_name", "write_reports"]
@@ -37,10 +40,14 @@ WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
 LATEST = "latest"
 
 
-def run_name(command: str, seed: int | None) -> str:
-    """``<YYYYmmdd-HHMMSS>-<command>[-s<seed>]``: sorts by time, says what ran."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{command}" + ("" if seed is None else f"-s{seed}")
+def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Path:
+    """Publish a judged run from its row log: results.json's top level is ``meta`` (the spec's:
+    :meth:`~gradcheck_rnn.run.spec.RunSpec.meta`) with the run's one verdict, how far it got and
+    what its verdict's rule stored beside the rows (:attr:`Run.extra`); every report file written
+    in the staging folder, renamed into place, ``latest`` updated (:func:`write_reports`). The run folder."""
+    meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
+            "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
+    return write_reports(run.results, log.root, meta, run.extra or None, log=log)
 
 
 def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str], meta: dict[str, Any],
@@ -67,13 +74,46 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
         streaming = {name: write for name, (render, write) in
                      {"results.json": (json.render, json.write), "junit.xml": (junit.render, junit.write)}.items()
                      if WRITERS.get(name) is render}
-        log.write_files(document, WRITERS, streaming)
-        final = log.finish()
+        _write_files(log.staging, document, WRITERS, streaming)
+        final = _rename_into_place(log)
     except BaseException:
         log.discard()
         raise
     update_latest(log.root, final)
     return final
+
+
+def _write_files(staging: Path, document: dict[str, Any], writers: dict[str, Callable[..., Any]],
+                 streaming: dict[str, Callable[[dict[str, Any], IO[bytes]], None]]) -> None:
+    """Render every report file into the staging folder; ``streaming`` writers get a file.
+
+    Each file appears under its name only once complete (written as ``.<name>.part``, then
+    renamed), so a staging folder left by a killed run never holds a torn report."""
+    for file_name, writer in writers.items():
+        part = staging / f".{file_name}.part"
+        with open(part, "wb") as stream:
+            if file_name in streaming:
+                streaming[file_name](document, stream)
+            else:
+                stream.write(writer(document))
+        os.replace(part, staging / file_name)
+
+
+def _rename_into_place(log: RowLog) -> Path:
+    """Drop the log's row file and rename its staging folder to the first free run name."""
+    log.close()
+    (log.staging / ROWS_FILE).unlink(missing_ok=True)
+    suffix = 1
+    while True:
+        final = log.root / (log.run if suffix == 1 else f"{log.run}-{suffix}")
+        if not final.exists():
+            try:
+                os.rename(log.staging, final)
+                return final
+            except OSError:
+                if not final.exists():  # not a race with another run of the same second
+                    raise
+        suffix += 1
 
 
 def _umask() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -342,8 +343,44 @@ def by_check(document: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]
 
 
 def drift_rows(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str, str, str, float, float]]:
-    """(case id, target, check, tensor, then, now) per drifted tensor, largest growth first: the
-    rows of the console table and the report sections."""
+    """(case id, target, check, tensor, then, now) per drifted tensor, largest growth first."""
     rows = [(e["case_id"], e["target"], e["check"], t["name"], from_json_number(t["then"]),
              from_json_number(t["now"])) for e in entries for t in e["tensors"]]
     return sorted(rows, key=lambda r: (-(r[5] / r[4]) if r[4] > 0 else -math.inf, r[:4]))
+
+
+@dataclass(frozen=True)
+class DriftedTensor:
+    """One drifted tensor of a row: its ratio then (the baseline's) and now."""
+
+    case_id: str
+    target: str
+    check: str
+    tensor: str
+    then: float
+    now: float
+
+    @property
+    def growth(self) -> str:
+        """``×52.3``, or ``from 0`` when the baseline's ratio was 0."""
+        return f"×{self.now / self.then:.3g}" if self.then > 0 else "from 0"
+
+
+@dataclass(frozen=True)
+class DriftView:
+    """The one view of a run's drift section (results.json's ``"drift"``, ``sweep --baseline``)
+    that the console, report.md and report.html render: the baseline, how many rows were compared
+    and drifted, the rule, and every drifted tensor, largest growth first."""
+
+    baseline: str
+    compared: int
+    drifted: int  # rows
+    factor: float
+    floor: float
+    fail_on_drift: bool
+    tensors: tuple[DriftedTensor, ...]
+
+    @classmethod
+    def of(cls, drift: dict[str, Any]) -> "DriftView":
+        return cls(drift["baseline"], drift["compared"], len(drift["rows"]), drift["factor"], drift["floor"],
+                   bool(drift.get("fail_on_drift")), tuple(DriftedTensor(*row) for row in drift_rows(drift["rows"])))

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
-from .document import (drift_rows, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
+from .document import (DriftView, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
                        message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 from .pictures import available, case_png
@@ -187,22 +187,19 @@ def _drift(drift: dict[str, Any] | None) -> list[str]:
     """The drift section (``sweep --baseline``): per drifted tensor, largest growth first, ratio then and now."""
     if drift is None:
         return []
-    rows = drift_rows(drift["rows"])
-    parts = [f"<h2>Drift since the baseline ({len(drift['rows'])} rows)</h2>",
-             f"<p>Baseline <code>{_e(drift['baseline'])}</code>: {_e(drift['compared'])} passing rows compared; a row "
-             f"drifts when a tensor's ratio grew past ×{drift['factor']:g} and ends above {drift['floor']:g}"
-             + (" (--fail-on-drift: drift fails the run)" if drift.get("fail_on_drift") else "") + ".</p>"]
-    if not rows:
+    view = DriftView.of(drift)
+    parts = [f"<h2>Drift since the baseline ({view.drifted} rows)</h2>",
+             f"<p>Baseline <code>{_e(view.baseline)}</code>: {_e(view.compared)} passing rows compared; a row "
+             f"drifts when a tensor's ratio grew past ×{view.factor:g} and ends above {view.floor:g}"
+             + (" (--fail-on-drift: drift fails the run)" if view.fail_on_drift else "") + ".</p>"]
+    if not view.tensors:
         return parts + ['<p class="pass">No drift.</p>']
-    body = []
-    for case_id, target, check, tensor, then, now in rows[:TABLE_CAP]:
-        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
-        body.append(f"<tr><td class=id>{_e(case_id)}</td><td class=l>{_e(target)}</td><td class=l>{_e(check)}</td>"
-                    f"<td class=l>{_e(tensor)}</td><td>{fmt(then)}</td><td>{fmt(now)}</td>"
-                    f'<td class="drifted">{growth}</td></tr>')
+    body = [f"<tr><td class=id>{_e(t.case_id)}</td><td class=l>{_e(t.target)}</td><td class=l>{_e(t.check)}</td>"
+            f"<td class=l>{_e(t.tensor)}</td><td>{fmt(t.then)}</td><td>{fmt(t.now)}</td>"
+            f'<td class="drifted">{t.growth}</td></tr>' for t in view.tensors[:TABLE_CAP]]
     header = ("<tr><th class=l>case id</th><th class=l>target</th><th class=l>check</th><th class=l>tensor</th>"
               "<th>ratio then</th><th>ratio now</th><th>growth</th></tr>")
-    return parts + _capped_table("<table>", header, body, len(rows), "more drifted tensors: see results.json")
+    return parts + _capped_table("<table>", header, body, len(view.tensors), "more drifted tensors: see results.json")
 
 
 def _capped_table(opening: str, header: str, body: list[str], total: int, more: str) -> list[str]:

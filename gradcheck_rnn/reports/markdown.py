@@ -10,7 +10,7 @@ from typing import Any
 from ..judging.compare import from_json_number
 from ..rows.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
-from .document import (drift_rows, case_lengths, failing_tensors, finding_rows_text, findings, message_shown, mistrust_note, progress_note,
+from .document import (DriftView, case_lengths, failing_tensors, finding_rows_text, findings, message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -85,19 +85,19 @@ def drift_lines(drift: dict[str, Any] | None, limit: int = 100) -> list[str]:
     """The drift section (``sweep --baseline``): per drifted tensor, largest growth first, ratio then → now."""
     if drift is None:
         return []
-    rows = drift_rows(drift["rows"])
-    lines = ["", f"## Drift since the baseline ({len(drift['rows'])} rows)", "",
-             f"Baseline `{_cell(drift['baseline'])}`: {drift['compared']} passing rows compared; a row drifts when a "
-             f"tensor's ratio grew past ×{drift['factor']:g} and ends above {drift['floor']:g}"
-             + (" (--fail-on-drift: drift fails the run)." if drift.get("fail_on_drift") else "."), ""]
-    if not rows:
+    view = DriftView.of(drift)
+    lines = ["", f"## Drift since the baseline ({view.drifted} rows)", "",
+             f"Baseline `{_cell(view.baseline)}`: {view.compared} passing rows compared; a row drifts when a "
+             f"tensor's ratio grew past ×{view.factor:g} and ends above {view.floor:g}"
+             + (" (--fail-on-drift: drift fails the run)." if view.fail_on_drift else "."), ""]
+    if not view.tensors:
         return lines + ["No drift."]
     lines += ["| case id | target | check | tensor | ratio then → now | growth |", "|---|---|---|---|---|---|"]
-    for case_id, target, check, tensor, then, now in rows[:limit]:
-        growth = f"×{now / then:.3g}" if then > 0 else "from 0"
-        lines.append(f"| `{case_id}` | {_cell(target)} | {check} | {_cell(tensor)} | {fmt(then)} → {fmt(now)} | {growth} |")
-    if len(rows) > limit:
-        lines.append(f"… and {len(rows) - limit} more drifted tensors: see results.json.")
+    for t in view.tensors[:limit]:
+        lines.append(f"| `{t.case_id}` | {_cell(t.target)} | {t.check} | {_cell(t.tensor)} | {fmt(t.then)} → "
+                     f"{fmt(t.now)} | {t.growth} |")
+    if len(view.tensors) > limit:
+        lines.append(f"… and {len(view.tensors) - limit} more drifted tensors: see results.json.")
     return lines
 
 

@@ -40,6 +40,12 @@ _OLD_STAGING = re.compile(r"^\.\d{8}-\d{6}-[^.]+\.[a-z0-9_]{8}$")
 ROWS_FILE = "results.jsonl"
 
 
+def run_name(command: str, seed: int | None) -> str:
+    """``<YYYYmmdd-HHMMSS>-<command>[-s<seed>]``: sorts by time, says what ran."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{command}" + ("" if seed is None else f"-s{seed}")
+
+
 def host_name() -> str:
     """This machine's name as a staging folder carries it: letters, digits and dashes only."""
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
@@ -153,9 +159,9 @@ class RowLog:
     """A run being written: its staging folder, and its rows appended to ``results.jsonl``.
 
     Make it when the run starts (this clears stale staging folders and says so on stderr), call
-    :meth:`add` with each row as it arrives, then publish it once
-    (:func:`gradcheck_rnn.reports.write_reports` writes the files with :meth:`write_files` and
-    renames the folder into place with :meth:`finish`), or :meth:`discard` it.
+    :meth:`add` with each row as it arrives, then have it published once
+    (:func:`gradcheck_rnn.reports.publish` writes the files into :attr:`staging` and renames it
+    into place), or :meth:`discard` it.
     """
 
     def __init__(self, report_dir: str | os.PathLike[str], run: str,
@@ -199,41 +205,10 @@ class RowLog:
             self._stream.flush()
         return StoredRows(self.staging / ROWS_FILE, self._keys, self._offsets, self._in_order, self._failing)
 
-    def write_files(self, document: dict[str, Any], writers: dict[str, Callable[..., Any]],
-                    streaming: dict[str, Callable[[dict[str, Any], IO[bytes]], None]]) -> None:
-        """Render every report file into the staging folder; ``streaming`` writers get a file.
-
-        Each file appears under its name only once complete (written as ``.<name>.part``, then
-        renamed), so a staging folder left by a killed run never holds a torn report."""
-        for file_name, writer in writers.items():
-            part = self.staging / f".{file_name}.part"
-            with open(part, "wb") as stream:
-                if file_name in streaming:
-                    streaming[file_name](document, stream)
-                else:
-                    stream.write(writer(document))
-            os.replace(part, self.staging / file_name)
-
     def close(self) -> None:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
-
-    def finish(self) -> Path:
-        """Drop the row file and rename the staging folder to the first free run name."""
-        self.close()
-        (self.staging / ROWS_FILE).unlink(missing_ok=True)
-        suffix = 1
-        while True:
-            final = self.root / (self.run if suffix == 1 else f"{self.run}-{suffix}")
-            if not final.exists():
-                try:
-                    os.rename(self.staging, final)
-                    return final
-                except OSError:
-                    if not final.exists():  # not a race with another run of the same second
-                        raise
-            suffix += 1
 
     def discard(self) -> None:
         """Remove the staging folder (an error or Ctrl-C before the run was published)."""

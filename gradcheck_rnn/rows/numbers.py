@@ -80,3 +80,8 @@ def _shortest_number(match: re.Match[str]) -> str:
 def shorten_json_numbers(text: str) -> str:
     """Compact JSON text with every float in its shortest spelling (results.json rows: ~3% fewer bytes)."""
     return _JSON_TOKEN.sub(_shortest_number, text)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 result``, ``2 results``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -1,30 +1,44 @@
-"""The result model: one row per case × target × check, and the one verdict of a run.
+"""The result model: one row per case × target × check, its stored forms and its one finisher.
 
-The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.rows.statuses`.
-:func:`verdict` turns the rows of a run into its exit code and one-line reason. It is computed
-once per run by the engine, stored in results.json, and every writer reads the stored value.
+The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.rows.statuses`;
+the run's one verdict is :mod:`gradcheck_rnn.rows.verdict`'s.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..model.case import id_facts
 from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
 from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, PASSED, failing_statuses, is_shown, worst_tensor
+from .statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
 
-
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
-# An interrupted run exits as a shell reports a process ended by the signal: 128 + its number.
-EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
 # What a repro line says for a target object that the command line cannot name.
 NOT_IMPORTABLE = "not reproducible from the command line: the target is not importable as module:qualname"
+
+
+@dataclass(frozen=True)
+class Repro:
+    """How to judge one row again: its case, target and check, the run's options (``--config
+    nightly --case-timeout 10``: :func:`finish`'s) and the environment its target needs."""
+
+    case_id: str
+    target: str
+    check: str = "reference"
+    options: str = ""
+    env: str = ""
+
+    @property
+    def command(self) -> str:
+        """``[ENV ]gradcheck-rnn repro <case id> --target T [--check C] [options]``."""
+        checks = "" if self.check == "reference" else f" --check {self.check}"
+        options = f" {self.options}" if self.options else ""
+        environment = f"{self.env} " if self.env else ""
+        return f"{environment}gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
 
 
 @dataclass
@@ -47,10 +61,19 @@ class CaseResult:
     importable: bool = True  # False: the target is an object that no command line can name
     repro_env: str = ""  # what the repro line sets before the command: "TRITON_INTERPRET=1" (Target.repro_env)
     timed_out: bool = False  # an error row of a target that ran past --case-timeout (its worker was killed)
+    error_type: str = ""  # an error row of a target that raised: the exception's class name ("KeyError")
     # The row's results.jsonl line, made by the worker process that judged it when the row is stored
-    # short (:func:`with_stored_line`), so that the supervisor does not: it writes the line as it
+    # short (:func:`normal_form`), so that the supervisor does not: it writes the line as it
     # is while the row is what it was then (:func:`stored_form`). Not part of the row's value.
     stored_line: bytes | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of_case(cls, case: Any, target: str, status: str, check: str, **fields: Any) -> "CaseResult":
+        """The one row factory: a row of ``case`` (a ``Case`` or a ``CaseRef``) on ``target`` for
+        ``check``, judged (:mod:`gradcheck_rnn.judging.judge`) or an error the executor saw (a
+        worker that died or timed out, a lost Dask chunk)."""
+        config = case.config
+        return cls(case.id, target, status, config.mode, config.dtype, case.wants_group, check=check, **fields)
 
     @property
     def compared(self) -> list[str]:
@@ -66,14 +89,20 @@ class CaseResult:
         return [t for t in self.tensors if not t.passed]
 
     @property
+    def reproduction(self) -> Repro | None:
+        """How to judge this row again, as a value (None: the target is an object no command line
+        can name); finished rows only (:func:`finish` adds the run's options)."""
+        if not self.importable:
+            return None
+        return Repro(self.case_id, self.target, self.check, self.repro_options, self.repro_env)
+
+    @property
     def repro(self) -> str:
         """The command that judges this row again, or why there is none."""
-        if not self.importable:
+        reproduction = self.reproduction
+        if reproduction is None:
             return f"{NOT_IMPORTABLE} ({self.target}); define it at module level to get a repro command"
-        checks = "" if self.check == "reference" else f" --check {self.check}"
-        options = f" {self.repro_options}" if self.repro_options else ""
-        environment = f"{self.repro_env} " if self.repro_env else ""
-        return f"{environment}gradcheck-rnn repro {self.case_id} --target {self.target}{checks}{options}"
+        return reproduction.command
 
     def to_json(self) -> dict[str, Any]:
         """Strict-JSON form, whole (a results.json row that did not pass; see :func:`document_row`)."""
@@ -87,6 +116,7 @@ class CaseResult:
             "repro_options": self.repro_options, "importable": self.importable,
             **({"repro_env": self.repro_env} if self.repro_env else {}),
             **({"timed_out": True} if self.timed_out else {}),
+            **({"error_type": self.error_type} if self.error_type else {}),
         }
 
     def compact_json(self) -> dict[str, Any]:
@@ -119,6 +149,7 @@ class CaseResult:
                    tensors=[TensorError.from_json(t) for t in row.get("tensors", [])], check=check,
                    repro_options=row.get("repro_options", ""), traceback=row.get("traceback", ""),
                    repro_env=row.get("repro_env", ""), timed_out=row.get("timed_out", False),
+                   error_type=row.get("error_type", ""),
                    case_index=row.get("case_index"), importable=row.get("importable", True))
 
 
@@ -169,17 +200,23 @@ def row_line(row: dict[str, Any]) -> bytes:
     return shorten_json_numbers(text).encode("utf-8") + b"\n"
 
 
-def with_stored_line(result: CaseResult) -> CaseResult:
-    """``result`` with its results.jsonl line made now, when it is stored short: a worker process
-    calls this before it sends the row, so that the one supervisor of many workers does not make
-    each line itself (benchmarks/supervisor_capacity.py)."""
+def normal_form(result: CaseResult, index: int | None) -> CaseResult:
+    """A judged row as a run stores it, in one place: stamped with its sweep ``index``, slimmed
+    (:func:`slim`) and, when it is stored short, with its results.jsonl line made now.
+    :func:`~gradcheck_rnn.run.judge_run` applies it to every row; a worker process applies it
+    before it sends the row (less to send, and the line made on the worker's core instead of the
+    one supervisor's: benchmarks/supervisor_capacity.py), which leaves nothing to do here again."""
+    if result.stored_line is not None and result.case_index == index:
+        return result
+    result.case_index = index
+    slim(result)
     if stored_short(result):
         result.stored_line = row_line(result.compact_json())
     return result
 
 
 def _row_of_stored_line(result: CaseResult) -> dict[str, Any] | None:
-    """The stored row read from the line its worker made (:func:`with_stored_line`), while the row is
+    """The stored row read from the line its worker made (:func:`normal_form`), while the row is
     still what it was then; None without a line, or for a row the supervisor changed since (a
     baseline marked it drifted: its status, message and index no longer match the line's)."""
     if result.stored_line is None:
@@ -234,106 +271,17 @@ def repro_options(config: str | None, rtol: float | None, atol: float | None, fa
     return " ".join(f"--{name} {value}" for name, value in [*(("family", spec) for spec in families), *given])
 
 
-def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, count: int = 2) -> str:
-    """The most frequent skip reasons (of one target, or of all) in a tally's ``skips`` (target ->
-    reason -> rows), e.g. ``'needs CUDA' ×40``."""
-    reasons: Counter[str] = Counter()
-    for name, counter in skips.items():
-        if target in (None, name):
-            reasons.update(counter)
-    return "; ".join(f"{reason!r} ×{n}" for reason, n in reasons.most_common(count))
+# Old places: plural is rows/numbers.py's, the verdict, its exit codes and the judged Run are
+# rows/verdict.py's (which reads this module's rows, so it is looked up when first asked for here).
+from .numbers import plural  # noqa: E402,F401
+
+_MOVED_TO_VERDICT = {"EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_NOTHING_CHECKED", "EXIT_PASS", "EXIT_USAGE", "Run",
+                     "StopReason", "tally_verdict", "top_skip_reasons"}
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 result``, ``2 results``."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_VERDICT:
+        import importlib
 
-
-def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None,
-                  strict_contracts: bool = False) -> tuple[int, str]:
-    """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
-    codes"), from the run's :class:`~gradcheck_rnn.rows.tally.Tally`: no row need be held.
-
-    0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
-    or a drifted row with ``--fail-on-drift``, or an out-of-contract row with ``--strict-contracts``; 5 nothing was checked — no result, every result a
-    skip, a target named on the command line judged on no case at all, or, with
-    ``--fail-on-drift``, no row compared with the baseline (a vacuous run is never "all passed").
-    1 wins over 5. Drifted rows without ``--fail-on-drift`` pass, with a warning, and so do
-    out-of-contract rows without ``--strict-contracts`` (they count as judged). ``drift`` is the
-    run's comparison with its baseline (results.json's ``"drift"``), None without one.
-    """
-    fail_on_drift = drift is not None and drift["fail_on_drift"]
-    failing = failing_statuses(strict_contracts) | ({"drifted"} if fail_on_drift else set())
-    bad = {status: n for status, n in tally.statuses.items() if status in failing and n}
-    if bad:
-        return EXIT_FAIL, "failures found: " + ", ".join(f"{n} {status}" for status, n in bad.items())
-    if not tally.rows:
-        return EXIT_NOTHING_CHECKED, "nothing was checked: no case was drawn or no check was enabled"
-    judged = Counter({target: sum(counts[s] for counts in checks.values() for s in (*PASSED, "out-of-contract"))
-                      for target, checks in tally.checks.items()})
-    if not sum(judged.values()):
-        every = "the only result was" if tally.rows == 1 else f"all {tally.rows} results were"
-        return EXIT_NOTHING_CHECKED, f"nothing was checked: {every} skipped ({top_skip_reasons(tally.skips)})"
-    for name in dict.fromkeys(named_targets):
-        if not judged[name]:
-            return EXIT_NOTHING_CHECKED, (f"target {name} was judged on no case: every result was skipped "
-                                          f"({top_skip_reasons(tally.skips, name) or 'it ran on no case'})")
-    if fail_on_drift and not drift["compared"]:
-        return EXIT_NOTHING_CHECKED, (f"no drift was checked: no passing row of this run has a row in the baseline "
-                                      f"{drift['baseline']}, and --fail-on-drift never passes on none")
-    drifted, outside = tally.statuses["drifted"], tally.statuses["out-of-contract"]
-    warning = f"; warning: {drifted} drifted since the baseline (--fail-on-drift fails on it)" if drifted else ""
-    if outside:
-        warning += f"; note: {plural(outside, 'result')} out-of-contract (--strict-contracts fails on them)"
-    return EXIT_PASS, f"all passed: {plural(sum(judged.values()), 'result')} judged{warning}"
-
-
-@dataclass
-class Run:
-    """What :func:`gradcheck_rnn.sweep` returns: every row, and the run's one verdict."""
-
-    results: list[CaseResult]
-    exit_code: int
-    reason: str
-    spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
-    complete: bool = True  # False when --fail-fast or a signal stopped the run before its last row
-    interrupted: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped it
-    # the run's totals (gradcheck_rnn.rows.tally.Tally), made as its rows arrived: with a row log,
-    # ``results`` holds only the rows that did not pass, and the counts of every row are here
-    tally: Any = None
-    seconds: float | None = None  # the wall time of judging it (judge_run); None: not timed (a merged run)
-
-    @property
-    def failures(self) -> list[CaseResult]:
-        """The rows that make the run fail (fail, error, reference-disagreement, nondeterministic;
-        out-of-contract too when the run's contracts are strict)."""
-        failing = failing_statuses(getattr(self.spec, "strict_contracts", False))
-        return [r for r in self.results if r.status in failing]
-
-    def verdict_json(self) -> dict[str, Any]:
-        """The stored verdict: what results.json records under ``"verdict"``."""
-        return {"exit_code": self.exit_code, "reason": self.reason}
-
-    @classmethod
-    def interrupted_by(cls, signal_name: str, results: list[CaseResult], spec: Any, planned: int,
-                       tally: Any = None) -> "Run":
-        """The run a signal stopped: what was judged, with the verdict ``interrupted`` (never a pass)."""
-        results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
-        bad = Counter(r.status for r in results if r.status in BAD_STATUSES)
-        found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
-        run = cls(results, EXIT_INTERRUPTED[signal_name], "", spec, complete=False, interrupted=signal_name,
-                  tally=tally)
-        run.reason = f"interrupted by {signal_name}: {run.cases_judged} of {planned} cases judged{found}"
-        return run
-
-    @property
-    def rows(self) -> int:
-        """How many rows were judged (``results`` may hold only those that did not pass)."""
-        return len(self.results) if self.tally is None else self.tally.rows
-
-    @property
-    def cases_judged(self) -> int:
-        """Distinct cases with at least one row."""
-        if self.tally is not None:
-            return self.tally.cases_judged
-        return len({r.case_id if r.case_index is None else r.case_index for r in self.results})
+        return getattr(importlib.import_module(f"{__package__}.verdict"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

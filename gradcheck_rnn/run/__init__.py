@@ -23,23 +23,17 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
+from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
-from ..rows.result import CaseResult, Run, finish, slim, stored_row, tally_verdict
-from ..rows.statuses import is_shown
+from ..rows.result import CaseResult, finish, normal_form, stored_row
+from ..rows.statuses import is_bad, is_shown
+from ..rows.verdict import Run, StopReason, VerdictRule, conclude
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
-if TYPE_CHECKING:
-    from ..workflows.baseline import Baseline
-
 __all__ = ["Execution", "Executor", "Judging", "RunSpec", "Selection", "busy_cores", "cpu_ticks", "default_workers",
            "execute", "judge_run", "open_executor", "parse_shard", "start_pool_early"]
-
-
-# Which rows a run keeps in memory (None: every row); the others only pass through on_result.
-Keep = Callable[[CaseResult], bool] | None
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
 CASES_PER_WORKER = 100
@@ -173,27 +167,38 @@ def start_pool_early(execution: Execution) -> None:
 
 class Executor(Protocol):
     """Judges jobs (``(sweep index, case or case reference)``, a sized collection that may draw
-    them only while iterated) and streams their rows; reusable for several runs of the same set-up
-    (shrink judges its candidates one run at a time)."""
+    them only while iterated) and yields each row with its sweep index as it arrives, rows of a
+    case in :func:`~gradcheck_rnn.judging.judge.judge` order; nothing else. It starts no case once
+    ``stopping()`` says so (cases in flight may finish). Everything done to a row (stamping,
+    slimming, finishing, storing, fail-fast) is :func:`judge_run`'s. Reusable for several runs of
+    the same set-up (shrink judges its candidates one run at a time)."""
 
-    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
-              keep: Keep = None) -> list[CaseResult]: ...
+    def judge(self, jobs: Collection[Job], stopping: Stopping) -> Iterator[tuple[int, CaseResult]]: ...
 
     def close(self) -> None: ...
+
+
+# Asked by an executor before it starts a case (after each row in this process): has judge_run stopped?
+Stopping = Callable[[], bool]
 
 
 class InProcess:
     """The ``--in-process`` executor: this process judges, with the targets it resolved itself."""
 
-    def __init__(self, setup: WorkerSetup, targets: list, fail_fast: bool) -> None:
-        self.setup, self.targets, self.fail_fast = setup, targets, fail_fast
+    def __init__(self, setup: WorkerSetup, targets: list) -> None:
+        self.setup, self.targets = setup, targets
 
-    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
-              keep: Keep = None) -> list[CaseResult]:
-        from .serial import judge_serially
+    def judge(self, jobs: Collection[Job], stopping: Stopping) -> Iterator[tuple[int, CaseResult]]:
+        """Every enabled check of every target on each case, with its index, as it is judged;
+        nothing more once ``stopping()`` says so (asked after each row)."""
+        from ..judging.judge import judge
 
-        return judge_serially(jobs, self.targets, self.setup.tolerances, self.setup.checks, self.fail_fast,
-                              on_result, keep)
+        checks = list(self.setup.checks)
+        for index, case in jobs:
+            for row in judge(case, self.targets, self.setup.tolerances, checks):
+                yield index, row
+                if stopping():
+                    return
 
     def close(self) -> None:
         pass
@@ -208,10 +213,8 @@ class LocalPool:
         self.pool = WorkerPool(setup, min(execution.workers, max(1, jobs)))
         self.execution = execution
 
-    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
-              keep: Keep = None) -> list[CaseResult]:
-        by_index = self.pool.judge(jobs, self.execution.case_timeout, on_result, self.execution.fail_fast, keep)
-        return [row for index in sorted(by_index) for row in by_index[index]]
+    def judge(self, jobs: Collection[Job], stopping: Stopping) -> Iterator[tuple[int, CaseResult]]:
+        return self.pool.judge(jobs, self.execution.case_timeout, stopping)
 
     def close(self) -> None:
         self.pool.close()
@@ -223,12 +226,11 @@ class DaskCluster:
     def __init__(self, setup: WorkerSetup, execution: Execution) -> None:
         self.setup, self.execution = setup, execution
 
-    def judge(self, jobs: Collection[Job], on_result: Callable[[CaseResult], None],
-              keep: Keep = None) -> list[CaseResult]:
+    def judge(self, jobs: Collection[Job], stopping: Stopping) -> Iterator[tuple[int, CaseResult]]:
         from .dask_executor import judge_on_dask
 
         return judge_on_dask(jobs, len(jobs), self.setup, self.execution.scheduler or "", self.execution.case_timeout,
-                             on_result, self.execution.fail_fast, keep)
+                             stopping)
 
     def close(self) -> None:
         pass
@@ -243,66 +245,64 @@ def open_executor(spec: RunSpec, execution: Execution, targets: list | None = No
     """
     setup = WorkerSetup(spec.targets, spec.tolerances(), spec.checks, tuple(p for p in sys.path if p), spec.families)
     if execution.in_process:
-        return InProcess(setup, targets if targets is not None else spec.resolve_targets(), execution.fail_fast)
+        return InProcess(setup, targets if targets is not None else spec.resolve_targets())
     if execution.executor == "dask":
         return DaskCluster(setup, execution)
     return LocalPool(setup, execution, jobs)
 
 
-def _slimming(on_result: Callable[[CaseResult], None] | None) -> Callable[[CaseResult], None]:
-    def receive(row: CaseResult) -> None:
-        slim(row)
-        if on_result is not None:
-            on_result(row)
+class RowMarker(Protocol):
+    """What looks at each row before it is stored and may change its status (``sweep --baseline``:
+    :class:`~gradcheck_rnn.workflows.baseline.Baseline` marks a row whose ratios grew ``drifted``),
+    and its findings, stored as results.json's ``"drift"`` and read by the verdict."""
 
-    return receive
+    def mark(self, row: CaseResult) -> None: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
             targets: list | None = None, executor: Executor | None = None,
-            jobs: Iterable[Job] | None = None, keep: Keep = None) -> list[CaseResult]:
-    """Judge every case of ``spec`` (its shard only, if any) as ``execution`` says; rows in index
-    order, those ``keep`` accepts (every row without it: each row goes to ``on_result`` either way).
-
-    ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
-    ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own.
-    """
-    on_result = _slimming(on_result)
-    # a reference per case (id, config, wants group), drawn as the executor reads it: workers
-    # rebuild each case from its id
-    to_judge = list(jobs) if jobs is not None else spec.lazy_jobs(full=execution.in_process)
-    if executor is not None:
-        return executor.judge(to_judge, on_result, keep)
-    opened = open_executor(spec, execution, targets, len(to_judge))
-    try:
-        return opened.judge(to_judge, on_result, keep)
-    finally:
-        opened.close()
+            jobs: Iterable[Job] | None = None) -> list[CaseResult]:
+    """Every row of ``spec`` (its shard only, if any) judged as ``execution`` says, in index
+    order: :func:`judge_run`'s rows, for a caller that wants the rows only."""
+    return judge_run(spec, execution, on_result, targets, executor, jobs).results
 
 
 def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
               targets: list | None = None, executor: Executor | None = None,
-              jobs: Iterable[Job] | None = None, baseline: Baseline | None = None, log: Any = None) -> Run:
-    """Judge a run and compute its one verdict (exit code and reason), which every report stores
-    and reads; ``run.complete`` is False when ``--fail-fast`` stopped it early. With a
-    ``baseline`` (``sweep --baseline``) each passing row is compared with it as it arrives, before
-    anyone sees it, and drifted rows fail the run only with its ``fail_on_drift``.
+              jobs: Iterable[Job] | None = None, baseline: RowMarker | None = None, log: Any = None,
+              rule: VerdictRule | None = None) -> Run:
+    """Judge a run and compute its one verdict (exit code, reason, stop reason), which every report
+    stores and reads: :func:`~gradcheck_rnn.rows.verdict.conclude`'s, with ``rule`` for a run with
+    its own (a detection run). ``run.complete`` is False when ``--fail-fast`` stopped it early.
+
+    The one place rows are handled: each row the executor yields is put in its normal form
+    (stamped with its index, slimmed: :func:`~gradcheck_rnn.rows.result.normal_form`), finished
+    (:func:`~gradcheck_rnn.rows.result.finish`), marked by the ``baseline`` (``sweep --baseline``),
+    stored, handed to ``on_result``, and stops the run under ``--fail-fast``.
+
+    ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
+    ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own draw.
 
     The run's totals and verdict come from one :class:`~gradcheck_rnn.rows.tally.Tally`, made as the
     rows arrive. With a ``log`` (the run's :class:`~gradcheck_rnn.rows.log.RowLog`) each row
     goes to it, its tally is the run's, and ``run.results`` keeps only the rows that did not pass
     (the log holds every row on disk): a run of any size keeps flat memory. Without one, every row
-    is kept and a tally of their stored form is made here.
+    is kept and a tally of their stored form is made here. A signal raises out of here with the
+    run judged so far, its verdict ``interrupted``, as the exception's ``run``.
     """
     from ..rows.tally import Tally
 
     tally = log.tally if log is not None else Tally()
-    keep = None if log is None else (lambda row: is_shown(row.status))
     arrived: list[CaseResult] = []
     repro_options = spec.repro_options  # once: it is made from the spec's strings, for every row
+    stopped = False
 
-    def finish_row(row: CaseResult) -> None:
-        """Each row finished as it arrives (so streamed rows have their repro options), then stored."""
+    def receive(index: int, row: CaseResult) -> None:
+        nonlocal stopped
+        normal_form(row, index)
+        stopped = stopped or (execution.fail_fast and is_bad(row.status))
         if not spec.judges(row.case_id, row.target, row.check):  # a row of the product that --last-failed did not ask for
             return
         finish(row, repro_options, execution.case_timeout)
@@ -313,20 +313,26 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         else:
             tally.add(stored_row(row))
         row.stored_line = None  # read: a row kept in memory (gr.sweep keeps every row) does not keep its line too
-        if keep is None or keep(row):
+        if log is None or is_shown(row.status):
             arrived.append(row)
         if on_result is not None:
             on_result(row)
 
+    # a reference per case (id, config, wants group), drawn as the executor reads it: workers
+    # rebuild each case from its id
+    to_judge = list(jobs) if jobs is not None else spec.lazy_jobs(full=execution.in_process)
+    opened = executor or open_executor(spec, execution, targets, len(to_judge))
     start = time.perf_counter()
     try:
-        results = execute(spec, execution, finish_row, targets, executor, jobs, keep)
+        for index, row in opened.judge(to_judge, lambda: stopped):
+            receive(index, row)
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
-        exc.run = Run.interrupted_by(signal_name(exc), arrived, spec, len(spec.indices), tally)
-        exc.run.seconds = time.perf_counter() - start
+        exc.run = conclude(arrived, spec, tally, StopReason(signal_name(exc)), seconds=time.perf_counter() - start)
         raise
-    results = [row for row in results if spec.judges(row.case_id, row.target, row.check)]
-    code, reason = tally_verdict(tally, spec.named_targets, None if baseline is None else baseline.to_json(),
-                                 spec.strict_contracts)
-    return Run(results, code, reason, spec, complete=tally.rows >= spec.rows, tally=tally,
-               seconds=time.perf_counter() - start)
+    finally:
+        if executor is None:
+            opened.close()
+    arrived.sort(key=lambda row: row.case_index)  # stable: a case's rows keep their judging order
+    stop = StopReason.COMPLETE if tally.rows >= spec.rows else StopReason.FAIL_FAST
+    return conclude(arrived, spec, tally, stop, rule, None if baseline is None else baseline.to_json(),
+                    time.perf_counter() - start)

@@ -25,7 +25,6 @@ from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import UsageError
 from ..rows.result import CaseResult
-from ..rows.statuses import is_bad
 from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup, load_user_code
 
@@ -56,15 +55,16 @@ def _pool(setup: WorkerSetup) -> WorkerPool:
 
 
 def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]],
-                case_timeout: float | None) -> tuple[list[CaseResult], dict[str, str]]:
-    """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)), in order,
-    and each target's repro environment there (for the rows of a chunk that is lost)."""
+                case_timeout: float | None) -> tuple[list[tuple[int, CaseResult]], dict[str, str]]:
+    """Runs on a Dask worker: every row of the chunk's cases (given as (index, case id)) with its
+    index, in index order, and each target's repro environment there (for the rows of a chunk
+    that is lost)."""
     from ..model.case import Case
 
     load_user_code(setup)
     pool = _pool(setup)
-    by_index = pool.judge([(index, Case.from_id(case_id)) for index, case_id in chunk], case_timeout)
-    return [row for index in sorted(by_index) for row in by_index[index]], pool.repro_envs
+    rows = list(pool.judge([(index, Case.from_id(case_id)) for index, case_id in chunk], case_timeout))
+    return sorted(rows, key=lambda pair: pair[0]), pool.repro_envs  # stable: a case's rows keep their order
 
 
 def target_repro_envs(setup: WorkerSetup) -> dict[str, str]:
@@ -94,11 +94,13 @@ def chunks(jobs: Iterable[Job], size: int, window: int) -> Iterator[list[Job]]:
             yield from (group[i:i + size] for i in range(0, len(group), size))
 
 
-def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str, repro_envs: dict[str, str]) -> list[CaseResult]:
-    """``error`` rows for every row of a chunk whose task could not be judged, each with its
-    target's repro environment as the Dask workers reported it (none before any chunk came back)."""
-    return [CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
-                       message=reason, check=check, case_index=index, repro_env=repro_envs.get(target, ""))
+def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str,
+              repro_envs: dict[str, str]) -> list[tuple[int, CaseResult]]:
+    """``error`` rows, with their index, for every row of a chunk whose task could not be judged,
+    each with its target's repro environment as the Dask workers reported it (none before any
+    chunk came back)."""
+    return [(index, CaseResult.of_case(case, target, "error", check, message=reason,
+                                       repro_env=repro_envs.get(target, "")))
             for index, case in chunk for target in setup.targets for check in setup.checks]
 
 
@@ -130,21 +132,20 @@ def _client(scheduler: str) -> Any:
 
 
 def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler: str,
-                  case_timeout: float | None = None, on_result: Callable[[CaseResult], None] | None = None,
-                  fail_fast: bool = False, keep: Callable[[CaseResult], bool] | None = None) -> list[CaseResult]:
-    """Judge the ``count`` ``jobs`` on the cluster at ``scheduler``; every row (those ``keep``
-    accepts), in index order.
+                  case_timeout: float | None = None,
+                  stopping: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, CaseResult]]:
+    """Judge the ``count`` ``jobs`` on the cluster at ``scheduler``; every row with its index, a
+    chunk's rows as the chunk comes back.
 
     The jobs are read lazily and at most WINDOW_PER_SLOT chunks per worker thread are in flight at
     once: a new chunk is submitted as one finishes, so neither this process nor the scheduler
     holds a task (or a case reference) per case of a large run. A finished chunk's future is
-    dropped at once, so that the cluster can forget its rows. With ``fail_fast``, the chunks in
-    flight are cancelled after the first row that does not pass, and no more are submitted.
+    dropped at once, so that the cluster can forget its rows. Once ``stopping()`` says so (asked
+    after each chunk's rows), the chunks in flight are cancelled and no more are submitted.
     """
     from distributed import KilledWorker, as_completed
 
     client = _client(scheduler)
-    by_index: dict[int, list[CaseResult]] = {}
     repro_envs: dict[str, str] = {}  # target -> its repro_env, as the Dask workers report it
     try:
         slots = sum(client.nthreads().values())
@@ -174,15 +175,9 @@ def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler
                                  repro_envs)
             except UsageError:
                 raise
-            failed = False
             del future
-            for row in rows:
-                if keep is None or keep(row):
-                    by_index.setdefault(row.case_index, []).append(row)
-                if on_result:
-                    on_result(row)
-                failed = failed or is_bad(row.status)
-            if fail_fast and failed:
+            yield from rows
+            if stopping():
                 client.cancel(list(in_flight))
                 break
             following = submit_next()
@@ -190,4 +185,3 @@ def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler
                 pending.add(following)
     finally:
         client.close()
-    return [row for index in sorted(by_index) for row in by_index[index]]

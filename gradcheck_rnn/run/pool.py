@@ -51,12 +51,11 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable, Iterator
 
 from ..model.case import Case, RNNConfig
 from ..errors import UsageError
 from ..rows.result import CaseResult
-from ..rows.statuses import is_bad
 from . import fork_server
 from .fork_server import interrupts_held, main_module_hidden, use_fork_server
 from .spec import Job
@@ -239,45 +238,39 @@ class WorkerPool:
     # ------------------------------------------------------------------ judging
 
     def judge(self, jobs: Iterable[Job], case_timeout: float | None = None,
-              on_result: Callable[[CaseResult], None] | None = None,
-              fail_fast: bool = False, keep: Callable[[CaseResult], bool] | None = None) -> dict[int, list[CaseResult]]:
-        """Every row of every job (those ``keep`` accepts), by sweep index; rows of a case in ``judge`` order.
+              stopping: Callable[[], bool] = lambda: False) -> Iterator[tuple[int, CaseResult]]:
+        """Every row of every job with its sweep index, as it arrives; rows of a case in ``judge`` order.
 
         ``case_timeout`` bounds each row (one target, one check, one case); the case's float64
-        references (a JAX compile in a fresh worker) are computed before its deadline starts. With ``fail_fast``, no case is started after the first row that does not pass;
-        cases in flight finish.
+        references (a JAX compile in a fresh worker) are computed before its deadline starts. No
+        case is started once ``stopping()`` says so (asked after each row); cases in flight finish.
         """
         groups = group_jobs(jobs)
-        results: dict[int, list[CaseResult]] = {}
         resume: dict[int, int] = {}  # index -> first row still to judge, for cases whose worker died
-        stopping = False
+        stopping_now = False
         next_liveness_check = 0.0  # asking each process is a system call: every _TICK, not every message
 
-        def record(row: CaseResult) -> None:
-            nonlocal stopping
-            if keep is None or keep(row):
-                results.setdefault(row.case_index, []).append(row)
-            if on_result:
-                on_result(row)
-            stopping = stopping or (fail_fast and is_bad(row.status))
-
-        def died(worker: _Worker, reason: str, timed_out: bool = False) -> None:
+        def died(worker: _Worker, reason: str, timed_out: bool = False) -> CaseResult | None:
+            """The error row of the row a lost worker was judging (None when it had no case)."""
             if not worker.ready:
                 self.start_failures += 1
                 if self.start_failures >= START_FAILURES:
                     self.close()
                     raise UsageError(f"worker processes die while starting ({reason}); "
                                      f"run with --workers 1 to see why")
-            elif worker.job is not None:
-                record(self._error_row(worker, reason, timed_out))
-                index, case = worker.job
-                if worker.row + 1 < len(self.pairs):  # the rest of the case goes back in line
-                    resume[index] = worker.row + 1
-                    groups.setdefault(shape_group(case.config), deque()).appendleft(worker.job)
+                return None
+            if worker.job is None:
+                return None
+            row = self._error_row(worker, reason, timed_out)
+            index, case = worker.job
+            if worker.row + 1 < len(self.pairs):  # the rest of the case goes back in line
+                resume[index] = worker.row + 1
+                groups.setdefault(shape_group(case.config), deque()).appendleft(worker.job)
+            return row
 
         while True:
             queued = sum(len(g) for g in groups.values())
-            if not stopping:
+            if not stopping_now:
                 while len(self.workers) < min(self.size, queued + sum(w.job is not None for w in self.workers)):
                     self._start()
                 for worker in self.workers:
@@ -294,7 +287,9 @@ class WorkerPool:
                 try:
                     message = worker.conn.recv()
                 except (EOFError, OSError, pickle.UnpicklingError):
-                    died(worker, death_reason(self._stop(worker, grace=5)))
+                    if (lost := died(worker, death_reason(self._stop(worker, grace=5)))) is not None:
+                        yield worker.job[0], lost
+                        stopping_now = stopping_now or stopping()
                     continue
                 if message[0] == "fatal":
                     self.close()
@@ -307,7 +302,8 @@ class WorkerPool:
                     worker.row_started = time.monotonic()
                     worker.deadline = worker.row_started + (case_timeout or float("inf"))
                     continue
-                record(message[2])
+                yield message[1], message[2]
+                stopping_now = stopping_now or stopping()
                 worker.row += 1
                 worker.row_started = time.monotonic()
                 worker.deadline = worker.row_started + (case_timeout or float("inf"))
@@ -318,12 +314,15 @@ class WorkerPool:
             if check_alive:
                 next_liveness_check = now + _TICK
             for worker in [w for w in active if w in self.workers]:
+                lost = None
                 if worker.job is not None and now > worker.deadline:
                     self._stop(worker, grace=0)
-                    died(worker, f"timed out after {worker.deadline - worker.row_started:g} s", timed_out=True)
+                    lost = died(worker, f"timed out after {worker.deadline - worker.row_started:g} s", timed_out=True)
                 elif check_alive and worker.process.poll() is not None:
-                    died(worker, death_reason(self._stop(worker, grace=5)))
-        return results
+                    lost = died(worker, death_reason(self._stop(worker, grace=5)))
+                if lost is not None:
+                    yield worker.job[0], lost
+                    stopping_now = stopping_now or stopping()
 
     def _next_job(self, worker: _Worker, groups: dict[Hashable, deque[Job]]) -> Job | None:
         """The next case of the worker's own shape group; else of the largest group no one works on."""
@@ -352,6 +351,6 @@ class WorkerPool:
         # "killed by signal 11 (SIGSEGV)" / "exited with code 3": the worker "was killed", "exited"
         message = reason if timed_out else \
             f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
-        return CaseResult(case.id, target, "error", case.config.mode, case.config.dtype, case.wants_group,
-                          message=message, check=check, case_index=index, timed_out=timed_out,
-                          seconds=time.monotonic() - worker.row_started, repro_env=self.repro_envs.get(target, ""))
+        return CaseResult.of_case(case, target, "error", check, message=message, timed_out=timed_out,
+                                  seconds=time.monotonic() - worker.row_started,
+                                  repro_env=self.repro_envs.get(target, ""))

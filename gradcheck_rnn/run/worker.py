@@ -73,7 +73,7 @@ def serve(conn: Connection) -> None:
     from ..judging.context import CaseContext
     from ..errors import UsageError
     from ..judging.judge import judge
-    from ..rows.result import slim, with_stored_line
+    from ..rows.result import normal_form
 
     setup: WorkerSetup = conn.recv()
     try:
@@ -103,12 +103,11 @@ def serve(conn: Connection) -> None:
             truth_seconds = time.perf_counter() - truth_started
             conn.send(("truth", index))
         for row in judge(context, targets, setup.tolerances, setup.checks, start):
-            row.case_index = index
             # the truth is judging time: the first row pays it, as it would had judge computed it
             row.seconds, truth_seconds = row.seconds + truth_seconds, 0.0
-            # a passing row's ratio maps are not wanted (less to send), and its results.jsonl line
-            # is made here, on this worker's core instead of the supervisor's
-            conn.send(("row", index, with_stored_line(slim(row))))
+            # in the normal form judge_run would give it: a passing row's ratio maps are not wanted
+            # (less to send), and its results.jsonl line is made here, on this worker's core
+            conn.send(("row", index, normal_form(row, index)))
 
 
 def forked_main(conn: Connection, environ: dict[str, str]) -> None:

@@ -158,6 +158,31 @@ def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection
                f"{len(unjudged)} judged on no case, none of their family being drawn: {', '.join(unjudged)}")
 
 
+@dataclass(frozen=True)
+class DetectionRule:
+    """The verdict of a detection run (``gradcheck-rnn mutants``), which the engine computes in
+    place of a sweep's (:class:`~gradcheck_rnn.rows.verdict.VerdictRule`): every mutant flagged and
+    no correct kernel (:func:`detection_verdict`), with results.json's detection rows beside it.
+    ``every_mutant``, ``home_profiles`` and ``left_out``: see :func:`detection_verdict`,
+    :func:`home_cases` and :func:`left_out`."""
+
+    mutant_names: tuple[str, ...]
+    correct_names: tuple[str, ...]
+    every_mutant: bool = True
+    home_profiles: tuple[dict[str, Any], ...] = ()
+    left_out: tuple[dict[str, Any], ...] = ()
+
+    def __call__(self, results: list[CaseResult], tally: Any, spec: Any) -> tuple[int, str, dict[str, Any]]:
+        mutant_rows, correct_rows = summarise(results, list(self.mutant_names), list(self.correct_names), tally)
+        extra: dict[str, Any] = {"mutants": [r.to_json() for r in mutant_rows],
+                                 "false_alarms": [r.to_json() for r in correct_rows], "checks": list(spec.checks)}
+        if self.home_profiles:
+            extra["home_profiles"] = list(self.home_profiles)
+        if self.left_out:
+            extra["left_out"] = list(self.left_out)
+        return (*detection_verdict(mutant_rows, correct_rows, self.every_mutant), extra)
+
+
 def detection_lines(document: dict[str, Any]) -> tuple[Any, list[str]]:
     """The console's view of a detection run, from its results document alone (so that
     ``gradcheck-rnn report`` of a ``mutants`` run prints what the command printed): the

@@ -41,7 +41,7 @@ from ..errors import UsageError
 from ..families.base import smaller
 from ..rows.numbers import fmt
 from ..judging.checks import ALL_CHECKS
-from ..rows.result import CaseResult
+from ..rows.result import CaseResult, Repro, finish
 from ..rows.statuses import BAD_STATUSES, JUDGED, worst_tensor
 from ..targets import as_target
 from ..judging.tolerances import Tolerances
@@ -59,6 +59,13 @@ class DidNotReproduce(Exception):
     """The case given to :func:`shrink` does not fail: there is nothing to shrink (exit 1)."""
 
 
+def error_of(result: CaseResult) -> str:
+    """What identifies an error row: the class name of what the target raised (a field of the row,
+    never parsed from its message), or, for an error the engine saw (a worker that died or timed
+    out), its whole message."""
+    return result.error_type or result.message
+
+
 def tensor_role(name: str) -> str:
     """A tensor's name without its layer (``l2.fwd.b_hh`` -> ``fwd.b_hh``); x, y, h0, … unchanged."""
     parts = name.split(".")
@@ -72,7 +79,7 @@ class Failure:
     check: str
     status: str  # one of TENSOR_FAILURES, or "error"
     tensor: str | None = None  # the kept tensor's name in the start case; None with any_tensor
-    error_type: str | None = None
+    error_type: str | None = None  # an error's identity: the row's error_type, or its message (a worker lost)
 
     def matching_tensor(self, result: CaseResult):
         """The failing tensor of ``result`` that shows this failure, or None if it does not."""
@@ -88,8 +95,7 @@ class Failure:
     def kept_by(self, result: CaseResult) -> bool:
         """Whether ``result`` is the same failure."""
         if self.status == "error":
-            return (result.status == "error" and result.check == self.check
-                    and result.message.split(":", 1)[0] == self.error_type)
+            return result.status == "error" and result.check == self.check and error_of(result) == self.error_type
         return self.matching_tensor(result) is not None
 
     def describe(self) -> str:
@@ -123,17 +129,21 @@ class ShrinkResult:
     tried: int
     max_steps: int
     exhausted: bool = False  # the step budget ran out before a pass accepted nothing
-    repro_options: str = ""
 
     @property
     def minimal(self) -> Step:
         return self.steps[-1]
 
     @property
+    def reproduction(self) -> Repro | None:
+        """How to judge the minimal case again, as its row was finished by the run that judged it
+        (its options, ``--case-timeout`` included when it timed out): never finished again here."""
+        return self.minimal.result.reproduction
+
+    @property
     def repro(self) -> str:
         """``gradcheck-rnn repro <minimal id> --target T [--check C] [options]``."""
-        result = dataclasses.replace(self.minimal.result, repro_options=self.repro_options)
-        return result.repro
+        return self.minimal.result.repro
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "check": self.failure.check, "status": self.failure.status,
@@ -281,13 +291,15 @@ class _Shrinker:
 CaseJudge = Callable[[Case], CaseResult]  # one check of one target on one case, as one row
 
 
-def in_process_judge(target: Any, check: str, tolerances: Tolerances | None = None) -> CaseJudge:
-    """Judge candidates in this process (the library's default; ``gradcheck-rnn shrink`` judges
-    them in a worker process through the run's executor instead)."""
+def in_process_judge(target: Any, check: str, tolerances: Tolerances | None = None,
+                     repro_options: str = "") -> CaseJudge:
+    """Judge candidates in this process, each row finished with ``repro_options`` (the library's
+    default; ``gradcheck-rnn shrink`` judges them in a worker process through the run's executor
+    instead, whose rows the run finished)."""
     from ..judging.judge import judge_one
 
     resolved, tolerances = as_target(target), tolerances or Tolerances()
-    return lambda case: judge_one(case, resolved, tolerances, check)
+    return lambda case: finish(judge_one(case, resolved, tolerances, check), repro_options, None)
 
 
 def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolerances | None = None,
@@ -296,21 +308,21 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     """Shrink a failing case to the smallest case that fails the same way (see the module docstring).
 
     Raises :class:`DidNotReproduce` when ``case`` does not fail ``check`` on ``target``.
-    ``repro_options`` (e.g. ``--config nightly``) is appended to the minimal case's repro command.
-    ``judge`` judges one candidate (default: :func:`in_process_judge` of ``target``, ``check`` and
-    ``tolerances``).
+    ``judge`` judges one candidate and returns its row finished (default: :func:`in_process_judge`
+    of ``target``, ``check``, ``tolerances`` and ``repro_options``, e.g. ``--config nightly``,
+    which the minimal case's repro command ends with).
     """
     if check not in ALL_CHECKS:
         raise UsageError(f"unknown check {check!r}; allowed: {', '.join(ALL_CHECKS)}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"max_steps={max_steps!r} is not allowed; it must be an integer >= 1")
-    judge = judge or in_process_judge(target, check, tolerances)
+    judge = judge or in_process_judge(target, check, tolerances, repro_options)
     start = judge(case)
     name = start.target
     if start.status in TENSOR_FAILURES:
         failure = Failure(check, start.status, tensor=None if any_tensor else worst_tensor(start.failing).name)
     elif start.status == "error":
-        failure = Failure(check, "error", error_type=start.message.split(":", 1)[0])
+        failure = Failure(check, "error", error_type=error_of(start))
     else:
         why = f" ({start.message})" if start.message else ""
         raise DidNotReproduce(f"the case did not fail: {case.id} is {start.status} on {name} "
@@ -327,7 +339,7 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
         for dimension in DIMENSIONS:
             case = shrinker.shrink_dimension(case, dimension, steps)
         progress = len(steps) > before
-    return ShrinkResult(name, failure, steps, shrinker.tried, max_steps, shrinker.exhausted, repro_options)
+    return ShrinkResult(name, failure, steps, shrinker.tried, max_steps, shrinker.exhausted)
 
 
 def steps_lines(result: ShrinkResult) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..rows.result import CaseResult
-from .spec import RunSpec
+from ..run.spec import RunSpec
 
 
 def load_shard(run_dir: str | Path) -> tuple[Path, RunSpec, dict[str, Any]]:
@@ -80,3 +80,14 @@ def merge_drift(sections: list[tuple[Path, dict[str, Any] | None]]) -> dict[str,
     return {**{key: first.get(key) for key in settings},
             "compared": sum(drift["compared"] for _, drift in sections),
             "rows": [row for _, drift in sections for row in drift["rows"]]}
+
+
+def merged_run(spec: RunSpec, results: list[CaseResult], drift: dict[str, Any] | None, log: Any) -> Any:
+    """The merged run of :func:`merge_shards`' rows, each added to the run's ``log`` as its shard
+    finished it (:func:`~gradcheck_rnn.rows.result.finish`), with the engine's one verdict of the
+    log's tally (the console's and the reports' tally too)."""
+    from ..rows.verdict import conclude
+
+    for result in results:
+        log.add(result)
+    return conclude(results, spec, log.tally, drift=drift)
