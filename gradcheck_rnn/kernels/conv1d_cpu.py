@@ -30,8 +30,8 @@ A step-by-step form has no parallel advantage here (a window of at most 4): the 
 is one pass, so there are no chunks and no carry.
 
 Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method: ``backward_readers``
-(which outputs' gradients an input collects), ``state_tap_grad`` (the gradient the initial state's
-taps see), ``final_state_backward`` (where dhy goes) and ``conv_weight_grad`` (the per-sequence
+(which outputs' gradients an input collects), ``state_tap_pre`` (where the initial state's taps
+take the activation's derivative), ``final_state_backward`` (where dhy goes) and ``conv_weight_grad`` (the per-sequence
 accumulation of dw_conv).
 """
 
@@ -143,10 +143,10 @@ class Conv1dCPUKernel(LayerStackKernel):
         reader = s + torch.arange(stream.width, device=s.device)
         return torch.where(reader < stream.ends[:, None], reader, stream.tokens)
 
-    def state_tap_grad(self, d_pre: Tensor, d_out: Tensor) -> Tensor:
-        """The gradient (N, H) that an output's taps on the initial state carry back: dpre, through
-        the activation and the bias like every tap's."""
-        return d_pre
+    def state_tap_pre(self, pre: Tensor, bias: Tensor | None) -> Tensor:
+        """The pre-activation (N, H) at which the taps on the initial state take SiLU's derivative:
+        the forward's, bias included (a separate dh0 pass that recomputes it must add the bias)."""
+        return pre
 
     def final_state_backward(self, d_buffer: Tensor, stream: Stream, d_final: Tensor) -> None:
         """dhy (B, W−1, H) into the rows of C it came from: the last inputs of each sequence, and
@@ -172,7 +172,8 @@ class Conv1dCPUKernel(LayerStackKernel):
         d_stream = (padded_d_pre[self.backward_readers(stream)] * weight.flip(1).T).sum(1)
         d_buffer = torch.cat([d_stream, dy.new_zeros(B * (W - 1), H)])
         reads_state = stream.taps >= N
-        tap_grads = self.state_tap_grad(d_pre, d_out)[:, None, :] * weight.T       # (N, W, H)
+        d_state_pre = d_out * silu_grad(self.state_tap_pre(layer.pre, p.get("b_conv"))) if cfg.option("silu") else d_pre
+        tap_grads = d_state_pre[:, None, :] * weight.T                              # (N, W, H)
         d_buffer.index_add_(0, stream.taps[reads_state], tap_grads[reads_state])
         self.final_state_backward(d_buffer, stream, dhy.reshape(B, H, W - 1).transpose(1, 2))
         du = dy.new_zeros(T * B, H).index_copy_(0, stream.rows, d_buffer[:N]).reshape(T, B, H)
