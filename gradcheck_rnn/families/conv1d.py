@@ -19,12 +19,15 @@ state of a sequence of length L is its last W−1 inputs, and where L < W−1 it
 entries are the newest of h0, passed straight through (the gradient of that pass-through is
 fla-org/flash-linear-attention #1140). There is no c. y is H wide and is the next layer's input.
 
-Why the pre-norm: a layer is linear in its input (times SiLU), so a stack does not blow up as the
-matrix families' cubic reads do, but it shrinks: with torch's ±1/sqrt(H) a layer scales its input
-by about sqrt(W/(9H)) (a third of a GEMM's variance, times W taps of variance 1/(3H)), and a third
-layer's outputs and gradients would fall orders of magnitude below the first's, under what a
-tolerance judges. The norm (ε = 1, so |x̂| ≤ sqrt(I_l) and its slope at most 1) restarts every
-layer at scale 1, and :meth:`Conv1dFamily.param_bound` keeps a layer's output at the input's order.
+Why the pre-norm, and the parameters' bound: a layer is linear in its input (up to SiLU), so unlike
+the matrix families' cubic reads a stack cannot overflow, and the norm is not there for that. It is
+there because a block normalises the input of its mixer, so a layer's input map sees what it sees
+in a model, and because it makes each layer a bounded map (ε = 1: |x̂| ≤ sqrt(I_l), slope ≤ 1, as in
+s6) whose x gradient goes through a non-linear Jacobian a kernel can get wrong. It caps a layer's
+input but does not raise a small one, so the scale across layers is set by
+:meth:`Conv1dFamily.param_bound`: torch's ±1/sqrt(H) would scale each layer's output by about
+sqrt(W/(9H)) of its input's (a third of a GEMM's variance, then W taps of variance 1/(3H)), and a
+third layer's outputs and gradients would fall far below the first's, under what a tolerance judges.
 
 Case id: ``conv1d-L2-uni-I3-H4-W3[-silu][-nobias]-T7-B3-…``. A causal convolution runs forward in
 time only: ``-bi`` is refused and never drawn; it has no decay, so no ``-longmem``.
@@ -79,8 +82,8 @@ class Conv1dFamily(Family):
 
     def param_bound(self, config: RNNConfig) -> float:
         """Uniform in ±min(1, 2/sqrt(max(I, H))): a layer's output then keeps its normalised input's
-        order (u of variance about 4/3, W taps of variance up to 4/(3H) each), where torch's
-        ±1/sqrt(H) would shrink each layer (module docstring)."""
+        order (u with up to 4/3 of x̂'s variance, then W taps of variance 4/(3·max(I, H)) each), where
+        torch's ±1/sqrt(H) would shrink each layer (module docstring)."""
         return min(1.0, 2.0 / math.sqrt(max(config.input_size, config.hidden_size)))
 
     def validate(self, config: RNNConfig) -> None:
