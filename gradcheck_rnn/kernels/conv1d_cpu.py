@@ -102,6 +102,15 @@ class Layer:
     pre: Tensor     # (N, H) before the activation
 
 
+def tap_sum(rows: Tensor, index: Tensor, weight: Tensor) -> Tensor:
+    """Σ_j weight[:, j] ⊙ rows[index[:, j]], (N, H) from rows (·, H), index (N, W) and weight (H, W):
+    one row gather per tap (index_select, about 2.5× faster on a CPU than one gather of (N, W, H))."""
+    out = rows.index_select(0, index[:, 0]) * weight[:, 0]
+    for j in range(1, index.shape[1]):
+        out.addcmul_(rows.index_select(0, index[:, j]), weight[:, j])
+    return out
+
+
 def silu_grad(pre: Tensor) -> Tensor:
     """d silu(a)/da = σ(a)·(1 + a·(1 − σ(a)))."""
     sig = torch.sigmoid(pre)
@@ -116,7 +125,7 @@ class Conv1dCPUKernel(LayerStackKernel):
                  silu: bool) -> tuple[Tensor, Tensor]:
         """The convolution of every stream row at once: (pre, y), each (N, H), from C, the taps
         (N, W), w_conv (H, W) and b_conv (H,) or None."""
-        pre = (buffer[taps] * weight.T).sum(1)
+        pre = tap_sum(buffer, taps, weight)
         if bias is not None:
             pre = pre + bias
         return pre, pre * torch.sigmoid(pre) if silu else pre
@@ -144,7 +153,7 @@ class Conv1dCPUKernel(LayerStackKernel):
         return torch.where(reader < stream.ends[:, None], reader, stream.tokens)
 
     def state_tap_pre(self, pre: Tensor, bias: Tensor | None) -> Tensor:
-        """The pre-activation (N, H) at which the taps on the initial state take SiLU's derivative:
+        """The pre-activation (rows, H) at which the taps on the initial state take SiLU's derivative:
         the forward's, bias included (a separate dh0 pass that recomputes it must add the bias)."""
         return pre
 
@@ -154,10 +163,11 @@ class Conv1dCPUKernel(LayerStackKernel):
         d_buffer.index_add_(0, stream.finals.flatten(), d_final.reshape(-1, d_final.shape[-1]))
 
     def conv_weight_grad(self, products: Tensor, stream: Stream) -> Tensor:
-        """dw_conv (H, W) from the products C[taps] ⊙ dpre (N, W, H): summed within each sequence's
-        rows (as a varlen kernel accumulates a block per sequence), then over the sequences."""
-        per_sequence = products.new_zeros((len(stream.lengths),) + products.shape[1:])
-        return per_sequence.index_add_(0, stream.sequence, products).sum(0).T
+        """One tap's column of dw_conv (H,) from its products C[taps[:, j]] ⊙ dpre (N, H): summed
+        within each sequence's rows (as a varlen kernel accumulates a block per sequence), then
+        over the sequences."""
+        per_sequence = products.new_zeros(len(stream.lengths), products.shape[1])
+        return per_sequence.index_add_(0, stream.sequence, products).sum(0)
 
     def layer_backward(self, cfg: RNNConfig, p: Mapping[str, Tensor], layer: Layer, mask: Tensor, dy: Tensor,
                        dhy: Tensor, need_weights: bool, need_x: bool) -> tuple[Tensor | None, Tensor, dict[str, Tensor]]:
@@ -169,17 +179,21 @@ class Conv1dCPUKernel(LayerStackKernel):
         d_pre = d_out * silu_grad(layer.pre) if cfg.option("silu") else d_out
         # every stream row collects the W outputs that read it; the zero row N stands for none
         padded_d_pre = torch.cat([d_pre, d_pre.new_zeros(1, H)])
-        d_stream = (padded_d_pre[self.backward_readers(stream)] * weight.flip(1).T).sum(1)
+        d_stream = tap_sum(padded_d_pre, self.backward_readers(stream), weight.flip(1))
         d_buffer = torch.cat([d_stream, dy.new_zeros(B * (W - 1), H)])
-        reads_state = stream.taps >= N
-        d_state_pre = d_out * silu_grad(self.state_tap_pre(layer.pre, p.get("b_conv"))) if cfg.option("silu") else d_pre
-        tap_grads = d_state_pre[:, None, :] * weight.T                              # (N, W, H)
-        d_buffer.index_add_(0, stream.taps[reads_state], tap_grads[reads_state])
+        # the taps that read the initial state: the first W − 1 outputs of each sequence
+        rows, taps = (stream.taps >= N).nonzero(as_tuple=True)
+        if cfg.option("silu"):
+            d_state = d_out[rows] * silu_grad(self.state_tap_pre(layer.pre[rows], p.get("b_conv")))
+        else:
+            d_state = d_pre[rows]
+        d_buffer.index_add_(0, stream.taps[rows, taps], d_state * weight.T[taps])
         self.final_state_backward(d_buffer, stream, dhy.reshape(B, H, W - 1).transpose(1, 2))
         du = dy.new_zeros(T * B, H).index_copy_(0, stream.rows, d_buffer[:N]).reshape(T, B, H)
         dx, grads = stacked_maps_backward(layer.x, layer.rms, mask, du, p, MAPS, need_x, need_weights)
         if need_weights:
-            grads["w_conv"] = self.conv_weight_grad(layer.buffer[stream.taps] * d_pre[:, None, :], stream)
+            grads["w_conv"] = torch.stack([self.conv_weight_grad(layer.buffer.index_select(0, stream.taps[:, j]) * d_pre,
+                                                                 stream) for j in range(W)], 1)
             if "b_conv" in p:
                 grads["b_conv"] = d_pre.sum(0)
         dh0 = d_buffer[N:].reshape(B, W - 1, H).transpose(1, 2).reshape(B, H * (W - 1))

@@ -683,13 +683,13 @@ class Conv1dShortSequenceDh0PassThroughDropped:
 class Conv1dPackedWeightGradWholeStream:
     """conv1d, packed varlen: with several sequences, each sequence's block accumulates dweight over the whole packed batch, not its own rows (fla-org/flash-linear-attention PR #955: dweight ~16× too large with cu_seqlens and B > 1).
 
-    The kernel sums dw_conv per sequence over its rows of the packed batch, then over the
-    sequences (:meth:`~gradcheck_rnn.kernels.conv1d_cpu.Conv1dCPUKernel.conv_weight_grad`); here
+    The kernel sums each tap's column of dw_conv per sequence over its rows of the packed batch,
+    then over the sequences (:meth:`~gradcheck_rnn.kernels.conv1d_cpu.Conv1dCPUKernel.conv_weight_grad`); here
     every sequence's range is [0, cu_seqlens[-1]), so dw_conv is B times too large. A batch of one
     sequence, or a case that requests no weight gradient, hides it."""
 
     def conv_weight_grad(self, products: Tensor, stream: Conv1dStream) -> Tensor:
-        return torch.stack([products.sum(0) for _ in stream.lengths]).sum(0).T
+        return torch.stack([products.sum(0) for _ in stream.lengths]).sum(0)
 
 
 class Conv1dInitialStateGradWithoutBias:
