@@ -57,7 +57,6 @@ class Stream:
 
     lengths: tuple[int, ...]
     width: int
-    cu_seqlens: Tensor  # (B + 1,)
     rows: Tensor        # (N,) the padded (t·B + b) row of each stream row
     sequence: Tensor    # (N,) the sequence of each stream row
     ends: Tensor        # (N,) cu_seqlens[b + 1] of each stream row's sequence
@@ -66,6 +65,7 @@ class Stream:
 
     @classmethod
     def of(cls, lengths: tuple[int, ...], width: int, device: torch.device | str) -> "Stream":
+        """The tables of a batch with these sequence lengths and window W = ``width``."""
         B, S = len(lengths), width - 1
         cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         N = int(cu[-1])
@@ -76,14 +76,13 @@ class Stream:
         state_slot = N + sequence[:, None] * S + position[:, None] + np.arange(width)
         taps = np.where(back >= 0, cu[sequence][:, None] + back, state_slot)
         last = np.array(lengths)[:, None] - S + np.arange(S)         # the time of each final slot
-        finals = np.where(last >= 0, cu[:-1, None] + last, N + np.arange(B)[:, None] * S + np.array(lengths)[:, None]
-                          + np.arange(S))
+        finals = np.where(last >= 0, cu[:-1, None] + last, N + np.arange(B)[:, None] * S + last + S)
 
         def tensor(a: np.ndarray) -> Tensor:
             return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
 
-        return cls(tuple(lengths), width, tensor(cu), tensor(rows), tensor(sequence), tensor(cu[1:][sequence]),
-                   tensor(taps), tensor(finals.reshape(B, S)))
+        return cls(tuple(lengths), width, tensor(rows), tensor(sequence), tensor(cu[1:][sequence]), tensor(taps),
+                   tensor(finals.reshape(B, S)))
 
     @property
     def tokens(self) -> int:
@@ -104,7 +103,7 @@ class Layer:
 
 def tap_sum(rows: Tensor, index: Tensor, weight: Tensor) -> Tensor:
     """Σ_j weight[:, j] ⊙ rows[index[:, j]], (N, H) from rows (·, H), index (N, W) and weight (H, W):
-    one row gather per tap (index_select, about 2.5× faster on a CPU than one gather of (N, W, H))."""
+    one row gather per tap, faster on a CPU than one gather of (N, W, H) (benchmarks/RESULTS.md, "conv1d")."""
     out = rows.index_select(0, index[:, 0]) * weight[:, 0]
     for j in range(1, index.shape[1]):
         out.addcmul_(rows.index_select(0, index[:, j]), weight[:, j])
