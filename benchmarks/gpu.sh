@@ -4,7 +4,8 @@
 #   benchmarks/gpu.sh [REPORT_DIR]        # default REPORT_DIR: reports/gpu
 #
 # 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16),
-#    fused-gpu's s6 and slstm kernels with the families profile (--mode s6, --mode slstm: f64, f32)
+#    fused-gpu's s6, slstm and conv1d kernels with the families profile (--mode s6, --mode slstm,
+#    --mode conv1d: f64, f32)
 #    and its mlstm, gla and gdn kernels (Triton chunk hand-off) with the matrix profile (f64, f32);
 # 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm), the s6, slstm and
 #    matrix-family ones on their family's cases;
@@ -59,6 +60,8 @@ step "1/5 sweep: fused-gpu, families profile, s6" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode s6 -t fused-gpu --report-dir "$REPORTS"
 step "1/5 sweep: fused-gpu, families profile, slstm" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode slstm -t fused-gpu --report-dir "$REPORTS"
+step "1/5 sweep: fused-gpu, families profile, conv1d" \
+    "$PY" -m gradcheck_rnn.cli sweep -c families --mode conv1d -t fused-gpu --report-dir "$REPORTS"
 # the float64 references of a matrix case take seconds of CPU: 8 workers, not the default one per 100 cases
 step "1/5 sweep: fused-gpu, matrix profile, mlstm gla gdn" \
     "$PY" -m gradcheck_rnn.cli sweep -c matrix -t fused-gpu -j 8 --report-dir "$REPORTS"

@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn) with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, conv1d) with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -27,6 +27,7 @@ from ..families import CUDNN_MODES
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
+from ..kernels.conv1d_cpu import Stream as Conv1dStream
 from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.gla_cpu import Layer as GLALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
@@ -663,6 +664,66 @@ class GDNPaddedGateGrad:
         return d_log_decay, d_beta * mask
 
 
+class Conv1dShortSequenceDh0PassThroughDropped:
+    """conv1d: a sequence shorter than W−1 drops dh0's pass-through term (fla-org/flash-linear-attention #1140).
+
+    A sequence of L < W−1 steps leaves the newest W−1−L slots of its initial state in its final
+    state; the gradient of those slots is dhy's, passed straight back to dh0. In #1140
+    ``compute_dh0_kernel`` dropped that term (and the final-state gradient was routed to inputs
+    shifted by W−1−L slots). Here dhy reaches the inputs but never h0
+    (:meth:`~gradcheck_rnn.kernels.conv1d_cpu.Conv1dCPUKernel.final_state_backward`): only a
+    sequence shorter than W−1 with a head gradient on hy and a requested h0 shows it."""
+
+    def final_state_backward(self, d_buffer: Tensor, stream: Conv1dStream, d_final: Tensor) -> None:
+        from_inputs = stream.finals.flatten() < stream.tokens
+        d_buffer.index_add_(0, stream.finals.flatten()[from_inputs],
+                            d_final.reshape(-1, d_final.shape[-1])[from_inputs])
+
+
+class Conv1dPackedWeightGradWholeStream:
+    """conv1d, packed varlen: with several sequences, each sequence's block accumulates dweight over the whole packed batch, not its own rows (fla-org/flash-linear-attention PR #955: dweight ~16× too large with cu_seqlens and B > 1).
+
+    The kernel sums each tap's column of dw_conv per sequence over its rows of the packed batch,
+    then over the sequences (:meth:`~gradcheck_rnn.kernels.conv1d_cpu.Conv1dCPUKernel.conv_weight_grad`); here
+    every sequence's range is [0, cu_seqlens[-1]), so dw_conv is B times too large. A batch of one
+    sequence, or a case that requests no weight gradient, hides it."""
+
+    def conv_weight_grad(self, products: Tensor, stream: Conv1dStream) -> Tensor:
+        return torch.stack([products.sum(0) for _ in stream.lengths]).sum(0)
+
+
+class Conv1dInitialStateGradWithoutBias:
+    """conv1d: the initial state's gradient takes SiLU's derivative at a pre-activation recomputed without the bias (fla-org/flash-linear-attention PR #714, the backward with an initial state; its dh0 pass recomputes the forward output, #1138).
+
+    dh0 is a pass of its own that recomputes the pre-activation of the outputs whose taps read the
+    initial state (:meth:`~gradcheck_rnn.kernels.conv1d_cpu.Conv1dCPUKernel.state_tap_pre`) and
+    leaves out b_conv there: dx, the weights and the bias stay right. Without SiLU, without a bias
+    (-nobias) or without an initial state (-z) it hides."""
+
+    def state_tap_pre(self, pre: Tensor, bias: Tensor | None) -> Tensor:
+        return pre if bias is None else pre - bias
+
+
+class Conv1dBackwardReadsNextSequence:
+    """conv1d, packed varlen: the backward's bounds test on a packed position is dropped where its taps cross a block of rows, so a sequence's tail collects the next sequence's first output gradients (Dao-AILab/causal-conv1d PR #117: seq_idx read past the end at lengths 63–65, 127–129, 256/257).
+
+    #117 guarded ``l_idx >= 0`` but not ``l_idx < seqlen`` where a kernel chunk ended past the
+    sequence. Here the backward walks the packed rows in blocks of :attr:`BLOCK` and tests that an
+    output row is still in the sequence it reads only inside a block
+    (:meth:`~gradcheck_rnn.kernels.conv1d_cpu.Conv1dCPUKernel.backward_readers`): a sequence that
+    ends within W−1 rows before a block boundary, followed by a non-empty one, gets a wrong dx
+    and W_in gradient; a batch of one sequence hides it."""
+
+    BLOCK = 4
+
+    def backward_readers(self, stream: Conv1dStream) -> Tensor:
+        readers = super().backward_readers(stream)
+        s = torch.arange(stream.tokens, device=readers.device)[:, None]
+        reader = s + torch.arange(stream.width, device=readers.device)
+        unchecked = (reader // self.BLOCK != s // self.BLOCK) & (reader < stream.tokens)
+        return torch.where(unchecked, reader, readers)
+
+
 class MLSTMChunkStatesWrongSize:
     """mlstm: the backward reads the chunk-boundary states as if the forward had stored one every 2c steps, not every c (NX-AI/mlstm_kernels PR #10: chunk_size_inter ≠ chunk_size_intra).
 
@@ -745,7 +806,7 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
 # ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
-# configs/families.toml for s6 and slstm, configs/matrix.toml for mlstm, gla and gdn) and the cuDNN
+# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla and gdn) and the cuDNN
 # mutants on the ci profile's, in one
 # run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
@@ -772,11 +833,17 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gdn-state-grad-no-householder": ("gdn", GDNStateGradNoHouseholder),
     "gdn-sequence-start-gate-grad": ("gdn", GDNSequenceStartGateGrad),
     "gdn-padded-gate-grad": ("gdn", GDNPaddedGateGrad),
+    # conv1d (kernels/conv1d_cpu.py), home profile "families"
+    "conv1d-short-sequence-dh0-pass-through-dropped": ("conv1d", Conv1dShortSequenceDh0PassThroughDropped),
+    "conv1d-packed-dweight-whole-stream": ("conv1d", Conv1dPackedWeightGradWholeStream),
+    "conv1d-initial-state-grad-without-bias": ("conv1d", Conv1dInitialStateGradWithoutBias),
+    "conv1d-backward-reads-next-sequence": ("conv1d", Conv1dBackwardReadsNextSequence),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
-HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix"}
+HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix",
+                 "conv1d": FAMILY_PROFILE}
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own

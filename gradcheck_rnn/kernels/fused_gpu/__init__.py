@@ -16,7 +16,7 @@ cuBLAS accumulates half-precision GEMMs in float32 and the Triton cells compute 
 ``GRADCHECK_RNN_TF32=1`` (see :func:`~gradcheck_rnn.kernels.target.cuda_matmul_precision`).
 
 Where it runs: on CUDA; or, with ``TRITON_INTERPRET=1`` set before the first import of
-:mod:`.cells` (and :mod:`.scan`, :mod:`.chunk_states`), on CPU tensors through Triton's interpreter, which is how the tests check it on
+:mod:`.cells` (and :mod:`.scan`, :mod:`.chunk_states`, :mod:`.conv_taps`), on CPU tensors through Triton's interpreter, which is how the tests check it on
 machines without a GPU. The interpreter is not the compiler (interpreted and compiled results
 have differed, triton-lang/triton#5895 and #11153), so ``benchmarks/gpu.sh`` sweeps on a GPU
 as well. Importing this module does not import triton; the first cell launch does.
@@ -31,8 +31,9 @@ kernel with each step's pointwise passes as one Triton launch each way (:mod:`.s
 import :mod:`.cells`); ``mlstm``, ``gla`` and ``gdn`` through :class:`.mlstm.MLSTMGPUKernel`,
 :class:`.gla.GLAGPUKernel` and :class:`.gdn.GDNGPUKernel`, fused-cpu's chunkwise kernels with the
 hand-off of the state across chunks, forward and backward, as one Triton launch each
-(:mod:`.chunk_states`; the hook its mutants override: :class:`.hand_off.TritonHandOff`). Their
-mutants are ``GPU_FAMILY_MUTANTS``.
+(:mod:`.chunk_states`; the hook its mutants override: :class:`.hand_off.TritonHandOff`); ``conv1d``
+through :class:`.conv1d.Conv1dGPUKernel`, fused-cpu's conv1d kernel with its convolution as one
+Triton launch per layer (:mod:`.conv_taps`). Their mutants are ``GPU_FAMILY_MUTANTS``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from ..target import cuda_matmul_precision, FusedTarget
 CELLS_MODULE = f"{__name__}.cells"
 SCAN_MODULE = f"{__name__}.scan"  # the s6 kernel's chunked scan (.s6)
 CHUNK_STATES_MODULE = f"{__name__}.chunk_states"  # the matrix families' chunk hand-off (.gla, .gdn, .mlstm)
+CONV_TAPS_MODULE = f"{__name__}.conv_taps"  # the conv1d kernel's convolution (.conv1d)
 
 
 def _cells() -> Any:
@@ -75,7 +77,7 @@ def unavailable_reason() -> str | None:
     if not cuda and not interpreting():
         return ("fused-gpu needs a CUDA device (this machine has none), or TRITON_INTERPRET=1 to run its "
                 "Triton kernels on CPU through the interpreter")
-    for name in (CELLS_MODULE, SCAN_MODULE, CHUNK_STATES_MODULE):
+    for name in (CELLS_MODULE, SCAN_MODULE, CHUNK_STATES_MODULE, CONV_TAPS_MODULE):
         loaded = sys.modules.get(name)
         if loaded is not None and loaded.INTERPRETED != interpreting():
             # triton.jit chose interpreter or compiler at import; that choice holds for the process
@@ -152,6 +154,7 @@ class FusedGPUTarget(FusedTarget):
 
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:
+        from .conv1d import Conv1dGPUKernel
         from .gdn import GDNGPUKernel
         from .gla import GLAGPUKernel
         from .mlstm import MLSTMGPUKernel
@@ -159,7 +162,7 @@ class FusedGPUTarget(FusedTarget):
         from .slstm import SLSTMGPUKernel
 
         return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
-                "gdn": GDNGPUKernel}
+                "gdn": GDNGPUKernel, "conv1d": Conv1dGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""
