@@ -26,7 +26,8 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
               "gpu-slstm-lower-layer-recurrent-grad", "gpu-gla-state-grad-reads-next-chunk",
-              "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk")
+              "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk",
+              "gpu-deltaproduct-state-grad-reads-next-chunk")
 # measured blind spots of the half tolerances (mutants.BLIND_SPOTS)
 BLIND_SPOTS = ("half-accumulated-in-half", "half-rounds-per-op")
 # forward-mode and second-order bugs, judged by the jvp and gradgrad checks (mutants.PRODUCT_MUTANTS)

@@ -577,7 +577,7 @@ class GPUSLSTMStabilizerGradToForget:
 
 
 class GPUStateGradReadsNextChunk:
-    """gla, gdn (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+    """gla, gdn, deltaproduct (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
 
     Which chunk the Triton hand-off reads is a compile-time offset
     (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
@@ -874,6 +874,7 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-gla-state-grad-reads-next-chunk": ("gla", GPUStateGradReadsNextChunk),
     "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
+    "gpu-deltaproduct-state-grad-reads-next-chunk": ("deltaproduct", GPUStateGradReadsNextChunk),
 }
 
 # Bugs of a forward mode or a second order (the ``jvp`` and ``gradgrad`` checks, off in the ci
