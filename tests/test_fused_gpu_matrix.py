@@ -1,4 +1,4 @@
-"""fused-gpu's matrix-memory kernels (gla, gdn, mlstm: the Triton chunk hand-off) on CPU through
+"""fused-gpu's matrix-memory kernels (gla, gdn, mlstm, deltaproduct: the Triton chunk hand-off) on CPU through
 the Triton interpreter.
 
 As in tests/test_fused_gpu.py, ``TRITON_INTERPRET=1`` is set for the whole module before the
@@ -33,7 +33,7 @@ from gradcheck_rnn.kernels.gla_cpu import GLACPUKernel
 from gradcheck_rnn.kernels.mlstm_cpu import MLSTMCPUKernel, States
 from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS, home_profile
 
-FAMILIES = ("gla", "gdn", "mlstm")
+FAMILIES = ("gla", "gdn", "mlstm", "deltaproduct")
 # Per family: several chunks of 4 with a partial last one, uneven and zero lengths, stacked layers,
 # heads > 1 with K, V not powers of two, -headdecay, -strongdecay, -longmem, every gradient wanted
 KERNEL_IDS = ["gla-L2-uni-I2-H6-NH2-K3-R1-T10-B3-len10.7.0-f64-s12",
@@ -41,11 +41,19 @@ KERNEL_IDS = ["gla-L2-uni-I2-H6-NH2-K3-R1-T10-B3-len10.7.0-f64-s12",
               "gdn-L2-uni-I3-H6-NH2-K3-T10-B3-len10.4.0-f64-s3",
               "gdn-L1-uni-I2-H3-K3-longmem-T9-B2-len9.8-f64-s4",
               "mlstm-L2-uni-I3-H6-NH2-K3-T10-B3-len10.6.0-f64-s3",
-              "mlstm-L1-uni-I2-H3-K2-strongdecay-T9-B2-len9.2-f64-s5"]
+              "mlstm-L1-uni-I2-H3-K2-strongdecay-T9-B2-len9.2-f64-s5",
+              "deltaproduct-L2-uni-I3-H6-NH2-K3-n2-T5-B3-len5.4.0-f64-s3",
+              "deltaproduct-L1-uni-I2-H3-K3-n3-longmem-T4-B2-len4.3-f64-s4"]
 # a case of two chunks (the second partial) per family: the mutant of its Triton kernel shows there
 MUTANT_CASES = {"gla": "gla-L1-uni-I2-H4-K2-R1-T5-B2-len5.3-f32-s12",
                 "gdn": "gdn-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1",
-                "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3"}
+                "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3",
+                "deltaproduct": "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T5-B2-len5.4-f32-s1"}
+# a case of one chunk per family: the mutant's shifted read finds no other chunk (deltaproduct's
+# chunks hold n sub-steps a token: two tokens of two steps)
+ONE_CHUNK_CASES = {family: case_id.replace("-T5-", "-T4-").replace("-len5.", "-len4.")
+                   for family, case_id in MUTANT_CASES.items()}
+ONE_CHUNK_CASES["deltaproduct"] = "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T2-B2-len2.1-f32-s1"
 
 
 def gpu_and_cpu(case: Case, chunk: int) -> tuple[dict, dict]:
@@ -120,7 +128,7 @@ def test_float64_kernel_equals_the_cpu_kernel_across_chunk_boundaries(case_id):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fused_gpu_runs_the_family_through_its_triton_kernel_in_f32(family):
     target = FusedGPUTarget()
-    assert type(target.family_kernels[family]).__name__ == f"{family.upper()}GPUKernel"
+    assert type(target.family_kernels[family]).__name__.lower() == f"{family}gpukernel"
     case = Case.from_id(MUTANT_CASES[family])
     got, cpu = outputs(target.run(case)), gpu_and_cpu(case, 4)[1]
     for name in cpu:
@@ -145,7 +153,7 @@ def test_each_gpu_mutant_is_caught_and_fused_gpu_passes_the_same_case(family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_gpu_mutant_is_the_correct_kernel_on_a_case_of_one_chunk(family):
     """The shifted read is clamped to the last chunk: with one chunk nothing is read from elsewhere."""
-    case = Case.from_id(MUTANT_CASES[family].replace("-T5-", "-T4-").replace("-len5.", "-len4."))
+    case = Case.from_id(ONE_CHUNK_CASES[family])
     correct = FusedGPUTarget.family_kernel_classes()[family]
     mutant = type("Mutant", (GPU_FAMILY_MUTANTS[family_mutant(family)][1], correct), {})
     got, want = (outputs(kernel().run(case, torch.float32, "cpu")) for kernel in (mutant, correct))
@@ -169,7 +177,7 @@ def test_a_short_matrix_sweep_passes_every_check(tmp_path, seed):
     assert {"reference", "fd", "padding", "determinism"} <= {r["check"] for r in results if r["status"] == "pass"}
 
 
-@pytest.mark.slow  # ~1 min: eight matrix cases, three mutants beside fused-gpu
+@pytest.mark.slow  # ~1 min: eight matrix cases, four mutants beside fused-gpu
 def test_the_gpu_matrix_mutants_are_caught_by_a_matrix_run_with_no_false_alarm(tmp_path):
     names = [family_mutant(family) for family in FAMILIES]
     code, output = invoke("mutants", "-c", "matrix", "-n", 8, "-s", 3, "--check", "reference",

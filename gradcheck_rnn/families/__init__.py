@@ -22,6 +22,7 @@ from ..errors import INTERRUPTS, UsageError
 from ..importing import import_object
 from .base import DIRECTIONS, Convention, Family, Option, param_key, param_shapes
 from .conv1d import CONV1D
+from .deltaproduct import DELTAPRODUCT
 from .gdn import GDN
 from .gla import GLA
 from .gru import GRU
@@ -39,7 +40,7 @@ ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
-_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, MLSTM, GLA, GDN, CONV1D)
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, MLSTM, GLA, GDN, DELTAPRODUCT, CONV1D)
 BUILT_IN_MODES: tuple[str, ...] = tuple(f.token for f in _BUILT_IN)
 _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 

@@ -265,7 +265,8 @@ class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
     its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
-    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``conv1d``: :mod:`.conv1d_cpu`) runs through that one
+    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``deltaproduct``:
+    :mod:`.deltaproduct_cpu`, ``conv1d``: :mod:`.conv1d_cpu`) runs through that one
     (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
     recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
@@ -297,6 +298,7 @@ class FusedCPUTarget(FusedTarget):
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:
         from .conv1d_cpu import Conv1dCPUKernel
+        from .deltaproduct_cpu import DeltaProductCPUKernel
         from .gdn_cpu import GDNCPUKernel
         from .gla_cpu import GLACPUKernel
         from .mlstm_cpu import MLSTMCPUKernel
@@ -304,7 +306,7 @@ class FusedCPUTarget(FusedTarget):
         from .slstm_cpu import SLSTMCPUKernel
 
         return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "mlstm": MLSTMCPUKernel, "gla": GLACPUKernel,
-                "gdn": GDNCPUKernel, "conv1d": Conv1dCPUKernel}
+                "gdn": GDNCPUKernel, "deltaproduct": DeltaProductCPUKernel, "conv1d": Conv1dCPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

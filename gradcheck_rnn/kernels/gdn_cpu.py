@@ -114,18 +114,27 @@ def l2_normalise_backward(unit: Tensor, norm: Tensor, grad: Tensor) -> Tensor:
 
 
 @dataclass
-class Layer:
-    """What the forward of one layer keeps for its backward. Chunked tensors are (B, NH, NC, c, ...)."""
+class Projected:
+    """A layer's per-step inputs of the recurrence, (T, B, ·) tensors, as its backward needs them."""
 
     index: int
     x: Tensor             # (T, B, I_l), normalised, padded steps zeroed
     rms: Tensor           # (T, B, 1), the norm's r
     q_unit: Tensor        # (T, B, NH, K), L2-normalised q
     q_norm: Tensor        # (T, B, NH, 1)
-    k_unit: Tensor        # (T, B, NH, K)
+    k_unit: Tensor        # (T, B, NH, K); a key per head and write (a subclass's several)
     k_norm: Tensor        # (T, B, NH, 1)
+    values: Tensor        # (T, B, NH, V), v per head and write
     decay_pre: Tensor     # (T, B, NH), w_a x̂ + b_a
-    beta_raw: Tensor      # (T, B, NH), σ(w_b x̂ + b_b) before the length mask
+    log_decay: Tensor     # (T, B, NH), log α, 0 at a padded step
+    beta_raw: Tensor      # (T, B, NH), σ(w_b x̂ + b_b) before the length mask, per head and write
+    betas: Tensor         # the same, 0 at a padded step
+
+
+@dataclass
+class Chunks:
+    """What the chunkwise recurrence keeps for its backward, (B, NH, NC, c, ...) tensors."""
+
     q: Tensor             # chunked q̂ (…, c, K)
     k: Tensor             # chunked k̂ (…, c, K)
     v: Tensor             # chunked v (…, c, V)
@@ -144,6 +153,11 @@ class Layer:
     starts: Tensor        # S₀ of each chunk (…, K, V)
 
 
+@dataclass
+class Layer(Chunks, Projected):
+    """What the forward of one gdn layer keeps for its backward: its per-step inputs and chunks."""
+
+
 class GDNCPUKernel(LayerStackKernel):
     """The fused gdn kernel (see the module docstring); subclass and override one stage to mutate."""
 
@@ -153,47 +167,65 @@ class GDNCPUKernel(LayerStackKernel):
         self.chunk = chunk
 
     # ------------------------------------------------------------------ forward
-    def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
-                      index: int) -> tuple[Tensor, Tensor, Layer]:
-        """One layer: (y (T, B, H) masked, the final state (B, NH·K·V), what the backward keeps)."""
-        fam = cfg.family
-        NH, K, V = fam.sizes(cfg)
+    def map_widths(self, cfg: RNNConfig) -> list[int]:
+        """The rows of each map of :data:`MAPS` (q, k, v, the decay, β), in that order."""
+        NH, K, V = cfg.family.sizes(cfg)
+        return [NH * K, NH * K, NH * V, NH, NH]
+
+    def project(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, index: int) -> Projected:
+        """The pre-norm, the one GEMM of every map, the L2 norms and the gates, masked at padded steps."""
+        _, K, V = cfg.family.sizes(cfg)
         T, B = x.shape[:2]
-        c = self.chunk
         x = x * mask
         x, rms = pre_norm(x, NORM_EPS)
         proj = x @ torch.cat([p[kind] for kind in MAPS]).T
-        q, k, v, decay_pre, write = proj.split([NH * K, NH * K, NH * V, NH, NH], dim=-1)
+        q, k, v, decay_pre, write = proj.split(self.map_widths(cfg), dim=-1)
         if "b_a" in p:
             decay_pre, write = decay_pre + p["b_a"], write + p["b_b"]
-        q_unit, q_norm = l2_normalise(q.reshape(T, B, NH, K))
-        k_unit, k_norm = l2_normalise(k.reshape(T, B, NH, K))
+        q_unit, q_norm = l2_normalise(q.reshape(T, B, -1, K))
+        k_unit, k_norm = l2_normalise(k.reshape(T, B, -1, K))
         beta_raw = torch.sigmoid(write)
         log_decay = torch.nn.functional.logsigmoid(decay_pre) * mask  # a padded step: log α = 0, β = 0
-        qc, kc = to_chunks(q_unit, c), to_chunks(k_unit, c)
-        vc = to_chunks(v.reshape(T, B, NH, V), c)
-        beta = to_chunks(beta_raw * mask, c)
+        return Projected(index, x, rms, q_unit, q_norm, k_unit, k_norm, v.reshape(T, B, -1, V), decay_pre, log_decay,
+                         beta_raw, beta_raw * mask)
+
+    def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor, h0: Tensor,
+                      index: int) -> tuple[Tensor, Tensor, Layer]:
+        """One layer: (y (T, B, H) masked, the final state (B, NH·K·V), what the backward keeps)."""
+        NH, K, V = cfg.family.sizes(cfg)
+        T, B = x.shape[:2]
+        proj = self.project(cfg, p, x, mask, index)
+        o, final, chunks = self.chunk_forward(proj.q_unit, proj.k_unit, proj.values, proj.log_decay, proj.betas,
+                                              h0.reshape(B, NH, K, V), cfg.family.scale(p, cfg))
+        return o.reshape(T, B, NH * V) * mask, final.reshape(B, NH * K * V), Layer(**vars(chunks), **vars(proj))
+
+    def chunk_forward(self, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, h0: Tensor,
+                      scale: float) -> tuple[Tensor, Tensor, Chunks]:
+        """The chunkwise gated delta rule over per-step inputs (T, B, NH, ·) (q̂, k̂, v; log α and β
+        (T, B, NH), 0 at a padded step) from S₀ = ``h0`` (B, NH, K, V): the outputs o (T, B, NH, V)
+        times ``scale``, the final state (B, NH, K, V) and what the backward keeps."""
+        T, K = q.shape[0], q.shape[-1]
+        c = self.chunk
+        qc, kc, vc, beta = to_chunks(q, c), to_chunks(k, c), to_chunks(v, c), to_chunks(beta, c)
         chunked_log_decay = to_chunks(log_decay, c)
-        strict = torch.ones(c, c, dtype=torch.bool, device=x.device).tril(-1)
+        strict = torch.ones(c, c, dtype=torch.bool, device=q.device).tril(-1)
         decay = segment_sums(chunked_log_decay).exp()
         gamma = chunked_log_decay.cumsum(-1).exp()                   # Γ = exp(G)
         qk, kk = qc @ mT(kc), kc @ mT(kc)
         a = beta[..., None] * decay * kk * strict
-        solve = a + torch.eye(c, dtype=x.dtype, device=x.device)
+        solve = a + torch.eye(c, dtype=q.dtype, device=q.device)
         wy = torch.linalg.solve_triangular(solve, torch.cat([(beta * gamma)[..., None] * kc, beta[..., None] * vc], -1),
                                            upper=False, unitriangular=True)
         w, u_free = wy[..., :K], wy[..., K:]                         # w and u' of the module docstring
         to_end = decay[..., -1, :]                                   # exp(G_C − G_r): D's last row
         keys_to_end = to_end[..., None] * kc
-        eye_k = torch.eye(K, dtype=x.dtype, device=x.device)
+        eye_k = torch.eye(K, dtype=q.dtype, device=q.device)
         transition = gamma[..., -1, None, None] * eye_k - mT(keys_to_end) @ w
-        starts, final = self.carry_states(transition, mT(keys_to_end) @ u_free, h0.reshape(B, NH, K, V))
+        starts, final = self.carry_states(transition, mT(keys_to_end) @ u_free, h0)
         u = u_free - w @ starts
-        o = (gamma[..., None] * (qc @ starts) + (decay * qk) @ u) * fam.scale(p, cfg)
-        y = from_chunks(o, T).reshape(T, B, NH * V) * mask
-        layer = Layer(index, x, rms, q_unit, q_norm, k_unit, k_norm, decay_pre, beta_raw, qc, kc, vc, beta, gamma,
-                      decay, qk, kk, a, solve, w, u, to_end, keys_to_end, transition, starts)
-        return y, final.reshape(B, NH * K * V), layer
+        o = (gamma[..., None] * (qc @ starts) + (decay * qk) @ u) * scale
+        chunks = Chunks(qc, kc, vc, beta, gamma, decay, qk, kk, a, solve, w, u, to_end, keys_to_end, transition, starts)
+        return from_chunks(o, T), final, chunks
 
     @staticmethod
     def carry_states(transition: Tensor, written: Tensor, h0: Tensor) -> tuple[Tensor, Tensor]:
@@ -206,7 +238,7 @@ class GDNCPUKernel(LayerStackKernel):
         return torch.stack(starts, 2), state
 
     # ------------------------------------------------------------------ backward stages
-    def state_grad_coefficient(self, layer: Layer) -> Tensor:
+    def state_grad_coefficient(self, layer: Chunks) -> Tensor:
         """The matrix whose transpose carries dS_end to dS₀ across a chunk: Φ = Π α_t (I − β_t k_t k_tᵀ)."""
         return layer.transition
 
@@ -215,7 +247,7 @@ class GDNCPUKernel(LayerStackKernel):
         step, where the kernel forced log α = 0 and β = 0."""
         return d_log_decay * mask, d_beta * mask
 
-    def chunk_backward(self, layer: Layer, d_out: Tensor, d_final: Tensor,
+    def chunk_backward(self, layer: Chunks, d_out: Tensor, d_final: Tensor,
                        scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
         """dq̂, dk̂, dv, d log α, dβ (chunked) and dS₀ of the first chunk, from dO (chunked) and
         the gradient of the final state (B, NH, K, V)."""
@@ -262,19 +294,29 @@ class GDNCPUKernel(LayerStackKernel):
     def layer_backward(self, cfg: RNNConfig, p: Mapping[str, Tensor], layer: Layer, mask: Tensor, dy: Tensor,
                        dhy: Tensor, need_weights: bool, need_x: bool) -> tuple[Tensor | None, Tensor, dict[str, Tensor]]:
         """dx, dh0 and (when asked) the layer's parameter gradients from dy and dhy."""
-        fam = cfg.family
-        NH, K, V = fam.sizes(cfg)
+        NH, K, V = cfg.family.sizes(cfg)
         T, B = dy.shape[:2]
         d_out = to_chunks((dy * mask).reshape(T, B, NH, V), self.chunk)
         d_q, d_k, d_v, d_log_decay, d_beta, dh0 = self.chunk_backward(layer, d_out, dhy.reshape(B, NH, K, V),
-                                                                     fam.scale(p, cfg))
+                                                                     cfg.family.scale(p, cfg))
         d_log_decay, d_beta = self.gate_grads(from_chunks(d_log_decay, T), from_chunks(d_beta, T), mask)
-        d_decay_pre = d_log_decay * torch.sigmoid(-layer.decay_pre)
-        d_write = d_beta * layer.beta_raw * (1 - layer.beta_raw)
-        d_proj = torch.cat([l2_normalise_backward(layer.q_unit, layer.q_norm, from_chunks(d_q, T)).reshape(T, B, -1),
-                            l2_normalise_backward(layer.k_unit, layer.k_norm, from_chunks(d_k, T)).reshape(T, B, -1),
-                            from_chunks(d_v, T).reshape(T, B, -1), d_decay_pre, d_write], dim=-1)
-        dx, grads = stacked_maps_backward(layer.x, layer.rms, mask, d_proj, p, MAPS, need_x, need_weights)
+        dx, grads = self.projection_backward(p, layer, mask, from_chunks(d_q, T), from_chunks(d_k, T),
+                                             from_chunks(d_v, T), d_log_decay, d_beta, need_weights, need_x)
+        return dx, dh0.reshape(B, NH * K * V), grads
+
+    @staticmethod
+    def projection_backward(p: Mapping[str, Tensor], proj: Projected, mask: Tensor, d_q: Tensor, d_k: Tensor,
+                            d_v: Tensor, d_log_decay: Tensor, d_beta: Tensor, need_weights: bool,
+                            need_x: bool) -> tuple[Tensor | None, dict[str, Tensor]]:
+        """dx (when asked) and the parameter gradients (when asked) from the gradients of the per-step
+        inputs of :meth:`project` (shaped as its fields; log α's and β's already masked)."""
+        T, B = d_q.shape[:2]
+        d_decay_pre = d_log_decay * torch.sigmoid(-proj.decay_pre)
+        d_write = d_beta * proj.beta_raw * (1 - proj.beta_raw)
+        d_proj = torch.cat([l2_normalise_backward(proj.q_unit, proj.q_norm, d_q).reshape(T, B, -1),
+                            l2_normalise_backward(proj.k_unit, proj.k_norm, d_k).reshape(T, B, -1),
+                            d_v.reshape(T, B, -1), d_decay_pre, d_write], dim=-1)
+        dx, grads = stacked_maps_backward(proj.x, proj.rms, mask, d_proj, p, MAPS, need_x, need_weights)
         if need_weights and "b_a" in p:
             grads["b_a"], grads["b_b"] = d_decay_pre.sum((0, 1)), d_write.sum((0, 1))
-        return dx, dh0.reshape(B, NH * K * V), grads
+        return dx, grads

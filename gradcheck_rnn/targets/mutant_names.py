@@ -22,12 +22,14 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
           "mlstm-chunk-states-wrong-size", "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder",
           "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad", "conv1d-short-sequence-dh0-pass-through-dropped",
           "conv1d-packed-dweight-whole-stream", "conv1d-initial-state-grad-without-bias",
-          "conv1d-backward-reads-next-sequence")
+          "conv1d-backward-reads-next-sequence", "deltaproduct-backward-decays-every-sub-step",
+          "deltaproduct-backward-reads-first-sub-step", "deltaproduct-state-grad-drops-second-householder")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
               "gpu-slstm-lower-layer-recurrent-grad", "gpu-gla-state-grad-reads-next-chunk",
-              "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk")
+              "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk",
+              "gpu-deltaproduct-state-grad-reads-next-chunk")
 # measured blind spots of the half tolerances (mutants.BLIND_SPOTS)
 BLIND_SPOTS = ("half-accumulated-in-half", "half-rounds-per-op")
 # forward-mode and second-order bugs, judged by the jvp and gradgrad checks (mutants.PRODUCT_MUTANTS)

@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, conv1d) with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, deltaproduct, conv1d) with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -28,6 +28,7 @@ from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.conv1d_cpu import Stream as Conv1dStream
+from ..kernels.deltaproduct_cpu import Layer as DeltaProductLayer, SubStepChunks, SubSteps
 from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.gla_cpu import Layer as GLALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
@@ -577,7 +578,7 @@ class GPUSLSTMStabilizerGradToForget:
 
 
 class GPUStateGradReadsNextChunk:
-    """gla, gdn (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+    """gla, gdn, deltaproduct (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
 
     Which chunk the Triton hand-off reads is a compile-time offset
     (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
@@ -722,6 +723,42 @@ class Conv1dBackwardReadsNextSequence:
         reader = s + torch.arange(stream.width, device=readers.device)
         unchecked = (reader // self.BLOCK != s // self.BLOCK) & (reader < stream.tokens)
         return torch.where(unchecked, reader, readers)
+class DeltaProductBackwardDecaysEverySubStep:
+    """deltaproduct: the backward's recomputation applies the token's decay on each of its n sub-steps, the forward on the first only (a backward recomputation that is not the forward's: fla-org/flash-linear-attention PR #1071; the gate expanded by repeat where fla's ``chunk_gated_delta_product_ref`` writes ``g_new[:, :, 0] = g``).
+
+    The forward, y and hy, stay right; every gradient is taken at a state decayed α^n a token, and
+    the decay's gradient is summed over the n sub-steps. n = 1 and a decay of 1 hide it."""
+
+    def recomputed_sub_steps(self, layer: DeltaProductLayer) -> SubSteps:
+        return self.sub_steps(layer, decayed=range(layer.householder))
+
+
+class DeltaProductBackwardReadsFirstSubStep:
+    """deltaproduct: the backward's recomputation reads each token's output after its first sub-step, the forward after the n-th (a backward recomputation that is not the forward's: fla-org/flash-linear-attention PR #1071; fla reads ``o[:, :, -1]``, after the last Householder step).
+
+    The forward stays right; dy reaches the state before the token's other n − 1 writes, so dq,
+    and through the state every other gradient, are wrong wherever n ≥ 2."""
+
+    def recomputed_sub_steps(self, layer: DeltaProductLayer) -> SubSteps:
+        return self.sub_steps(layer, read=0)
+
+
+class DeltaProductStateGradDropsSecondHouseholder:
+    """deltaproduct: the state gradient is carried back across a chunk without the second sub-step's coefficient I − β k kᵀ (a Householder factor dropped from the carried product: tile-ai/TileOPs #632's bug on one of a token's n steps; the multi-step state backward of fla-org/flash-linear-attention PR #526).
+
+    Everything inside a chunk stays right; the gradient handed back across each chunk start (to
+    the chunk before, and to h0) is the product with sub-step 1's factor taken as I. n = 1 hides
+    it, and so does a key with small β."""
+
+    def state_grad_coefficient(self, layer: SubStepChunks) -> Tensor:
+        beta = layer.beta * (layer.sub_step() != 1)
+        c, K = layer.k.shape[-2:]
+        strict = torch.ones(c, c, dtype=torch.bool, device=beta.device).tril(-1)
+        solve = beta[..., None] * layer.decay * layer.kk * strict + torch.eye(c, dtype=beta.dtype, device=beta.device)
+        w = torch.linalg.solve_triangular(solve, (beta * layer.gamma)[..., None] * layer.k, upper=False,
+                                          unitriangular=True)
+        eye = torch.eye(K, dtype=beta.dtype, device=beta.device)
+        return layer.gamma[..., -1, None, None] * eye - layer.keys_to_end.transpose(-1, -2) @ w
 
 
 class MLSTMChunkStatesWrongSize:
@@ -806,7 +843,7 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
 # ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
-# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla and gdn) and the cuDNN
+# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla, gdn and deltaproduct) and the cuDNN
 # mutants on the ci profile's, in one
 # run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
@@ -838,12 +875,16 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "conv1d-packed-dweight-whole-stream": ("conv1d", Conv1dPackedWeightGradWholeStream),
     "conv1d-initial-state-grad-without-bias": ("conv1d", Conv1dInitialStateGradWithoutBias),
     "conv1d-backward-reads-next-sequence": ("conv1d", Conv1dBackwardReadsNextSequence),
+    # deltaproduct (kernels/deltaproduct_cpu.py), home profile "matrix"
+    "deltaproduct-backward-decays-every-sub-step": ("deltaproduct", DeltaProductBackwardDecaysEverySubStep),
+    "deltaproduct-backward-reads-first-sub-step": ("deltaproduct", DeltaProductBackwardReadsFirstSubStep),
+    "deltaproduct-state-grad-drops-second-householder": ("deltaproduct", DeltaProductStateGradDropsSecondHouseholder),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
 HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix",
-                 "conv1d": FAMILY_PROFILE}
+                 "conv1d": FAMILY_PROFILE, "deltaproduct": "matrix"}
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
@@ -897,6 +938,7 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-gla-state-grad-reads-next-chunk": ("gla", GPUStateGradReadsNextChunk),
     "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
+    "gpu-deltaproduct-state-grad-reads-next-chunk": ("deltaproduct", GPUStateGradReadsNextChunk),
 }
 
 # Bugs of a forward mode or a second order (the ``jvp`` and ``gradgrad`` checks, off in the ci

@@ -31,7 +31,8 @@ kernel with each step's pointwise passes as one Triton launch each way (:mod:`.s
 import :mod:`.cells`); ``mlstm``, ``gla`` and ``gdn`` through :class:`.mlstm.MLSTMGPUKernel`,
 :class:`.gla.GLAGPUKernel` and :class:`.gdn.GDNGPUKernel`, fused-cpu's chunkwise kernels with the
 hand-off of the state across chunks, forward and backward, as one Triton launch each
-(:mod:`.chunk_states`; the hook its mutants override: :class:`.hand_off.TritonHandOff`); ``conv1d``
+(:mod:`.chunk_states`; ``deltaproduct`` through :class:`.deltaproduct.DeltaProductGPUKernel`, gdn's
+over its sub-steps; the hook its mutants override: :class:`.hand_off.TritonHandOff`); ``conv1d``
 through :class:`.conv1d.Conv1dGPUKernel`, fused-cpu's conv1d kernel with its convolution as one
 Triton launch per layer (:mod:`.conv_taps`). Their mutants are ``GPU_FAMILY_MUTANTS``.
 """
@@ -144,7 +145,7 @@ class FusedGPUTarget(FusedTarget):
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
     with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
     :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``: :mod:`.mlstm`, :mod:`.gla`,
-    :mod:`.gdn`)."""
+    :mod:`.gdn`; ``deltaproduct``: :mod:`.deltaproduct`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -155,6 +156,7 @@ class FusedGPUTarget(FusedTarget):
     @staticmethod
     def family_kernel_classes() -> dict[str, type]:
         from .conv1d import Conv1dGPUKernel
+        from .deltaproduct import DeltaProductGPUKernel
         from .gdn import GDNGPUKernel
         from .gla import GLAGPUKernel
         from .mlstm import MLSTMGPUKernel
@@ -162,7 +164,7 @@ class FusedGPUTarget(FusedTarget):
         from .slstm import SLSTMGPUKernel
 
         return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
-                "gdn": GDNGPUKernel, "conv1d": Conv1dGPUKernel}
+                "gdn": GDNGPUKernel, "deltaproduct": DeltaProductGPUKernel, "conv1d": Conv1dGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""

@@ -17,7 +17,7 @@ def chunk_states() -> Any:
 
 
 class TritonHandOff:
-    """Mixed into each matrix family's GPU kernel (:mod:`.gla`, :mod:`.gdn`, :mod:`.mlstm`): the
+    """Mixed into each matrix family's GPU kernel (:mod:`.gla`, :mod:`.gdn`, :mod:`.mlstm`, :mod:`.deltaproduct`): the
     hook a mutant overrides."""
 
     def hand_off_read_shift(self, reverse: bool) -> int:

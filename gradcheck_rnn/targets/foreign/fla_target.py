@@ -1,10 +1,11 @@
-"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA and gated delta rule kernels (gla, gdn).
+"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule and gated delta product kernels.
 
 One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
 ``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
 (``chunk_gla``, ``chunk_gated_delta_rule``) and ``fla-naive`` (``naive_recurrent_gla``,
-``naive_recurrent_gated_delta_rule``: fla's own torch loops, the cross-check of this map). Read from
-fla/ops/gla/{fused_recurrent,chunk,naive}.py and fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py.
+``naive_recurrent_gated_delta_rule``, and for deltaproduct ``naive_recurrent_gated_delta_product``:
+fla's own torch loops, the cross-check of this map). Read from fla/ops/gla/{fused_recurrent,chunk,naive}.py,
+fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py and fla/ops/gated_delta_product/naive.py.
 
 The map (docs/contracts.md, the matrix-memory families), per layer, in ordinary torch ops that
 autograd differentiates (they are not what is judged): the pre-norm x / sqrt(mean(x²) + 1), q, k,
@@ -13,7 +14,10 @@ v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B
   value broadcast over its K units; scale K^-1/2 (fla's default);
 - gdn: g = logsigmoid(w_a x̂ + b_a) and beta = sigmoid(w_b x̂ + b_b) per head (B, T, NH), q and k
   L2-normalised by the kernel (``use_qk_l2norm_in_kernel=True``; fla-naive has no such switch, so
-  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2.
+  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2;
+- deltaproduct: as gdn, with k, v and beta n times as wide, laid out as fla's GatedDeltaProduct
+  layer does (``'... t (n h d) -> ... (t n) h d'``: sub-step j of token t at position t·n + j of
+  a (B, T·n, …) tensor), and ``num_householder`` = n.
 The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
@@ -25,8 +29,8 @@ call each (torch_grad.py).
 
 On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
 kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
-Declined, in fla's own words: families other than gla and gdn, the gated delta rule on
-``fla-recurrent``, dtypes other than float32 (the recurrent kernels keep their state in float32,
+Declined, in fla's own words: families other than gla, gdn and deltaproduct, the gated delta rule on
+``fla-recurrent``, deltaproduct on ``fla-recurrent`` and ``fla-chunk`` (see :data:`NO_DELTAPRODUCT`), dtypes other than float32 (the recurrent kernels keep their state in float32,
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
@@ -81,6 +85,11 @@ PACKED_CONTRACT = {
 NO_GDN_BACKWARD = ("fla 0.6.0's fused_recurrent_gated_delta_rule has no backward (\"Backward pass is not implemented "
                    "yet and we do not have plans to implement it because we haven't figured out how to compute dg "
                    "without materializing the full hidden states for all time steps.\")")
+NO_DELTAPRODUCT = {
+    "recurrent": "fla 0.6.0 has no fused recurrent gated delta product (fla/ops/gated_delta_product: chunk and naive)",
+    "chunk": ("fla-chunk does not map fla 0.6.0's chunk_gated_delta_product: its chunk kernels run on CUDA only and "
+              "that map is not checked there yet; fla-naive judges deltaproduct"),
+}
 
 
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
@@ -89,14 +98,18 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
     import torch.nn.functional as F
 
     heads, K = config.option("heads"), config.option("key_width")
+    steps = config.option("householder") if config.mode == "deltaproduct" else 1
 
     def p(kind: str) -> Any:
         return params.get(f"l{layer}.fwd.{kind}")
 
+    def by_sub_step(a: Any, width: int) -> Any:  # (…, T, n·NH·width) -> (…, T·n, NH, width): '… t (n h d) -> … (t n) h d'
+        return a.unflatten(-1, (steps, heads, width)).flatten(-4, -3)
+
     x = x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
     lead = x.shape[:-1]
-    out = {"q": (x @ p("w_q").T).unflatten(-1, (heads, K)), "k": (x @ p("w_k").T).unflatten(-1, (heads, K)),
-           "v": (x @ p("w_v").T).unflatten(-1, (heads, -1))}
+    out = {"q": (x @ p("w_q").T).unflatten(-1, (heads, K)), "k": by_sub_step(x @ p("w_k").T, K),
+           "v": by_sub_step(x @ p("w_v").T, -1)}
     if config.mode == "gla":
         gate = (x @ p("w_a1").T) @ p("w_a2").T + (p("b_a") if config.bias else 0)
         out["gk"] = F.logsigmoid(gate).reshape(lead + (heads, -1)).expand(lead + (heads, K))  # -headdecay: (…, NH, 1)
@@ -104,7 +117,7 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
         decay, write = x @ p("w_a").T, x @ p("w_b").T
         if config.bias:
             decay, write = decay + p("b_a"), write + p("b_b")
-        out["g"], out["beta"] = F.logsigmoid(decay), torch.sigmoid(write)
+        out["g"], out["beta"] = F.logsigmoid(decay), by_sub_step(torch.sigmoid(write), 1)[..., 0]
     return out
 
 
@@ -115,7 +128,7 @@ def _l2norm(a: Any) -> Any:
 
 
 class FlaTarget(torch_grad.TorchGradTarget):
-    """One fla kernel form on the gla and gdn families; see the module docstring."""
+    """One fla kernel form on the gla, gdn and deltaproduct families; see the module docstring."""
 
     def __init__(self, kernel: str = "recurrent") -> None:
         self.kernel = kernel
@@ -124,8 +137,11 @@ class FlaTarget(torch_grad.TorchGradTarget):
         self.contracts = () if kernel == "naive" else (PACKED_CONTRACT,)
 
     def supports(self, config: Any) -> bool | str:
-        if config.mode not in ("gla", "gdn"):
-            return f"the fla targets judge fla's GLA and gated delta rule kernels (gla and gdn), not {config.mode}"
+        if config.mode not in ("gla", "gdn", "deltaproduct"):
+            return (f"the fla targets judge fla's GLA, gated delta rule and gated delta product kernels (gla, gdn and "
+                    f"deltaproduct), not {config.mode}")
+        if config.mode == "deltaproduct" and self.kernel != "naive":
+            return NO_DELTAPRODUCT[self.kernel]
         if self.kernel == "recurrent" and config.mode == "gdn":
             return NO_GDN_BACKWARD
         if config.dtype != "f32":
@@ -157,6 +173,11 @@ class FlaTarget(torch_grad.TorchGradTarget):
             if mode == "gla":
                 naive = triton_cpu.import_interpreted("fla.ops.gla.naive")
                 return naive.naive_recurrent_gla(q, k, v, inputs["gk"], initial_state=h0, output_final_state=True)
+            if mode == "deltaproduct":  # k, v, beta: n sub-steps a token
+                naive = triton_cpu.import_interpreted("fla.ops.gated_delta_product.naive")
+                return naive.naive_recurrent_gated_delta_product(
+                    _l2norm(q), _l2norm(k), v, inputs["g"], inputs["beta"], scale, initial_state=h0,
+                    output_final_state=True, num_householder=k.shape[-3] // q.shape[-3])
             naive = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
             return naive.naive_recurrent_gated_delta_rule(_l2norm(q), _l2norm(k), v, inputs["beta"], inputs["g"],
                                                           scale=scale, initial_state=h0, output_final_state=True)
