@@ -40,7 +40,7 @@ ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
-_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, MLSTM, GLA, GDN, DELTAPRODUCT, CONV1D)
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, CONV1D, MLSTM, GLA, GDN, DELTAPRODUCT)
 BUILT_IN_MODES: tuple[str, ...] = tuple(f.token for f in _BUILT_IN)
 _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 
