@@ -265,7 +265,7 @@ class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
     its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
-    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`) runs through that one
+    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``rwkv7``: :mod:`.rwkv7_cpu`) runs through that one
     (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
     recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
@@ -299,11 +299,12 @@ class FusedCPUTarget(FusedTarget):
         from .gdn_cpu import GDNCPUKernel
         from .gla_cpu import GLACPUKernel
         from .mlstm_cpu import MLSTMCPUKernel
+        from .rwkv7_cpu import RWKV7CPUKernel
         from .s6_cpu import S6CPUKernel
         from .slstm_cpu import SLSTMCPUKernel
 
         return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "mlstm": MLSTMCPUKernel, "gla": GLACPUKernel,
-                "gdn": GDNCPUKernel}
+                "gdn": GDNCPUKernel, "rwkv7": RWKV7CPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
