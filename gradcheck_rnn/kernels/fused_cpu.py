@@ -265,8 +265,8 @@ class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
     its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
-    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``rwkv7``: :mod:`.rwkv7_cpu`) runs through that one
-    (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
+    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``rwkv7``:
+    :mod:`.rwkv7_cpu`) runs through that one (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
     recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",

@@ -73,7 +73,8 @@ class Layer:
     v: Tensor           # (…, V)
     removal: Tensor     # (…, K), κ̂
     eta: Tensor         # (…, K), masked η
-    decay: Tensor       # (…, K), w (1 at a padded step)
+    log_decay: Tensor   # (…, K), log w (0 at a padded step)
+    decay: Tensor       # (…, K), w
     transition: Tensor  # (…, K, K), Φ = diag(w) + b aᵀ
     states: Tensor      # (…, K, V), S_{t−1}: the state entering each step
     after: Tensor       # (…, K, V), S_t: the state each step leaves
@@ -99,7 +100,8 @@ class RWKV7CPUKernel(LayerStackKernel):
         eta_raw = torch.sigmoid(rate)
         log_decay = -torch.exp(logits) * mask                          # a padded step: w = 1, η = 0
         eta = heads_first((eta_raw * mask).reshape(T, B, NH, K))
-        decay = heads_first(torch.exp(log_decay).reshape(T, B, NH, K))
+        log_decay = heads_first(log_decay.reshape(T, B, NH, K))
+        decay = torch.exp(log_decay)
         r, k, removal = (heads_first(t.reshape(T, B, NH, K)) for t in (r, k, removal))
         v = heads_first(v.reshape(T, B, NH, V))
         # Φ = diag(w) + b aᵀ with a = −κ̂, b = κ̂ ⊙ η
@@ -108,7 +110,8 @@ class RWKV7CPUKernel(LayerStackKernel):
         after = torch.cat([states[:, :, 1:], final[:, :, None]], 2)
         o = (r[..., :, None] * after).sum(-2) * fam.scale(p, cfg)
         y = time_first(o) * mask
-        layer = Layer(x, rms, logits, eta_raw, k_norm, r, k, v, removal, eta, decay, transition, states, after)
+        layer = Layer(x, rms, logits, eta_raw, k_norm, r, k, v, removal, eta, log_decay, decay, transition, states,
+                      after)
         return y, final.reshape(B, NH * K * V), layer
 
     @staticmethod

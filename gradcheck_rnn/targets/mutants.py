@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn) with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, rwkv7) with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -30,6 +30,7 @@ from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
 from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.gla_cpu import Layer as GLALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
+from ..kernels.rwkv7_cpu import Layer as RWKV7Layer
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.tangent_cpu import TangentKernel
 from .torch_native import TorchNativeTarget
@@ -576,7 +577,7 @@ class GPUSLSTMStabilizerGradToForget:
 
 
 class GPUStateGradReadsNextChunk:
-    """gla, gdn (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+    """gla, gdn, rwkv7 (Triton backward; rwkv7 hands off per step): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
 
     Which chunk the Triton hand-off reads is a compile-time offset
     (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
@@ -663,6 +664,44 @@ class GDNPaddedGateGrad:
         return d_log_decay, d_beta * mask
 
 
+class RWKV7InitialStateGradLowRankDropped:
+    """rwkv7: the initial state's gradient misses the low-rank part of the first step's transition, dh0 = diag(w_0) dS_0 without a_0 (b_0ᵀ dS_0) (fla-org/flash-linear-attention #351: chunk_rwkv7 and the recurrent form disagree only when an initial state is given).
+
+    Every other gradient is right, the outputs too: the bug lives in the one term only a case with
+    an initial state weighs, so a -z case (no h0) and a kernel tested from a zero state pass; a
+    segmented run, whose inner segments hand their dh0 back, sees it in every parameter."""
+
+    def state_grad_coefficient(self, layer: RWKV7Layer) -> Tensor:
+        coefficient = super().state_grad_coefficient(layer).clone()
+        coefficient[:, :, 0] = torch.diag_embed(layer.decay[:, :, 0])
+        return coefficient
+
+
+class RWKV7StateGradNoLowRank:
+    """rwkv7: the backward carries the state gradient across each step by the decay alone, the transition diag(w) + b aᵀ taken as diag(w) (the class of tile-ai/TileOPs #632, the gated delta rule's carry without its projection, in RWKV-7's transition).
+
+    The forward and every gradient of a step from its own state gradient stay right; what reaches
+    earlier steps and h0 loses the in-context learning rate's removal, so it hides only where
+    η κ̂ κ̂ᵀ is small against the decay (η near 0, or one step)."""
+
+    def state_grad_coefficient(self, layer: RWKV7Layer) -> Tensor:
+        return torch.diag_embed(layer.decay)
+
+
+class RWKV7DecayGradExclusiveCumulative:
+    """rwkv7: the decay gradient is read in RWKV-6's chunk coordinates, the stored state rescaled by exp(−G) of the exclusive cumulative log decay and its gradient by exp(G) of the inclusive one, counted from the sequence start: exp of a large positive exponent under strong decay (fla-org/flash-linear-attention #77: RWKV-6 and GSA NaN gradients from an exclusive cumulative decay).
+
+    In exact arithmetic exp(G_t − G_{t−1}) = w_t and the gradient is right; in floating point
+    exp(−G_{t−1}) overflows once the decay since the sequence start passes e^−88 (float32; e^−709
+    in float64) and inf · 0 turns d log w, then the decay map's weights and x, into NaN. A decay
+    near 1 or a short sequence never gets there: only strong decay over enough steps shows it."""
+
+    def decay_grad(self, layer: RWKV7Layer, d_states: Tensor) -> Tensor:
+        inclusive = layer.log_decay.cumsum(2)
+        exclusive = inclusive - layer.log_decay
+        return ((layer.states * torch.exp(-exclusive)[..., None]) * (d_states * torch.exp(inclusive)[..., None])).sum(-1)
+
+
 class MLSTMChunkStatesWrongSize:
     """mlstm: the backward reads the chunk-boundary states as if the forward had stored one every 2c steps, not every c (NX-AI/mlstm_kernels PR #10: chunk_size_inter ≠ chunk_size_intra).
 
@@ -745,7 +784,7 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
 # ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
-# configs/families.toml for s6 and slstm, configs/matrix.toml for mlstm, gla and gdn) and the cuDNN
+# configs/families.toml for s6 and slstm, configs/matrix.toml for mlstm, gla, gdn and rwkv7) and the cuDNN
 # mutants on the ci profile's, in one
 # run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
@@ -772,11 +811,16 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gdn-state-grad-no-householder": ("gdn", GDNStateGradNoHouseholder),
     "gdn-sequence-start-gate-grad": ("gdn", GDNSequenceStartGateGrad),
     "gdn-padded-gate-grad": ("gdn", GDNPaddedGateGrad),
+    # rwkv7 (kernels/rwkv7_cpu.py), home profile "matrix"
+    "rwkv7-h0-grad-low-rank-dropped": ("rwkv7", RWKV7InitialStateGradLowRankDropped),
+    "rwkv7-state-grad-no-low-rank": ("rwkv7", RWKV7StateGradNoLowRank),
+    "rwkv7-decay-grad-exclusive-cumsum": ("rwkv7", RWKV7DecayGradExclusiveCumulative),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
-HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix"}
+HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix",
+                 "rwkv7": "matrix"}
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
@@ -830,6 +874,8 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-gla-state-grad-reads-next-chunk": ("gla", GPUStateGradReadsNextChunk),
     "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
+    # the same Triton hand-off across steps (kernels/fused_gpu/rwkv7.py): the next step's transition
+    "gpu-rwkv7-state-grad-reads-next-step": ("rwkv7", GPUStateGradReadsNextChunk),
 }
 
 # Bugs of a forward mode or a second order (the ``jvp`` and ``gradgrad`` checks, off in the ci
