@@ -1,10 +1,14 @@
-"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA and gated delta rule kernels (gla, gdn).
+"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule and RWKV-7 kernels (gla, gdn, rwkv7).
 
 One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
 ``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
 (``chunk_gla``, ``chunk_gated_delta_rule``) and ``fla-naive`` (``naive_recurrent_gla``,
 ``naive_recurrent_gated_delta_rule``: fla's own torch loops, the cross-check of this map). Read from
 fla/ops/gla/{fused_recurrent,chunk,naive}.py and fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py.
+RWKV-7 (fla/ops/rwkv7/{chunk,fused_recurrent}.py, fla/ops/generalized_delta_rule/dplr/naive.py):
+``fla-chunk`` is ``chunk_rwkv7``, ``fla-naive`` the generalised delta rule's ``dplr_recurrence`` (the
+torch loop ``fused_recurrent_rwkv7`` and ``chunk_rwkv7`` compute), and ``fla-recurrent`` declines it:
+``fused_recurrent_rwkv7`` is ``fused_recurrent_dplr_delta_rule``, which has no backward.
 
 The map (docs/contracts.md, the matrix-memory families), per layer, in ordinary torch ops that
 autograd differentiates (they are not what is judged): the pre-norm x / sqrt(mean(x²) + 1), q, k,
@@ -13,7 +17,10 @@ v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B
   value broadcast over its K units; scale K^-1/2 (fla's default);
 - gdn: g = logsigmoid(w_a x̂ + b_a) and beta = sigmoid(w_b x̂ + b_b) per head (B, T, NH), q and k
   L2-normalised by the kernel (``use_qk_l2norm_in_kernel=True``; fla-naive has no such switch, so
-  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2.
+  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2;
+- rwkv7: r = the q map, w = −exp(w_d x̂ + b_d) (the log decay, per key unit), a = −κ̂ and
+  b = κ̂ ⊙ sigmoid(w_a x̂ + b_a) with κ̂ = k / sqrt(|k|² + 1e-6) (B, T, NH, K), scale K^-1/2
+  (``dplr_recurrence``'s own q scale).
 The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
@@ -25,8 +32,8 @@ call each (torch_grad.py).
 
 On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
 kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
-Declined, in fla's own words: families other than gla and gdn, the gated delta rule on
-``fla-recurrent``, dtypes other than float32 (the recurrent kernels keep their state in float32,
+Declined, in fla's own words: families other than gla, gdn and rwkv7, the gated delta rule and
+RWKV-7 on ``fla-recurrent``, dtypes other than float32 (the recurrent kernels keep their state in float32,
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
@@ -81,6 +88,10 @@ PACKED_CONTRACT = {
 NO_GDN_BACKWARD = ("fla 0.6.0's fused_recurrent_gated_delta_rule has no backward (\"Backward pass is not implemented "
                    "yet and we do not have plans to implement it because we haven't figured out how to compute dg "
                    "without materializing the full hidden states for all time steps.\")")
+NO_RWKV7_BACKWARD = ("fla 0.6.0's fused_recurrent_rwkv7 is fused_recurrent_dplr_delta_rule, which has no backward "
+                     "(\"Backward pass for fused_recurrent_dplr_delta_rule is not implemented and will not be "
+                     "supported. This kernel is only for inference.\")")
+NO_RECURRENT_BACKWARD = {"gdn": NO_GDN_BACKWARD, "rwkv7": NO_RWKV7_BACKWARD}
 
 
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
@@ -100,6 +111,13 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
     if config.mode == "gla":
         gate = (x @ p("w_a1").T) @ p("w_a2").T + (p("b_a") if config.bias else 0)
         out["gk"] = F.logsigmoid(gate).reshape(lead + (heads, -1)).expand(lead + (heads, K))  # -headdecay: (…, NH, 1)
+    elif config.mode == "rwkv7":
+        logits, rate = x @ p("w_d").T, x @ p("w_a").T
+        if config.bias:
+            logits, rate = logits + p("b_d"), rate + p("b_a")
+        removal = _l2norm(out["k"])
+        out["w"] = -torch.exp(logits).unflatten(-1, (heads, K))
+        out["a"], out["b"] = -removal, removal * torch.sigmoid(rate).unflatten(-1, (heads, K))
     else:
         decay, write = x @ p("w_a").T, x @ p("w_b").T
         if config.bias:
@@ -115,7 +133,7 @@ def _l2norm(a: Any) -> Any:
 
 
 class FlaTarget(torch_grad.TorchGradTarget):
-    """One fla kernel form on the gla and gdn families; see the module docstring."""
+    """One fla kernel form on the gla, gdn and rwkv7 families; see the module docstring."""
 
     def __init__(self, kernel: str = "recurrent") -> None:
         self.kernel = kernel
@@ -124,10 +142,11 @@ class FlaTarget(torch_grad.TorchGradTarget):
         self.contracts = () if kernel == "naive" else (PACKED_CONTRACT,)
 
     def supports(self, config: Any) -> bool | str:
-        if config.mode not in ("gla", "gdn"):
-            return f"the fla targets judge fla's GLA and gated delta rule kernels (gla and gdn), not {config.mode}"
-        if self.kernel == "recurrent" and config.mode == "gdn":
-            return NO_GDN_BACKWARD
+        if config.mode not in ("gla", "gdn", "rwkv7"):
+            return (f"the fla targets judge fla's GLA, gated delta rule and RWKV-7 kernels (gla, gdn and rwkv7), "
+                    f"not {config.mode}")
+        if self.kernel == "recurrent" and config.mode in NO_RECURRENT_BACKWARD:
+            return NO_RECURRENT_BACKWARD[config.mode]
         if config.dtype != "f32":
             return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
         if self.kernel != "naive" and triton_cpu.interpreted():
@@ -153,6 +172,8 @@ class FlaTarget(torch_grad.TorchGradTarget):
 
     def _call(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any, scale: float) -> tuple[Any, Any]:
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        if mode == "rwkv7":
+            return self._rwkv7(inputs, h0, cu_seqlens, scale)
         if self.kernel == "naive":
             if mode == "gla":
                 naive = triton_cpu.import_interpreted("fla.ops.gla.naive")
@@ -168,6 +189,18 @@ class FlaTarget(torch_grad.TorchGradTarget):
         gdn = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
         return gdn.chunk_gated_delta_rule(q, k, v, g=inputs["g"], beta=inputs["beta"], scale=scale, initial_state=h0,
                                           output_final_state=True, cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=True)
+
+    def _rwkv7(self, inputs: dict[str, Any], h0: Any, cu_seqlens: Any, scale: float) -> tuple[Any, Any]:
+        """RWKV-7: ``dplr_recurrence`` (heads before time, its own K^-1/2 scale) or ``chunk_rwkv7``."""
+        names = ("q", "k", "v", "a", "b", "w")
+        if self.kernel == "naive":
+            naive = triton_cpu.import_interpreted("fla.ops.generalized_delta_rule.dplr.naive")
+            q, k, v, a, b, w = (inputs[n].transpose(1, 2) for n in names)
+            o, last = naive.dplr_recurrence(q, k, v, a, b, w, initial_state=h0, output_final_state=True)
+            return o.transpose(1, 2), last
+        rwkv7 = triton_cpu.import_interpreted("fla.ops.rwkv7")
+        return rwkv7.chunk_rwkv7(inputs["q"], inputs["w"], inputs["k"], inputs["v"], inputs["a"], inputs["b"],
+                                 scale=scale, initial_state=h0, output_final_state=True, cu_seqlens=cu_seqlens)
 
     def _layers(self, case: Any, params: dict[str, Any], x: Any, h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
         """Every layer on batch-first x (B, T, I): y (B, T, H) and hy (L, N, NH·K·V)."""
