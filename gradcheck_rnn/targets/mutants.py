@@ -689,16 +689,18 @@ class RWKV7StateGradNoLowRank:
 
 
 class RWKV7DecayGradExclusiveCumulative:
-    """rwkv7: the decay gradient is read in RWKV-6's chunk coordinates, the stored state rescaled by exp(−G) of the exclusive cumulative log decay and its gradient by exp(G) of the inclusive one, counted from the sequence start: exp of a large positive exponent under strong decay (fla-org/flash-linear-attention #77: RWKV-6 and GSA NaN gradients from an exclusive cumulative decay).
+    """rwkv7: the decay gradient is formed from exp(−G) of the exclusive cumulative log decay and exp(G) of the inclusive one, each step's log decay clamped to [−5, 0) so that exp(−G) cannot overflow float32: the gradient of a step decaying faster than e^−5 is lost (fla-org/flash-linear-attention #77, RWKV-6's exclusive cumulative decay overflowing exp).
 
-    In exact arithmetic exp(G_t − G_{t−1}) = w_t and the gradient is right; in floating point
-    exp(−G_{t−1}) overflows once the decay since the sequence start passes e^−88 (float32; e^−709
-    in float64) and inf · 0 turns d log w, then the decay map's weights and x, into NaN. A decay
-    near 1 or a short sequence never gets there: only strong decay over enough steps shows it."""
+    RWKV-6's chunk form rescales the state by exp(−G) of the exclusive cumulative decay, which
+    overflowed under strong decay in #77 (NaN gradients); bounding each step's log decay below at
+    −5 (the range fla 0.6.0's ``safe_gate`` assumes, e^80 over 16 steps) keeps it finite, and is
+    exact only while no step decays faster: exp(G_t − G_{t−1}) = w_t becomes e^−5 at a step with
+    log w_t < −5, and its d log w (then the decay map's weights and x) is wrong by e^−5 / w_t.
+    A decay near 1 hides it; strong decay, and the default regime's fastest channels, show it."""
 
     def decay_grad(self, layer: RWKV7Layer, d_states: Tensor) -> Tensor:
-        inclusive = layer.log_decay.cumsum(2)
-        exclusive = inclusive - layer.log_decay
+        inclusive = layer.log_decay.clamp(min=-5.0).cumsum(2)
+        exclusive = inclusive - layer.log_decay.clamp(min=-5.0)
         return ((layer.states * torch.exp(-exclusive)[..., None]) * (d_states * torch.exp(inclusive)[..., None])).sum(-1)
 
 
