@@ -682,7 +682,7 @@ class RWKV7StateGradNoLowRank:
 
     The forward and every gradient of a step from its own state gradient stay right; what reaches
     earlier steps and h0 loses the in-context learning rate's removal, so it hides only where
-    η κ̂ κ̂ᵀ is small against the decay (η near 0, or one step)."""
+    η κ̂ κ̂ᵀ is small against the decay (η near 0), or in a single step without an initial state."""
 
     def state_grad_coefficient(self, layer: RWKV7Layer) -> Tensor:
         return torch.diag_embed(layer.decay)
