@@ -102,7 +102,7 @@ def test_chunk_edges_are_drawn_at_every_edge_of_the_profile_chunk_sizes():
 
 def test_the_matrix_profile_draws_every_family_option_and_regime():
     cases = list(draw_cases(load_profile("matrix"), 0, 120))
-    assert {c.config.mode for c in cases} == {"mlstm", "gla", "gdn", "deltaproduct"}
+    assert {c.config.mode for c in cases} == {"mlstm", "gla", "gdn", "deltaproduct", "rwkv7"}
     assert not any(c.config.bidirectional for c in cases)
     assert any(c.config.option("strong_decay") for c in cases) and any(c.config.long_memory for c in cases)
     assert any(c.config.option("heads") > 1 for c in cases)
@@ -116,7 +116,7 @@ def test_loop_and_jax_agree_on_100_cases_of_each_matrix_family():
     """Every gradient requested; the soak (docs/findings/soak.md) measures the same at 2,000 a family."""
     from gradcheck_rnn.judging.context import CaseContext
 
-    for mode in ("mlstm", "gla", "gdn", "deltaproduct"):
+    for mode in ("mlstm", "gla", "gdn", "deltaproduct", "rwkv7"):
         profile = dataclasses.replace(load_profile("matrix"), modes={mode: 1.0}, wants={"all": 1.0})
         for case in draw_cases(profile, 2026, 100):
             assert CaseContext(case).disagreement is None, case.id

@@ -68,7 +68,7 @@ def test_a_user_family_program_has_no_file_name(monkeypatch):
     user = families.load("my_family:MINGRU")
     assert not programs.is_package_code(user)
     assert program_name(Case.from_id("mingru-L1-uni-I2-H3-T3-B2-len3.2-f64-s1").config) is None
-    for token in ("gdn", "gla", "mlstm", "s6", "slstm", "deltaproduct"):
+    for token in ("gdn", "gla", "mlstm", "rwkv7", "s6", "slstm", "deltaproduct"):
         assert programs.is_package_code(families.family(token))
 
 

@@ -30,6 +30,7 @@ from .lstm import LSTM
 from .mlstm import MLSTM
 from .rnn_relu import RNN_RELU
 from .rnn_tanh import RNN_TANH
+from .rwkv7 import RWKV7
 from .s6 import S6
 from .slstm import SLSTM
 
@@ -40,7 +41,7 @@ ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
-_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, CONV1D, MLSTM, GLA, GDN, DELTAPRODUCT)
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, CONV1D, MLSTM, GLA, GDN, DELTAPRODUCT, RWKV7)
 BUILT_IN_MODES: tuple[str, ...] = tuple(f.token for f in _BUILT_IN)
 _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 

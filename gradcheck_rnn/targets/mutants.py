@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, deltaproduct, conv1d) with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, deltaproduct, rwkv7, conv1d) with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -32,6 +32,7 @@ from ..kernels.deltaproduct_cpu import Layer as DeltaProductLayer, SubStepChunks
 from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.gla_cpu import Layer as GLALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
+from ..kernels.rwkv7_cpu import Layer as RWKV7Layer
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.tangent_cpu import TangentKernel
 from .torch_native import TorchNativeTarget
@@ -578,7 +579,7 @@ class GPUSLSTMStabilizerGradToForget:
 
 
 class GPUStateGradReadsNextChunk:
-    """gla, gdn, deltaproduct (Triton backward): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+    """gla, gdn, deltaproduct, rwkv7 (Triton backward; rwkv7 hands off per step): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
 
     Which chunk the Triton hand-off reads is a compile-time offset
     (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
@@ -759,6 +760,44 @@ class DeltaProductStateGradDropsSecondHouseholder:
                                           unitriangular=True)
         eye = torch.eye(K, dtype=beta.dtype, device=beta.device)
         return layer.gamma[..., -1, None, None] * eye - layer.keys_to_end.transpose(-1, -2) @ w
+class RWKV7InitialStateGradLowRankDropped:
+    """rwkv7: the initial state's gradient misses the low-rank part of the first step's transition, dh0 = diag(w_0) dS_0 without a_0 (b_0ᵀ dS_0) (fla-org/flash-linear-attention #351: chunk_rwkv7 and the recurrent form disagree only when an initial state is given).
+
+    Every other gradient is right, the outputs too: the bug lives in the one term only a case with
+    an initial state weighs, so a -z case (no h0) and a kernel tested from a zero state pass; a
+    segmented run, whose inner segments hand their dh0 back, sees it in every parameter."""
+
+    def state_grad_coefficient(self, layer: RWKV7Layer) -> Tensor:
+        coefficient = super().state_grad_coefficient(layer).clone()
+        coefficient[:, :, 0] = torch.diag_embed(layer.decay[:, :, 0])
+        return coefficient
+
+
+class RWKV7StateGradNoLowRank:
+    """rwkv7: the backward carries the state gradient across each step by the decay alone, the transition diag(w) + b aᵀ taken as diag(w) (the class of tile-ai/TileOPs #632, the gated delta rule's carry without its projection, in RWKV-7's transition).
+
+    The forward and every gradient of a step from its own state gradient stay right; what reaches
+    earlier steps and h0 loses the in-context learning rate's removal, so it hides only where
+    η κ̂ κ̂ᵀ is small against the decay (η near 0), or in a single step without an initial state."""
+
+    def state_grad_coefficient(self, layer: RWKV7Layer) -> Tensor:
+        return torch.diag_embed(layer.decay)
+
+
+class RWKV7DecayGradExclusiveCumulative:
+    """rwkv7: the decay gradient is formed from exp(−G) of the exclusive cumulative log decay and exp(G) of the inclusive one, each step's log decay clamped to [−5, 0) so that exp(−G) cannot overflow float32: the gradient of a step decaying faster than e^−5 is lost (fla-org/flash-linear-attention #77, RWKV-6's exclusive cumulative decay overflowing exp).
+
+    RWKV-6's chunk form rescales the state by exp(−G) of the exclusive cumulative decay, which
+    overflowed under strong decay in #77 (NaN gradients); bounding each step's log decay below at
+    −5 (the range fla 0.6.0's ``safe_gate`` assumes, e^80 over 16 steps) keeps it finite, and is
+    exact only while no step decays faster: exp(G_t − G_{t−1}) = w_t becomes e^−5 at a step with
+    log w_t < −5, and its d log w (then the decay map's weights and x) is wrong by e^−5 / w_t.
+    A decay near 1 hides it; strong decay, and the default regime's fastest channels, show it."""
+
+    def decay_grad(self, layer: RWKV7Layer, d_states: Tensor) -> Tensor:
+        inclusive = layer.log_decay.clamp(min=-5.0).cumsum(2)
+        exclusive = inclusive - layer.log_decay.clamp(min=-5.0)
+        return ((layer.states * torch.exp(-exclusive)[..., None]) * (d_states * torch.exp(inclusive)[..., None])).sum(-1)
 
 
 class MLSTMChunkStatesWrongSize:
@@ -843,7 +882,7 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
 # ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
-# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla, gdn and deltaproduct) and the cuDNN
+# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla, gdn, deltaproduct and rwkv7) and the cuDNN
 # mutants on the ci profile's, in one
 # run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
@@ -879,12 +918,16 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "deltaproduct-backward-decays-every-sub-step": ("deltaproduct", DeltaProductBackwardDecaysEverySubStep),
     "deltaproduct-backward-reads-first-sub-step": ("deltaproduct", DeltaProductBackwardReadsFirstSubStep),
     "deltaproduct-state-grad-drops-second-householder": ("deltaproduct", DeltaProductStateGradDropsSecondHouseholder),
+    # rwkv7 (kernels/rwkv7_cpu.py), home profile "matrix"
+    "rwkv7-h0-grad-low-rank-dropped": ("rwkv7", RWKV7InitialStateGradLowRankDropped),
+    "rwkv7-state-grad-no-low-rank": ("rwkv7", RWKV7StateGradNoLowRank),
+    "rwkv7-decay-grad-exclusive-cumsum": ("rwkv7", RWKV7DecayGradExclusiveCumulative),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
 HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix",
-                 "conv1d": FAMILY_PROFILE, "deltaproduct": "matrix"}
+                 "conv1d": FAMILY_PROFILE, "deltaproduct": "matrix", "rwkv7": "matrix"}
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
@@ -939,6 +982,8 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
     "gpu-deltaproduct-state-grad-reads-next-chunk": ("deltaproduct", GPUStateGradReadsNextChunk),
+    # the same Triton hand-off across steps (kernels/fused_gpu/rwkv7.py): the next step's transition
+    "gpu-rwkv7-state-grad-reads-next-step": ("rwkv7", GPUStateGradReadsNextChunk),
 }
 
 # Bugs of a forward mode or a second order (the ``jvp`` and ``gradgrad`` checks, off in the ci

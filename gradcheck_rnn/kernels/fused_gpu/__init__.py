@@ -32,9 +32,10 @@ import :mod:`.cells`); ``mlstm``, ``gla`` and ``gdn`` through :class:`.mlstm.MLS
 :class:`.gla.GLAGPUKernel` and :class:`.gdn.GDNGPUKernel`, fused-cpu's chunkwise kernels with the
 hand-off of the state across chunks, forward and backward, as one Triton launch each
 (:mod:`.chunk_states`; ``deltaproduct`` through :class:`.deltaproduct.DeltaProductGPUKernel`, gdn's
-over its sub-steps; the hook its mutants override: :class:`.hand_off.TritonHandOff`); ``conv1d``
-through :class:`.conv1d.Conv1dGPUKernel`, fused-cpu's conv1d kernel with its convolution as one
-Triton launch per layer (:mod:`.conv_taps`). Their mutants are ``GPU_FAMILY_MUTANTS``.
+over its sub-steps; ``rwkv7`` through :class:`.rwkv7.RWKV7GPUKernel`, its step-by-step kernel with
+the same hand-off across steps; the hook its mutants override: :class:`.hand_off.TritonHandOff`);
+``conv1d`` through :class:`.conv1d.Conv1dGPUKernel`, fused-cpu's conv1d kernel with its convolution
+as one Triton launch per layer (:mod:`.conv_taps`). Their mutants are ``GPU_FAMILY_MUTANTS``.
 """
 
 from __future__ import annotations
@@ -144,8 +145,8 @@ class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
     with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
-    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``: :mod:`.mlstm`, :mod:`.gla`,
-    :mod:`.gdn`; ``deltaproduct``: :mod:`.deltaproduct`)."""
+    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``, ``rwkv7``: :mod:`.mlstm`,
+    :mod:`.gla`, :mod:`.gdn`, :mod:`.rwkv7`; ``deltaproduct``: :mod:`.deltaproduct`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -160,11 +161,13 @@ class FusedGPUTarget(FusedTarget):
         from .gdn import GDNGPUKernel
         from .gla import GLAGPUKernel
         from .mlstm import MLSTMGPUKernel
+        from .rwkv7 import RWKV7GPUKernel
         from .s6 import S6GPUKernel
         from .slstm import SLSTMGPUKernel
 
         return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
-                "gdn": GDNGPUKernel, "deltaproduct": DeltaProductGPUKernel, "conv1d": Conv1dGPUKernel}
+                "gdn": GDNGPUKernel, "deltaproduct": DeltaProductGPUKernel, "rwkv7": RWKV7GPUKernel,
+                "conv1d": Conv1dGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""

@@ -1,4 +1,5 @@
-"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule and gated delta product kernels.
+"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule, gated delta product and
+RWKV-7 kernels (gla, gdn, deltaproduct, rwkv7).
 
 One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
 ``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
@@ -6,6 +7,10 @@ One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gate
 ``naive_recurrent_gated_delta_rule``, and for deltaproduct ``naive_recurrent_gated_delta_product``:
 fla's own torch loops, the cross-check of this map). Read from fla/ops/gla/{fused_recurrent,chunk,naive}.py,
 fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py and fla/ops/gated_delta_product/naive.py.
+RWKV-7 (fla/ops/rwkv7/{chunk,fused_recurrent}.py, fla/ops/generalized_delta_rule/dplr/naive.py):
+``fla-chunk`` is ``chunk_rwkv7``, ``fla-naive`` the generalised delta rule's ``dplr_recurrence`` (the
+torch loop ``fused_recurrent_rwkv7`` and ``chunk_rwkv7`` compute), and ``fla-recurrent`` declines it:
+``fused_recurrent_rwkv7`` is ``fused_recurrent_dplr_delta_rule``, which has no backward.
 
 The map (docs/contracts.md, the matrix-memory families), per layer, in ordinary torch ops that
 autograd differentiates (they are not what is judged): the pre-norm x / sqrt(mean(x²) + 1), q, k,
@@ -18,6 +23,9 @@ v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B
 - deltaproduct: as gdn, with k, v and beta n times as wide, laid out as fla's GatedDeltaProduct
   layer does (``'... t (n h d) -> ... (t n) h d'``: sub-step j of token t at position t·n + j of
   a (B, T·n, …) tensor), and ``num_householder`` = n.
+- rwkv7: r = the q map, w = −exp(w_d x̂ + b_d) (the log decay, per key unit), a = −κ̂ and
+  b = κ̂ ⊙ sigmoid(w_a x̂ + b_a) with κ̂ = k / sqrt(|k|² + 1e-6) (B, T, NH, K), scale K^-1/2
+  (``dplr_recurrence``'s own q scale).
 The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
@@ -29,8 +37,9 @@ call each (torch_grad.py).
 
 On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
 kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
-Declined, in fla's own words: families other than gla, gdn and deltaproduct, the gated delta rule on
-``fla-recurrent``, deltaproduct on ``fla-recurrent`` and ``fla-chunk`` (see :data:`NO_DELTAPRODUCT`), dtypes other than float32 (the recurrent kernels keep their state in float32,
+Declined, in fla's own words: families other than those above, and each family's forms in
+:data:`DECLINED` (the gated delta rule and RWKV-7 on ``fla-recurrent``, deltaproduct on ``fla-recurrent``
+and ``fla-chunk``), dtypes other than float32 (the recurrent kernels keep their state in float32,
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
@@ -90,6 +99,14 @@ NO_DELTAPRODUCT = {
     "chunk": ("fla-chunk does not map fla 0.6.0's chunk_gated_delta_product: its chunk kernels run on CUDA only and "
               "that map is not checked there yet; fla-naive judges deltaproduct"),
 }
+NO_RWKV7_BACKWARD = ("fla 0.6.0's fused_recurrent_rwkv7 is fused_recurrent_dplr_delta_rule, which has no backward "
+                     "(\"Backward pass for fused_recurrent_dplr_delta_rule is not implemented and will not be "
+                     "supported. This kernel is only for inference.\")")
+FAMILIES = ("gla", "gdn", "deltaproduct", "rwkv7")
+# (family, kernel form) -> why that form of fla 0.6.0 is not judged on that family
+DECLINED = {("gdn", "recurrent"): NO_GDN_BACKWARD, ("rwkv7", "recurrent"): NO_RWKV7_BACKWARD,
+            ("deltaproduct", "recurrent"): NO_DELTAPRODUCT["recurrent"],
+            ("deltaproduct", "chunk"): NO_DELTAPRODUCT["chunk"]}
 
 
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
@@ -113,6 +130,13 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
     if config.mode == "gla":
         gate = (x @ p("w_a1").T) @ p("w_a2").T + (p("b_a") if config.bias else 0)
         out["gk"] = F.logsigmoid(gate).reshape(lead + (heads, -1)).expand(lead + (heads, K))  # -headdecay: (…, NH, 1)
+    elif config.mode == "rwkv7":
+        logits, rate = x @ p("w_d").T, x @ p("w_a").T
+        if config.bias:
+            logits, rate = logits + p("b_d"), rate + p("b_a")
+        removal = _l2norm(out["k"])
+        out["w"] = -torch.exp(logits).unflatten(-1, (heads, K))
+        out["a"], out["b"] = -removal, removal * torch.sigmoid(rate).unflatten(-1, (heads, K))
     else:
         decay, write = x @ p("w_a").T, x @ p("w_b").T
         if config.bias:
@@ -128,7 +152,7 @@ def _l2norm(a: Any) -> Any:
 
 
 class FlaTarget(torch_grad.TorchGradTarget):
-    """One fla kernel form on the gla, gdn and deltaproduct families; see the module docstring."""
+    """One fla kernel form on the families of :data:`FAMILIES`; see the module docstring."""
 
     def __init__(self, kernel: str = "recurrent") -> None:
         self.kernel = kernel
@@ -137,13 +161,12 @@ class FlaTarget(torch_grad.TorchGradTarget):
         self.contracts = () if kernel == "naive" else (PACKED_CONTRACT,)
 
     def supports(self, config: Any) -> bool | str:
-        if config.mode not in ("gla", "gdn", "deltaproduct"):
-            return (f"the fla targets judge fla's GLA, gated delta rule and gated delta product kernels (gla, gdn and "
-                    f"deltaproduct), not {config.mode}")
-        if config.mode == "deltaproduct" and self.kernel != "naive":
-            return NO_DELTAPRODUCT[self.kernel]
-        if self.kernel == "recurrent" and config.mode == "gdn":
-            return NO_GDN_BACKWARD
+        if config.mode not in FAMILIES:
+            return (f"the fla targets judge fla's GLA, gated delta rule, gated delta product and RWKV-7 kernels "
+                    f"({', '.join(FAMILIES)}), not {config.mode}")
+        declined = DECLINED.get((config.mode, self.kernel))
+        if declined is not None:
+            return declined
         if config.dtype != "f32":
             return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
         if self.kernel != "naive" and triton_cpu.interpreted():
@@ -169,6 +192,8 @@ class FlaTarget(torch_grad.TorchGradTarget):
 
     def _call(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any, scale: float) -> tuple[Any, Any]:
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        if mode == "rwkv7":
+            return self._rwkv7(inputs, h0, cu_seqlens, scale)
         if self.kernel == "naive":
             if mode == "gla":
                 naive = triton_cpu.import_interpreted("fla.ops.gla.naive")
@@ -189,6 +214,18 @@ class FlaTarget(torch_grad.TorchGradTarget):
         gdn = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
         return gdn.chunk_gated_delta_rule(q, k, v, g=inputs["g"], beta=inputs["beta"], scale=scale, initial_state=h0,
                                           output_final_state=True, cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=True)
+
+    def _rwkv7(self, inputs: dict[str, Any], h0: Any, cu_seqlens: Any, scale: float) -> tuple[Any, Any]:
+        """RWKV-7: ``dplr_recurrence`` (heads before time, its own K^-1/2 scale) or ``chunk_rwkv7``."""
+        names = ("q", "k", "v", "a", "b", "w")
+        if self.kernel == "naive":
+            naive = triton_cpu.import_interpreted("fla.ops.generalized_delta_rule.dplr.naive")
+            q, k, v, a, b, w = (inputs[n].transpose(1, 2) for n in names)
+            o, last = naive.dplr_recurrence(q, k, v, a, b, w, initial_state=h0, output_final_state=True)
+            return o.transpose(1, 2), last
+        rwkv7 = triton_cpu.import_interpreted("fla.ops.rwkv7")
+        return rwkv7.chunk_rwkv7(inputs["q"], inputs["w"], inputs["k"], inputs["v"], inputs["a"], inputs["b"],
+                                 scale=scale, initial_state=h0, output_final_state=True, cu_seqlens=cu_seqlens)
 
     def _layers(self, case: Any, params: dict[str, Any], x: Any, h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
         """Every layer on batch-first x (B, T, I): y (B, T, H) and hy (L, N, NH·K·V)."""
