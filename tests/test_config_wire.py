@@ -30,6 +30,10 @@ EVERY_FAMILY_AND_OPTION = [
     "rwkv7-L1-uni-I3-H4-NH2-K3-strongdecay-T5-B2-len5.2-f32-s16",
     "rwkv7-L2-uni-I2-H2-K2-longmem-T4-B1-len4-f64-s17",
     "rwkv7-L1-uni-I3-H3-K4-nobias-T3-B1-len3-f64-s18",
+    "conv1d-L2-uni-I3-H4-W3-silu-T5-B2-len5.2-f32-s19",
+    "conv1d-L1-uni-I2-H3-W2-nobias-T3-B1-len3-f64-s20",
+    "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-strongdecay-T4-B2-len4.1-f32-s21",
+    "deltaproduct-L2-uni-I2-H2-K3-n3-nobias-T3-B1-len3-f64-s22",
 ]
 
 
