@@ -265,7 +265,7 @@ class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
     its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
-    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`) runs through that one
+    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``kda``: :mod:`.kda_cpu`) runs through that one
     (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
     recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
@@ -298,12 +298,13 @@ class FusedCPUTarget(FusedTarget):
     def family_kernel_classes() -> dict[str, type]:
         from .gdn_cpu import GDNCPUKernel
         from .gla_cpu import GLACPUKernel
+        from .kda_cpu import KDACPUKernel
         from .mlstm_cpu import MLSTMCPUKernel
         from .s6_cpu import S6CPUKernel
         from .slstm_cpu import SLSTMCPUKernel
 
         return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "mlstm": MLSTMCPUKernel, "gla": GLACPUKernel,
-                "gdn": GDNCPUKernel}
+                "gdn": GDNCPUKernel, "kda": KDACPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
