@@ -20,12 +20,14 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
           "gdn-packed-tail-unwritten", "gla-key-block-mask", "gla-decay-grad-overshoot",
           "gla-short-call-dh0-pass-through-dropped", "gla-decay-grad-ignores-dhy", "gla-packed-tail-from-empty",
           "mlstm-chunk-states-wrong-size", "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder",
-          "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad")
+          "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad", "kda-state-grad-first-head-decay",
+          "kda-norm-backward-from-rounded-output", "kda-decay-grad-wrong-axis")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
               "gpu-slstm-lower-layer-recurrent-grad", "gpu-gla-state-grad-reads-next-chunk",
-              "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk")
+              "gpu-gdn-state-grad-reads-next-chunk", "gpu-kda-state-grad-reads-next-chunk",
+              "gpu-mlstm-stabiliser-reads-next-chunk")
 # measured blind spots of the half tolerances (mutants.BLIND_SPOTS)
 BLIND_SPOTS = ("half-accumulated-in-half", "half-rounds-per-op")
 # forward-mode and second-order bugs, judged by the jvp and gradgrad checks (mutants.PRODUCT_MUTANTS)

@@ -28,8 +28,8 @@ Families with a GPU kernel of their own run through it (``FusedTarget.family_ker
 through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton
 launch each (:mod:`.scan`); ``slstm`` through :class:`.slstm.SLSTMGPUKernel`, fused-cpu's sLSTM
 kernel with each step's pointwise passes as one Triton launch each way (:mod:`.slstm_cells`, which
-import :mod:`.cells`); ``mlstm``, ``gla`` and ``gdn`` through :class:`.mlstm.MLSTMGPUKernel`,
-:class:`.gla.GLAGPUKernel` and :class:`.gdn.GDNGPUKernel`, fused-cpu's chunkwise kernels with the
+import :mod:`.cells`); ``mlstm``, ``gla``, ``gdn`` and ``kda`` through :class:`.mlstm.MLSTMGPUKernel`,
+:class:`.gla.GLAGPUKernel`, :class:`.gdn.GDNGPUKernel` and :class:`.kda.KDAGPUKernel`, fused-cpu's chunkwise kernels with the
 hand-off of the state across chunks, forward and backward, as one Triton launch each
 (:mod:`.chunk_states`; the hook its mutants override: :class:`.hand_off.TritonHandOff`). Their
 mutants are ``GPU_FAMILY_MUTANTS``.
@@ -141,8 +141,8 @@ class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
     with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
-    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``: :mod:`.mlstm`, :mod:`.gla`,
-    :mod:`.gdn`)."""
+    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``, ``kda``: :mod:`.mlstm`, :mod:`.gla`,
+    :mod:`.gdn`, :mod:`.kda`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -154,12 +154,13 @@ class FusedGPUTarget(FusedTarget):
     def family_kernel_classes() -> dict[str, type]:
         from .gdn import GDNGPUKernel
         from .gla import GLAGPUKernel
+        from .kda import KDAGPUKernel
         from .mlstm import MLSTMGPUKernel
         from .s6 import S6GPUKernel
         from .slstm import SLSTMGPUKernel
 
         return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
-                "gdn": GDNGPUKernel}
+                "gdn": GDNGPUKernel, "kda": KDAGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""
