@@ -5,7 +5,7 @@
 #
 # 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16),
 #    fused-gpu's s6 and slstm kernels with the families profile (--mode s6, --mode slstm: f64, f32)
-#    and its mlstm, gla and gdn kernels (Triton chunk hand-off) with the matrix profile (f64, f32);
+#    and its mlstm, gla, gdn and kda kernels (Triton chunk hand-off) with the matrix profile (f64, f32);
 # 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm), the s6, slstm and
 #    matrix-family ones on their family's cases;
 # 3. times fused-gpu against cuDNN, forward + backward, on DeepBench-like shapes
@@ -50,7 +50,7 @@ print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f in sys.argv[1:]))' "$@"
 mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
 s6_mutants=$(family_mutants s6)
 slstm_mutants=$(family_mutants slstm)
-matrix_mutants=$(family_mutants mlstm gla gdn)
+matrix_mutants=$(family_mutants mlstm gla gdn kda)
 
 # shellcheck disable=SC2086  # $mutants is a list of options
 step "1/5 sweep: fused-gpu and torch-native-cuda, gpu profile" \
@@ -60,7 +60,7 @@ step "1/5 sweep: fused-gpu, families profile, s6" \
 step "1/5 sweep: fused-gpu, families profile, slstm" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode slstm -t fused-gpu --report-dir "$REPORTS"
 # the float64 references of a matrix case take seconds of CPU: 8 workers, not the default one per 100 cases
-step "1/5 sweep: fused-gpu, matrix profile, mlstm gla gdn" \
+step "1/5 sweep: fused-gpu, matrix profile, mlstm gla gdn kda" \
     "$PY" -m gradcheck_rnn.cli sweep -c matrix -t fused-gpu -j 8 --report-dir "$REPORTS"
 step "2/5 fused-gpu mutants on CUDA" \
     "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
@@ -71,7 +71,7 @@ step "2/5 fused-gpu s6 mutants on CUDA, families profile" \
 step "2/5 fused-gpu slstm mutants on CUDA, families profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c families --mode slstm -n 24 $slstm_mutants --report-dir "$REPORTS"
 # shellcheck disable=SC2086
-step "2/5 fused-gpu mlstm, gla and gdn mutants on CUDA, matrix profile" \
+step "2/5 fused-gpu mlstm, gla, gdn and kda mutants on CUDA, matrix profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c matrix -n 24 -j 8 $matrix_mutants --report-dir "$REPORTS"
 step "3/5 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
 if "$PY" -c 'import flashrnn' 2>/dev/null; then
