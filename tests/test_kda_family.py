@@ -124,3 +124,27 @@ def test_the_first_head_mutant_hides_with_one_head():
     rows = gr.check("mutant:kda-state-grad-first-head-decay", "kda-L2-uni-I3-H4-K2-R1-T9-B3-len9.5.4-f32-s21",
                     config="matrix", checks=["reference"])
     assert [r.status for r in rows] == ["pass"]
+
+
+# ------------------------------------------------------------------ fla 0.6.0's KDA loop (extra: fla)
+FLA_KDA = "kda-L1-uni-I2-H4-NH2-K2-R2-converged-T5-B2-len5.3-f32-s3"
+
+
+def test_fla_naive_judges_kda_and_a_transposed_state_in_its_map_is_caught():
+    """fla's naive_recurrent_kda and naive_kda_gate through the fla-naive map pass; the same map with
+    the initial state read as (V, K) fails on y and hy (tests/foreign_matrix_targets.py)."""
+    import importlib.util
+
+    if importlib.util.find_spec("fla") is None:
+        pytest.skip("fla is not installed (extra: fla)")
+    import foreign_matrix_targets
+
+    from gradcheck_rnn.judging.judge import judge_one
+    from gradcheck_rnn.targets import resolve_target
+
+    case = Case.from_id(FLA_KDA)
+    assert judge_one(case, resolve_target("fla-naive")).status == "pass"
+    broken = judge_one(case, foreign_matrix_targets.fla_naive_transposed_state)
+    assert broken.status == "fail" and {"y", "hy"} <= {t.name for t in broken.tensors if not t.passed}
+    assert "forward-only" in resolve_target("fla-recurrent").supports(case.config)
+    assert "CUDA only" in resolve_target("fla-chunk").supports(case.config)

@@ -1,10 +1,11 @@
-"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA and gated delta rule kernels (gla, gdn).
+"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule and KDA kernels (gla, gdn, kda).
 
 One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
 ``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
 (``chunk_gla``, ``chunk_gated_delta_rule``) and ``fla-naive`` (``naive_recurrent_gla``,
-``naive_recurrent_gated_delta_rule``: fla's own torch loops, the cross-check of this map). Read from
-fla/ops/gla/{fused_recurrent,chunk,naive}.py and fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py.
+``naive_recurrent_gated_delta_rule``, ``naive_recurrent_kda``: fla's own torch loops, the cross-check
+of this map). Read from fla/ops/gla/{fused_recurrent,chunk,naive}.py,
+fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py and fla/ops/kda/{naive,gate,fused_recurrent}.py.
 
 The map (docs/contracts.md, the matrix-memory families), per layer, in ordinary torch ops that
 autograd differentiates (they are not what is judged): the pre-norm x / sqrt(mean(x²) + 1), q, k,
@@ -13,7 +14,10 @@ v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B
   value broadcast over its K units; scale K^-1/2 (fla's default);
 - gdn: g = logsigmoid(w_a x̂ + b_a) and beta = sigmoid(w_b x̂ + b_b) per head (B, T, NH), q and k
   L2-normalised by the kernel (``use_qk_l2norm_in_kernel=True``; fla-naive has no such switch, so
-  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2.
+  the map normalises them the same way, q / sqrt(|q|² + 1e-6)), scale K^-1/2;
+- kda (fla-naive only): g = fla's own ``naive_kda_gate`` of the rank-R map W_a2 W_a1 x̂ with A_log =
+  a_log and dt_bias = b_a (−exp(A_log) ⊙ softplus(· + dt_bias), (B, T, NH, K)), beta = sigmoid(w_b x̂
+  + b_b) (B, T, NH), q and k L2-normalised by the map as for gdn, scale K^-1/2.
 The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
@@ -25,8 +29,9 @@ call each (torch_grad.py).
 
 On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
 kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
-Declined, in fla's own words: families other than gla and gdn, the gated delta rule on
-``fla-recurrent``, dtypes other than float32 (the recurrent kernels keep their state in float32,
+Declined, in fla's own words: families other than gla, gdn and kda, the gated delta rule and KDA on
+``fla-recurrent`` (forward-only kernels), KDA on ``fla-chunk`` (``chunk_kda`` runs on CUDA only, and this
+map of it has had no CUDA run to check it), dtypes other than float32 (the recurrent kernels keep their state in float32,
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
@@ -81,6 +86,11 @@ PACKED_CONTRACT = {
 NO_GDN_BACKWARD = ("fla 0.6.0's fused_recurrent_gated_delta_rule has no backward (\"Backward pass is not implemented "
                    "yet and we do not have plans to implement it because we haven't figured out how to compute dg "
                    "without materializing the full hidden states for all time steps.\")")
+NO_KDA_BACKWARD = ("fla 0.6.0's fused_recurrent_kda is a forward-only (inference) kernel: no torch.autograd.Function "
+                   "wraps it, so it has no gradients to judge")
+KDA_CHUNK_UNCHECKED = ("fla-chunk does not map kda yet: fla 0.6.0's chunk_kda runs on CUDA only and no CUDA run has "
+                       "checked a map of it; fla-naive judges fla's KDA loop and gate")
+FAMILIES = ("gla", "gdn", "kda")
 
 
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
@@ -100,6 +110,12 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
     if config.mode == "gla":
         gate = (x @ p("w_a1").T) @ p("w_a2").T + (p("b_a") if config.bias else 0)
         out["gk"] = F.logsigmoid(gate).reshape(lead + (heads, -1)).expand(lead + (heads, K))  # -headdecay: (…, NH, 1)
+    elif config.mode == "kda":
+        gate = triton_cpu.import_interpreted("fla.ops.kda.gate")
+        raw = ((x @ p("w_a1").T) @ p("w_a2").T).unflatten(-1, (heads, K))
+        out["g"] = gate.naive_kda_gate(raw, p("a_log"), p("b_a") if config.bias else None, output_dtype=x.dtype)
+        write = x @ p("w_b").T
+        out["beta"] = torch.sigmoid(write + p("b_b") if config.bias else write)
     else:
         decay, write = x @ p("w_a").T, x @ p("w_b").T
         if config.bias:
@@ -115,7 +131,7 @@ def _l2norm(a: Any) -> Any:
 
 
 class FlaTarget(torch_grad.TorchGradTarget):
-    """One fla kernel form on the gla and gdn families; see the module docstring."""
+    """One fla kernel form on the gla, gdn and kda families; see the module docstring."""
 
     def __init__(self, kernel: str = "recurrent") -> None:
         self.kernel = kernel
@@ -124,10 +140,12 @@ class FlaTarget(torch_grad.TorchGradTarget):
         self.contracts = () if kernel == "naive" else (PACKED_CONTRACT,)
 
     def supports(self, config: Any) -> bool | str:
-        if config.mode not in ("gla", "gdn"):
-            return f"the fla targets judge fla's GLA and gated delta rule kernels (gla and gdn), not {config.mode}"
-        if self.kernel == "recurrent" and config.mode == "gdn":
-            return NO_GDN_BACKWARD
+        if config.mode not in FAMILIES:
+            return f"the fla targets judge fla's GLA, gated delta rule and KDA kernels (gla, gdn, kda), not {config.mode}"
+        if self.kernel == "recurrent" and config.mode in ("gdn", "kda"):
+            return NO_GDN_BACKWARD if config.mode == "gdn" else NO_KDA_BACKWARD
+        if self.kernel == "chunk" and config.mode == "kda":
+            return KDA_CHUNK_UNCHECKED
         if config.dtype != "f32":
             return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
         if self.kernel != "naive" and triton_cpu.interpreted():
@@ -157,6 +175,10 @@ class FlaTarget(torch_grad.TorchGradTarget):
             if mode == "gla":
                 naive = triton_cpu.import_interpreted("fla.ops.gla.naive")
                 return naive.naive_recurrent_gla(q, k, v, inputs["gk"], initial_state=h0, output_final_state=True)
+            if mode == "kda":
+                naive = triton_cpu.import_interpreted("fla.ops.kda.naive")
+                return naive.naive_recurrent_kda(_l2norm(q), _l2norm(k), v, inputs["g"], inputs["beta"], scale=scale,
+                                                 initial_state=h0, output_final_state=True)
             naive = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
             return naive.naive_recurrent_gated_delta_rule(_l2norm(q), _l2norm(k), v, inputs["beta"], inputs["g"],
                                                           scale=scale, initial_state=h0, output_final_state=True)
