@@ -27,6 +27,7 @@ EVERY_FAMILY_AND_OPTION = [
     "gla-L1-uni-I2-H3-NH3-K2-R1-headdecay-strongdecay-T5-B3-len5.2.0-f64-s13",
     "gdn-L1-uni-I2-H2-K2-longmem-T5-B3-len5.2.0-f64-s14",
     "gdn-L2-uni-I3-H4-NH2-K3-T5-B1-len5-f32-s15",
+    "kda-L1-uni-I3-H4-NH2-K2-R2-strongdecay-converged-T5-B2-len5.3-f32-s16",
 ]
 
 
