@@ -76,6 +76,23 @@ def test_regimes_shift_the_gates_and_are_refused_where_they_cannot_be():
         Case.from_id("kda-L1-uni-I2-H2-K2-R1-strongdecay-longmem-T5-B1-len5-f64-s9")
 
 
+def test_the_hypothesis_strategy_draws_kda_with_its_regimes_and_ids_that_round_trip():
+    from hypothesis import given, settings
+
+    from gradcheck_rnn.strategies import cases
+
+    seen = set()
+
+    @settings(max_examples=30, deadline=None, database=None, derandomize=True)
+    @given(cases(modes=("kda",), no_bias=True, zero_lengths=True, long_memory=True, packed_tail=True))
+    def draw(case):
+        assert Case.from_id(case.id).id == case.id and not case.config.bidirectional
+        seen.add((case.config.option("converged"), case.config.option("strong_decay"), case.config.long_memory))
+
+    draw()
+    assert all({s[i] for s in seen} == {True, False} for i in range(3)), seen
+
+
 @pytest.mark.parametrize("case_id", F64_IDS)
 def test_the_kernel_equals_the_float64_loop_reference_at_every_chunk_size(case_id):
     case = Case.from_id(case_id)
