@@ -21,14 +21,14 @@ regime can hold it near 1. ``-nobias`` drops b_a and b_b; a_log is a weight and 
 
 Regimes, as case-id tokens (shifts of drawn values, no other draw changes): ``-longmem``
 (b_a − 4: softplus ≈ 0.02, a per-step decay of about 0.98 per key unit), ``-strongdecay``
-(b_a + 4: log α ≈ −4·exp(a_log) per step) and ``-converged`` (the regime of
-meta-pytorch/attention-gym #465, where S·k ≈ v and the error v − Sᵀk̂ that dβ multiplies is a
-cancellation): β near 1 (b_b + 4, β ≈ 0.98) and the decay near 1 (a_log − 4: |log α| ≈ 0.01).
-There a write replaces the state along its key (after it Sᵀk̂_t = v_t up to 1 − β), so a later
-read of a key close to a recent one finds its value: the state has learned its keys as far as a
-draw of independent inputs allows (repeated keys and values would converge it fully; they are data,
-not parameters). With ``-nobias`` only the decay is held (β has no bias to shift); ``-converged``
-is drawn by the family (a fifth of the cases), the other two by the profile.
+(b_a + 4: log α ≈ −4·exp(a_log) per step) and ``-converged``: β near 1 (b_b + 4, β ≈ 0.98) and
+the decay near 1 (a_log − 4: |log α| ≈ 0.01), the gates of a delta state that has learned its keys
+(meta-pytorch/attention-gym #465's regime, where S·k ≈ v and the error v − Sᵀk̂ that dβ multiplies
+is a cancellation; dβ also passes σ' = β(1 − β) ≈ 0.02 there). A write then replaces the state along
+its key (after it Sᵀk̂_t = v_t up to 1 − β), but S·k ≈ v itself needs keys and values that repeat,
+and those are data, not parameters: on independent inputs the error stays of the size of v
+(``benchmarks/kda_converged.py``, figures in benchmarks/RESULTS.md). With ``-nobias`` only the decay is held (β has no bias to shift); ``-converged`` is drawn by
+the family (a fifth of the cases), the other two by the profile.
 
 Case id: ``kda-L2-uni-I3-H4-NH2-K2-R1[-strongdecay][-converged][-nobias][-longmem]-T7-B3-…``.
 """
@@ -42,7 +42,7 @@ from .gdn import L2_EPS
 from .matrix import HEAD, HEADS, IN, KEY, KEY_WIDTH, RANK, STRONG_DECAY, MatrixFamily, _up
 
 CONVERGED_SHIFT = 4.0  # -converged: b_b + 4 (β ≈ 0.98) and a_log − 4 (the decay's rate × e^−4)
-CONVERGED = Option("converged", "converged", False, "converged (optional: β and the decay near 1, S·k ≈ v)")
+CONVERGED = Option("converged", "converged", False, "converged (optional: β and the decay near 1)")
 
 
 class KDAFamily(MatrixFamily):
