@@ -27,8 +27,9 @@ the decay near 1 (a_log − 4: |log α| ≈ 0.01), the gates of a delta state th
 is a cancellation; dβ also passes σ' = β(1 − β) ≈ 0.02 there). A write then replaces the state along
 its key (after it Sᵀk̂_t = v_t up to 1 − β), but S·k ≈ v itself needs keys and values that repeat,
 and those are data, not parameters: on independent inputs the error stays of the size of v
-(``benchmarks/kda_converged.py``, figures in benchmarks/RESULTS.md). With ``-nobias`` only the decay is held (β has no bias to shift); ``-converged`` is drawn by
-the family (a fifth of the cases), the other two by the profile.
+(``benchmarks/kda_converged.py``, figures in benchmarks/RESULTS.md). With ``-nobias`` only the
+decay is held (β has no bias to shift); ``-converged`` is drawn by the family (a fifth of the
+cases), the other two by the profile.
 
 Case id: ``kda-L2-uni-I3-H4-NH2-K2-R1[-strongdecay][-converged][-nobias][-longmem]-T7-B3-…``.
 """
