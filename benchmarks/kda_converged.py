@@ -33,7 +33,8 @@ def relative_error(case_id: str) -> float:
             x_hat, q, k, v = kda.project(ops, p, x[t], cfg)
             k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + L2_EPS)
             gate = ((x_hat @ p["w_a1"].T) @ p["w_a2"].T + p["b_a"]).reshape(q.shape)
-            decayed = (-p["a_log"].exp()[:, None] * torch.nn.functional.softplus(gate)).exp()[..., None] * kda.matrix(h, cfg)
+            log_decay = -p["a_log"].exp()[:, None] * torch.nn.functional.softplus(gate)
+            decayed = log_decay.exp()[..., None] * kda.matrix(h, cfg)
             if t >= 2:
                 errors.append(float((v - (k[..., :, None] * decayed).sum(-2)).norm() / v.norm()))
             _, h, _ = kda.step(ops, p, x[t], h, None, cfg)

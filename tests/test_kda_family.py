@@ -53,7 +53,10 @@ def test_the_step_is_flas_naive_recurrent_kda_with_its_gate():
         ours.append(o)
     NH, K, V = kda.sizes(cfg)
     xh, q, k, v = kda.project(torch_ops(), p, x, cfg)
-    unit = lambda a: a / torch.sqrt((a * a).sum(-1, keepdim=True) + 1e-6)  # noqa: E731
+
+    def unit(a):
+        return a / torch.sqrt((a * a).sum(-1, keepdim=True) + 1e-6)
+
     raw_gate = ((xh @ p["w_a1"].T) @ p["w_a2"].T).reshape(-1, NH, K)
     g = gate_module.naive_kda_gate(raw_gate, p["a_log"], p["b_a"], output_dtype=torch.float64)
     beta = torch.sigmoid(xh @ p["w_b"].T + p["b_b"])

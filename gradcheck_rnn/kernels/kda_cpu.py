@@ -136,7 +136,8 @@ class KDACPUKernel(GDNCPUKernel):
 
     # ------------------------------------------------------------------ backward stages
     def state_grad_coefficient(self, layer: Layer) -> Tensor:
-        """The matrix whose transpose carries dS_end to dS₀ across a chunk: Φ = Π (I − β_t k_t k_tᵀ) diag(α_t)."""
+        """The matrix whose transpose carries dS_end to dS₀ across a chunk:
+        Φ = Π (I − β_t k_t k_tᵀ) diag(α_t)."""
         return layer.transition
 
     def norm_backward(self, unit: Tensor, norm: Tensor, grad: Tensor) -> Tensor:
