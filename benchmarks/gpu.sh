@@ -6,8 +6,8 @@
 # 1. sweeps fused-gpu (Triton) and torch-native-cuda (cuDNN) with the gpu profile (f32, f16, bf16),
 #    fused-gpu's s6, slstm and conv1d kernels with the families profile (--mode s6, --mode slstm,
 #    --mode conv1d: f64, f32)
-#    and its mlstm, gla, gdn, deltaproduct and rwkv7 kernels (Triton chunk hand-off; rwkv7's per step)
-#    with the matrix profile (f64, f32);
+#    and its mlstm, gla, gdn, deltaproduct, rwkv7 and kda kernels (Triton chunk hand-off; rwkv7's per
+#    step) with the matrix profile (f64, f32);
 # 2. runs the fused-gpu mutants on CUDA (each must be caught, no false alarm), the s6, slstm and
 #    matrix-family ones on their family's cases;
 # 3. times fused-gpu against cuDNN, forward + backward, on DeepBench-like shapes
@@ -52,7 +52,7 @@ print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f in sys.argv[1:]))' "$@"
 mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
 s6_mutants=$(family_mutants s6)
 slstm_mutants=$(family_mutants slstm)
-matrix_mutants=$(family_mutants mlstm gla gdn deltaproduct rwkv7)
+matrix_mutants=$(family_mutants mlstm gla gdn deltaproduct rwkv7 kda)
 
 # shellcheck disable=SC2086  # $mutants is a list of options
 step "1/5 sweep: fused-gpu and torch-native-cuda, gpu profile" \
@@ -64,7 +64,7 @@ step "1/5 sweep: fused-gpu, families profile, slstm" \
 step "1/5 sweep: fused-gpu, families profile, conv1d" \
     "$PY" -m gradcheck_rnn.cli sweep -c families --mode conv1d -t fused-gpu --report-dir "$REPORTS"
 # the float64 references of a matrix case take seconds of CPU: 8 workers, not the default one per 100 cases
-step "1/5 sweep: fused-gpu, matrix profile, mlstm gla gdn deltaproduct rwkv7" \
+step "1/5 sweep: fused-gpu, matrix profile, mlstm gla gdn deltaproduct rwkv7 kda" \
     "$PY" -m gradcheck_rnn.cli sweep -c matrix -t fused-gpu -j 8 --report-dir "$REPORTS"
 step "2/5 fused-gpu mutants on CUDA" \
     "$PY" -m gradcheck_rnn.cli mutants -c gpu -n 24 $mutants --report-dir "$REPORTS"
@@ -75,7 +75,7 @@ step "2/5 fused-gpu s6 mutants on CUDA, families profile" \
 step "2/5 fused-gpu slstm mutants on CUDA, families profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c families --mode slstm -n 24 $slstm_mutants --report-dir "$REPORTS"
 # shellcheck disable=SC2086
-step "2/5 fused-gpu mlstm, gla, gdn, deltaproduct and rwkv7 mutants on CUDA, matrix profile" \
+step "2/5 fused-gpu mlstm, gla, gdn, deltaproduct, rwkv7 and kda mutants on CUDA, matrix profile" \
     "$PY" -m gradcheck_rnn.cli mutants -c matrix -n 24 -j 8 $matrix_mutants --report-dir "$REPORTS"
 step "3/5 fused-gpu vs cuDNN timing" "$PY" benchmarks/gpu_kernel.py
 if "$PY" -c 'import flashrnn' 2>/dev/null; then

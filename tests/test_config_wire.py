@@ -34,6 +34,7 @@ EVERY_FAMILY_AND_OPTION = [
     "conv1d-L1-uni-I2-H3-W2-nobias-T3-B1-len3-f64-s20",
     "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-strongdecay-T4-B2-len4.1-f32-s21",
     "deltaproduct-L2-uni-I2-H2-K3-n3-nobias-T3-B1-len3-f64-s22",
+    "kda-L1-uni-I3-H4-NH2-K2-R2-strongdecay-converged-T5-B2-len5.3-f32-s16",
 ]
 
 

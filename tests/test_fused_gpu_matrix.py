@@ -1,4 +1,4 @@
-"""fused-gpu's matrix-memory kernels (gla, gdn, mlstm, deltaproduct: the Triton chunk hand-off) on CPU through
+"""fused-gpu's matrix-memory kernels (gla, gdn, kda, mlstm, deltaproduct: the Triton chunk hand-off) on CPU through
 the Triton interpreter.
 
 As in tests/test_fused_gpu.py, ``TRITON_INTERPRET=1`` is set for the whole module before the
@@ -33,13 +33,14 @@ from gradcheck_rnn.kernels.gla_cpu import GLACPUKernel
 from gradcheck_rnn.kernels.mlstm_cpu import MLSTMCPUKernel, States
 from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS, home_profile
 
-FAMILIES = ("gla", "gdn", "mlstm", "deltaproduct")
+FAMILIES = ("gla", "gdn", "kda", "mlstm", "deltaproduct")
 # Per family: several chunks of 4 with a partial last one, uneven and zero lengths, stacked layers,
 # heads > 1 with K, V not powers of two, -headdecay, -strongdecay, -longmem, every gradient wanted
 KERNEL_IDS = ["gla-L2-uni-I2-H6-NH2-K3-R1-T10-B3-len10.7.0-f64-s12",
               "gla-L1-uni-I3-H2-NH2-K3-R2-headdecay-strongdecay-T9-B2-len9.5-f64-s13",
               "gdn-L2-uni-I3-H6-NH2-K3-T10-B3-len10.4.0-f64-s3",
               "gdn-L1-uni-I2-H3-K3-longmem-T9-B2-len9.8-f64-s4",
+              "kda-L2-uni-I3-H6-NH2-K3-R2-converged-T10-B3-len10.4.0-f64-s3",
               "mlstm-L2-uni-I3-H6-NH2-K3-T10-B3-len10.6.0-f64-s3",
               "mlstm-L1-uni-I2-H3-K2-strongdecay-T9-B2-len9.2-f64-s5",
               "deltaproduct-L2-uni-I3-H6-NH2-K3-n2-T5-B3-len5.4.0-f64-s3",
@@ -47,6 +48,7 @@ KERNEL_IDS = ["gla-L2-uni-I2-H6-NH2-K3-R1-T10-B3-len10.7.0-f64-s12",
 # a case of two chunks (the second partial) per family: the mutant of its Triton kernel shows there
 MUTANT_CASES = {"gla": "gla-L1-uni-I2-H4-K2-R1-T5-B2-len5.3-f32-s12",
                 "gdn": "gdn-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1",
+                "kda": "kda-L1-uni-I3-H4-NH2-K2-R1-T5-B2-len5.4-f32-s1",
                 "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3",
                 "deltaproduct": "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T5-B2-len5.4-f32-s1"}
 # a case of one chunk per family: the mutant's shifted read finds no other chunk (deltaproduct's

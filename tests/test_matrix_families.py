@@ -102,12 +102,13 @@ def test_chunk_edges_are_drawn_at_every_edge_of_the_profile_chunk_sizes():
 
 def test_the_matrix_profile_draws_every_family_option_and_regime():
     cases = list(draw_cases(load_profile("matrix"), 0, 120))
-    assert {c.config.mode for c in cases} == {"mlstm", "gla", "gdn", "deltaproduct", "rwkv7"}
+    assert {c.config.mode for c in cases} == {"mlstm", "gla", "gdn", "deltaproduct", "rwkv7", "kda"}
     assert not any(c.config.bidirectional for c in cases)
     assert any(c.config.option("strong_decay") for c in cases) and any(c.config.long_memory for c in cases)
     assert any(c.config.option("heads") > 1 for c in cases)
     assert {c.config.option("head_decay") for c in cases if c.config.mode == "gla"} == {True, False}
     assert {c.config.option("householder") for c in cases if c.config.mode == "deltaproduct"} == {1, 2, 3}
+    assert {c.config.option("converged") for c in cases if c.config.mode == "kda"} == {True, False}
     assert all(Case.from_id(c.id).id == c.id for c in cases)
 
 

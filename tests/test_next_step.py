@@ -39,7 +39,7 @@ def test_a_green_sweep_ends_with_the_checks_and_families_it_left_out(tmp_path):
     assert code == 0, output
     next_line = output.split("next: ", 1)[1].split(" all passed")[0]
     assert "the fd, jvp, gradgrad checks were not run (-c nightly runs them)" in next_line, output
-    assert "the s6, slstm, conv1d, mlstm, gla, gdn, deltaproduct, rwkv7 families were not drawn (-c matrix, -c families)" in next_line, output
+    assert "the s6, slstm, conv1d, mlstm, gla, gdn, deltaproduct, rwkv7, kda families were not drawn (-c matrix, -c families)" in next_line, output
 
 
 def test_a_target_that_refused_cases_is_told_the_narrowing_flags(tmp_path, reference_only):

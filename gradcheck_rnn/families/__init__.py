@@ -26,6 +26,7 @@ from .deltaproduct import DELTAPRODUCT
 from .gdn import GDN
 from .gla import GLA
 from .gru import GRU
+from .kda import KDA
 from .lstm import LSTM
 from .mlstm import MLSTM
 from .rnn_relu import RNN_RELU
@@ -41,7 +42,7 @@ ENTRY_POINT_GROUP = "gradcheck_rnn.families"
 
 CUDNN_MODES: tuple[str, ...] = tuple(f.token for f in (RNN_RELU, RNN_TANH, LSTM, GRU))
 """cuDNN's four cells, in their historical order (what a profile draws when it names no modes)."""
-_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, CONV1D, MLSTM, GLA, GDN, DELTAPRODUCT, RWKV7)
+_BUILT_IN = (RNN_RELU, RNN_TANH, LSTM, GRU, S6, SLSTM, CONV1D, MLSTM, GLA, GDN, DELTAPRODUCT, RWKV7, KDA)
 BUILT_IN_MODES: tuple[str, ...] = tuple(f.token for f in _BUILT_IN)
 _REGISTRY: dict[str, Family] = {f.token: f for f in _BUILT_IN}
 

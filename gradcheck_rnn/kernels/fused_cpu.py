@@ -266,7 +266,7 @@ class FusedCPUTarget(FusedTarget):
     computing only the requested gradients, the way a framework's fused op would. A family with
     its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
     :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``deltaproduct``:
-    :mod:`.deltaproduct_cpu`, ``rwkv7``: :mod:`.rwkv7_cpu`, ``conv1d``: :mod:`.conv1d_cpu`) runs through that one
+    :mod:`.deltaproduct_cpu`, ``rwkv7``: :mod:`.rwkv7_cpu`, ``kda``: :mod:`.kda_cpu`, ``conv1d``: :mod:`.conv1d_cpu`) runs through that one
     (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
     recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
@@ -301,6 +301,7 @@ class FusedCPUTarget(FusedTarget):
         from .deltaproduct_cpu import DeltaProductCPUKernel
         from .gdn_cpu import GDNCPUKernel
         from .gla_cpu import GLACPUKernel
+        from .kda_cpu import KDACPUKernel
         from .mlstm_cpu import MLSTMCPUKernel
         from .rwkv7_cpu import RWKV7CPUKernel
         from .s6_cpu import S6CPUKernel
@@ -308,7 +309,7 @@ class FusedCPUTarget(FusedTarget):
 
         return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "mlstm": MLSTMCPUKernel, "gla": GLACPUKernel,
                 "gdn": GDNCPUKernel, "deltaproduct": DeltaProductCPUKernel, "rwkv7": RWKV7CPUKernel,
-                "conv1d": Conv1dCPUKernel}
+                "kda": KDACPUKernel, "conv1d": Conv1dCPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

@@ -24,13 +24,15 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
           "conv1d-packed-dweight-whole-stream", "conv1d-initial-state-grad-without-bias",
           "conv1d-backward-reads-next-sequence", "deltaproduct-backward-decays-every-sub-step",
           "deltaproduct-backward-reads-first-sub-step", "deltaproduct-state-grad-drops-second-householder",
-          "rwkv7-h0-grad-low-rank-dropped", "rwkv7-state-grad-no-low-rank", "rwkv7-decay-grad-exclusive-cumsum")
+          "rwkv7-h0-grad-low-rank-dropped", "rwkv7-state-grad-no-low-rank", "rwkv7-decay-grad-exclusive-cumsum",
+          "kda-state-grad-first-head-decay", "kda-norm-backward-from-rounded-output", "kda-decay-grad-wrong-axis")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
               "gpu-slstm-lower-layer-recurrent-grad", "gpu-gla-state-grad-reads-next-chunk",
-              "gpu-gdn-state-grad-reads-next-chunk", "gpu-mlstm-stabiliser-reads-next-chunk",
-              "gpu-deltaproduct-state-grad-reads-next-chunk", "gpu-rwkv7-state-grad-reads-next-step")
+              "gpu-gdn-state-grad-reads-next-chunk", "gpu-kda-state-grad-reads-next-chunk",
+              "gpu-mlstm-stabiliser-reads-next-chunk", "gpu-deltaproduct-state-grad-reads-next-chunk",
+              "gpu-rwkv7-state-grad-reads-next-step")
 # measured blind spots of the half tolerances (mutants.BLIND_SPOTS)
 BLIND_SPOTS = ("half-accumulated-in-half", "half-rounds-per-op")
 # forward-mode and second-order bugs, judged by the jvp and gradgrad checks (mutants.PRODUCT_MUTANTS)

@@ -6,7 +6,7 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, deltaproduct, rwkv7, conv1d) with
+they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, deltaproduct, rwkv7, kda, conv1d) with
 those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
@@ -31,6 +31,7 @@ from ..kernels.conv1d_cpu import Stream as Conv1dStream
 from ..kernels.deltaproduct_cpu import Layer as DeltaProductLayer, SubStepChunks, SubSteps
 from ..kernels.gdn_cpu import Layer as GDNLayer
 from ..kernels.gla_cpu import Layer as GLALayer
+from ..kernels.kda_cpu import Layer as KDALayer
 from ..kernels.mlstm_cpu import Intra as MLSTMIntra, Layer as MLSTMLayer, States as MLSTMStates
 from ..kernels.rwkv7_cpu import Layer as RWKV7Layer
 from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
@@ -579,7 +580,7 @@ class GPUSLSTMStabilizerGradToForget:
 
 
 class GPUStateGradReadsNextChunk:
-    """gla, gdn, deltaproduct, rwkv7 (Triton backward; rwkv7 hands off per step): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
+    """gla, gdn, kda, deltaproduct, rwkv7 (Triton backward; rwkv7 hands off per step): the state gradient handed back across chunk n is carried by chunk n+1's coefficient, not chunk n's (states across chunks read from the wrong chunk, NX-AI/mlstm_kernels PR #10).
 
     Which chunk the Triton hand-off reads is a compile-time offset
     (:meth:`~gradcheck_rnn.kernels.fused_gpu.hand_off.TritonHandOff.hand_off_read_shift`), clamped
@@ -798,6 +799,39 @@ class RWKV7DecayGradExclusiveCumulative:
         inclusive = layer.log_decay.clamp(min=-5.0).cumsum(2)
         exclusive = inclusive - layer.log_decay.clamp(min=-5.0)
         return ((layer.states * torch.exp(-exclusive)[..., None]) * (d_states * torch.exp(inclusive)[..., None])).sum(-1)
+class KDAStateGradFirstHeadDecay:
+    """kda: the backward's state-gradient carry reads the per-key decay of the first head for every head, its gate loads missing the head offset (fla-org/flash-linear-attention #1115: ``gk`` loaded without ``(bos * H + i_h) * K`` in the context-parallel dh pre-process).
+
+    In #1115 the forward was exact and the ranks whose state gradient arrives from a later rank
+    got wrong dk, dv, dg, dβ. Here the carry of dS_end back across each chunk (to the chunk before,
+    and to dh0) scales key row j by the first head's exp(G_C) instead of its own: the forward and
+    everything inside a chunk stay right, and a case of one head, or whose heads share a decay, hides it."""
+
+    def state_grad_coefficient(self, layer: KDALayer) -> Tensor:
+        own = layer.gamma[..., -1, :]
+        return super().state_grad_coefficient(layer) + torch.diag_embed(own[:, :1].expand_as(own) - own)
+
+
+class KDANormBackwardFromRoundedOutput:
+    """kda: the L2 norms' backward of q and k is evaluated from the forward's output rounded to bfloat16, not from the input (meta-pytorch/attention-gym PR #463, "Evaluate the KDA L2-norm backward from the exact input").
+
+    dx = (dy − ŷ⟨dy, ŷ⟩) / n is the right formula, fed a ŷ with bfloat16's 3 significant digits: the
+    bracket cancels where dy is nearly along ŷ, and the rounding of ŷ is left over. In #463 it hid
+    under bfloat16's own rounding; in float32 and float64 it is an error of ~1e-3 of dq̂ and dk̂."""
+
+    def norm_backward(self, unit: Tensor, norm: Tensor, grad: Tensor) -> Tensor:
+        return super().norm_backward(unit.to(torch.bfloat16).to(unit.dtype), norm, grad)
+
+
+class KDADecayGradWrongAxis:
+    """kda: the reverse cumulative sum that turns the Γ terms into the per-key decay gradient runs over the key axis instead of the chunk's steps (a layout slip of a per-channel gate a careful reviewer could miss: (…, c, K) read as (…, K, c)).
+
+    The decay gradient through Γ_r must reach every step i ≤ r of its key unit; summed over key
+    units instead it lands on the wrong units and misses the earlier steps, so dg, and through it
+    w_a1, w_a2, b_a, a_log and x, are wrong wherever a chunk holds more than one step."""
+
+    def time_suffix_sums(self, t: Tensor) -> Tensor:
+        return t.flip(-1).cumsum(-1).flip(-1)
 
 
 class MLSTMChunkStatesWrongSize:
@@ -882,7 +916,7 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
 
 # Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
 # ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
-# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla, gdn, deltaproduct and rwkv7) and the cuDNN
+# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla, gdn, deltaproduct, rwkv7 and kda) and the cuDNN
 # mutants on the ci profile's, in one
 # run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
 # and skipped, at no kernel run, on a case of a family its bug is not in.
@@ -922,12 +956,16 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "rwkv7-h0-grad-low-rank-dropped": ("rwkv7", RWKV7InitialStateGradLowRankDropped),
     "rwkv7-state-grad-no-low-rank": ("rwkv7", RWKV7StateGradNoLowRank),
     "rwkv7-decay-grad-exclusive-cumsum": ("rwkv7", RWKV7DecayGradExclusiveCumulative),
+    # kda (kernels/kda_cpu.py), home profile "matrix"
+    "kda-state-grad-first-head-decay": ("kda", KDAStateGradFirstHeadDecay),
+    "kda-norm-backward-from-rounded-output": ("kda", KDANormBackwardFromRoundedOutput),
+    "kda-decay-grad-wrong-axis": ("kda", KDADecayGradWrongAxis),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
 FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
 HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix",
-                 "conv1d": FAMILY_PROFILE, "deltaproduct": "matrix", "rwkv7": "matrix"}
+                 "conv1d": FAMILY_PROFILE, "deltaproduct": "matrix", "rwkv7": "matrix", "kda": "matrix"}
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
@@ -980,6 +1018,7 @@ GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     # the matrix families' Triton chunk hand-off (kernels/fused_gpu/chunk_states.py), home profile "matrix"
     "gpu-gla-state-grad-reads-next-chunk": ("gla", GPUStateGradReadsNextChunk),
     "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
+    "gpu-kda-state-grad-reads-next-chunk": ("kda", GPUStateGradReadsNextChunk),
     "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
     "gpu-deltaproduct-state-grad-reads-next-chunk": ("deltaproduct", GPUStateGradReadsNextChunk),
     # the same Triton hand-off across steps (kernels/fused_gpu/rwkv7.py): the next step's transition

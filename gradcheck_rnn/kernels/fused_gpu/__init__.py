@@ -28,8 +28,8 @@ Families with a GPU kernel of their own run through it (``FusedTarget.family_ker
 through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton
 launch each (:mod:`.scan`); ``slstm`` through :class:`.slstm.SLSTMGPUKernel`, fused-cpu's sLSTM
 kernel with each step's pointwise passes as one Triton launch each way (:mod:`.slstm_cells`, which
-import :mod:`.cells`); ``mlstm``, ``gla`` and ``gdn`` through :class:`.mlstm.MLSTMGPUKernel`,
-:class:`.gla.GLAGPUKernel` and :class:`.gdn.GDNGPUKernel`, fused-cpu's chunkwise kernels with the
+import :mod:`.cells`); ``mlstm``, ``gla``, ``gdn`` and ``kda`` through :class:`.mlstm.MLSTMGPUKernel`,
+:class:`.gla.GLAGPUKernel`, :class:`.gdn.GDNGPUKernel` and :class:`.kda.KDAGPUKernel`, fused-cpu's chunkwise kernels with the
 hand-off of the state across chunks, forward and backward, as one Triton launch each
 (:mod:`.chunk_states`; ``deltaproduct`` through :class:`.deltaproduct.DeltaProductGPUKernel`, gdn's
 over its sub-steps; ``rwkv7`` through :class:`.rwkv7.RWKV7GPUKernel`, its step-by-step kernel with
@@ -145,8 +145,8 @@ class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
     with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
-    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``, ``rwkv7``: :mod:`.mlstm`,
-    :mod:`.gla`, :mod:`.gdn`, :mod:`.rwkv7`; ``deltaproduct``: :mod:`.deltaproduct`)."""
+    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``, ``rwkv7``, ``kda``: :mod:`.mlstm`,
+    :mod:`.gla`, :mod:`.gdn`, :mod:`.rwkv7`, :mod:`.kda`; ``deltaproduct``: :mod:`.deltaproduct`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -160,6 +160,7 @@ class FusedGPUTarget(FusedTarget):
         from .deltaproduct import DeltaProductGPUKernel
         from .gdn import GDNGPUKernel
         from .gla import GLAGPUKernel
+        from .kda import KDAGPUKernel
         from .mlstm import MLSTMGPUKernel
         from .rwkv7 import RWKV7GPUKernel
         from .s6 import S6GPUKernel
@@ -167,7 +168,7 @@ class FusedGPUTarget(FusedTarget):
 
         return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
                 "gdn": GDNGPUKernel, "deltaproduct": DeltaProductGPUKernel, "rwkv7": RWKV7GPUKernel,
-                "conv1d": Conv1dGPUKernel}
+                "kda": KDAGPUKernel, "conv1d": Conv1dGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""

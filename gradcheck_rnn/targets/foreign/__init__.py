@@ -391,7 +391,7 @@ def foreign_rows(cuda: bool) -> list[tuple[str, bool, str]]:
              "mambapy": "mambapy's Mamba selective scan (pscan) for s6 (extra: mambapy)",
              "fla-recurrent": "flash-linear-attention's fused_recurrent GLA kernel, Triton (interpreter on CPU; extra: fla)",
              "fla-chunk": "flash-linear-attention's chunk GLA and gated delta rule kernels, CUDA only (extra: fla)",
-             "fla-naive": "flash-linear-attention's naive torch GLA and gated delta rule loops (extra: fla)",
+             "fla-naive": "flash-linear-attention's naive torch GLA, gated delta rule and KDA loops (extra: fla)",
              "mlstm-chunkwise": "mlstm_kernels' chunkwise--native_autograd mLSTM (extra: mlstm)",
              "mlstm-custbw": "mlstm_kernels' chunkwise--native_custbw mLSTM, hand-written backward (extra: mlstm)",
              "mlstm-parallel": "mlstm_kernels' parallel--native_autograd mLSTM (extra: mlstm)",

@@ -1,12 +1,13 @@
-"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule, gated delta product and
-RWKV-7 kernels (gla, gdn, deltaproduct, rwkv7).
+"""The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule, gated delta product,
+RWKV-7 and KDA kernels (gla, gdn, deltaproduct, rwkv7, kda).
 
 One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
 ``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
 (``chunk_gla``, ``chunk_gated_delta_rule``) and ``fla-naive`` (``naive_recurrent_gla``,
-``naive_recurrent_gated_delta_rule``, and for deltaproduct ``naive_recurrent_gated_delta_product``:
-fla's own torch loops, the cross-check of this map). Read from fla/ops/gla/{fused_recurrent,chunk,naive}.py,
-fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py and fla/ops/gated_delta_product/naive.py.
+``naive_recurrent_gated_delta_rule``, ``naive_recurrent_kda``, and for deltaproduct
+``naive_recurrent_gated_delta_product``: fla's own torch loops, the cross-check of this map). Read from
+fla/ops/gla/{fused_recurrent,chunk,naive}.py, fla/ops/gated_delta_rule/{chunk,fused_recurrent,naive}.py,
+fla/ops/gated_delta_product/naive.py and fla/ops/kda/{naive,gate,fused_recurrent}.py.
 RWKV-7 (fla/ops/rwkv7/{chunk,fused_recurrent}.py, fla/ops/generalized_delta_rule/dplr/naive.py):
 ``fla-chunk`` is ``chunk_rwkv7``, ``fla-naive`` the generalised delta rule's ``dplr_recurrence`` (the
 torch loop ``fused_recurrent_rwkv7`` and ``chunk_rwkv7`` compute), and ``fla-recurrent`` declines it:
@@ -26,6 +27,9 @@ v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B
 - rwkv7: r = the q map, w = −exp(w_d x̂ + b_d) (the log decay, per key unit), a = −κ̂ and
   b = κ̂ ⊙ sigmoid(w_a x̂ + b_a) with κ̂ = k / sqrt(|k|² + 1e-6) (B, T, NH, K), scale K^-1/2
   (``dplr_recurrence``'s own q scale).
+- kda (fla-naive only): g = fla's own ``naive_kda_gate`` of the rank-R map W_a2 W_a1 x̂ with A_log =
+  a_log and dt_bias = b_a (−exp(A_log) ⊙ softplus(· + dt_bias), (B, T, NH, K)), beta = sigmoid(w_b x̂
+  + b_b) (B, T, NH), q and k L2-normalised by the map as for gdn, scale K^-1/2.
 The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
@@ -38,8 +42,9 @@ call each (torch_grad.py).
 On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
 kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
 Declined, in fla's own words: families other than those above, and each family's forms in
-:data:`DECLINED` (the gated delta rule and RWKV-7 on ``fla-recurrent``, deltaproduct on ``fla-recurrent``
-and ``fla-chunk``), dtypes other than float32 (the recurrent kernels keep their state in float32,
+:data:`DECLINED` (the gated delta rule, RWKV-7 and KDA on ``fla-recurrent``: forward-only kernels;
+deltaproduct on ``fla-recurrent`` and ``fla-chunk``; KDA on ``fla-chunk``: ``chunk_kda`` runs on CUDA
+only, and this map of it has had no CUDA run to check it), dtypes other than float32 (the recurrent kernels keep their state in float32,
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
@@ -102,11 +107,16 @@ NO_DELTAPRODUCT = {
 NO_RWKV7_BACKWARD = ("fla 0.6.0's fused_recurrent_rwkv7 is fused_recurrent_dplr_delta_rule, which has no backward "
                      "(\"Backward pass for fused_recurrent_dplr_delta_rule is not implemented and will not be "
                      "supported. This kernel is only for inference.\")")
-FAMILIES = ("gla", "gdn", "deltaproduct", "rwkv7")
+NO_KDA_BACKWARD = ("fla 0.6.0's fused_recurrent_kda is a forward-only (inference) kernel: no torch.autograd.Function "
+                   "wraps it, so it has no gradients to judge")
+KDA_CHUNK_UNCHECKED = ("fla-chunk does not map kda yet: fla 0.6.0's chunk_kda runs on CUDA only and no CUDA run has "
+                       "checked a map of it; fla-naive judges fla's KDA loop and gate")
+FAMILIES = ("gla", "gdn", "deltaproduct", "rwkv7", "kda")
 # (family, kernel form) -> why that form of fla 0.6.0 is not judged on that family
 DECLINED = {("gdn", "recurrent"): NO_GDN_BACKWARD, ("rwkv7", "recurrent"): NO_RWKV7_BACKWARD,
             ("deltaproduct", "recurrent"): NO_DELTAPRODUCT["recurrent"],
-            ("deltaproduct", "chunk"): NO_DELTAPRODUCT["chunk"]}
+            ("deltaproduct", "chunk"): NO_DELTAPRODUCT["chunk"],
+            ("kda", "recurrent"): NO_KDA_BACKWARD, ("kda", "chunk"): KDA_CHUNK_UNCHECKED}
 
 
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
@@ -137,6 +147,12 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
         removal = _l2norm(out["k"])
         out["w"] = -torch.exp(logits).unflatten(-1, (heads, K))
         out["a"], out["b"] = -removal, removal * torch.sigmoid(rate).unflatten(-1, (heads, K))
+    elif config.mode == "kda":
+        gate = triton_cpu.import_interpreted("fla.ops.kda.gate")
+        raw = ((x @ p("w_a1").T) @ p("w_a2").T).unflatten(-1, (heads, K))
+        out["g"] = gate.naive_kda_gate(raw, p("a_log"), p("b_a") if config.bias else None, output_dtype=x.dtype)
+        write = x @ p("w_b").T
+        out["beta"] = torch.sigmoid(write + p("b_b") if config.bias else write)
     else:
         decay, write = x @ p("w_a").T, x @ p("w_b").T
         if config.bias:
@@ -162,8 +178,8 @@ class FlaTarget(torch_grad.TorchGradTarget):
 
     def supports(self, config: Any) -> bool | str:
         if config.mode not in FAMILIES:
-            return (f"the fla targets judge fla's GLA, gated delta rule, gated delta product and RWKV-7 kernels "
-                    f"({', '.join(FAMILIES)}), not {config.mode}")
+            return (f"the fla targets judge fla's GLA, gated delta rule, gated delta product, RWKV-7 and KDA "
+                    f"kernels ({', '.join(FAMILIES)}), not {config.mode}")
         declined = DECLINED.get((config.mode, self.kernel))
         if declined is not None:
             return declined
@@ -203,6 +219,10 @@ class FlaTarget(torch_grad.TorchGradTarget):
                 return naive.naive_recurrent_gated_delta_product(
                     _l2norm(q), _l2norm(k), v, inputs["g"], inputs["beta"], scale, initial_state=h0,
                     output_final_state=True, num_householder=k.shape[-3] // q.shape[-3])
+            if mode == "kda":
+                naive = triton_cpu.import_interpreted("fla.ops.kda.naive")
+                return naive.naive_recurrent_kda(_l2norm(q), _l2norm(k), v, inputs["g"], inputs["beta"], scale=scale,
+                                                 initial_state=h0, output_final_state=True)
             naive = triton_cpu.import_interpreted("fla.ops.gated_delta_rule")
             return naive.naive_recurrent_gated_delta_rule(_l2norm(q), _l2norm(k), v, inputs["beta"], inputs["g"],
                                                           scale=scale, initial_state=h0, output_final_state=True)
