@@ -306,8 +306,8 @@ def issue(case_id: str, target: str, check: str, shrink_first: bool, output: str
 def mutants(mutants: tuple[str, ...], **values: Any) -> None:
     """Measure detection power: every mutant (a fused kernel with one historical bug) and the
     correct kernels on the same cases: without --config, each mutant on its home profile's cases
-    (ci: cuDNN's cells; families: s6, slstm; matrix: gdn, gla) in one run, a skip on a case of another
-    family.
+    (ci: cuDNN's cells; families: s6, slstm, conv1d; matrix: mlstm, gla, gdn, deltaproduct, rwkv7,
+    kda) in one run, a skip on a case of another family.
 
     Prints, per mutant, the cases run, the cases that caught it, the first catching case id and
     the check and tensor that caught it; then the correct kernels' false alarms. Exit 1 if any

@@ -110,7 +110,8 @@ cases_and_seed = options(
 detection_cases_and_seed = options(
     click.option("--cases", "-n", type=click.IntRange(min=1), default=None,
                  help="Number of cases of each profile: without --config, the first N cases of each mutant's "
-                      "home profile (ci for cuDNN's cells, families for s6 and slstm, matrix for gdn and gla), N of each; "
+                      "home profile (ci for cuDNN's cells, families for s6, slstm and conv1d, matrix for the matrix-memory "
+                      "families), N of each; "
                       "with --config, N of that profile (default: each profile's own count)."),
     click.option("--seed", "-s", type=click.IntRange(min=0), default=None,
                  help="Sweep seed of every profile drawn (default: each profile's own)."),
