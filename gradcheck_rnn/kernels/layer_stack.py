@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ..model.case import Case, Outputs, RNNConfig
 from ..model.layout import param_key
+from .strided import as_tensor
 
 
 class LayerStackKernel:
@@ -41,8 +42,8 @@ class LayerStackKernel:
         cfg = case.config
         T, B, L = cfg.max_len, cfg.batch_size, cfg.num_layers
 
-        def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+        def tensor(a: np.ndarray) -> Tensor:  # in the case's layout (kernels/strided.py)
+            return as_tensor(a, dtype, device)
 
         # (name, initial value, head gradient) of each state tensor: h, and c where the family has one
         names = ("h0", "c0") if cfg.has_cell_state else ("h0",)
@@ -63,7 +64,7 @@ class LayerStackKernel:
                 layers.append(state)
             need_weights = any(k in case.wants for k in case.params)
             grads: dict[str, Tensor] = {}
-            dy, starts = tensor(case.dy), []
+            dy, starts = self.incoming_gradient(tensor(case.dy)), []
             for layer in reversed(range(L)):
                 need_x = layer > 0 or "x" in case.wants
                 dy, *start, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy,
@@ -78,6 +79,12 @@ class LayerStackKernel:
         hy, *cy = (torch.stack([final[i] for final in finals]) for i in range(len(names)))
         return Outputs(y=inp, hy=hy, cy=cy[0] if cy else None,
                        grads={k: v for k, v in grads.items() if k in case.wants})
+
+    def incoming_gradient(self, dy: Tensor) -> Tensor:
+        """The top layer's dy as the backward reads it: as handed in, whatever its strides (a hook,
+        for a mutant that assumes them)."""
+        return dy
+
 
 def pre_norm(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """x̂ = x / r with r = sqrt(mean(x²) + eps) over the features, and r: the RMS pre-norm that

@@ -14,6 +14,7 @@ from torch import Tensor
 from ..model.case import Case, Outputs, RNNConfig
 from ..families import CUDNN_MODES
 from .algorithm import FusedKernel
+from .strided import as_tensor
 
 
 class FusedTarget:
@@ -61,8 +62,8 @@ class FusedTarget:
         if family_kernel is not None:
             return family_kernel.run(case, dtype, device)
 
-        def tensor(a: np.ndarray | None) -> Tensor | None:
-            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+        def tensor(a: np.ndarray | None) -> Tensor | None:  # in the case's layout (kernels/strided.py)
+            return None if a is None else as_tensor(a, dtype, device)
 
         params = {k: tensor(v) for k, v in case.params.items()}
         y, hy, cy, state = self.kernel.forward(tensor(case.x), case.seq_lengths.tolist(), tensor(case.h0),
