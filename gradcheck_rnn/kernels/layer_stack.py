@@ -8,6 +8,7 @@ the stages take and give one tensor per state, in that order."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping
 
 import numpy as np
@@ -28,6 +29,25 @@ class LayerStackKernel:
     * ``layer_backward(cfg, p, saved, mask, dy, dhy[, dcy], need_weights, need_x) -> (dx, dh0[, dc0],
       grads)``: dx (None unless ``need_x``), the initial states' gradients and, when
       ``need_weights``, the layer's parameter gradients by kind."""
+
+    # the chunk sizes this kernel offers as its kernel configuration "chunk" (docs/contracts.md,
+    # "Kernel configurations"), held in its ``chunk`` attribute; none: it runs its own only
+    CHUNK_SIZES: tuple[int, ...] = ()
+
+    def kernel_configs(self) -> dict[str, tuple]:
+        """What this kernel can run with: ``{"chunk": CHUNK_SIZES}``, or {} when it offers nothing."""
+        return {"chunk": self.CHUNK_SIZES} if self.CHUNK_SIZES else {}
+
+    def under(self, kernel_config: Any) -> "LayerStackKernel":
+        """This kernel under a case's kernel configuration (sorted (name, value) pairs): a copy with
+        the values of the names it declares set, or itself when the case names none of them."""
+        own = {name: value for name, value in kernel_config if name in self.kernel_configs()}
+        if not own:
+            return self
+        configured = copy.copy(self)
+        for name, value in own.items():
+            setattr(configured, name, value)
+        return configured
 
     def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor,
                       *states_and_index: Any) -> tuple[Any, ...]:

@@ -712,6 +712,10 @@ class ScopedMutant:
     def run(self, case: Case) -> Outputs:
         return self.target.run(case)
 
+    def kernel_configs(self, config: RNNConfig) -> dict[str, tuple]:
+        """The wrapped target's kernel configurations, where it declares any."""
+        return Target(self.reason, self.target).kernel_configs(config)
+
     def supports_jvp(self, case: Case) -> bool | str:
         """The wrapped target's forward mode, where it has one."""
         return Target(self.reason, self.target).supports_jvp(case)
