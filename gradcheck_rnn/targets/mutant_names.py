@@ -20,7 +20,9 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
           "gdn-packed-tail-unwritten", "gla-key-block-mask", "gla-decay-grad-overshoot",
           "gla-short-call-dh0-pass-through-dropped", "gla-decay-grad-ignores-dhy", "gla-packed-tail-from-empty",
           "mlstm-chunk-states-wrong-size", "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder",
-          "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad")
+          "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad",
+          # issue 45: a non-contiguous dy, a segmented run, one kernel configuration
+          "gla-dy-strides-assumed-contiguous", "gla-state-grad-wrong-head", "mlstm-chunk-states-wrong-size-at-chunk-8")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
