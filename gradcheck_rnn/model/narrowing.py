@@ -240,7 +240,8 @@ def parse_kernel_configs(given: Mapping[str, Any] | Iterable[str] | None) -> tup
         listed = [v.strip() for v in values.split(",")] if isinstance(values, str) else \
             list(values) if isinstance(values, (list, tuple)) else [values]
         if not name or not listed or any(v in ("", None) for v in listed):
-            raise UsageError(f"--kernel-config {name}={values} is not allowed; give NAME=VALUE or NAME=V1,V2, "
+            given_text = f"{name}={values}" if values not in ("", None) else str(name)
+            raise UsageError(f"--kernel-config {given_text} is not allowed; give NAME=VALUE or NAME=V1,V2, "
                              f"e.g. chunk=8")
         try:
             kept = tuple(dict.fromkeys(normal_kernel_config([(name, v)])[0][1] for v in listed))
