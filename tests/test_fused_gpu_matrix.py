@@ -43,9 +43,10 @@ KERNEL_IDS = ["gla-L2-uni-I2-H6-NH2-K3-R1-T10-B3-len10.7.0-f64-s12",
               "mlstm-L2-uni-I3-H6-NH2-K3-T10-B3-len10.6.0-f64-s3",
               "mlstm-L1-uni-I2-H3-K2-strongdecay-T9-B2-len9.2-f64-s5"]
 # a case of two chunks (the second partial) per family: the mutant of its Triton kernel shows there
-MUTANT_CASES = {"gla": "gla-L1-uni-I2-H4-K2-R1-T5-B2-len5.3-f32-s12",
-                "gdn": "gdn-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1",
-                "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3"}
+# two chunks of the kernels' default chunk (4), named so (-kc.chunk.4): a drawn chunk of 8 is one chunk
+MUTANT_CASES = {"gla": "gla-L1-uni-I2-H4-K2-R1-T5-B2-len5.3-f32-s12-kc.chunk.4",
+                "gdn": "gdn-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1-kc.chunk.4",
+                "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3-kc.chunk.4"}
 
 
 def gpu_and_cpu(case: Case, chunk: int) -> tuple[dict, dict]:
