@@ -131,7 +131,8 @@ def sweep(targets: Any, *, cases: int | None = None, seed: int | None = None, co
     (gradient requests, head-gradient variants and length patterns kept); ``input_size``,
     ``hidden_size``, ``max_len`` and ``batch_size`` (a size, ``(min, max)`` or ``"min..max"``);
     ``family_options``, a family's own options kept at these values, e.g. ``{"gated": True,
-    "heads": (1, 2)}`` (``--family-option``). An unknown keyword is a UsageError naming the known ones.
+    "heads": (1, 2)}`` (``--family-option``); ``kernel_config``, the kernel configurations every case
+    names, e.g. ``{"chunk": (4, 8)}`` (``--kernel-config``). An unknown keyword is a UsageError naming the known ones.
 
     ``strict_contracts`` (None: the profile's ``[checks] strict_contracts``) makes out-of-contract
     rows fail the run (docs/contracts.md, "Target contracts").

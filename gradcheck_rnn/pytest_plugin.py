@@ -65,7 +65,8 @@ class RNNGradcheck:
         keyword of a ``gradcheck-rnn sweep`` flag (``modes=["gru"]``, ``layers=1``,
         ``bidirectional=False``, ``dtypes``, ``projections=False``, ``hidden_size=(2, 4)``,
         ``heads``, ``lengths``, ``bias``, ``initial_state``, ``input_size``, ``zero_length``,
-        ``long_memory``, ``packed_tail``, ``wants``, ``max_len``, ``batch_size``, ``family_options``):
+        ``long_memory``, ``packed_tail``, ``wants``, ``max_len``, ``batch_size``, ``family_options``,
+        ``kernel_config``):
         a one-mode target is judged on every case instead of a quarter of
         them. Raises :class:`GradcheckFailed` on any failure or when nothing was judged.
         """

@@ -30,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("gradcheck_rnn.strategies needs hypothesis: pip install hypothesis") from exc
 
 from .model.case import DTYPES, HEADS, MODES, WANTS_GROUPS, Case, RNNConfig, make_case
+from .model.layouts import GRAD_LAYOUTS, INPUT_LAYOUTS
 from .errors import UsageError
 from .families import family, modes as family_modes
 
@@ -71,7 +72,7 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
           wants: Sequence[str] = WANTS_GROUPS, heads: Sequence[str] = HEADS,
           no_initial_state: bool = True, projections: bool = False, no_bias: bool = False,
           zero_lengths: bool = False, long_memory: bool = False,
-          packed_tail: bool = False) -> st.SearchStrategy[Case]:
+          packed_tail: bool = False, layouts: bool = False) -> st.SearchStrategy[Case]:
     """A strategy of :class:`Case` objects that shrinks toward small cases.
 
     ``modes``, ``dtypes``, ``wants`` and ``heads`` are the choices drawn from (the first is the
@@ -80,7 +81,8 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
     variants, and ``projections`` (LSTM ``-P<proj>``), ``no_bias`` (``-nobias``) and
     ``zero_lengths`` (sequences of length 0) the API surface beyond the four modes, and
     ``long_memory`` (``-longmem``, where the family has that regime) and ``packed_tail``
-    (``-tail<n>``, 1..4 rows) — off by default, so that existing property tests draw what they drew; each is a boolean per case (per
+    (``-tail<n>``, 1..4 rows) and ``layouts`` (the head gradients and x handed as non-contiguous
+    views, ``-dy<T|S|E>`` and ``-xS``: gradcheck_rnn/model/layouts.py) — off by default, so that existing property tests draw what they drew; each is a boolean per case (per
     sequence for lengths) that shrinks to the plain path. Bad arguments raise UsageError when the
     strategy is made, not while drawing.
     """
@@ -129,7 +131,11 @@ def cases(modes: Sequence[str] = MODES, max_layers: int = 2, max_len: int = 5, d
         omit_state = draw(st.booleans()) if no_initial_state else False
         seed = draw(st.integers(0, MAX_DATA_SEED))
         tail = draw(st.integers(0, 4)) if packed_tail else 0
-        return make_case(config, lengths, seed, wants=group, heads=head, initial_state=not omit_state, tail=tail)
+        # "" (contiguous) first: what shrinking returns to
+        grad_layout = draw(st.sampled_from(("",) + GRAD_LAYOUTS)) if layouts else ""
+        input_layout = draw(st.sampled_from(("",) + INPUT_LAYOUTS)) if layouts else ""
+        return make_case(config, lengths, seed, wants=group, heads=head, initial_state=not omit_state, tail=tail,
+                         grad_layout=grad_layout, input_layout=input_layout)
 
     return draw_case()
 

@@ -46,8 +46,8 @@ def _mlstm_slip(kernel, slip):
     if slip == "transposed_state":
         correct_call = module.MLSTMTarget._call
 
-        def call(self, name, q, k, v, i, f, states):
-            return correct_call(self, name, q, k, v, i, f, (_transposed(states[0]), *states[1:]))
+        def call(self, name, q, k, v, i, f, states, *chunk_size):
+            return correct_call(self, name, q, k, v, i, f, (_transposed(states[0]), *states[1:]), *chunk_size)
 
         module.MLSTMTarget._call = call
     else:

@@ -23,7 +23,10 @@ def case_specs(draw):
     lengths = draw(st.lists(st.integers(0, T), min_size=B, max_size=B))
     return dict(config=config, seq_lengths=lengths, seed=draw(st.integers(0, 2**63 - 1)),
                 wants=draw(st.sampled_from(WANTS_GROUPS)), heads=draw(st.sampled_from(HEADS)),
-                initial_state=draw(st.booleans()), tail=draw(st.sampled_from([0, 0, 1, 4])))
+                initial_state=draw(st.booleans()), tail=draw(st.sampled_from([0, 0, 1, 4])),
+                grad_layout=draw(st.sampled_from(["", "T", "S", "E"])), input_layout=draw(st.sampled_from(["", "S"])),
+                kernel_config=tuple(sorted(draw(st.dictionaries(st.sampled_from(["chunk", "warps", "backend"]),
+                                                                st.sampled_from([4, 128, "triton"]), max_size=2)).items())))
 
 
 @settings(max_examples=150, deadline=None)

@@ -46,16 +46,17 @@ KERNEL_IDS = ["gla-L2-uni-I2-H6-NH2-K3-R1-T10-B3-len10.7.0-f64-s12",
               "deltaproduct-L2-uni-I3-H6-NH2-K3-n2-T5-B3-len5.4.0-f64-s3",
               "deltaproduct-L1-uni-I2-H3-K3-n3-longmem-T4-B2-len4.3-f64-s4"]
 # a case of two chunks (the second partial) per family: the mutant of its Triton kernel shows there
-MUTANT_CASES = {"gla": "gla-L1-uni-I2-H4-K2-R1-T5-B2-len5.3-f32-s12",
-                "gdn": "gdn-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1",
-                "kda": "kda-L1-uni-I3-H4-NH2-K2-R1-T5-B2-len5.4-f32-s1",
-                "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3",
-                "deltaproduct": "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T5-B2-len5.4-f32-s1"}
+# two chunks of the kernels' default chunk (4), named so (-kc.chunk.4): a drawn chunk of 8 is one chunk
+MUTANT_CASES = {"gla": "gla-L1-uni-I2-H4-K2-R1-T5-B2-len5.3-f32-s12-kc.chunk.4",
+                "gdn": "gdn-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1-kc.chunk.4",
+                "kda": "kda-L1-uni-I3-H4-NH2-K2-R1-T5-B2-len5.4-f32-s1-kc.chunk.4",
+                "mlstm": "mlstm-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s3-kc.chunk.4",
+                "deltaproduct": "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T5-B2-len5.4-f32-s1-kc.chunk.4"}
 # a case of one chunk per family: the mutant's shifted read finds no other chunk (deltaproduct's
 # chunks hold n sub-steps a token: two tokens of two steps)
 ONE_CHUNK_CASES = {family: case_id.replace("-T5-", "-T4-").replace("-len5.", "-len4.")
                    for family, case_id in MUTANT_CASES.items()}
-ONE_CHUNK_CASES["deltaproduct"] = "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T2-B2-len2.1-f32-s1"
+ONE_CHUNK_CASES["deltaproduct"] = "deltaproduct-L1-uni-I3-H4-NH2-K2-n2-T2-B2-len2.1-f32-s1-kc.chunk.4"
 
 
 def gpu_and_cpu(case: Case, chunk: int) -> tuple[dict, dict]:

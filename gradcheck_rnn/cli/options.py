@@ -143,7 +143,7 @@ def knob_option(knob: Knob) -> Callable[[Any], Any]:
         return click.option(f"--{knob.flag}", knob.field, type=SizeRange(), default=None, help=knob.help)
     names = {"modes": ModeType(), "names": click.Choice(knob.choices)}.get(knob.kind)  # None: NAME=VALUE text
     return click.option(f"--{knob.flag}", knob.field, multiple=True, type=names,
-                        metavar="NAME=VALUE" if knob.kind == "options" else None, help=knob.help)
+                        metavar="NAME=VALUE" if knob.kind in ("options", "configs") else None, help=knob.help)
 
 
 # The shape of the draw (sweep and mutants), and what a target takes (sweep): each intersects the profile.

@@ -82,6 +82,11 @@ class FuturePair:
 class CaseContext:
     """The truth of one case, each part computed on first use (see the module docstring)."""
 
+    def configured(self, case: Case) -> "CaseContext":
+        """This truth for ``case``, the same case under a kernel configuration (``-kc.<name>.<value>``),
+        which no reference reads: its checks run ``case`` and share what this context computed."""
+        return ConfiguredContext(self, case)
+
     def __init__(self, case: Case) -> None:
         self.case = case
 
@@ -181,3 +186,21 @@ class CaseContext:
         from ..references.drift import checked_allowance
 
         return checked_allowance(self.case, self.expected["loop"])
+
+
+class ConfiguredContext(CaseContext):
+    """A context's truth under another case object with the same data (:meth:`CaseContext.configured`):
+    ``case`` is its own, every part of the truth the base context's, computed there once."""
+
+    def __init__(self, base: CaseContext, case: Case) -> None:
+        super().__init__(case)
+        self.base = base
+
+    def __getattribute__(self, name: str):
+        if name in _TRUTH:
+            return getattr(object.__getattribute__(self, "base"), name)
+        return object.__getattribute__(self, name)
+
+
+# the parts of a context computed from its case's data: a ConfiguredContext reads them from its base
+_TRUTH = frozenset(name for name, value in vars(CaseContext).items() if isinstance(value, cached_property))

@@ -35,10 +35,11 @@ import numpy as np
 
 from ..model.case import Case, Outputs, as_mapping, private_copy, with_changes
 from .checks import CHECKS
-from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
+from .checks.base import Nondeterministic, ReferenceDisagreement, Skip, case_rng
 from .compare import TensorError, tail_name, to_float64
 from .context import Arrays, CaseContext
 from ..errors import INTERRUPTS, TargetReported, UsageError
+from ..model.layouts import draw_kernel_config, kernel_config_refusal
 from ..rows.result import CaseResult
 from ..targets import Target, as_target
 from ..targets.contracts import Contract, broken, declared_contracts, reached
@@ -421,6 +422,43 @@ def judged_case(case: Case, target: Target) -> Case | str:
     return with_changes(case, config=config)
 
 
+KERNEL_CONFIG_SALT = 6  # case_rng's salt of the kernel configuration a target runs a case under
+
+
+def configured_case(case: Case, target: Target) -> Case | str:
+    """``case`` under the kernel configuration ``target`` runs it with (docs/contracts.md, "Kernel
+    configurations"): every name the target declares (``kernel_configs(config)``) and the case
+    does not name gets one of its candidates, drawn from the case's own generator (salt
+    :data:`KERNEL_CONFIG_SALT`), so the same case id and target always draw the same; the case
+    comes back unchanged when there is nothing to draw, and a :class:`Declined` sentence when the
+    case names a value the target does not offer."""
+    candidates = target.kernel_configs(case.config)
+    if not candidates:
+        return case
+    refusal = kernel_config_refusal(candidates, case.kernel_config)
+    if refusal is not None:
+        return Declined(refusal)
+    chosen = draw_kernel_config(case_rng(case, KERNEL_CONFIG_SALT), candidates, case.kernel_config)
+    return case if chosen == case.kernel_config else with_changes(case, kernel_config=chosen)
+
+
+def _configured(context: CaseContext, target: Target) -> tuple[CaseContext, bool | str, str]:
+    """The context ``target`` is judged in under its kernel configuration (:func:`configured_case`),
+    and whether it takes that case: (context, True or why not, the frames when asking raised)."""
+    try:
+        configured = configured_case(context.case, target)
+    except INTERRUPTS:
+        raise
+    except BaseException as exc:  # the target's own declaration raised: its error, not the run's
+        message, _ = describe_exception(exc, target=target.impl)
+        return context, f"kernel_configs raised {message}", "(the target's declared kernel configurations)"
+    if isinstance(configured, str):
+        return context, str(configured), ""
+    if configured is not context.case:
+        context = context.configured(configured)
+    return (context, *_supported(target, context.case))
+
+
 def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Tolerances | None = None,
           checks: Iterable[str] = ("reference",), start: int = 0) -> Iterator[CaseResult]:
     """Every enabled check of every target on one case: rows target by target, check by check.
@@ -430,7 +468,9 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
     gradient convention other than the default is judged on the case under it (:func:`judged_case`,
     its rows named by that case's id), whose context the targets that declare the same share.
     ``start`` skips the first rows of that order: a worker process resumes a case there after
-    the row before crashed its predecessor.
+    the row before crashed its predecessor. A target that declares kernel configurations is
+    judged on the case under the one drawn for it (:func:`configured_case`), its rows named by
+    that case's id, with the truth of the case it was drawn for.
     """
     base = case if isinstance(case, CaseContext) else CaseContext(case)
     contexts = {base.case.id: base}
@@ -449,7 +489,7 @@ def judge(case: Case | CaseContext, targets: Iterable[Any], tolerances: Toleranc
                 supported, frames = str(convention), "" if declined else "(the target's declared gradient convention)"
             else:
                 context = contexts.setdefault(convention.id, CaseContext(convention))
-                supported, frames = _supported(target, context.case)
+                context, supported, frames = _configured(context, target)
         try:
             contracts = broken(declared_contracts(target.impl, target.name), context.case)
         except UsageError as exc:  # a declaration the tool cannot test: the target's own error

@@ -67,6 +67,8 @@ from ..families.matrix import NORM_EPS
 from .layer_stack import LayerStackKernel, pre_norm, stacked_maps_backward
 
 DEFAULT_CHUNK = 4
+# the chunk sizes a sweep draws for it (kernel configuration "chunk"); tolerances measured at each (benchmarks/RESULTS.md)
+CHUNK_SIZES = (2, 4, 8)
 MAPS = ("w_q", "w_k", "w_v", "w_a", "w_b")  # the rows of the one input GEMM, in this order
 
 
@@ -160,6 +162,8 @@ class Layer(Chunks, Projected):
 
 class GDNCPUKernel(LayerStackKernel):
     """The fused gdn kernel (see the module docstring); subclass and override one stage to mutate."""
+
+    CHUNK_SIZES = CHUNK_SIZES
 
     def __init__(self, chunk: int = DEFAULT_CHUNK) -> None:
         if chunk < 1:

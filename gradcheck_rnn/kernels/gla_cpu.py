@@ -47,6 +47,8 @@ from ..families.matrix import NORM_EPS
 from .layer_stack import LayerStackKernel, pre_norm, pre_norm_backward
 
 DEFAULT_CHUNK = 4
+# the chunk sizes a sweep draws for it (kernel configuration "chunk"); tolerances measured at each (benchmarks/RESULTS.md)
+CHUNK_SIZES = (2, 4, 8)
 DEFAULT_KEY_BLOCK = 2  # smaller than most drawn K (1..4), so a partial last block is common
 
 
@@ -69,6 +71,8 @@ class Layer:
 
 class GLACPUKernel(LayerStackKernel):
     """The fused gla kernel (see the module docstring); subclass and override one stage to mutate."""
+
+    CHUNK_SIZES = CHUNK_SIZES
 
     def __init__(self, chunk: int = DEFAULT_CHUNK, key_block: int = DEFAULT_KEY_BLOCK) -> None:
         if chunk < 1 or key_block < 1:

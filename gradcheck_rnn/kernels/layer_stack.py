@@ -8,6 +8,7 @@ the stages take and give one tensor per state, in that order."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping
 
 import numpy as np
@@ -16,6 +17,7 @@ from torch import Tensor
 
 from ..model.case import Case, Outputs, RNNConfig
 from ..model.layout import param_key
+from .strided import as_tensor
 
 
 class LayerStackKernel:
@@ -27,6 +29,25 @@ class LayerStackKernel:
     * ``layer_backward(cfg, p, saved, mask, dy, dhy[, dcy], need_weights, need_x) -> (dx, dh0[, dc0],
       grads)``: dx (None unless ``need_x``), the initial states' gradients and, when
       ``need_weights``, the layer's parameter gradients by kind."""
+
+    # the chunk sizes this kernel offers as its kernel configuration "chunk" (docs/contracts.md,
+    # "Kernel configurations"), held in its ``chunk`` attribute; none: it runs its own only
+    CHUNK_SIZES: tuple[int, ...] = ()
+
+    def kernel_configs(self) -> dict[str, tuple]:
+        """What this kernel can run with: ``{"chunk": CHUNK_SIZES}``, or {} when it offers nothing."""
+        return {"chunk": self.CHUNK_SIZES} if self.CHUNK_SIZES else {}
+
+    def under(self, kernel_config: Any) -> "LayerStackKernel":
+        """This kernel under a case's kernel configuration (sorted (name, value) pairs): a copy with
+        the values of the names it declares set, or itself when the case names none of them."""
+        own = {name: value for name, value in kernel_config if name in self.kernel_configs()}
+        if not own:
+            return self
+        configured = copy.copy(self)
+        for name, value in own.items():
+            setattr(configured, name, value)
+        return configured
 
     def layer_forward(self, cfg: RNNConfig, p: Mapping[str, Tensor], x: Tensor, mask: Tensor,
                       *states_and_index: Any) -> tuple[Any, ...]:
@@ -41,8 +62,8 @@ class LayerStackKernel:
         cfg = case.config
         T, B, L = cfg.max_len, cfg.batch_size, cfg.num_layers
 
-        def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+        def tensor(a: np.ndarray) -> Tensor:  # in the case's layout (kernels/strided.py)
+            return as_tensor(a, dtype, device)
 
         # (name, initial value, head gradient) of each state tensor: h, and c where the family has one
         names = ("h0", "c0") if cfg.has_cell_state else ("h0",)
@@ -63,7 +84,7 @@ class LayerStackKernel:
                 layers.append(state)
             need_weights = any(k in case.wants for k in case.params)
             grads: dict[str, Tensor] = {}
-            dy, starts = tensor(case.dy), []
+            dy, starts = self.incoming_gradient(tensor(case.dy)), []
             for layer in reversed(range(L)):
                 need_x = layer > 0 or "x" in case.wants
                 dy, *start, unit_grads = self.layer_backward(cfg, units[layer], layers[layer], mask, dy,
@@ -78,6 +99,12 @@ class LayerStackKernel:
         hy, *cy = (torch.stack([final[i] for final in finals]) for i in range(len(names)))
         return Outputs(y=inp, hy=hy, cy=cy[0] if cy else None,
                        grads={k: v for k, v in grads.items() if k in case.wants})
+
+    def incoming_gradient(self, dy: Tensor) -> Tensor:
+        """The top layer's dy as the backward reads it: as handed in, whatever its strides (a hook,
+        for a mutant that assumes them)."""
+        return dy
+
 
 def pre_norm(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """x̂ = x / r with r = sqrt(mean(x²) + eps) over the features, and r: the RMS pre-norm that

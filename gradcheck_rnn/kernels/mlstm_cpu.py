@@ -54,6 +54,8 @@ from ..families.mlstm import EPS
 from .layer_stack import LayerStackKernel, pre_norm, stacked_maps_backward
 
 DEFAULT_CHUNK = 4
+# the chunk sizes a sweep draws for it (kernel configuration "chunk"); tolerances measured at each (benchmarks/RESULTS.md)
+CHUNK_SIZES = (2, 4, 8)
 MAPS = ("w_q", "w_k", "w_v", "w_i", "w_f")  # the layer's maps from x̂, stacked into one GEMM
 
 # Shapes below: B batch, NH heads, NC chunks, c = chunk, K key and V value units per head.
@@ -119,6 +121,8 @@ class Intra:
 
 class MLSTMCPUKernel(LayerStackKernel):
     """The chunkwise mLSTM kernel (see the module docstring); subclass and override one stage to mutate."""
+
+    CHUNK_SIZES = CHUNK_SIZES
 
     def __init__(self, chunk: int = DEFAULT_CHUNK) -> None:
         if chunk < 1:

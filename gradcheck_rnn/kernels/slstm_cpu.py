@@ -42,6 +42,7 @@ from torch import Tensor
 
 from ..model.case import Case, Outputs, RNNConfig
 from ..model.layout import directions, param_key
+from .strided import as_tensor
 
 
 @dataclass
@@ -191,8 +192,8 @@ class SLSTMCPUKernel:
         dirs = directions(cfg)
         D = len(dirs)
 
-        def tensor(a: np.ndarray) -> Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+        def tensor(a: np.ndarray) -> Tensor:  # in the case's layout (kernels/strided.py)
+            return as_tensor(a, dtype, device)
 
         lengths = torch.from_numpy(case.seq_lengths).to(device)
         mask = (torch.arange(T, device=device)[:, None] < lengths[None, :])[..., None]

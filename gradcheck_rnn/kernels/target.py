@@ -14,6 +14,7 @@ from torch import Tensor
 from ..model.case import Case, Outputs, RNNConfig
 from ..families import CUDNN_MODES
 from .algorithm import FusedKernel
+from .strided import as_tensor
 
 
 class FusedTarget:
@@ -53,16 +54,24 @@ class FusedTarget:
             return f"{self.name} computes {config.mode} in {' and '.join(self.family_dtypes)} only, not {config.dtype}"
         return True
 
+    def kernel_configs(self, config: RNNConfig) -> dict[str, tuple]:
+        """The kernel configurations of the config's family kernel (the matrix families' chunk
+        sizes); {} for cuDNN's cells and a kernel that declares none."""
+        declare = getattr(self.family_kernels.get(config.mode), "kernel_configs", None)
+        return {} if declare is None else declare()
+
     def run(self, case: Case) -> Outputs:
         """Forward, backward_data and (when any parameter is requested) backward_weights."""
         config = case.config
         dtype, device = self.dtypes[config.dtype], self.device
         family_kernel = self.family_kernels.get(config.mode)
         if family_kernel is not None:
+            if hasattr(family_kernel, "under"):  # under the case's kernel configuration (-kc.chunk.8)
+                family_kernel = family_kernel.under(case.kernel_config)
             return family_kernel.run(case, dtype, device)
 
-        def tensor(a: np.ndarray | None) -> Tensor | None:
-            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+        def tensor(a: np.ndarray | None) -> Tensor | None:  # in the case's layout (kernels/strided.py)
+            return None if a is None else as_tensor(a, dtype, device)
 
         params = {k: tensor(v) for k, v in case.params.items()}
         y, hy, cy, state = self.kernel.forward(tensor(case.x), case.seq_lengths.tolist(), tensor(case.h0),

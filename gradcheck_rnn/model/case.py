@@ -1,6 +1,6 @@
 """The case model: one fully described RNN problem, named by a case id that rebuilds it bit for bit.
 
-    lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273[-w<group>][-g<heads>][-z]
+    lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273[-w<group>][-g<heads>][-z][-tail<n>][-dy<T|S|E>][-xS][-kc.<name>.<value>...]
     lstm-L2-bi-I3-H5-P3-nobias-T7-B3-len7.4.0-f32-s9      (projection, no biases, a length 0)
 
 The API-surface tokens sit right after ``H<hidden>`` and are absent at their defaults, so every
@@ -23,8 +23,9 @@ breaking change; tests pin known values). S is the state width: P with projectio
 6. dhy (L·D, B, S) standard normal;
 7. dcy (L·D, B, c_size) standard normal, for a family with a cell state.
 
-Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``, ``-tail<n>``) change nothing
-else; the packed tail's rows (x and dy past the last sequence) come from a generator of their own
+Everything is always drawn, so the variants (``-w``, ``-g``, ``-z``, ``-tail<n>``, the layouts and
+kernel configurations of :mod:`gradcheck_rnn.model.layouts`) change nothing else (``-dyE`` then
+broadcasts each head gradient's first element of the last axis across it); the packed tail's rows (x and dy past the last sequence) come from a generator of their own
 (:mod:`gradcheck_rnn.model.packed`).
 Variants are then applied (zeroed heads, omitted states), and finally every array is rounded
 to the case dtype, so a target computing in that dtype sees exactly the master values and the
@@ -45,6 +46,8 @@ from .rnn_config import DTYPES, HEADS, MAX_SEED, MODES, TORCH_DTYPE_NAMES, WANTS
 from ..families import family, known, modes
 from ..errors import UsageError
 from .layout import param_names, param_shapes
+from .layouts import (GRAD_LAYOUTS, INPUT_LAYOUTS, KERNEL_CONFIG_TOKEN, broadcast_heads, config_value,
+                      format_kernel_config, lay_out, normal_kernel_config)
 
 __all__ = ["DTYPES", "HEADS", "MODES", "TORCH_DTYPE_NAMES", "WANTS_GROUPS", "Case", "Outputs", "RNNConfig",
            "make_case", "with_changes"]
@@ -147,6 +150,11 @@ class Case:
     # rows of padding after the last sequence in the packed form (case id ``-tail<n>``, see
     # :mod:`gradcheck_rnn.model.packed`); a padded target never sees them
     tail: int = 0
+    # how dy/dhy/dcy and x are laid out in memory when handed to a target (case id -dy<T|S|E>, -xS)
+    # and the kernel configuration it runs under (-kc.<name>.<value>): gradcheck_rnn/model/layouts.py
+    grad_layout: str = ""
+    input_layout: str = ""
+    kernel_config: Any = ()
     wants_group: str = field(default="all", init=False)
 
     def __post_init__(self) -> None:
@@ -156,6 +164,10 @@ class Case:
         if isinstance(self.tail, bool) or not isinstance(self.tail, (int, np.integer)) or not 0 <= self.tail <= MAX_TAIL:
             raise UsageError(f"tail={self.tail!r} is not allowed; a packed tail has 0..{MAX_TAIL} rows")
         self.tail = int(self.tail)
+        if self.grad_layout not in ("", *GRAD_LAYOUTS) or self.input_layout not in ("", *INPUT_LAYOUTS):
+            raise UsageError(f"layouts dy{self.grad_layout!r}, x{self.input_layout!r} are not allowed; head gradients "
+                             f"take {', '.join(GRAD_LAYOUTS)}, x takes {', '.join(INPUT_LAYOUTS)}")
+        self.kernel_config = normal_kernel_config(self.kernel_config)
         initial_state = self.h0 is not None
         if isinstance(self.wants, str):
             self.wants_group = self.wants
@@ -170,7 +182,7 @@ class Case:
     @property
     def id(self) -> str:
         return format_case_id(self.config, self.seq_lengths, self.seed, self.wants_group, self.heads,
-                              self.h0 is not None, self.tail)
+                              self.h0 is not None, self.tail, self.grad_layout, self.input_layout, self.kernel_config)
 
     @property
     def initial_state(self) -> bool:
@@ -220,10 +232,13 @@ _VARIANT_PATTERNS: list[tuple[str, str]] = [
     ("heads", rf"g({'|'.join(HEADS[1:])})"),
     ("initial_state", r"(z)"),
     ("tail", r"tail([1-9]\d*)"),
+    ("grad_layout", rf"dy([{''.join(GRAD_LAYOUTS)}])"),
+    ("input_layout", rf"x([{''.join(INPUT_LAYOUTS)}])"),
 ]
 ID_FORMAT = ("<mode>-L<layers>-<uni|bi>-I<input>-H<hidden>[-P<proj>][-<family options>][-nobias][-longmem]"
              "-T<maxlen>-B<batch>"
-             "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z][-tail<rows>]")
+             "-len<l_0>.<l_1>...-<dtype>-s<seed>[-w<group>][-g<heads>][-z][-tail<rows>][-dy<T|S|E>][-xS]"
+             "[-kc.<name>.<value>...]")
 
 
 # The mode, dtype and wants group of a case id, read by its fixed grammar alone (no family is
@@ -276,6 +291,12 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
         position += 1
     variants: dict[str, str] = {}
     remaining = parts[position:]
+    kernel_config = []
+    while remaining and (token := KERNEL_CONFIG_TOKEN.fullmatch(remaining[-1])):  # the last tokens
+        kernel_config.insert(0, (token[1], config_value(token[2])))
+        remaining = remaining[:-1]
+    if kernel_config != sorted(kernel_config):
+        raise UsageError(f"case id {case_id!r}: the -kc.<name>.<value> tokens must come in name order")
     order = iter(_VARIANT_PATTERNS)
     for part in remaining:
         for name, pattern in order:
@@ -285,7 +306,9 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
                 break
         else:
             raise UsageError(f"case id {case_id!r}: suffix {part!r} is not allowed; variant suffixes are "
-                             f"-w{{{'|'.join(WANTS_GROUPS[1:])}}}, -g{{{'|'.join(HEADS[1:])}}}, -z, -tail<rows>, in that order")
+                             f"-w{{{'|'.join(WANTS_GROUPS[1:])}}}, -g{{{'|'.join(HEADS[1:])}}}, -z, -tail<rows>, "
+                             f"-dy{{{'|'.join(GRAD_LAYOUTS)}}}, -x{{{'|'.join(INPUT_LAYOUTS)}}}, in that order, "
+                             f"then -kc.<name>.<value> tokens")
     if values.get("proj_size") is not None and int(values["proj_size"]) == 0:
         raise UsageError(f"case id {case_id!r}: part 'P0' is not allowed; leave -P<proj> out for no projection")
     seed = int(values["seed"])
@@ -303,6 +326,9 @@ def parse_case_id(case_id: str) -> dict[str, Any]:
         "heads": variants.get("heads", "all"),
         "initial_state": "initial_state" not in variants,
         "tail": int(variants.get("tail", 0)),
+        "grad_layout": variants.get("grad_layout", ""),
+        "input_layout": variants.get("input_layout", ""),
+        "kernel_config": normal_kernel_config(kernel_config),
     }
 
 
@@ -316,7 +342,8 @@ def _config_from_id(values: dict[str, Any], options: dict[str, Any]) -> RNNConfi
 
 
 def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: Any = "all",
-              heads: str = "all", initial_state: bool = True, tail: int = 0) -> Case:
+              heads: str = "all", initial_state: bool = True, tail: int = 0, grad_layout: str = "",
+              input_layout: str = "", kernel_config: Any = ()) -> Case:
     """Draw a case's data from its seed in the fixed order documented in this module."""
     check_size_budget(config)
     lengths = validate_lengths(config, seq_lengths)
@@ -348,23 +375,30 @@ def make_case(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants: A
         dy = dy * last_step
     if not initial_state:
         h0 = c0 = None
+    if grad_layout == "E":  # equal along the last axis, so that a stride of 0 can hand them down
+        dy, dhy, dcy = broadcast_heads(dy), broadcast_heads(dhy), broadcast_heads(dcy)
 
     def rounded(a: np.ndarray | None) -> np.ndarray | None:
         return None if a is None else round_to_dtype(a, config.dtype)
 
     return Case(config=config, x=rounded(x), seq_lengths=lengths, h0=rounded(h0), c0=rounded(c0),
                 params={k: rounded(v) for k, v in params.items()}, dy=rounded(dy), dhy=rounded(dhy),
-                dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads, tail=tail)
+                dcy=rounded(dcy), seed=int(seed), wants=wants, heads=heads, tail=tail, grad_layout=grad_layout,
+                input_layout=input_layout, kernel_config=kernel_config)
 
 
 def format_case_id(config: RNNConfig, seq_lengths: Sequence[int], seed: int, wants_group: str = "all",
-                   heads: str = "all", initial_state: bool = True, tail: int = 0) -> str:
+                   heads: str = "all", initial_state: bool = True, tail: int = 0, grad_layout: str = "",
+                   input_layout: str = "", kernel_config: Any = ()) -> str:
     """The case id of the case these values make (``Case.id``), without drawing its data."""
     lengths = ".".join(str(int(v)) for v in seq_lengths)
     suffix = "" if wants_group == "all" else f"-w{wants_group}"
     suffix += "" if heads == "all" else f"-g{heads}"
     suffix += "" if initial_state else "-z"
     suffix += f"-tail{tail}" if tail else ""
+    suffix += f"-dy{grad_layout}" if grad_layout else ""
+    suffix += f"-x{input_layout}" if input_layout else ""
+    suffix += format_kernel_config(normal_kernel_config(kernel_config))
     return f"{config.prefix}-len{lengths}-{config.dtype}-s{seed}{suffix}"
 
 
@@ -391,18 +425,25 @@ class CaseRef:
         except UsageError as exc:
             raise UsageError(f"case id {case_id!r}: {exc}") from None
         return cls(format_case_id(spec["config"], spec["seq_lengths"], spec["seed"], spec["wants"], spec["heads"],
-                                  spec["initial_state"], spec["tail"]), spec["config"], spec["wants"])
+                                  spec["initial_state"], spec["tail"], spec["grad_layout"], spec["input_layout"],
+                                  spec["kernel_config"]), spec["config"], spec["wants"])
 
 
 def private_copy(case: Case) -> Case:
     """A copy of ``case`` that shares no mutable data with it: every array is copied (the config
     is frozen, the rest immutable), so a target's in-place writes reach nobody else. Much
-    cheaper than ``copy.deepcopy``, which the engine would otherwise pay on every target run."""
+    cheaper than ``copy.deepcopy``, which the engine would otherwise pay on every target run.
+    The copy is what a target is handed, so its head gradients and x come in the case's layouts
+    (:func:`gradcheck_rnn.model.layouts.lay_out`): the same values, other strides."""
     copied = copy.copy(case)
     for name, value in vars(case).items():
         if isinstance(value, np.ndarray):
             setattr(copied, name, value.copy())
     copied.params = {key: value.copy() for key, value in case.params.items()}
+    if case.grad_layout:
+        copied.dy, copied.dhy, copied.dcy = (lay_out(a, case.grad_layout) for a in (case.dy, case.dhy, case.dcy))
+    if case.input_layout:
+        copied.x = lay_out(case.x, case.input_layout)
     return copied
 
 

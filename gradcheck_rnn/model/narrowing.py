@@ -54,7 +54,7 @@ class Knob:
 
     field: str  # the Narrowing field and the API keyword
     flag: str  # the long flag without "--": "hidden-size"
-    kind: str  # "modes", "names" (repeatable), "count", "switch", "range" or "options" (NAME=VALUE)
+    kind: str  # "modes", "names" (repeatable), "count", "switch", "range", "options" or "configs" (NAME=VALUE)
     help: str
     choices: tuple[str, ...] = ()  # the names a "names" knob takes
     negative: str = ""  # a switch's "off" flag: "no-projections", "unidirectional"
@@ -82,6 +82,8 @@ class Knob:
             return parse_range(value, self.field)
         if self.kind == "options":
             return parse_family_options(value)
+        if self.kind == "configs":
+            return parse_kernel_configs(value)
         if self.kind == "count":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"{self.field}={value!r} is not allowed; give a whole number >= 1 or None "
@@ -105,6 +107,8 @@ class Knob:
             return [f"--{self.flag} {value}"]
         if self.kind == "options":
             return [f"--{self.flag} {_option_text(name, option)}" for name, option in value]
+        if self.kind == "configs":
+            return [f"--{self.flag} {name}={','.join(map(str, values))}" for name, values in value]
         return [f"--{self.flag} {name}" for name in value]
 
 
@@ -153,13 +157,19 @@ KNOBS = (
          "--family-option exp_forget=off (no -expf). Families without the option draw as before; the option "
          "names are in docs/concepts/families.md; --family-option strong_decay=on or off is the flag of a "
          "profile's draw.strong_decay.", draws="strong_decay"),
+    Knob("kernel_config", "kernel-config", "configs",
+         "Run the targets that declare kernel configurations only under these values (repeatable): "
+         "NAME=VALUE or NAME=V1,V2 (one drawn per case), e.g. --kernel-config chunk=8. Every case names its "
+         "value (-kc.<name>.<value>); a target without that configuration name ignores it, one that does not "
+         "offer the value declines the case (docs/concepts/checks.md, \"Kernel configurations\")."),
 )
 KNOB = {knob.field: knob for knob in KNOBS}
 SHAPE_KNOBS = KNOBS[:4]  # --mode, --layers, --[uni|bi]directional, --dtype
 
 # The draw settings of a profile that no knob narrows, and why: the size knobs draw the edge shapes
 # alone (--batch-size 1, --max-len 1), and a kernel's chunk sizes are the profile's to choose.
-NOT_NARROWED = ("edge_shapes", "chunk_sizes")
+# The layouts need none: a target that cannot take a non-contiguous view declines it (supports_case).
+NOT_NARROWED = ("edge_shapes", "chunk_sizes", "noncontiguous_grads", "strided_input")
 # The switches: what "on" means in a sentence (each sets its draw setting, a probability, to 1 or 0).
 SWITCHES = {"projections": "a projection", "bias": "biases", "initial_state": "an initial state",
             "zero_length": "a zero-length sequence", "long_memory": "long memory (-longmem)",
@@ -217,6 +227,34 @@ def parse_family_options(given: Mapping[str, Any] | Iterable[str] | None) -> tup
     return tuple(sorted(pairs))
 
 
+def parse_kernel_configs(given: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, tuple], ...]:
+    """``{"chunk": (4, 8)}`` or ``["chunk=4,8"]`` as sorted (name, values) pairs, each value as a
+    case id writes it (:mod:`gradcheck_rnn.model.layouts`); UsageError in one sentence otherwise."""
+    from .layouts import normal_kernel_config
+
+    if isinstance(given, str):
+        given = [given]
+    items = given.items() if isinstance(given, Mapping) else (str(t).partition("=")[::2] for t in given or ())
+    pairs: list[tuple[str, tuple]] = []
+    for name, values in items:
+        listed = [v.strip() for v in values.split(",")] if isinstance(values, str) else \
+            list(values) if isinstance(values, (list, tuple)) else [values]
+        if not name or not listed or any(v in ("", None) for v in listed):
+            given_text = f"{name}={values}" if values not in ("", None) else str(name)
+            raise UsageError(f"--kernel-config {given_text} is not allowed; give NAME=VALUE or NAME=V1,V2, "
+                             f"e.g. chunk=8")
+        try:
+            kept = tuple(dict.fromkeys(normal_kernel_config([(name, v)])[0][1] for v in listed))
+        except UsageError as exc:
+            raise UsageError(f"--kernel-config {name}={values}: {exc}") from None
+        pairs.append((str(name), kept))
+    names = [name for name, _ in pairs]
+    if len(set(names)) < len(names):
+        raise UsageError(f"--kernel-config {next(n for n in names if names.count(n) > 1)} is given twice; "
+                         f"give its values once, comma-separated")
+    return tuple(sorted(pairs))
+
+
 def _option_text(name: str, value: Any) -> str:
     """``gated=on``, ``heads=2``, ``heads=1..2``: how the command line writes a family option."""
     if isinstance(value, bool):
@@ -268,6 +306,8 @@ class Narrowing:
     batch_size: tuple[int, int] | None = None
     # the families' own options by name, sorted: (name, True/False) for a flag, (name, (min, max)) for an integer
     family_options: tuple[tuple[str, Any], ...] = ()
+    # kernel configurations by name, sorted: (name, (value, ...)), one value named by every case
+    kernel_config: tuple[tuple[str, tuple], ...] = ()
 
     @classmethod
     def build(cls, **keywords: Any) -> Narrowing:
@@ -324,6 +364,8 @@ class Narrowing:
         narrowed = dataclasses.replace(profile, **changes)
         if self.family_options:
             narrowed.family_options, narrowed.held_variants = self._options_drawn(narrowed)
+        if self.kernel_config:
+            narrowed.kernel_config = dict(self.kernel_config)
         return narrowed
 
     def _shaped(self, profile: Any) -> Any:
@@ -436,6 +478,7 @@ class Narrowing:
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         values["family_options"] = tuple((name, tuple(value) if isinstance(value, list) else value)
                                          for name, value in data.get("family_options", ()))
+        values["kernel_config"] = tuple((name, tuple(kept)) for name, kept in data.get("kernel_config", ()))
         return cls(**values)
 
 

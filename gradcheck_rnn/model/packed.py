@@ -125,6 +125,10 @@ class PackedAdapter:
     def supports_case(self, case: Case) -> bool | str:
         return self.padded.supports_case(case)
 
+    def kernel_configs(self, config: Any) -> dict[str, tuple]:
+        """The padded target's kernel configurations (the case it is handed carries the chosen one)."""
+        return self.padded.kernel_configs(config)
+
     def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
         return np.zeros_like(x_packed)
 

@@ -23,6 +23,12 @@ inside, from that third generator after the family's own draw: the rest of the c
 Where a kept option must divide H and the drawn H has no kept divisor, that family's H moves to
 the nearest size in the range that has one; the variants a kept option excludes for a family
 (``Profile.held_variants``) are held at their other value after their own generator's draw.
+
+The layouts of :mod:`gradcheck_rnn.model.layouts` (``noncontiguous_grads``: the probability that the
+head gradients are handed as a transposed, strided or expanded view, one of the three uniformly;
+``strided_input``: that x is handed strided) come from ``SeedSequence([S, i, 6])``, and a run
+narrowed to some kernel configurations (``--kernel-config chunk=4,8``) names one of them in every
+case, drawn from ``SeedSequence([S, i, 7])``; neither shifts any other draw.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig,
 from ..errors import UsageError, unknown_name
 from .rnn_config import CHECK_NAMES as ALL_CHECKS
 from .rnn_config import CONFIG_DIR, DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS, profile_names
+from .layouts import GRAD_LAYOUTS, INPUT_LAYOUTS, draw_kernel_config
 from ..families import family, modes as family_modes
 from ..judging.tolerances import Tolerances
 
@@ -83,6 +90,12 @@ class Profile:
     long_memory: float = 0.0
     strong_decay: float = 0.0
     packed_tail: float = 0.0
+    # layouts (gradcheck_rnn/model/layouts.py): head gradients as a non-contiguous view (-dy<T|S|E>), x strided (-xS)
+    noncontiguous_grads: float = 0.0
+    strided_input: float = 0.0
+    # the kernel configurations a narrowed run keeps (--kernel-config; set by narrowing.py, not by a
+    # file): name -> the values one of which every case names (-kc.<name>.<value>)
+    kernel_config: Mapping[str, tuple] = field(default_factory=dict)
     # [checks] strict_contracts: out-of-contract rows fail the run (gradcheck_rnn/targets/contracts.py)
     strict_contracts: bool = False
     # the families' options a narrowed run keeps (set by gradcheck_rnn/model/narrowing.py, not by a file):
@@ -171,6 +184,8 @@ _DRAW = {
     "long_memory": _probability,
     "strong_decay": _probability,
     "packed_tail": _probability,
+    "noncontiguous_grads": _probability,
+    "strided_input": _probability,
     "chunk_sizes": _chunk_sizes,
 }
 DRAW_SETTINGS = tuple(_DRAW)  # every draw setting; each has a narrowing flag or a reason not to (model/narrowing.py)
@@ -258,20 +273,22 @@ def draw_lengths(rng: np.random.Generator, pattern: str, T: int, B: int, chunk_s
 
 def draw_case(profile: Profile, sweep_seed: int, index: int) -> Case:
     """Case ``index`` of the sweep with seed ``sweep_seed``: deterministic, independent of other cases."""
-    config, lengths, seed, wants, heads, initial_state, tail = _draw_description(profile, sweep_seed, index)
-    return make_case(config, lengths, seed, wants=wants, heads=heads, initial_state=initial_state, tail=tail)
+    config, lengths, seed, variants = _draw_description(profile, sweep_seed, index)
+    return make_case(config, lengths, seed, **variants)
 
 
 def draw_case_ref(profile: Profile, sweep_seed: int, index: int) -> CaseRef:
     """What :func:`draw_case` names, without its arrays: a process that sends cases away keeps this."""
-    config, lengths, seed, wants, heads, initial_state, tail = _draw_description(profile, sweep_seed, index)
+    config, lengths, seed, variants = _draw_description(profile, sweep_seed, index)
     check_size_budget(config)  # as make_case would: refused here, not in a worker
-    return CaseRef(format_case_id(config, lengths, seed, wants, heads, initial_state, tail), config, wants)
+    wants = variants.pop("wants")
+    return CaseRef(format_case_id(config, lengths, seed, wants, **variants), config, wants)
 
 
 def _draw_description(profile: Profile, sweep_seed: int,
-                      index: int) -> tuple[RNNConfig, list[int], int, str, str, bool, int]:
-    """Config, lengths, data seed, wants group, heads, initial-state switch and packed tail of case ``index``."""
+                      index: int) -> tuple[RNNConfig, list[int], int, dict[str, Any]]:
+    """Config, lengths, data seed and variants (the other keywords of :func:`make_case`: wants
+    group, heads, initial-state switch, packed tail, layouts, kernel configuration) of case ``index``."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index])))
     mode = _choice(rng, profile.modes)
     T, B = _between(rng, profile.max_len), _between(rng, profile.batch_size)
@@ -298,7 +315,9 @@ def _draw_description(profile: Profile, sweep_seed: int,
     seed = int(rng.integers(SEED_LIMIT))
     config, lengths = _draw_surface(profile, sweep_seed, index, config, lengths)
     config = _draw_strong_decay(profile, sweep_seed, index, _draw_long_memory(profile, sweep_seed, index, config))
-    return config, lengths, seed, wants, heads, initial_state, _draw_tail(profile, sweep_seed, index)
+    variants = {"wants": wants, "heads": heads, "initial_state": initial_state,
+                "tail": _draw_tail(profile, sweep_seed, index), **_draw_layouts(profile, sweep_seed, index)}
+    return config, lengths, seed, variants
 
 
 def _kept_options(cell: Any, drawn: Mapping[str, Any], kept: Mapping[str, Any], rng: np.random.Generator,
@@ -394,6 +413,23 @@ def _draw_tail(profile: Profile, sweep_seed: int, index: int) -> int:
         return 0
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 5])))
     return int(rng.integers(1, 5)) if rng.random() < profile.packed_tail else 0
+
+
+def _draw_layouts(profile: Profile, sweep_seed: int, index: int) -> dict[str, Any]:
+    """The layouts of case ``index`` (``-dy<T|S|E>`` for a share ``profile.noncontiguous_grads``,
+    ``-xS`` for ``profile.strided_input``) and, in a run narrowed to kernel configurations, one of
+    them, each from a generator of its own: a profile without them draws what it drew."""
+    drawn: dict[str, Any] = {}
+    if profile.noncontiguous_grads or profile.strided_input:
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 6])))
+        if rng.random() < profile.noncontiguous_grads:
+            drawn["grad_layout"] = GRAD_LAYOUTS[int(rng.integers(len(GRAD_LAYOUTS)))]
+        if rng.random() < profile.strided_input:
+            drawn["input_layout"] = INPUT_LAYOUTS[int(rng.integers(len(INPUT_LAYOUTS)))]
+    if profile.kernel_config:
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([sweep_seed, index, 7])))
+        drawn["kernel_config"] = draw_kernel_config(rng, profile.kernel_config, ())
+    return drawn
 
 
 def draw_cases(profile: Profile, sweep_seed: int | None = None, count: int | None = None) -> Iterator[Case]:

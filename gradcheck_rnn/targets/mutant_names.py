@@ -25,7 +25,9 @@ FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dr
           "conv1d-backward-reads-next-sequence", "deltaproduct-backward-decays-every-sub-step",
           "deltaproduct-backward-reads-first-sub-step", "deltaproduct-state-grad-drops-second-householder",
           "rwkv7-h0-grad-low-rank-dropped", "rwkv7-state-grad-no-low-rank", "rwkv7-decay-grad-exclusive-cumsum",
-          "kda-state-grad-first-head-decay", "kda-norm-backward-from-rounded-output", "kda-decay-grad-wrong-axis")
+          "kda-state-grad-first-head-decay", "kda-norm-backward-from-rounded-output", "kda-decay-grad-wrong-axis",
+          # issue 45: a non-contiguous dy, a segmented run, one kernel configuration
+          "gla-dy-strides-assumed-contiguous", "gla-state-grad-wrong-head", "mlstm-chunk-states-wrong-size-at-chunk-8")
 # the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
 GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",

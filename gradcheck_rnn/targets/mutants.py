@@ -569,6 +569,37 @@ class GLADecayGradIgnoresDhy:
         return self.state_grad_chain(layer, read, torch.zeros_like(dhy))[0]
 
 
+class GLADyStridesAssumedContiguous:
+    """gla: the backward reads dy's storage as if dy were contiguous, its strides hard-coded (fla-org/flash-linear-attention #871, causal_conv1d; state-spaces/mamba #1036 hid the same behind a dout.contiguous()).
+
+    A contiguous dy, the only one a case handed dy as a fresh array ever had, reads right. A
+    transposed one (``-dyT``) reads its elements in another order, a strided one (``-dyS``) reads
+    the NaN between them, and an expanded one (``-dyE``, stride 0, as ``loss.sum()`` hands it down)
+    has fewer elements in its storage than the read needs, which torch refuses (a C kernel would
+    read past it). Only a case with a non-contiguous head gradient shows it
+    (:meth:`~gradcheck_rnn.kernels.layer_stack.LayerStackKernel.incoming_gradient`)."""
+
+    def incoming_gradient(self, dy: Tensor) -> Tensor:
+        contiguous = torch.empty(dy.shape, device="meta").stride()
+        return dy.as_strided(dy.shape, contiguous, dy.storage_offset())
+
+
+class GLAStateGradWrongHead:
+    """gla: the final-state gradient handed back from the later segment is carried through the chunks with head 0's decay on every head (fla-org/flash-linear-attention #1115: KDA's context-parallel backward loads the gates without the head offset on every rank but the last).
+
+    A call handed no final-state gradient (the last segment of a training loss, a ``-gy`` case)
+    is exact, and so is one head (``-NH1``); every segment but the last of a segmented run gets
+    one, so the ``segments`` check shows it on a ``-gy`` case that the reference check passes
+    (:meth:`~gradcheck_rnn.kernels.gla_cpu.GLACPUKernel.state_grad_chain`, split as the hand-off
+    is linear: the term from dhy carried with the wrong head's decay)."""
+
+    def state_grad_chain(self, layer: GLALayer, read: Tensor, dhy: Tensor) -> tuple[Tensor, Tensor]:
+        d_ends, dh0 = super().state_grad_chain(layer, read, torch.zeros_like(dhy))
+        decay = torch.exp(layer.cum[..., -1, :])               # (B, NH, C, K)
+        carried = self.hand_off(decay[:, :1].expand_as(decay), torch.zeros_like(read), dhy, reverse=True)
+        return d_ends + carried[:, :, :-1], dh0 + carried[:, :, -1]
+
+
 class GPUSLSTMStabilizerGradToForget:
     """slstm, Triton backward: dL/dm_t always goes to the forget branch log f + m_{t−1}, never to ĩ where the input gate won the max (slstm-stabilizer-grad-to-forget on the GPU).
 
@@ -863,6 +894,19 @@ class MLSTMNormalizerGradNotCarried:
         return dC0, torch.zeros_like(dn0), dm0
 
 
+class MLSTMChunkStatesWrongSizeAtLargestChunk(MLSTMChunkStatesWrongSize):
+    """mlstm: under its largest chunk size (8) alone, the backward reads the chunk-boundary states as if the forward had stored one every 2c steps (NX-AI/mlstm_kernels #10: wrong only with chunk_size > 128).
+
+    :class:`MLSTMChunkStatesWrongSize` under one kernel configuration: chunks of 2 and 4 (the
+    default) are exact, so a sweep that runs the kernel's default configuration never sees it;
+    only a case drawn under ``-kc.chunk.8`` (docs/contracts.md, "Kernel configurations") does."""
+
+    def boundary_states(self, layer: MLSTMLayer) -> MLSTMStates:
+        if self.chunk == max(self.CHUNK_SIZES):
+            return super().boundary_states(layer)
+        return super(MLSTMChunkStatesWrongSize, self).boundary_states(layer)  # the kernel's own
+
+
 class ScopedMutant:
     """A mutant judged only on the cases of the families its bug lives in: on any other case it is
     a skip with ``reason``, at no kernel run (a kernel bug of cuDNN's cells says nothing about an
@@ -882,6 +926,10 @@ class ScopedMutant:
 
     def run(self, case: Case) -> Outputs:
         return self.target.run(case)
+
+    def kernel_configs(self, config: RNNConfig) -> dict[str, tuple]:
+        """The wrapped target's kernel configurations, where it declares any."""
+        return Target(self.reason, self.target).kernel_configs(config)
 
     def supports_jvp(self, case: Case) -> bool | str:
         """The wrapped target's forward mode, where it has one."""
@@ -960,6 +1008,10 @@ FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
     "kda-state-grad-first-head-decay": ("kda", KDAStateGradFirstHeadDecay),
     "kda-norm-backward-from-rounded-output": ("kda", KDANormBackwardFromRoundedOutput),
     "kda-decay-grad-wrong-axis": ("kda", KDADecayGradWrongAxis),
+    # how a kernel is called (issue 45): a layout, a segmented run, a kernel configuration; home profile "matrix"
+    "gla-dy-strides-assumed-contiguous": ("gla", GLADyStridesAssumedContiguous),
+    "gla-state-grad-wrong-head": ("gla", GLAStateGradWrongHead),
+    "mlstm-chunk-states-wrong-size-at-chunk-8": ("mlstm", MLSTMChunkStatesWrongSizeAtLargestChunk),
 }
 
 # The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.

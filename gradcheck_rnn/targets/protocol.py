@@ -20,6 +20,14 @@ sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) along ``tangents`` (the Hessian-vector 
 may be None), and ``supports_hvp(case) -> True | str`` may decline, even without ``hvp``: a
 target whose backward cannot be differentiated says so there.
 
+Kernel configurations are optional too: ``kernel_configs(config) -> dict[str, tuple]`` names what
+the target can run ``config`` with (chunk sizes, block sizes, warps, backends, autotune candidates:
+name -> candidate values, names lower-case words, values ints or words). The judge draws one value
+per name for each case that names none (:func:`gradcheck_rnn.judging.judge.configured_case`),
+names it in the case id (``-kc.chunk.8``) and hands it over as ``case.kernel_config``, sorted
+(name, value) pairs; a target that declares none sees ``case.kernel_config`` of whatever the id
+named and may ignore it. A value the case names that the target does not offer declines the case.
+
 A target given as an object (the Python API, the pytest fixture) is named ``module:qualname``
 when that name imports back to the very same object, so every repro line is a command that
 runs; otherwise it keeps its own name and is marked not importable, and its repro lines say so.
@@ -85,6 +93,12 @@ class Target:
     def hvp(self, case: Case, tangents: dict[str, Any]) -> Outputs:
         """The target's Hessian-vector product of ``case``'s loss along ``tangents``."""
         return self.impl.hvp(case, tangents)
+
+    def kernel_configs(self, config: RNNConfig) -> dict[str, tuple]:
+        """The kernel configurations the target can run ``config`` with (its optional
+        ``kernel_configs(config)``): name -> candidate values; {} for a target that declares none."""
+        declare = getattr(self.impl, "kernel_configs", None)
+        return {} if declare is None else {name: tuple(values) for name, values in dict(declare(config)).items()}
 
     @property
     def repro_env(self) -> str:

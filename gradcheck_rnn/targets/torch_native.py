@@ -38,6 +38,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..model.case import TORCH_DTYPE_NAMES, Case, Outputs, RNNConfig
+from ..kernels.strided import as_tensor
 from ..kernels.target import cuda_matmul_precision
 from ..model.layout import directions, param_key, unit_kinds
 
@@ -141,8 +142,8 @@ class TorchNativeTarget:
         cfg = case.config
         dtype = getattr(torch, TORCH_DTYPE_NAMES[cfg.dtype])
 
-        def tensor(array, name: str | None = None) -> torch.Tensor:
-            t = torch.tensor(array, dtype=dtype, device=self.device)
+        def tensor(array, name: str | None = None) -> torch.Tensor:  # in the case's layout (kernels/strided.py)
+            t = as_tensor(array, dtype, self.device)
             return t.requires_grad_(name in case.wants) if name else t
 
         module = self._module_for(cfg, dtype)

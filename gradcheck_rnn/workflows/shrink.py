@@ -156,7 +156,10 @@ class ShrinkResult:
 def _rebuild(case: Case, **changes: Any) -> Case:
     """``case`` with config fields, lengths or variants changed; data drawn afresh from its seed."""
     spec: dict[str, Any] = {"seq_lengths": [int(v) for v in case.seq_lengths], "wants": case.wants_group,
-                            "heads": case.heads, "initial_state": case.initial_state, "tail": case.tail}
+                            "heads": case.heads, "initial_state": case.initial_state, "tail": case.tail,
+                            # kept: a failure under a layout or a kernel configuration needs it
+                            "grad_layout": case.grad_layout, "input_layout": case.input_layout,
+                            "kernel_config": case.kernel_config}
     config_changes = {k: v for k, v in changes.items() if k not in spec}
     spec.update({k: v for k, v in changes.items() if k in spec})
     config = dataclasses.replace(case.config, **config_changes)

@@ -58,7 +58,7 @@ class Check:
 
 def case_rng(case: Case, salt: int) -> np.random.Generator:
     """A private generator per case and check (salts: padding 1, permutation 2, linearity 3, fd 4,
-    segments 5)."""
+    segments 5, the kernel configuration a target runs a case under 6: judging/judge.py)."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, salt])))
 
 

@@ -88,7 +88,8 @@ def client_environment(extra: dict[str, str]) -> dict[str, str]:
 def case_message(case: Case) -> tuple[dict[str, Any], dict[str, Any]]:
     """The case as a protocol header and arrays."""
     header = {"config": case.config.to_wire(), "wants": sorted(case.wants), "wants_group": case.wants_group,
-              "heads": case.heads, "initial_state": case.initial_state, "seed": int(case.seed), "id": case.id}
+              "heads": case.heads, "initial_state": case.initial_state, "seed": int(case.seed), "id": case.id,
+              "kernel_config": [list(pair) for pair in case.kernel_config]}
     arrays: dict[str, Any] = {name: getattr(case, name) for name in protocol.CASE_ARRAYS}
     arrays.update({f"param:{k}": v for k, v in case.params.items()})
     return header, arrays
@@ -300,7 +301,8 @@ class LocalForeignTarget:
     answers, its dict of outputs turned into :class:`Outputs`.
 
     ``supports`` and ``supports_case`` are optional in the target protocol, so they are passed on
-    only where the target has them, as the client reports them for ``NAME@PYTHON``: the wrapper
+    only where the target has them (and ``kernel_configs``, which a ``NAME@PYTHON`` target does not
+    declare yet), as the client reports them for ``NAME@PYTHON``: the wrapper
     must not claim a method that the target lacks (keras has no ``supports_case``). So are the
     gradient conventions it declares (flashrnn-fwbw's ``stabilizer_gradient``) and its ``contracts``
     (fla's ``T == cu_seqlens[-1]``), which the judge reads.
@@ -309,7 +311,7 @@ class LocalForeignTarget:
     def __init__(self, impl: Any) -> None:
         self.impl = impl
         self.name = impl.name
-        for method in ("supports", "supports_case"):
+        for method in ("supports", "supports_case", "kernel_configs"):
             if callable(getattr(impl, method, None)):
                 setattr(self, method, getattr(impl, method))
         for attribute in (*convention_attributes(), "contracts"):

@@ -29,7 +29,7 @@ Case arrays are ``x``, ``seq_lengths``, ``h0``, ``c0``, ``dy``, ``dhy``, ``dcy``
 None) and ``param:<key>`` for each parameter. The target sees a case object with the fields of
 ``gradcheck_rnn.Case``: ``config`` (every attribute of ``RNNConfig``: mode, num_layers, ...,
 options, long_memory, num_gates, has_cell_state, h_size, c_size, ...), the arrays, ``params`` (dict), ``wants`` (frozenset), ``wants_group``,
-``heads``, ``initial_state``, ``seed`` and ``id``.
+``heads``, ``initial_state``, ``seed``, ``id`` and ``kernel_config``.
 
 A ``config`` travels as ``RNNConfig.to_wire()`` makes it: ``{"id": <config part of the case id>,
 "attributes": {...}}``, every field, property and option (defaults included) of the config; the
@@ -150,6 +150,8 @@ def make_case(header: dict[str, Any], arrays: dict[str, np.ndarray]) -> SimpleNa
     case.wants = frozenset(header["wants"])
     for name in ("wants_group", "heads", "initial_state", "seed", "id"):
         setattr(case, name, header[name])
+    # (name, value) pairs of the kernel configuration it runs under; none from an older sender
+    case.kernel_config = tuple(tuple(pair) for pair in header.get("kernel_config", ()))
     return case
 
 

@@ -17,8 +17,11 @@ n (B, NH, K) then m (B, NH, 1): ``c_initial``, ``n_initial``, ``m_initial`` and
 
 Lengths: the kernels take no lengths and "do not support arbitrary sequence lengths" (the
 chunkwise forms need S divisible by the chunk size), so equal lengths are one call each
-(torch_grad.py) and each call's chunk size is gcd(S, 4): chunks of 4 steps where the length
-allows, and always several chunks for a length > 4.
+(torch_grad.py) and each call's chunk size is gcd(S, c): chunks of c steps where the length
+allows. c is the kernel configuration ``chunk`` (docs/contracts.md, "Kernel configurations"): the
+chunkwise kernels declare the powers of two from 4 up to the first that covers T, at most 256
+(NX-AI/mlstm_kernels #10 was wrong only above 128: a case of T > 128 draws 256), one drawn per case
+(``-kc.chunk.<c>``); 4 where the case names none.
 
 ``mlstm-parallel``: the parallel kernels take no initial state and return no final one
 ("c_initial is not supported", "return_last_states is not supported"), so a case with an
@@ -61,7 +64,8 @@ HEAD_NORM_EPS = 1e-30  # the family's per-head norm under the -headnorm conventi
 # stabiliser constant ("cancels out in the following group norm"): judged under the mlstm family's
 # convention normaliser_gradient = "head_norm" (docs/contracts.md, "Gradient conventions").
 HAND_WRITTEN_BACKWARD = ("custbw", "triton")
-CHUNK = 4       # the chunk size where the length allows (module docstring)
+CHUNK = 4       # the chunk size where the length allows and the case names none (module docstring)
+MAX_CHUNK = 256  # the largest chunk size declared (above mlstm_kernels #10's 128)
 XL_CHUNK_MULTIPLE = 16
 KERNELS = {"chunkwise": "chunkwise--native_autograd", "custbw": "chunkwise--native_custbw",
            "parallel": "parallel--native_autograd", "triton": "chunkwise--triton_xl_chunk"}
@@ -109,6 +113,16 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
                         f"(\"{INTERPRETER_REFUSES}\"), and no interpreter run of them is checked")
         return True
 
+    def kernel_configs(self, config: Any) -> dict[str, tuple]:
+        """The chunk sizes of the chunkwise kernels (module docstring); the parallel one has none,
+        and triton_xl_chunk's is fixed at 16."""
+        if self.kernel not in ("chunkwise", "custbw"):
+            return {}
+        sizes = [CHUNK]
+        while sizes[-1] < min(config.max_len, MAX_CHUNK):
+            sizes.append(2 * sizes[-1])
+        return {"chunk": tuple(sizes)}
+
     def supports_case(self, case: Any) -> bool | str:
         if self.kernel == "parallel" and case.h0 is not None:
             return "mlstm_kernels' parallel kernels take no initial state (\"c_initial is not supported\")"
@@ -116,11 +130,12 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
             return "mlstm_kernels' triton_xl_chunk needs whole blocks (\"Sequence length must be divisible by 16.\")"
         return True
 
-    def _call(self, name: str, q: Any, k: Any, v: Any, i: Any, f: Any, states: tuple[Any, Any, Any]) -> Any:
+    def _call(self, name: str, q: Any, k: Any, v: Any, i: Any, f: Any, states: tuple[Any, Any, Any],
+              chunk_size: int = CHUNK) -> Any:
         from mlstm_kernels.torch import get_mlstm_kernel
 
         kernel = get_mlstm_kernel(name)
-        chunk = {} if name.startswith("parallel") else {"chunk_size": math.gcd(q.shape[2], CHUNK)}
+        chunk = {} if name.startswith("parallel") else {"chunk_size": math.gcd(q.shape[2], chunk_size)}
         if name == KERNELS["triton"]:
             chunk = {"chunk_size": XL_CHUNK_MULTIPLE}
         if name.startswith("parallel"):
@@ -135,6 +150,7 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
         cfg = case.config
         heads, K = cfg.option("heads"), cfg.option("key_width")
         x = x.transpose(0, 1)  # mlstm_kernels is batch-first
+        chunk = dict(getattr(case, "kernel_config", ())).get("chunk", CHUNK)  # the drawn one (kernel_configs)
         hy, cy = [], []
         for layer in range(cfg.num_layers):
             q, k, v, i, f = layer_map(params, cfg, layer, x)
@@ -147,7 +163,7 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
                     h = self._call(KERNELS["parallel"], q, k, v, i, f, states)
                     _, (c_last, n_last, m_last) = self._call(KERNELS["chunkwise"], q, k, v, i, f, states)
                 else:
-                    h, (c_last, n_last, m_last) = self._call(KERNELS[self.kernel], q, k, v, i, f, states)
+                    h, (c_last, n_last, m_last) = self._call(KERNELS[self.kernel], q, k, v, i, f, states, chunk)
             if cfg.option("head_norm"):  # the per-head norm the convention's case puts after every layer
                 h = h / torch.sqrt((h * h).sum(-1, keepdim=True) + HEAD_NORM_EPS)
             x = h.transpose(1, 2).flatten(-2)  # (B, S, NH·V), head-major
