@@ -29,29 +29,30 @@ from typing import Callable, Mapping
 import torch
 
 from ..model.case import Case, RNNConfig
-from .torch_scan import StepLoopTarget, Tensor, masked_step
+from .torch_scan import StepLoopTarget, Tensor, torch_sentence
 
-_COMPILED: dict[RNNConfig, Callable] = {}
-
-
-def _compiled_step(cfg: RNNConfig) -> Callable:
-    """``cfg``'s masked step compiled by Inductor, kept for the process: one per config up to T and
-    B, which no step reads (dynamo guards the shapes, so a new batch size compiles again)."""
-    key = dataclasses.replace(cfg, max_len=1, batch_size=1)
-    step = _COMPILED.get(key)
-    if step is None:
-        step = _COMPILED[key] = torch.compile(functools.partial(masked_step, key), fullgraph=True, dynamic=False)
-    return step
+_COMPILED: dict[tuple[Callable, RNNConfig], Callable] = {}
 
 
-def compiled_loop(cfg: RNNConfig, unit: Mapping[str, Tensor], xs: Tensor, masks: Tensor, h: Tensor,
+def _compiled_step(step: functools.partial) -> Callable:
+    """A masked step with its config bound (``partial(masked_step, cfg)``) compiled by Inductor,
+    kept for the process: one per step function and config up to T and B, which no step reads
+    (dynamo guards the shapes, so a new batch size compiles again)."""
+    key = step.func, dataclasses.replace(step.args[0], max_len=1, batch_size=1)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = _COMPILED[key] = torch.compile(functools.partial(*key), fullgraph=True, dynamic=False)
+    return compiled
+
+
+def compiled_loop(step: functools.partial, unit: Mapping[str, Tensor], xs: Tensor, masks: Tensor, h: Tensor,
                   c: Tensor | None, reverse: bool) -> tuple[Tensor, Tensor, Tensor | None]:
     """One layer and direction: a Python loop over time of the compiled masked step."""
-    step = _compiled_step(cfg)
+    compiled = _compiled_step(step)
     ys: list[Tensor | None] = [None] * xs.shape[0]
     with torch._dynamo.utils.disable_cache_limit():
         for t in reversed(range(xs.shape[0])) if reverse else range(xs.shape[0]):
-            ys[t], h, c = step(unit, xs[t], masks[t], h, c)
+            ys[t], h, c = compiled(unit, xs[t], masks[t], h, c)
     return torch.stack(ys), h, c
 
 
@@ -64,8 +65,8 @@ def compiled_refusal(kind: str) -> str | None:
         return torch.tanh(w * w)
 
     w = torch.ones(2, dtype=torch.float64, requires_grad=True)
-    compiled = torch.compile(f, fullgraph=True, dynamic=False)
     try:
+        compiled = torch.compile(f, fullgraph=True, dynamic=False)
         if kind == "run":
             torch.autograd.grad(compiled(w).sum(), [w])
         elif kind == "jvp":
@@ -74,7 +75,7 @@ def compiled_refusal(kind: str) -> str | None:
             [g] = torch.autograd.grad(compiled(w).sum(), [w], create_graph=True)
             torch.autograd.grad(g.sum(), [w])
     except Exception as exc:  # noqa: BLE001 - whatever torch raises is its refusal, quoted
-        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+        return torch_sentence(exc)
     return None
 
 
