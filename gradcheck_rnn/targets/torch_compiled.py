@@ -86,10 +86,10 @@ class TorchCompiledTarget(StepLoopTarget):
     time_loop = staticmethod(compiled_loop)
 
     def supports(self, config: RNNConfig) -> bool | str:
-        refusal = compiled_refusal("run")
-        if refusal is not None:
-            return f"torch.compile (Inductor) does not run here: {refusal}"
-        return super().supports(config)
+        reason = super().supports(config)  # first: the probe compiles for seconds
+        if reason is True and compiled_refusal("run") is not None:
+            return f"torch.compile (Inductor) does not run here: {compiled_refusal('run')}"
+        return reason
 
     def supports_jvp(self, case: Case) -> bool | str:
         refusal = compiled_refusal("jvp")
