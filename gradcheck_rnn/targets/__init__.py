@@ -79,7 +79,7 @@ def left_out_builtins() -> str:
 
     from .foreign import _FRAMEWORK, FOREIGN_BUILTINS, FOREIGN_CUDA_ONLY
 
-    groups: dict[str, list[str]] = {"compile-heavy: name them with -t": list(TORCH_MACHINERY)}
+    groups: dict[str, list[str]] = {}
     cuda = _cuda_available()
     if not cuda:
         groups.setdefault("no CUDA device", []).extend(CUDA_TARGETS + FOREIGN_CUDA_ONLY)
@@ -89,6 +89,7 @@ def left_out_builtins() -> str:
         found = importlib.util.find_spec(_FRAMEWORK[name].split(".")[0]) is not None
         groups.setdefault("installed: name them with -t" if found else "not installed here; NAME@PYTHON runs them "
                           "in another interpreter", []).append(name)
+    groups["compile-heavy: name them with -t"] = list(TORCH_MACHINERY)
     return "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items())
 
 
