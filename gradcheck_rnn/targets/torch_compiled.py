@@ -41,7 +41,10 @@ def _compiled_step(step: functools.partial) -> Callable:
     key = step.func, dataclasses.replace(step.args[0], max_len=1, batch_size=1)
     compiled = _COMPILED.get(key)
     if compiled is None:
-        compiled = _COMPILED[key] = torch.compile(functools.partial(*key), fullgraph=True, dynamic=False)
+        cfg = step.args[0]
+        for option in cfg.family.options:  # read once here: a first read takes cached_property's
+            cfg.option(option.name)        # RLock, a context manager dynamo cannot enter
+        compiled = _COMPILED[key] = torch.compile(step, fullgraph=True, dynamic=False)
     return compiled
 
 
