@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from functools import lru_cache
 from typing import Callable, Mapping
 
 import torch
@@ -59,7 +58,7 @@ def compiled_loop(step: functools.partial, unit: Mapping[str, Tensor], xs: Tenso
     return torch.stack(ys), h, c
 
 
-@lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def compiled_refusal(kind: str) -> str | None:
     """Why torch.compile cannot run here ("run": no working C compiler, Inductor missing), or
     refuses forward-mode AD ("jvp") or double backward ("hvp") through a compiled function: torch's

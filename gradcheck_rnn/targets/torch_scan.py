@@ -31,7 +31,6 @@ the ``gradgrad`` check is for, and it fails there.
 from __future__ import annotations
 
 import functools
-from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -137,7 +136,7 @@ def torch_sentence(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {why}"
 
 
-@lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def scan_jvp_refusal() -> str | None:
     """torch's sentence refusing ``torch.func.jvp`` through a one-step ``scan``, or None when this
     torch computes it (docs/torch-2.13/scan.md)."""
