@@ -6,7 +6,8 @@ an optional ``supports_case(case) -> True | str`` for what only the case shows (
 declines zero-length sequences there). The runner and every check ask
 :meth:`Target.supports_case`, which asks both.
 Names resolve as: a built-in (``fused-cpu``, ``torch-native``, ``torch-native-cuda``, ``fused-gpu``;
-one this machine cannot run resolves and is skipped with its reason), ``NAME@PYTHON`` (run in
+one this machine cannot run resolves and is skipped with its reason; ``torch-scan`` and
+``torch-compiled``, which a default sweep leaves out), ``NAME@PYTHON`` (run in
 another interpreter), the foreign built-ins (``mxnet``, ``flax``, ``keras``, ``flashrnn-*``, ``mambapy``:
 see :mod:`.foreign`), ``mutant:<name>``,
 an entry point of the group ``gradcheck_rnn.targets``, or ``package.module:callable``.
@@ -35,6 +36,10 @@ def _cuda_available() -> bool:
 
 BUILTIN_NAMES = ("fused-cpu", "torch-native", "torch-native-cuda", "fused-gpu")
 """The built-in targets' names, known without importing their kernels (torch)."""
+TORCH_MACHINERY = ("torch-scan", "torch-compiled")
+"""Built-ins that judge torch's own machinery for recurrences (its ``scan`` op, ``torch.compile``)
+on every family: named with ``-t`` only, a default sweep leaves them out (each case traces or
+compiles for seconds)."""
 
 
 def _builtin_factories() -> dict[str, Callable[[], Any]]:
@@ -42,10 +47,13 @@ def _builtin_factories() -> dict[str, Callable[[], Any]]:
     it: one that cannot resolves all the same and is skipped with its ``supports()`` reason."""
     from ..kernels.fused_cpu import FusedCPUTarget
     from ..kernels.fused_gpu import FusedGPUTarget
+    from .torch_compiled import TorchCompiledTarget
     from .torch_native import TorchNativeTarget
+    from .torch_scan import TorchScanTarget
 
-    factories = (FusedCPUTarget, TorchNativeTarget, lambda: TorchNativeTarget("cuda"), FusedGPUTarget)
-    return dict(zip(BUILTIN_NAMES, factories))
+    factories = (FusedCPUTarget, TorchNativeTarget, lambda: TorchNativeTarget("cuda"), FusedGPUTarget,
+                 TorchScanTarget, TorchCompiledTarget)
+    return dict(zip(BUILTIN_NAMES + TORCH_MACHINERY, factories))
 
 
 CUDA_TARGETS = ("torch-native-cuda", "fused-gpu")
@@ -61,7 +69,7 @@ def default_targets() -> list[Target]:
     (fused-cpu and torch-native; torch-native-cuda and fused-gpu where CUDA is present)."""
     cuda = _cuda_available()
     return [as_target(factory(), name) for name, factory in _builtin_factories().items()
-            if cuda or name not in CUDA_TARGETS]
+            if name in BUILTIN_NAMES and (cuda or name not in CUDA_TARGETS)]
 
 
 def left_out_builtins() -> str:
@@ -81,6 +89,7 @@ def left_out_builtins() -> str:
         found = importlib.util.find_spec(_FRAMEWORK[name].split(".")[0]) is not None
         groups.setdefault("installed: name them with -t" if found else "not installed here; NAME@PYTHON runs them "
                           "in another interpreter", []).append(name)
+    groups["compile-heavy: name them with -t"] = list(TORCH_MACHINERY)
     return "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items())
 
 
@@ -116,20 +125,20 @@ def check_target_name(spec: str) -> None:
         check_mutant_name(spec.removeprefix("mutant:"))
         return
     plugins = [ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    if spec in BUILTIN_NAMES or spec in FOREIGN_BUILTINS or spec in plugins:
+    if spec in BUILTIN_NAMES or spec in TORCH_MACHINERY or spec in FOREIGN_BUILTINS or spec in plugins:
         return
     module, _, attribute = spec.partition(":")
     if module and attribute:
         check_module_found(spec, "target")
         return
-    raise unknown_name("target", spec, [*BUILTIN_NAMES, *FOREIGN_BUILTINS, *plugins],
+    raise unknown_name("target", spec, [*BUILTIN_NAMES, *TORCH_MACHINERY, *FOREIGN_BUILTINS, *plugins],
                        "'gradcheck-rnn targets' lists them")
 
 
 
 def _resolve(spec: str) -> Target:
     check_target_name(spec)
-    if spec in BUILTIN_NAMES:
+    if spec in BUILTIN_NAMES or spec in TORCH_MACHINERY:
         return as_target(_builtin_factories()[spec](), spec)
     from .foreign import FOREIGN_BUILTINS, foreign_target, local_builtin
 
@@ -150,6 +159,7 @@ def _resolve(spec: str) -> Target:
 def describe_targets() -> list[tuple[str, bool, str]]:
     """(name, available, note) for every target this installation knows, mutants included."""
     from ..kernels.fused_gpu import unavailable_reason
+    from .torch_scan import scan_unavailable
 
     cuda = _cuda_available()
     gpu_reason = unavailable_reason()
@@ -157,7 +167,9 @@ def describe_targets() -> list[tuple[str, bool, str]]:
     rows = [("fused-cpu", True, "built in: the project's fused CPU kernel"),
             ("torch-native", True, "built in: torch.nn on CPU"),
             ("torch-native-cuda", cuda, "built in: torch.nn on cuDNN" if cuda else "no CUDA device on this machine"),
-            ("fused-gpu", gpu_reason is None, gpu_note)]
+            ("fused-gpu", gpu_reason is None, gpu_note),
+            ("torch-scan", scan_unavailable() is None, scan_unavailable() or "built in: each family's step through torch's scan op (name it with -t)"),
+            ("torch-compiled", True, "built in: each family's step through torch.compile, Inductor (name it with -t)")]
     from .foreign import foreign_rows
 
     rows.extend(foreign_rows(cuda))
