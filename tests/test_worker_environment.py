@@ -73,6 +73,7 @@ def test_under_dask_a_target_s_child_sees_the_dask_worker_s_environment(child_re
             seen = child_view(child_record, "--executor", "dask", "--scheduler", dask_cluster.scheduler_address)
         finally:
             client.run(set_environ, CHILD_RECORD_ENV, None)
-    assert all(environ == environs[0] for environ in environs)  # the cluster's workers started alike
-    assert seen["environ"] == environs[0]
+    # the worker that judged it, whichever of the cluster's (a worker restarted by an earlier test
+    # may differ from the other in what its nanny set)
+    assert seen["environ"] in environs, (seen["environ"], environs)
     assert seen["environ"].get("PYTHONPATH") == os.environ.get("PYTHONPATH")
