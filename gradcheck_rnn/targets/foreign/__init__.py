@@ -265,8 +265,37 @@ class ForeignTarget:
     def run(self, case: Case) -> Outputs:
         header, arrays = case_message(case)
         _, out = self._ask({"type": "run", "case": header}, arrays, f"running {case.id}")
-        grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
-        return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
+        return protocol_outputs(out)
+
+    # -- forward mode and second order: offered only where the foreign target has them --------
+
+    def __getattr__(self, name: str) -> Any:
+        """``jvp``, ``hvp``, ``supports_jvp`` and ``supports_hvp`` exist only where the loaded target
+        has them (its ``loaded`` answer), as the target protocol reads them: a target without ``jvp``
+        is declined in the protocol's own words, never asked over the pipe."""
+        if name in protocol.FORWARD_METHODS and self.__dict__.get("_loaded", {}).get(name):
+            return lambda case, *tangents: self._product(name, case, *tangents)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _product(self, method: str, case: Case, tangents: dict[str, Any] | None = None) -> Any:
+        """One ``supports_jvp``/``supports_hvp`` answer (True or the reason), or the ``jvp``/``hvp``
+        products as Outputs, from the client."""
+        header, arrays = case_message(case)
+        if tangents is not None:
+            arrays.update({f"tangent:{k}": v for k, v in tangents.items()})
+        try:
+            reply, out = self._ask({"type": method, "case": header}, arrays, f"asking {method}({case.id})")
+        except (ForeignTargetError, TimeoutError):
+            if tangents is None:  # as supports(): the product's own call reports why, as the case's error
+                return True
+            raise
+        return reply["value"] if tangents is None else protocol_outputs(out)
+
+
+def protocol_outputs(out: dict[str, Any]) -> Outputs:
+    """The arrays of an ``outputs`` answer (y, hy, cy, grad:<name>) as :class:`Outputs`."""
+    grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
+    return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
 
 
 def foreign_spec(spec: str) -> tuple[str, Path]:
@@ -301,7 +330,8 @@ class LocalForeignTarget:
 
     ``supports`` and ``supports_case`` are optional in the target protocol, so they are passed on
     only where the target has them, as the client reports them for ``NAME@PYTHON``: the wrapper
-    must not claim a method that the target lacks (keras has no ``supports_case``). So are the
+    must not claim a method that the target lacks (keras has no ``supports_case``); so are ``jvp``,
+    ``hvp``, ``supports_jvp`` and ``supports_hvp``, their dicts turned into Outputs too. So are the
     gradient conventions it declares (flashrnn-fwbw's ``stabilizer_gradient``) and its ``contracts``
     (fla's ``T == cu_seqlens[-1]``), which the judge reads.
     """
@@ -309,20 +339,24 @@ class LocalForeignTarget:
     def __init__(self, impl: Any) -> None:
         self.impl = impl
         self.name = impl.name
-        for method in ("supports", "supports_case"):
+        for method in ("supports", "supports_case", "supports_jvp", "supports_hvp"):
             if callable(getattr(impl, method, None)):
                 setattr(self, method, getattr(impl, method))
+        for method in ("jvp", "hvp"):  # forward mode and second order, as the target returns run's dict
+            if callable(getattr(impl, method, None)):
+                setattr(self, method, lambda case, tangents, call=getattr(impl, method): self._outputs(call(case, tangents)))
         for attribute in (*convention_attributes(), "contracts"):
             if hasattr(impl, attribute):
                 setattr(self, attribute, getattr(impl, attribute))
 
     def run(self, case: Case) -> Outputs:
-        returned = self.impl.run(case)
+        return self._outputs(self.impl.run(case))
+
+    @staticmethod
+    def _outputs(returned: Any) -> Outputs:
         if isinstance(returned, Outputs):  # a packed target's own Outputs, its tails included (model/packed.py)
             return returned
-        out = protocol.outputs_arrays(returned)
-        grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
-        return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
+        return protocol_outputs(protocol.outputs_arrays(returned))
 
 
 _FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras", "mambapy": "mambapy",
