@@ -23,6 +23,7 @@ import select
 import subprocess
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -342,15 +343,19 @@ class LocalForeignTarget:
         for method in ("supports", "supports_case", "supports_jvp", "supports_hvp"):
             if callable(getattr(impl, method, None)):
                 setattr(self, method, getattr(impl, method))
-        for method in ("jvp", "hvp"):  # forward mode and second order, as the target returns run's dict
+        for method in ("jvp", "hvp"):
             if callable(getattr(impl, method, None)):
-                setattr(self, method, lambda case, tangents, call=getattr(impl, method): self._outputs(call(case, tangents)))
+                setattr(self, method, partial(self._product, method))
         for attribute in (*convention_attributes(), "contracts"):
             if hasattr(impl, attribute):
                 setattr(self, attribute, getattr(impl, attribute))
 
     def run(self, case: Case) -> Outputs:
         return self._outputs(self.impl.run(case))
+
+    def _product(self, method: str, case: Case, tangents: dict[str, Any]) -> Outputs:
+        """The target's ``jvp`` or ``hvp`` (forward mode, second order), its dict turned into Outputs."""
+        return self._outputs(getattr(self.impl, method)(case, tangents))
 
     @staticmethod
     def _outputs(returned: Any) -> Outputs:

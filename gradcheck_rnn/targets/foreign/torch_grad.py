@@ -99,7 +99,7 @@ class TorchGradTarget(ABC):
         """The scalar a user differentiates, the outputs, and the requested (name, tensor) pairs."""
         import torch
 
-        y, hy, cy = outputs = self.outputs(case, arrays)
+        outputs = self.outputs(case, arrays)
         heads = (case.dy, case.dhy, case.dcy)
         loss = sum((o * torch.tensor(np.asarray(h), dtype=o.dtype, device=self.device)).sum()
                    for o, h in zip(outputs, heads) if o is not None)
