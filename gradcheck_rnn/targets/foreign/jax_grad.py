@@ -100,9 +100,11 @@ class JaxGradTarget(ABC):
     def refusal(self, case: Any, product: str) -> bool | str:
         """True when JAX can trace ``product`` ("jvp" or "hvp") of this library's forward for the
         case's program, else JAX's own sentence (a custom_vjp has no forward mode): asked once per
-        program, by abstract evaluation (nothing is compiled or run)."""
+        program, by abstract evaluation (nothing is compiled or run). The run's program is traced
+        first, outside the catch: what the forward itself raises is the target's error, not a refusal."""
         key = self._key(case, product)
         if key not in self._refusals:
+            self._call(case, "run", trace_only=True)
             zeros = {k: np.zeros(np.shape(v)) for k, v in {"x": case.x, "h0": case.h0, "c0": case.c0,
                                                            **case.params}.items() if k in case.wants}
             try:

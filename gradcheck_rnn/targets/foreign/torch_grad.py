@@ -126,10 +126,15 @@ class TorchGradTarget(ABC):
 
     def _refusal(self, case: Any, product: str) -> bool | str:
         """True, or torch's sentence refusing ``product`` through the library's ops: the product run
-        once per :meth:`refusal_key` on the first case (zero tangents), what it raises kept."""
+        once per :meth:`refusal_key` on the first case (zero tangents), what it raises kept. The
+        forward runs first, outside the catch: what it raises is the target's error, not a refusal."""
+        import torch
+
         refusals = self.__dict__.setdefault("_refusals", {})  # the subclasses call no __init__ of ours
         key = (product, *self.refusal_key(case))
         if key not in refusals:
+            with torch.no_grad():
+                self.outputs(case, self._tensors(case, requires_grad=False))
             zeros = {k: np.zeros(np.shape(v)) for k, v in {"x": case.x, "h0": case.h0, "c0": case.c0,
                                                            **case.params}.items() if k in case.wants}
             try:
