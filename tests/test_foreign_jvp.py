@@ -9,7 +9,9 @@ references' products in float64 (10-60 s a case on the shared 2-core machine).
 
 from __future__ import annotations
 
+import runpy
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,3 +104,12 @@ def test_flashrnn_fwbw_double_backward_is_a_silent_zero():
     (docs/flashrnn-1.0.8/double_backward.py): a failure, never a skip."""
     row = rows(CASES[1], resolve_target("flashrnn-fwbw"), ["gradgrad"])["gradgrad"]
     assert row.status == "fail" and "same Hessian-vector products for two different directions" in row.message
+
+
+def test_the_double_backward_script_shows_the_silent_zero(capsys):
+    """docs/flashrnn-1.0.8/double_backward.py, torch and flashrnn only."""
+    runpy.run_path(str(Path(__file__).parent.parent / "docs" / "flashrnn-1.0.8" / "double_backward.py"),
+                   run_name="__main__")
+    verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("CONFIRMED", "NOT REPRODUCED"))]
+    assert verdicts == ["CONFIRMED FlashRNN 1.0.8's vanilla_fwbw double backward is a silent zero for the input's "
+                        "Hessian-vector product"]

@@ -36,3 +36,6 @@ autograd, fwbw = hessian_vector_product("vanilla"), hessian_vector_product("vani
 print(f"vanilla (autograd): max |H·u| = {float(autograd.abs().max()):.3g}")
 print(f"vanilla_fwbw (hand-written backward): max |H·u| = {float(fwbw.abs().max()):.3g}, "
       f"no error raised; max |difference| = {float((autograd - fwbw).abs().max()):.3g}")
+silent_zero = float(fwbw.abs().max()) == 0.0 and float(autograd.abs().max()) > 0.1
+print(("CONFIRMED" if silent_zero else "NOT REPRODUCED")
+      + " FlashRNN 1.0.8's vanilla_fwbw double backward is a silent zero for the input's Hessian-vector product")
