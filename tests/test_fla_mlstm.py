@@ -171,14 +171,21 @@ def test_fla_recurrent_leaves_a_packed_tail_unwritten_outside_its_contract(inter
 
 @pytest.mark.slow
 def test_a_sweep_of_fla_recurrent_exits_0_unless_contracts_are_strict(interpreted_fla, tmp_path):
-    """The matrix-libs profile's tail cases on fla-recurrent: out-of-contract and nothing else fails."""
+    """The matrix-libs profile's tail cases on fla-recurrent: out-of-contract and nothing else fails.
+    Its checks but gradgrad, which fails fla-recurrent for a cause of its own: a double backward
+    silently leaves its Triton backward out (docs/foreign-targets.md)."""
     from click.testing import CliRunner
 
     from gradcheck_rnn.cli import main
+    from gradcheck_rnn.model.profiles import load_profile
+
+    checks = [a for check, on in load_profile("matrix-libs").checks.items() if on and check != "gradgrad"
+              for a in ("--check", check)]
 
     def sweep(*extra):
         return CliRunner().invoke(main, ["sweep", "-c", "matrix-libs", "-t", "fla-recurrent", "--cases", "12",
-                                         "--mode", "gla", "--workers", "1", "--report-dir", str(tmp_path), *extra])
+                                         "--mode", "gla", "--workers", "1", "--report-dir", str(tmp_path), *checks,
+                                         *extra])
 
     lenient = sweep()
     assert lenient.exit_code == 0 and "out-of-contract" in lenient.output, lenient.output

@@ -23,6 +23,7 @@ import select
 import subprocess
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -266,8 +267,37 @@ class ForeignTarget:
     def run(self, case: Case) -> Outputs:
         header, arrays = case_message(case)
         _, out = self._ask({"type": "run", "case": header}, arrays, f"running {case.id}")
-        grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
-        return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
+        return protocol_outputs(out)
+
+    # -- forward mode and second order: offered only where the foreign target has them --------
+
+    def __getattr__(self, name: str) -> Any:
+        """``jvp``, ``hvp``, ``supports_jvp`` and ``supports_hvp`` exist only where the loaded target
+        has them (its ``loaded`` answer), as the target protocol reads them: a target without ``jvp``
+        is declined in the protocol's own words, never asked over the pipe."""
+        if name in protocol.FORWARD_METHODS and self.__dict__.get("_loaded", {}).get(name):
+            return lambda case, *tangents: self._product(name, case, *tangents)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _product(self, method: str, case: Case, tangents: dict[str, Any] | None = None) -> Any:
+        """One ``supports_jvp``/``supports_hvp`` answer (True or the reason), or the ``jvp``/``hvp``
+        products as Outputs, from the client."""
+        header, arrays = case_message(case)
+        if tangents is not None:
+            arrays.update({f"tangent:{k}": v for k, v in tangents.items()})
+        try:
+            reply, out = self._ask({"type": method, "case": header}, arrays, f"asking {method}({case.id})")
+        except (ForeignTargetError, TimeoutError):
+            if tangents is None:  # as supports(): the product's own call reports why, as the case's error
+                return True
+            raise
+        return reply["value"] if tangents is None else protocol_outputs(out)
+
+
+def protocol_outputs(out: dict[str, Any]) -> Outputs:
+    """The arrays of an ``outputs`` answer (y, hy, cy, grad:<name>) as :class:`Outputs`."""
+    grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
+    return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
 
 
 def foreign_spec(spec: str) -> tuple[str, Path]:
@@ -303,7 +333,8 @@ class LocalForeignTarget:
     ``supports`` and ``supports_case`` are optional in the target protocol, so they are passed on
     only where the target has them (and ``kernel_configs``, which a ``NAME@PYTHON`` target does not
     declare yet), as the client reports them for ``NAME@PYTHON``: the wrapper
-    must not claim a method that the target lacks (keras has no ``supports_case``). So are the
+    must not claim a method that the target lacks (keras has no ``supports_case``); so are ``jvp``,
+    ``hvp``, ``supports_jvp`` and ``supports_hvp``, their dicts turned into Outputs too. So are the
     gradient conventions it declares (flashrnn-fwbw's ``stabilizer_gradient``) and its ``contracts``
     (fla's ``T == cu_seqlens[-1]``), which the judge reads.
     """
@@ -311,20 +342,28 @@ class LocalForeignTarget:
     def __init__(self, impl: Any) -> None:
         self.impl = impl
         self.name = impl.name
-        for method in ("supports", "supports_case", "kernel_configs"):
+        for method in ("supports", "supports_case", "kernel_configs", "supports_jvp", "supports_hvp"):
             if callable(getattr(impl, method, None)):
                 setattr(self, method, getattr(impl, method))
+        for method in ("jvp", "hvp"):
+            if callable(getattr(impl, method, None)):
+                setattr(self, method, partial(self._product, method))
         for attribute in (*convention_attributes(), "contracts"):
             if hasattr(impl, attribute):
                 setattr(self, attribute, getattr(impl, attribute))
 
     def run(self, case: Case) -> Outputs:
-        returned = self.impl.run(case)
+        return self._outputs(self.impl.run(case))
+
+    def _product(self, method: str, case: Case, tangents: dict[str, Any]) -> Outputs:
+        """The target's ``jvp`` or ``hvp`` (forward mode, second order), its dict turned into Outputs."""
+        return self._outputs(getattr(self.impl, method)(case, tangents))
+
+    @staticmethod
+    def _outputs(returned: Any) -> Outputs:
         if isinstance(returned, Outputs):  # a packed target's own Outputs, its tails included (model/packed.py)
             return returned
-        out = protocol.outputs_arrays(returned)
-        grads = {k[len("grad:"):]: v for k, v in out.items() if k.startswith("grad:")}
-        return Outputs(y=out.get("y"), hy=out.get("hy"), cy=out.get("cy"), grads=grads)
+        return protocol_outputs(protocol.outputs_arrays(returned))
 
 
 _FRAMEWORK = {"mxnet": "mxnet", "mxnet-native": "mxnet", "flax": "flax", "keras": "keras", "mambapy": "mambapy",

@@ -16,12 +16,17 @@ Requests (host -> client) and their answers:
 
 - ``load`` {protocol, target: {kind: "file", path, factory, kwargs} | {kind: "import", spec} |
   {kind: "builtin", name}, conventions: [attribute]} -> ``loaded`` {protocol, name, supports,
-  supports_case, conventions: {attribute: value} (those the target has), contracts: [{precondition, quote,
+  supports_case, jvp, hvp, supports_jvp, supports_hvp (whether the target has each), conventions: {attribute: value} (those the target has), contracts: [{precondition, quote,
   source, outside}] (its optional ``contracts``, docs/contracts.md "Target contracts"), python, numpy}
 - ``supports`` {config} -> ``answer`` {value: true | "reason"}
 - ``supports_case`` {case} + case arrays -> ``answer`` {value}
 - ``run`` {case} + case arrays -> ``outputs`` {} + arrays ``y``, ``hy``, ``cy``, ``grad:<name>``
   (float64; absent keys are absent outputs)
+- ``supports_jvp`` / ``supports_hvp`` {case} + case arrays -> ``answer`` {value} (asked only of a
+  target that has the method)
+- ``jvp`` {case} + case arrays + ``tangent:<name>`` for each requested name -> ``outputs`` {} + the
+  output tangents ``y``, ``hy``, ``cy``; ``hvp`` likewise -> ``outputs`` {} + ``grad:<name>``, the
+  Hessian-vector product of each requested gradient (asked only of a target that has the method)
 - any request -> ``error`` {error: "Type: message", where: "file:line in function"} when the
   target raised; the process stays up for the next request (a failed ``load`` ends it).
 
@@ -57,6 +62,8 @@ PROTOCOL = 1
 HOST_PID_ENV = "GRADCHECK_RNN_HOST_PID"
 _PREFIX = struct.Struct(">IQ")
 CASE_ARRAYS = ("x", "seq_lengths", "h0", "c0", "dy", "dhy", "dcy")
+# The target protocol's optional forward mode and second order (docs/contracts.md)
+FORWARD_METHODS = ("jvp", "hvp", "supports_jvp", "supports_hvp")
 
 
 class ProtocolError(RuntimeError):
@@ -218,6 +225,11 @@ def _answer(target: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) 
     if kind == "run":
         run = getattr(target, "run", None) or target
         return {"type": "outputs"}, outputs_arrays(run(make_case(header["case"], arrays)))
+    if kind in ("supports_jvp", "supports_hvp"):
+        return {"type": "answer", "value": getattr(target, kind)(make_case(header["case"], arrays))}, {}
+    if kind in ("jvp", "hvp"):
+        tangents = {k[len("tangent:"):]: v for k, v in arrays.items() if k.startswith("tangent:")}
+        return {"type": "outputs"}, outputs_arrays(getattr(target, kind)(make_case(header["case"], arrays), tangents))
     raise ProtocolError(f"unknown request type {kind!r}")
 
 
@@ -249,6 +261,7 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
     send({"type": "loaded", "protocol": PROTOCOL, "name": getattr(target, "name", None),
           "supports": callable(getattr(target, "supports", None)),
           "supports_case": callable(getattr(target, "supports_case", None)),
+          **{method: callable(getattr(target, method, None)) for method in FORWARD_METHODS},
           "conventions": {name: getattr(target, name) for name in header.get("conventions", ()) if hasattr(target, name)},
           "contracts": [_plain_contract(c) for c in getattr(target, "contracts", None) or ()],
           "python": sys.version.split()[0], "numpy": np.__version__})

@@ -158,6 +158,13 @@ class FlashRNNTarget(torch_grad.TorchGradTarget):
             return f"FlashRNN's Triton kernels need a power-of-2 head size (\"DH must be a power of 2, got {head}.\")"
         return True
 
+    def second_order_refusal(self, case: Any) -> str | None:
+        if self.stabilizer_gradient == "constant" and case.config.mode == "slstm":
+            return (f"{self.name}'s hand-written sLSTM backward holds the stabiliser m constant (the constant "
+                    "convention): its double backward is that gradient's derivative, not the loss's second order "
+                    "that the references compute")
+        return None
+
     def forward_group(self, case: Any, params: dict[str, Any], x: Any, h0: Any, c0: Any) -> tuple[Any, Any, Any]:
         import torch
 

@@ -130,6 +130,13 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
             return "mlstm_kernels' triton_xl_chunk needs whole blocks (\"Sequence length must be divisible by 16.\")"
         return True
 
+    def second_order_refusal(self, case: Any) -> str | None:
+        if self.kernel in HAND_WRITTEN_BACKWARD:
+            return (f"{self.name}'s hand-written backward holds the normaliser's denominator and the stabiliser "
+                    "constant (the head_norm convention): its double backward is that gradient's derivative, not "
+                    "the loss's second order that the references compute")
+        return None
+
     def _call(self, name: str, q: Any, k: Any, v: Any, i: Any, f: Any, states: tuple[Any, Any, Any],
               chunk_size: int = CHUNK) -> Any:
         from mlstm_kernels.torch import get_mlstm_kernel
