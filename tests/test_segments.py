@@ -170,3 +170,32 @@ def test_sweep_check_judges_only_the_named_checks_and_last_failed_refuses_it(tmp
     refused = CliRunner().invoke(main, ["sweep", "--last-failed", "--check", "segments", "--report-dir",
                                         str(tmp_path)])
     assert refused.exit_code == 2 and "--check" in refused.output
+
+
+def test_a_gradient_a_segment_omits_is_a_zero_term_and_a_non_zero_one_omitted_fails():
+    """torch's autograd returns no gradient for a parameter a segment never reaches (fla-recurrent
+    on a segment of tail rows only): the segments check sums it as zero. That can pass nothing
+    wrong: a target that omits a segment's non-zero gradient fails."""
+    from types import SimpleNamespace
+
+    from gradcheck_rnn.judging.checks.segments import joined
+
+    weight = np.arange(6.0).reshape(2, 3)
+    context = SimpleNamespace(tensor_names=lambda: ["y", "w"], expected={"loop": {"w": np.zeros((2, 3))}})
+    runs = [{"y": np.ones((2, 1)), "w": weight}, {"y": np.zeros((1, 1))}]
+    segmented, terms = joined(context, runs)
+    assert np.array_equal(segmented["w"], weight) and len(terms["w"]) == 2
+    assert segmented["y"].shape == (3, 1)
+
+    case_id = CHAINED_IDS[0]
+    full_length = Case.from_id(case_id).config.max_len
+
+    class DropsOnSegments:
+        def run(self, case):
+            out = loop_target(case)
+            if case.config.max_len < full_length:  # a segment: its (non-zero) w_ih gradient left out
+                out.grads.pop("l0.fwd.w_ih")
+            return out
+
+    [row] = gr.check(DropsOnSegments(), case_id, checks=["segments"])
+    assert row.status == "fail" and "l0.fwd.w_ih" in row.message, row.message
