@@ -281,14 +281,15 @@ def test_the_second_order_mutants_are_caught_and_torch_native_is_not():
     assert all(count >= 2 for count in caught.values()), caught
 
 
-def test_second_order_rows_get_more_room_below_float64_only():
-    """A float32 double backward sums the first order's rounded terms once more: gradgrad judges
-    below float64 with SECOND_ORDER_ROOM times the room, float64 with the table as it is."""
-    from gradcheck_rnn.judging.checks.gradgrad import SECOND_ORDER_ROOM, SecondOrderTolerances
+def test_product_rows_get_more_room_below_float64_only():
+    """A tangent sums every requested array's rounded contribution, a Hessian-vector product the
+    first order's terms once more: jvp and gradgrad judge below float64 with PRODUCT_ROOM times
+    the room, float64 with the table as it is."""
+    from gradcheck_rnn.judging.checks.directions import PRODUCT_ROOM, ProductTolerances
     from gradcheck_rnn.judging.tolerances import Tolerances
 
     first = Tolerances(rtol={"weight_grad": 3e-4})
-    second = SecondOrderTolerances(first)
+    second = ProductTolerances(first)
     assert second.for_tensor("f64", "l0.fwd.w_ih.u0") == first.for_tensor("f64", "l0.fwd.w_ih.u0")
     widened, table = second.for_tensor("f32", "l0.fwd.w_ih.u0"), first.for_tensor("f32", "l0.fwd.w_ih.u0")
-    assert (widened.rtol, widened.atol) == (SECOND_ORDER_ROOM * 3e-4, SECOND_ORDER_ROOM * table.atol)
+    assert (widened.rtol, widened.atol) == (PRODUCT_ROOM * 3e-4, PRODUCT_ROOM * table.atol)

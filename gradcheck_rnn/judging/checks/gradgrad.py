@@ -14,10 +14,9 @@ under that gradient's tolerance (:mod:`.directions`). Two more rows:
 * ``symmetry``: u₁ᵀ(H·u₀) = u₀ᵀ(H·u₁), the Hessian's symmetry in the target's own two products,
   within Σ|u₁|·bound(H·u₀) + Σ|u₀|·bound(H·u₁).
 
-Below float64 every tolerance is :data:`SECOND_ORDER_ROOM` times the first order's: a product of
-the Hessian sums the first order's rounded terms once more, and a correct float32 double backward
-(torch.nn's LSTM, 4 layers, long memory) reached 1.85 times the first-order tolerance on 2 of
-1,000 nightly cases (docs/findings/soak.md); float64 keeps its own table.
+Below float64 every tolerance has :data:`~.directions.PRODUCT_ROOM` times the first order's room
+(:class:`~.directions.ProductTolerances`): a correct float32 double backward (torch.nn's LSTM, 4
+layers, long memory) reached 1.85 times the first-order tolerance on 2 of 1,000 nightly cases.
 
 A target without ``hvp``, or whose ``supports_hvp(case)`` declines (fused-cpu: its backward is
 written by hand and is not itself differentiable), makes the row a ``skip`` with its reason.
@@ -28,28 +27,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..compare import TensorError, term_bound
-from ..tolerances import Tolerance, Tolerances
+from ..tolerances import Tolerances
 from .base import Check, ReferenceDisagreement, Skip
-from .directions import bilinear_row, compare_directions, direction_row
+from .directions import ProductTolerances, bilinear_row, compare_directions, direction_row
 
 WHAT = "the Hessian-vector product"
-SECOND_ORDER_ROOM = 8.0  # below float64: 4.3 times the worst correct kernel's 1.85 (see the module docstring)
-
-
-class SecondOrderTolerances(Tolerances):
-    """The run's tolerances with :data:`SECOND_ORDER_ROOM` times the room below float64."""
-
-    def __init__(self, first_order: Tolerances) -> None:
-        self.__dict__.update(first_order.__dict__)
-
-    def for_kind(self, dtype: str, kind: str) -> Tolerance:
-        tolerance = super().for_kind(dtype, kind)
-        room = 1.0 if dtype == "f64" else SECOND_ORDER_ROOM
-        return Tolerance(tolerance.rtol * room, tolerance.atol * room)
-
-
 def check_gradgrad(context, call, tolerances: Tolerances) -> list[TensorError]:
-    tolerances = SecondOrderTolerances(tolerances)
+    tolerances = ProductTolerances(tolerances)
     offered = call.offers("hvp")
     if offered is not True:
         raise Skip(str(offered))
