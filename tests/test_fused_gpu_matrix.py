@@ -183,7 +183,8 @@ def test_a_short_matrix_sweep_passes_every_check(tmp_path, seed):
 @pytest.mark.slow  # ~1 min: eight matrix cases, four mutants beside fused-gpu
 def test_the_gpu_matrix_mutants_are_caught_by_a_matrix_run_with_no_false_alarm(tmp_path):
     names = [family_mutant(family) for family in FAMILIES]
-    code, output = invoke("mutants", "-c", "matrix", "-n", 8, "-s", 3, "--check", "reference",
+    code, output = invoke("mutants", "-c", "matrix", "-n", 12, "-s", 3, "--check", "reference",
+                          *[arg for family in FAMILIES for arg in ("--mode", family)],
                           *[arg for name in names for arg in ("-m", name)], "--report-dir", tmp_path)
     assert code == 0, output
     document = run_document(tmp_path)

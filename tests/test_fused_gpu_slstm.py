@@ -139,7 +139,8 @@ def test_the_gpu_stabilizer_mutant_is_caught_and_fused_gpu_has_no_false_alarm(tm
 def test_the_gpu_slstm_mutants_are_caught_by_a_families_run_with_no_false_alarm(tmp_path):
     slstm = [name for name, (family, _) in GPU_FAMILY_MUTANTS.items() if family == "slstm"]
     names = [arg for name in slstm for arg in ("-m", name)]
-    code, output = invoke("mutants", "-c", "families", "--mode", "slstm", "-n", 10, *names, "--report-dir", tmp_path)
+    code, output = invoke("mutants", "-c", "families", "--mode", "slstm", "-n", 10, "-s", 0, *names,
+                          "--report-dir", tmp_path)
     assert code == 0, output
     document = run_document(tmp_path)
     assert {m["target"] for m in document["mutants"]} == {f"mutant:{name}" for name in slstm} and len(slstm) == 2
