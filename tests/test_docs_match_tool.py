@@ -163,6 +163,9 @@ def test_the_readme_counts_the_tests_a_machine_without_cuda_a_browser_or_the_ext
                                                           for m in getattr(f, "pytestmark", [])))
     site = _default_items("test_docs_examples", _source_says('importorskip("mkdocs"', "mkdocs is not installed"))
     matrix_libs = _default_items("test_fla_mlstm", _source_says("fla", "mlstm_kernels", "installed("))
+    # a family's own test of fla's loop (kda, rwkv7): skipped without the fla extra
+    family_fla = sum(_default_items(path.stem, _source_says('importorskip("fla'))
+                     for path in (ROOT / "tests").glob("test_*_family.py"))
     plain = skipped_targets({module for module, requirement in module_names.items()
                              if requirement in frameworks("test")} | frameworks("test"))
     with_extras = skipped_targets(set(module_names) | frameworks("test", "fla", "mlstm")) + ["fla-recurrent"]
@@ -170,7 +173,7 @@ def test_the_readme_counts_the_tests_a_machine_without_cuda_a_browser_or_the_ext
     assert "test_fla_mlstm" not in " ".join(plain) and "triton" in (ROOT / "tests" / "test_fused_gpu.py").read_text()
     text = prose(README)
     [without, with_] = [int(n) for n in re.findall(r'"(\d+) skipped"', text)]
-    assert without == browser + site + matrix_libs + len(plain), (without, plain)
+    assert family_fla == 2 and without == browser + site + matrix_libs + family_fla + len(plain), (without, plain)
     assert with_ == browser + site + len(with_extras), (with_, with_extras)
     sentence = text.split(f'"{without} skipped"')[1].split(f'"{with_} skipped"')[0]
     assert all(name in sentence for name in plain) and f"{matrix_libs}" in sentence, sentence
