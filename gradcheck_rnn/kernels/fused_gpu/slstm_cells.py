@@ -171,7 +171,9 @@ def backward_step(saved: Tensor, won: Tensor, valid: Tensor, dy: Tensor, dh_carr
     rest of that step's dL/dh is R_blockᵀ ``dgates``, the caller's product."""
     grid, n, H, meta = _meta(dh_carry, expf)
     dh_rec = dh_rec.contiguous()  # einsum may hand back a permuted layout
-    assert dy.stride(-1) == 1 and dh_carry.is_contiguous() and dcnm.is_contiguous()
+    if dy.stride(-1) != 1:  # a strided incoming gradient (-dyS): the kernel reads unit columns
+        dy = dy.contiguous()
+    assert dh_carry.is_contiguous() and dcnm.is_contiguous()
     assert dgates.is_contiguous() and saved[0].is_contiguous() and won.is_contiguous()
     _backward[grid](saved, saved.stride(0), won, valid, dy, dy.stride(0), dh_carry, dh_rec, dcnm, dgates, n, H,
                     ROUTE=ROUTES[route], **meta)
