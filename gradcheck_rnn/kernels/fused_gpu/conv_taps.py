@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-import torch
 from torch import Tensor
 
 INTERPRETED: bool = bool(triton.knobs.runtime.interpret)
