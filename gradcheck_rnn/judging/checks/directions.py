@@ -26,7 +26,7 @@ class ProductTolerances(Tolerances):
     """The run's tolerances with :data:`PRODUCT_ROOM` times the room below float64 (float64 as is)."""
 
     def __init__(self, first_order: Tolerances) -> None:
-        self.__dict__.update(first_order.__dict__)
+        super().__init__(first_order.table, first_order.rtol, first_order.atol)
 
     def for_kind(self, dtype: str, kind: str) -> Tolerance:
         tolerance = super().for_kind(dtype, kind)
