@@ -4,10 +4,12 @@
 The first run of A is the shared base run: whatever ran between it and A's second run (the other
 checks' cases, then B) is "another case in between", so one fresh run of A is saved.
 
-When the two runs of A differ, A is run once more right after: if even back-to-back runs of the
-same case differ, carried state cannot be told from non-determinism and the row is
-``nondeterministic`` (unless a run with uninitialised memory poisoned shows a read of memory
-the target never wrote, :mod:`.poisoned`: ``fail``); otherwise the other case's run changed A's result: ``fail``.
+When the two runs of A differ, a run with the memory torch hands out uninitialised poisoned
+(:mod:`.poisoned`) is asked first: if it shows a read of memory the target never wrote, that is
+the row (``fail``, in words), whatever the allocator happened to hold twice in a row. Else A is
+run once more right after: if even back-to-back runs of the same case differ, carried state
+cannot be told from non-determinism and the row is ``nondeterministic``; otherwise the other
+case's run changed A's result: ``fail``.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ def check_stateless(context, call, tolerances: Tolerances) -> list[TensorError]:
     rows = differences(case, first, again)
     if all(row.passed for row in rows):
         return rows
+    # asked before the back-to-back runs: two of those can meet the same garbage and agree
+    unwritten = unwritten_reads(call, case, first, tolerances)
+    if unwritten:  # what differed is whatever the allocator held: a read of unwritten memory
+        return unwritten
     back_to_back = differences(case, again, call.run(case))
     if not all(row.passed for row in back_to_back):
-        unwritten = unwritten_reads(call, case, first, tolerances)
-        if unwritten:  # what differed is whatever the allocator held: a read of unwritten memory
-            return unwritten
         for row in back_to_back:
             if not row.passed:
                 row.message = f"{row.name}: back-to-back runs of the same case differ by up to {row.max_abs:.3g}"
