@@ -311,3 +311,22 @@ def test_getting_starteds_repro_output_is_what_the_tool_prints(monkeypatch):
         return kept + passing
 
     assert done.exit_code == 1 and masked(done.output) == masked(shown), done.output
+
+
+def test_no_file_holds_a_merge_s_conflict_marker():
+    """A merge's leftover ``<<<<<<<``, ``=======`` or ``>>>>>>>`` line reads as text in a page and
+    as a syntax error nowhere (markdown, TOML comments): look for them in every text file."""
+    import os
+
+    marker = re.compile(r"^(<<<<<<< |>>>>>>> |=======$)", re.MULTILINE)
+    suffixes = (".py", ".md", ".toml", ".yml", ".yaml", ".sh", ".cfg", ".txt", ".ini")
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        # hidden folders (.git, .venv), built sites and packages hold no file of ours
+        subfolders[:] = [name for name in subfolders
+                         if not name.startswith(".") and name not in {"site", "build", "dist", "node_modules"}]
+        for name in files:
+            path = Path(folder, name)
+            if name.endswith(suffixes) and marker.search(path.read_text(encoding="utf-8", errors="replace")):
+                found.append(str(path.relative_to(ROOT)))
+    assert not found, found
