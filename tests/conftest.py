@@ -61,19 +61,48 @@ def worker_processes(monkeypatch, fork_server_kept):
     monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)
 
 
-@pytest.fixture(scope="session")
-def dask_cluster():
-    """One real Dask LocalCluster (2 worker processes) for every test that needs one: a cluster's
-    workers import torch and JAX, seconds each, so its tests share it, and the ``dask`` xdist
-    group (pyproject's ``--dist loadgroup``) keeps them on one pytest worker. No retries: a lost
-    worker's chunk becomes error rows at once; the nanny restarts the worker for the next test."""
-    distributed = pytest.importorskip("distributed")
-    import dask
+class _SharedCluster:
+    """One real Dask LocalCluster (2 worker processes), started by the first test that asks for
+    it and kept for the next: a cluster's workers import torch and JAX, seconds each. Closed
+    before a pytester test (below): the cluster's threads import modules now and then, and
+    pytester's teardown, which walks ``sys.modules``, fails when one does meanwhile."""
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                      dashboard_address=None) as cluster:
-            yield cluster
+    cluster = None
+
+    @classmethod
+    def get(cls):
+        distributed = pytest.importorskip("distributed")
+        import dask
+
+        if cls.cluster is None:
+            # no retries: a lost worker's chunk becomes error rows at once; the nanny restarts
+            # the worker for the next test
+            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                cls.cluster = distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                                       dashboard_address=None)
+        return cls.cluster
+
+    @classmethod
+    def close(cls):
+        if cls.cluster is not None:
+            cls.cluster.close()
+            cls.cluster = None
+
+
+@pytest.fixture
+def dask_cluster():
+    """The shared Dask LocalCluster; the ``dask`` xdist group (pyproject's ``--dist loadgroup``)
+    keeps its tests on one pytest worker."""
+    return _SharedCluster.get()
+
+
+def pytest_runtest_setup(item):
+    if "pytester" in getattr(item, "fixturenames", ()):
+        _SharedCluster.close()
+
+
+def pytest_sessionfinish(session):
+    _SharedCluster.close()
 
 
 def pytest_collection_modifyitems(items):
