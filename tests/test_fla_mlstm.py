@@ -81,6 +81,34 @@ def test_fla_targets_pass_with_the_correct_map(fla, name, case_id, request):
     assert result.status == "pass", (name, case_id, result.message)
 
 
+@pytest.mark.slow
+def test_fla_recurrent_runs_each_autotune_candidate_it_declares_and_names_it(interpreted_fla, monkeypatch):
+    """-kc.autotune.<i>: fused_recurrent's forward offers num_warps 4 and 8 (its backward 4 only);
+    each candidate is the only one its autotuner holds for the call, both pass a correct case,
+    each named in the row's case id, and the autotuners hold all their candidates again after."""
+    target = resolve_target("fla-recurrent")
+    assert target.kernel_configs(Case.from_id(GLA_PACKED).config) == {"autotune": (0, 1)}
+    assert target.kernel_configs(Case.from_id(GDN).config) == {}  # no backward there: declined, nothing drawn
+    assert resolve_target("fla-naive").kernel_configs(Case.from_id(GLA_PACKED).config) == {}
+    from triton.runtime.autotuner import Autotuner  # after the target imported Triton under the interpreter
+
+    held = []
+    run = Autotuner.run
+
+    def recording(self, *args, **kwargs):
+        held.append(tuple(config.num_warps for config in self.configs))
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(Autotuner, "run", recording)
+    for candidate, warps in ((0, 4), (1, 8)):
+        held.clear()
+        result = judge_one(Case.from_id(f"{GLA_PACKED}-kc.autotune.{candidate}"), target)
+        assert result.status == "pass" and result.case_id.endswith(f"-kc.autotune.{candidate}"), result.message
+        assert held[0] == (warps,) and set(held[1:]) == {(4,)}, held  # the forward pinned, the backward's only one
+    tuners = triton_cpu._autotuners("fla.ops.common.fused_recurrent")
+    assert sorted(len(tuner.configs) for tuner in tuners) == [1, 2]
+
+
 @pytest.mark.parametrize(("name", "case_id"), [("mlstm-chunkwise", MLSTM), ("mlstm-parallel", MLSTM_NO_STATE)])
 def test_mlstm_targets_pass_with_the_correct_map(mlstm_kernels, name, case_id):
     result = judge_one(Case.from_id(case_id), resolve_target(name))
