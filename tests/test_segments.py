@@ -183,7 +183,7 @@ def test_a_gradient_a_segment_omits_is_a_zero_term_and_a_non_zero_one_omitted_fa
     weight = np.arange(6.0).reshape(2, 3)
     context = SimpleNamespace(tensor_names=lambda: ["y", "w"], expected={"loop": {"w": np.zeros((2, 3))}})
     runs = [{"y": np.ones((2, 1)), "w": weight}, {"y": np.zeros((1, 1))}]
-    segmented, terms = joined(context, runs)
+    segmented, terms = joined(context, runs, ["y", "w"])
     assert np.array_equal(segmented["w"], weight) and len(terms["w"]) == 2
     assert segmented["y"].shape == (3, 1)
 
