@@ -149,6 +149,15 @@ def test_mlstm_custbw_is_judged_under_its_convention_and_fails_only_on_the_initi
     assert judge_one(Case.from_id(f"{MLSTM}-z"), resolve_target("mlstm-custbw")).status == "pass"
 
 
+@pytest.mark.parametrize("case_id", [MLSTM_NO_STATE, "mlstm-L1-uni-I5-H6-NH3-K4-longmem-T14-B4-len8.13.5.13-f32-s807764264-z"])
+def test_mlstm_custbw_declines_segments_under_its_convention(mlstm_kernels, case_id):
+    """Its inner segments would get a final-state gradient, outside the head_norm convention (-gy):
+    the segments rows failed on x and w_f, a convention broken by the check, not a kernel bug."""
+    rows = list(judge(Case.from_id(case_id), [resolve_target("mlstm-custbw")], checks=["reference", "segments"]))
+    assert [r.status for r in rows] == ["pass", "skip"], [r.message for r in rows]
+    assert "normaliser_gradient convention, exact only for losses through all of y" in rows[1].message
+
+
 def test_a_true_derivative_passes_under_the_convention_and_a_wrong_one_fails(mlstm_kernels):
     import convention_targets
 

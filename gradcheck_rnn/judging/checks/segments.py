@@ -29,7 +29,9 @@ segment, dh0/dc0 of the first and the parameter gradients summed over all of the
 Declined (a ``skip`` with the reason): a bidirectional case (a reverse direction carries its
 state from the later segment to the earlier one, so no single schedule of calls chains a stack of
 both directions: a layer's reverse pass needs the layer below's whole sequence first); a family
-that carries no state; a case where no sequence is longer than one step; a target that declines
+that carries no state; a target judged under a gradient convention exact only for losses through
+y (mlstm-custbw's ``head_norm``: the inner segments would get a final-state gradient, which the
+convention does not cover); a case where no sequence is longer than one step; a target that declines
 a segment (no initial state, say). A target that declines zero lengths is cut only before its
 shortest sequence's end, so that no segment is empty.
 """
@@ -117,6 +119,11 @@ def check_segments(context, call, tolerances: Tolerances) -> list[TensorError]:
                    "one, so no single schedule of calls can chain the stack")
     if config.h_size == 0:
         raise Skip(f"the {config.mode} family carries no state from one step to the next: nothing to hand over")
+    for convention in config.family.conventions:
+        if convention.heads and config.option(convention.option):
+            raise Skip(f"judged under the {convention.attribute} convention, exact only for losses through all of "
+                       f"y (-g{convention.heads}): every segment but the last would hand the one before it a "
+                       f"final-state gradient")
     if context.disagreement is not None:
         raise ReferenceDisagreement([context.disagreement])
     rng = case_rng(case, SALT)
