@@ -231,6 +231,7 @@ def test_a_sweep_of_fla_recurrent_exits_0_unless_contracts_are_strict(interprete
 
 @pytest.mark.parametrize(("module", "script"), [
     ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_initial_state_gradients.py"),
+    ("mlstm_kernels", "mlstm_kernels-2.0.6/parallel_stabiliser_start.py"),
     pytest.param("fla", "fla-0.6.0/varlen_tail_unwritten.py", marks=pytest.mark.slow)])
 def test_the_standalone_scripts_confirm_each_finding(module, script):
     """docs/<library>-<version>/*.py: torch and the library only, what docs/findings/frameworks.md cites."""
