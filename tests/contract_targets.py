@@ -34,5 +34,23 @@ class WrongInside(GarbageTail):
         return out
 
 
+class NaNEveryOtherCall(GarbageTail):
+    """The same, with a parameter gradient NaN on every second call of a case past its contract (a
+    gradient summed over unwritten rows: garbage that is finite in one run and NaN in the next)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def run(self, case):
+        out = super().run(case)
+        self.calls += 1
+        if case.tail and self.calls % 2 == 0:
+            name = next(k for k in out.grads if k.startswith("l0."))
+            out.grads[name] = np.full_like(out.grads[name], np.nan)
+        return out
+
+
 garbage_tail = GarbageTail()
 wrong_inside = WrongInside()
+nan_every_other_call = NaNEveryOtherCall()

@@ -39,6 +39,18 @@ def test_breaking_the_contract_inside_it_fails_whatever_else_the_case_breaks():
     assert {t.name: t.status for t in reference.tensors}["x[tail]"] == "out-of-contract"
 
 
+def test_a_tensor_unusable_in_only_some_runs_of_a_check_is_out_of_contract_not_an_error():
+    """A run that sets a tensor aside (non-finite past the contract) while another run of the same
+    check gives it: linearity and segments compare what every run gave (a KeyError crashed the
+    worker on fla-recurrent's tail cases) and the set-aside tensor is reported out-of-contract."""
+    rows = gr.check("contract_targets:nan_every_other_call", TAIL_ID, checks=["linearity", "segments"],
+                    in_process=True)
+    assert [r.status for r in rows] == ["out-of-contract", "out-of-contract"], [r.message for r in rows]
+    for row in rows:
+        assert {t.name for t in row.tensors if t.status == "out-of-contract"} >= {"l0.fwd.w_in"}, row.tensors
+        assert all(t.status == "pass" for t in row.tensors if t.name in ("x", "y", "h0"))
+
+
 TAIL_PROFILE = """[sweep]
 cases = 2
 [draw]

@@ -81,6 +81,34 @@ def test_fla_targets_pass_with_the_correct_map(fla, name, case_id, request):
     assert result.status == "pass", (name, case_id, result.message)
 
 
+@pytest.mark.slow
+def test_fla_recurrent_runs_each_autotune_candidate_it_declares_and_names_it(interpreted_fla, monkeypatch):
+    """-kc.autotune.<i>: fused_recurrent's forward offers num_warps 4 and 8 (its backward 4 only);
+    each candidate is the only one its autotuner holds for the call, both pass a correct case,
+    each named in the row's case id, and the autotuners hold all their candidates again after."""
+    target = resolve_target("fla-recurrent")
+    assert target.kernel_configs(Case.from_id(GLA_PACKED).config) == {"autotune": (0, 1)}
+    assert target.kernel_configs(Case.from_id(GDN).config) == {}  # no backward there: declined, nothing drawn
+    assert resolve_target("fla-naive").kernel_configs(Case.from_id(GLA_PACKED).config) == {}
+    from triton.runtime.autotuner import Autotuner  # after the target imported Triton under the interpreter
+
+    held = []
+    run = Autotuner.run
+
+    def recording(self, *args, **kwargs):
+        held.append(tuple(config.num_warps for config in self.configs))
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(Autotuner, "run", recording)
+    for candidate, warps in ((0, 4), (1, 8)):
+        held.clear()
+        result = judge_one(Case.from_id(f"{GLA_PACKED}-kc.autotune.{candidate}"), target)
+        assert result.status == "pass" and result.case_id.endswith(f"-kc.autotune.{candidate}"), result.message
+        assert held[0] == (warps,) and set(held[1:]) == {(4,)}, held  # the forward pinned, the backward's only one
+    tuners = triton_cpu._autotuners("fla.ops.common.fused_recurrent")
+    assert sorted(len(tuner.configs) for tuner in tuners) == [1, 2]
+
+
 @pytest.mark.parametrize(("name", "case_id"), [("mlstm-chunkwise", MLSTM), ("mlstm-parallel", MLSTM_NO_STATE)])
 def test_mlstm_targets_pass_with_the_correct_map(mlstm_kernels, name, case_id):
     result = judge_one(Case.from_id(case_id), resolve_target(name))
@@ -119,6 +147,15 @@ def test_mlstm_custbw_is_judged_under_its_convention_and_fails_only_on_the_initi
     assert result.worst.location["unit"] >= config.option("heads") * config.option("key_width")  # m, not n
     # without an initial state there is nothing left to fail
     assert judge_one(Case.from_id(f"{MLSTM}-z"), resolve_target("mlstm-custbw")).status == "pass"
+
+
+@pytest.mark.parametrize("case_id", [MLSTM_NO_STATE, "mlstm-L1-uni-I5-H6-NH3-K4-longmem-T14-B4-len8.13.5.13-f32-s807764264-z"])
+def test_mlstm_custbw_declines_segments_under_its_convention(mlstm_kernels, case_id):
+    """Its inner segments would get a final-state gradient, outside the head_norm convention (-gy):
+    the segments rows failed on x and w_f, a convention broken by the check, not a kernel bug."""
+    rows = list(judge(Case.from_id(case_id), [resolve_target("mlstm-custbw")], checks=["reference", "segments"]))
+    assert [r.status for r in rows] == ["pass", "skip"], [r.message for r in rows]
+    assert "normaliser_gradient convention, exact only for losses through all of y" in rows[1].message
 
 
 def test_a_true_derivative_passes_under_the_convention_and_a_wrong_one_fails(mlstm_kernels):
@@ -194,6 +231,7 @@ def test_a_sweep_of_fla_recurrent_exits_0_unless_contracts_are_strict(interprete
 
 @pytest.mark.parametrize(("module", "script"), [
     ("mlstm_kernels", "mlstm_kernels-2.0.6/custbw_initial_state_gradients.py"),
+    ("mlstm_kernels", "mlstm_kernels-2.0.6/parallel_stabiliser_start.py"),
     pytest.param("fla", "fla-0.6.0/varlen_tail_unwritten.py", marks=pytest.mark.slow)])
 def test_the_standalone_scripts_confirm_each_finding(module, script):
     """docs/<library>-<version>/*.py: torch and the library only, what docs/findings/frameworks.md cites."""

@@ -183,7 +183,7 @@ def test_a_gradient_a_segment_omits_is_a_zero_term_and_a_non_zero_one_omitted_fa
     weight = np.arange(6.0).reshape(2, 3)
     context = SimpleNamespace(tensor_names=lambda: ["y", "w"], expected={"loop": {"w": np.zeros((2, 3))}})
     runs = [{"y": np.ones((2, 1)), "w": weight}, {"y": np.zeros((1, 1))}]
-    segmented, terms = joined(context, runs)
+    segmented, terms = joined(context, runs, ["y", "w"])
     assert np.array_equal(segmented["w"], weight) and len(terms["w"]) == 2
     assert segmented["y"].shape == (3, 1)
 
@@ -199,3 +199,23 @@ def test_a_gradient_a_segment_omits_is_a_zero_term_and_a_non_zero_one_omitted_fa
 
     [row] = gr.check(DropsOnSegments(), case_id, checks=["segments"])
     assert row.status == "fail" and "l0.fwd.w_ih" in row.message, row.message
+
+
+class _HeadNormLoop:
+    """The float64 loop declaring mLSTM's head_norm convention: judged on -headnorm -gy cases,
+    whose gradients it computes exactly (the true derivative of that case)."""
+
+    name = "head-norm-loop"
+    normaliser_gradient = "head_norm"
+
+    def run(self, case):
+        return loop_target(case)
+
+
+def test_a_convention_exact_only_for_losses_through_y_declines_segments():
+    """mlstm-custbw's head_norm: the inner segments would get a final-state gradient, which the
+    convention does not cover (its segments rows failed on correct-under-the-convention x, h0)."""
+    rows = gr.check(_HeadNormLoop(), "mlstm-L1-uni-I3-H4-NH2-K2-T9-B2-len9.7-f32-s5",
+                    checks=["reference", "segments"], config="matrix", in_process=True)
+    assert [r.status for r in rows] == ["pass", "skip"], [r.message for r in rows]
+    assert "-headnorm-" in rows[1].case_id and "normaliser_gradient convention" in rows[1].message

@@ -39,6 +39,19 @@ def test_the_interpreter_and_one_config_hold_for_the_call_only(monkeypatch):
     assert [c.kwargs["BLOCK"] for c in module.kernel.configs] == [1, 2, 4]
 
 
+@pytest.mark.parametrize("candidate, held", [(0, [1]), (2, [4]), (5, [4])])
+def test_a_pinned_candidate_is_the_only_config_for_the_block_on_any_device(monkeypatch, candidate, held):
+    """-kc.autotune.<i> (fla-recurrent): candidate i, the last where there are fewer; all three after."""
+    module = _library_with_an_autotuner("fakelib.ops")
+    monkeypatch.setitem(sys.modules, "fakelib.ops", module)
+    assert triton_cpu.candidate_count("fakelib.ops") == 3
+    with triton_cpu.pinned_candidate("fakelib", candidate):
+        assert [c.kwargs["BLOCK"] for c in module.kernel.configs] == held
+        with triton_cpu.interpreter_call("fakelib"):  # the interpreter's cut to one keeps the pinned one
+            assert [c.kwargs["BLOCK"] for c in module.kernel.configs] == held
+    assert [c.kwargs["BLOCK"] for c in module.kernel.configs] == [1, 2, 4]
+
+
 def test_an_in_process_target_that_returns_outputs_keeps_its_packed_tails():
     """A packed target's Outputs (packed.packed_outputs) reach the judge with the tail rows of dx."""
     class Packed:

@@ -31,7 +31,9 @@ def check_linearity(context, call, tolerances: Tolerances) -> list[TensorError]:
     first = call.base()
     second = call.run(with_changes(case, dy=dy2, dhy=dhy2, dcy=dcy2))
     both = call.run(with_changes(case, dy=plus(case.dy, dy2), dhy=plus(case.dhy, dhy2), dcy=plus(case.dcy, dcy2)))
-    grads = [k for k in first if k not in ("y", "hy", "cy")]
+    # a tensor a run set aside (unusable outside a contract the case breaks: garbage memory may be
+    # finite in one run and NaN in the next) is reported as such by the judge, not compared here
+    grads = [k for k in first if k not in ("y", "hy", "cy") and k not in call.set_aside]
     return compare_runs(case, both, [{k: first[k] for k in grads}, {k: second[k] for k in grads}], tolerances)
 
 

@@ -29,7 +29,9 @@ segment, dh0/dc0 of the first and the parameter gradients summed over all of the
 Declined (a ``skip`` with the reason): a bidirectional case (a reverse direction carries its
 state from the later segment to the earlier one, so no single schedule of calls chains a stack of
 both directions: a layer's reverse pass needs the layer below's whole sequence first); a family
-that carries no state; a case where no sequence is longer than one step; a target that declines
+that carries no state; a target judged under a gradient convention exact only for losses through
+y (mlstm-custbw's ``head_norm``: the inner segments would get a final-state gradient, which the
+convention does not cover); a case where no sequence is longer than one step; a target that declines
 a segment (no initial state, say). A target that declines zero lengths is cut only before its
 shortest sequence's end, so that no segment is empty.
 """
@@ -117,6 +119,11 @@ def check_segments(context, call, tolerances: Tolerances) -> list[TensorError]:
                    "one, so no single schedule of calls can chain the stack")
     if config.h_size == 0:
         raise Skip(f"the {config.mode} family carries no state from one step to the next: nothing to hand over")
+    for convention in config.family.conventions:
+        if convention.heads and config.option(convention.option):
+            raise Skip(f"judged under the {convention.attribute} convention, exact only for losses through all of "
+                       f"y (-g{convention.heads}): every segment but the last would hand the one before it a "
+                       f"final-state gradient")
     if context.disagreement is not None:
         raise ReferenceDisagreement([context.disagreement])
     rng = case_rng(case, SALT)
@@ -135,18 +142,21 @@ def check_segments(context, call, tolerances: Tolerances) -> list[TensorError]:
     edges = [0, *cuts, config.max_len]
     bounds = list(pairwise(edges))
     runs = run_segments(call, case, bounds)
-    segmented, terms = joined(context, runs)
+    base = call.base()
+    # a tensor some run set aside (unusable outside a contract the case breaks) is reported as such
+    # by the judge, not judged here: neither joined (a missing y part) nor summed as a zero term
+    names = [name for name in context.tensor_names() if name not in call.set_aside]
+    segmented, terms = joined(context, runs, names)
     where = f"cut at t = {', '.join(map(str, cuts))}"
-    return [judge_tensor(context, call.base(), name, segmented[name], terms[name], tolerances, where)
-            for name in context.tensor_names()]
+    return [judge_tensor(context, base, name, segmented[name], terms[name], tolerances, where) for name in names]
 
 
-def joined(context, runs: list[Arrays]) -> tuple[Arrays, dict[str, list[np.ndarray]]]:
-    """The segmented run as one run of the case, and for each tensor the values it is the sum of
-    (one per segment for a parameter gradient, itself for the rest)."""
+def joined(context, runs: list[Arrays], names: list[str]) -> tuple[Arrays, dict[str, list[np.ndarray]]]:
+    """The segmented run as one run of the case (its tensors ``names``), and for each tensor the
+    values it is the sum of (one per segment for a parameter gradient, itself for the rest)."""
     segmented: Arrays = {}
     terms: dict[str, list[np.ndarray]] = {}
-    for name in context.tensor_names():
+    for name in names:
         if name in ("y", "x"):
             segmented[name] = np.concatenate([run[name] for run in runs])
         elif name in STATE_TENSORS:

@@ -41,6 +41,18 @@ call each (torch_grad.py).
 
 On a machine without CUDA the kernels run in Triton's interpreter (triton_cpu.py); the chunk
 kernels do not run there (its reason, :data:`INTERPRETER_REFUSES`) and are judged on CUDA only.
+
+Kernel configurations: ``fla-recurrent`` offers its autotuners' candidates, one per call
+(``kernel_configs`` -> ``{"autotune": (0, 1, …)}``, the case id's ``-kc.autotune.<i>``): for the
+whole run (forward and backward) every fla autotuner holds only its candidate i, its last where
+it has fewer (triton_cpu.pinned_candidate). For gla that is :data:`AUTOTUNED`'s module, whose
+forward kernel offers ``num_warps`` 4 and 8 and whose backward kernel 4 only: ``-kc.autotune.1``
+is the forward under 8 warps. Triton's interpreter does not model warps (it drops ``num_warps``
+and runs each program whole), so on CPU both candidates compute the same and the token proves the
+pinning, not the warps; on a GPU the pinned candidate is the one launched, with no benchmarking.
+``fla-chunk`` declares none: its kernels run on CUDA only, where its autotuners (block sizes, warps,
+stages across the chunk modules) are not yet mapped to a call's candidates, and ``fla-naive`` has
+no Triton kernel.
 Declined, in fla's own words: families other than those above, and each family's forms in
 :data:`DECLINED` (the gated delta rule, RWKV-7 and KDA on ``fla-recurrent``: forward-only kernels;
 deltaproduct on ``fla-recurrent`` and ``fla-chunk``; KDA on ``fla-chunk``: ``chunk_kda`` runs on CUDA
@@ -56,6 +68,8 @@ rebuilt from its id (the client's case has no tail), and the tail's gradients ar
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +126,8 @@ NO_KDA_BACKWARD = ("fla 0.6.0's fused_recurrent_kda is a forward-only (inference
 KDA_CHUNK_UNCHECKED = ("fla-chunk does not map kda yet: fla 0.6.0's chunk_kda runs on CUDA only and no CUDA run has "
                        "checked a map of it; fla-naive judges fla's KDA loop and gate")
 FAMILIES = ("gla", "gdn", "deltaproduct", "rwkv7", "kda")
+# (family, kernel form) -> the module whose Triton autotuners that form's call runs (module docstring)
+AUTOTUNED = {("gla", "recurrent"): "fla.ops.common.fused_recurrent"}
 # (family, kernel form) -> why that form of fla 0.6.0 is not judged on that family
 DECLINED = {("gdn", "recurrent"): NO_GDN_BACKWARD, ("rwkv7", "recurrent"): NO_RWKV7_BACKWARD,
             ("deltaproduct", "recurrent"): NO_DELTAPRODUCT["recurrent"],
@@ -198,6 +214,25 @@ class FlaTarget(torch_grad.TorchGradTarget):
                     "and no interpreter run of them is checked")
         return True
 
+    def kernel_configs(self, config: Any) -> dict[str, tuple]:
+        """The autotune candidates of the kernels this form runs on ``config``, one index each
+        (module docstring); {} where it runs no autotuned kernel."""
+        module = AUTOTUNED.get((config.mode, self.kernel))
+        if module is None or self.supports(config) is not True:
+            return {}
+        return {"autotune": tuple(range(triton_cpu.candidate_count(module)))}
+
+    @contextmanager
+    def _candidate(self, case: Any) -> Iterator[None]:
+        """The case's autotune candidate (``-kc.autotune.<i>``) pinned for the block; nothing pinned
+        where the case names none (the autotuners as fla has them)."""
+        candidate = dict(getattr(case, "kernel_config", ())).get("autotune")
+        if candidate is None:
+            yield
+            return
+        with triton_cpu.pinned_candidate("fla", int(candidate)):
+            yield
+
     # ------------------------------------------------------------------ one kernel call
     def _kernel(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
         """The library's recurrence on one layer: o (B, T, NH, V), the final state (N, NH, K, V). Inside
@@ -268,9 +303,18 @@ class FlaTarget(torch_grad.TorchGradTarget):
 
     def run(self, case: Any) -> Any:
         lengths = [int(n) for n in case.seq_lengths]
-        if self.kernel == "naive" or (getattr(case, "tail", 0) == 0 and len(set(lengths)) == 1):
-            return super().run(case)  # one padded call per length (naive: fla has no cu_seqlens there)
-        return self._run_packed(case)
+        with self._candidate(case):
+            if self.kernel == "naive" or (getattr(case, "tail", 0) == 0 and len(set(lengths)) == 1):
+                return super().run(case)  # one padded call per length (naive: fla has no cu_seqlens there)
+            return self._run_packed(case)
+
+    def jvp(self, case: Any, tangents: Mapping[str, Any]) -> dict[str, Any]:
+        with self._candidate(case):
+            return super().jvp(case, tangents)
+
+    def hvp(self, case: Any, tangents: Mapping[str, Any]) -> dict[str, Any]:
+        with self._candidate(case):
+            return super().hvp(case, tangents)
 
     def _run_packed(self, case: Any) -> Any:
         """The case packed through ``cu_seqlens`` (B = 1, one initial state per sequence)."""

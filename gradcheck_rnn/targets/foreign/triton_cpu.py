@@ -9,6 +9,12 @@ So a target that calls a Triton library on CPU imports it with :func:`import_int
 variable set for the import only) and calls it inside :func:`interpreter_call` (the variable set again, each autotuner of the
 library's modules cut to its first configuration for the call, restored afterwards). Neither
 leaves anything changed in the user's process: on a machine with CUDA both do nothing.
+
+A target that offers its autotuners' candidates as a kernel configuration (fla-recurrent's
+``-kc.autotune.<i>``) runs the call inside :func:`pinned_candidate` as well, on CPU and on a GPU:
+every autotuner holds only its candidate ``i`` for the call (its last where it has fewer), so
+the interpreter runs that one instead of the first, and a GPU runs it without benchmarking
+(Triton's autotuner launches a single configuration as it is).
 Like torch_grad.py it imports nothing from gradcheck_rnn.
 """
 
@@ -69,6 +75,27 @@ def _autotuners(prefix: str) -> list[Any]:
                 if value is None:
                     break
     return list(found.values())
+
+
+def candidate_count(module: str) -> int:
+    """The most autotune candidates any autotuner of ``module`` (imported as :func:`import_interpreted`
+    does) offers; 1 where it has no autotuner."""
+    import_interpreted(module)
+    return max((len(tuner.configs) for tuner in _autotuners(module)), default=1)
+
+
+@contextmanager
+def pinned_candidate(prefix: str, candidate: int) -> Iterator[None]:
+    """For the block, every autotuner of the ``prefix`` modules with one configuration, its
+    ``candidate``-th (its last where it has fewer), on any device; the configurations restored after."""
+    saved = [(tuner, tuner.configs) for tuner in _autotuners(prefix) if tuner.configs]
+    for tuner, configs in saved:
+        tuner.configs = [configs[min(candidate, len(configs) - 1)]]
+    try:
+        yield
+    finally:
+        for tuner, configs in saved:
+            tuner.configs = configs
 
 
 def imported_for_a_gpu(prefix: str) -> str | None:
