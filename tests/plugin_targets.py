@@ -174,3 +174,18 @@ class KillsItsDaskWorkerUnderAnEnvironment:
 
 
 kills_its_dask_worker_under_an_environment = KillsItsDaskWorkerUnderAnEnvironment()
+
+
+class SegfaultsUnderAChunk:
+    """Declares chunk sizes (kernel configurations) and crashes its worker under any of them."""
+
+    name = "segfaults-under-a-chunk"
+
+    def kernel_configs(self, config):
+        return {"chunk": (2, 4)}
+
+    def run(self, case):
+        return segfaults(case)
+
+
+segfaults_under_a_chunk = SegfaultsUnderAChunk()

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case, UsageError
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.judging.judge import configured_case
+from gradcheck_rnn.judging.judge import configured_case, judged_case_id
 from gradcheck_rnn.kernels.strided import as_tensor
 from gradcheck_rnn.model.case import private_copy, with_changes
 from gradcheck_rnn.model.narrowing import Narrowing
@@ -172,3 +172,12 @@ def test_chunk_states_wrong_size_at_chunk_8_is_caught_only_under_that_configurat
     name = "mutant:mlstm-chunk-states-wrong-size-at-chunk-8"
     assert statuses(name, MLSTM + "-kc.chunk.4") == ["pass"] and statuses(name, MLSTM + "-kc.chunk.2") == ["pass"]
     assert statuses(name, MLSTM + "-kc.chunk.8") == ["fail"]
+
+
+def test_the_error_row_of_a_target_that_ends_its_worker_names_its_kernel_configuration(worker_processes):
+    # the supervisor writes that row itself: it must carry the id the target's rows carry, or the
+    # case is counted twice and its repro runs another configuration
+    [row] = gr.check("plugin_targets:segfaults_under_a_chunk", GLA, checks=["reference"], config="matrix")
+    assert row.status == "error" and "killed by signal 11" in row.message, row
+    assert row.case_id.startswith(GLA + "-kc.chunk."), row.case_id
+    assert row.case_id == judged_case_id(Case.from_id(GLA), resolve_target("plugin_targets:segfaults_under_a_chunk"))

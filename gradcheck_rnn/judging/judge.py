@@ -442,6 +442,23 @@ def configured_case(case: Case, target: Target) -> Case | str:
     return case if chosen == case.kernel_config else with_changes(case, kernel_config=chosen)
 
 
+def judged_case_id(case: Case, target: Any) -> str:
+    """The id ``target``'s rows of ``case`` carry: the case under its declared gradient conventions
+    (:func:`judged_case`) and the kernel configuration drawn for it (:func:`configured_case`); the
+    case's own id where either declines or the target's declaration raises. What an executor names
+    the error row of a target that ended its worker with, so that the row reproduces the case the
+    target was judging."""
+    target = as_target(target)
+    try:
+        convention = judged_case(case, target)
+        if isinstance(convention, str):
+            return case.id
+        configured = configured_case(convention, target)
+    except Exception:  # noqa: BLE001 - the judge makes the target's own error its row; here: its case
+        return case.id
+    return convention.id if isinstance(configured, str) else configured.id
+
+
 def _configured(context: CaseContext, target: Target) -> tuple[CaseContext, bool | str, str]:
     """The context ``target`` is judged in under its kernel configuration (:func:`configured_case`),
     and whether it takes that case: (context, True or why not, the frames when asking raised)."""

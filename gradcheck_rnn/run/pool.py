@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator
@@ -142,6 +142,7 @@ class _Worker:
     row_started: float = 0.0
     deadline: float = float("inf")
     group: Hashable = None
+    case_ids: dict[str, str] = field(default_factory=dict)  # target -> the id its rows of ``job`` carry
 
     @property
     def active(self) -> bool:
@@ -298,6 +299,9 @@ class WorkerPool:
                     worker.ready, self.start_failures = True, 0
                     self.repro_envs = message[2]
                     continue
+                if message[0] == "ids":
+                    worker.case_ids = message[2]
+                    continue
                 if message[0] == "truth":  # the case's references are computed: the target's time starts
                     worker.row_started = time.monotonic()
                     worker.deadline = worker.row_started + (case_timeout or float("inf"))
@@ -335,7 +339,7 @@ class WorkerPool:
         return groups[worker.group].popleft()
 
     def _assign(self, worker: _Worker, job: Job, row: int, case_timeout: float | None) -> None:
-        worker.job, worker.row = job, row
+        worker.job, worker.row, worker.case_ids = job, row, {}
         worker.row_started = time.monotonic()
         budget = case_timeout or float("inf")
         if "reference" in self.setup.checks:  # the worker computes the references first, then says "truth"
@@ -351,6 +355,8 @@ class WorkerPool:
         # "killed by signal 11 (SIGSEGV)" / "exited with code 3": the worker "was killed", "exited"
         message = reason if timed_out else \
             f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
-        return CaseResult.of_case(case, target, "error", check, message=message, timed_out=timed_out,
-                                  seconds=time.monotonic() - worker.row_started,
-                                  repro_env=self.repro_envs.get(target, ""))
+        row = CaseResult.of_case(case, target, "error", check, message=message, timed_out=timed_out,
+                                 seconds=time.monotonic() - worker.row_started,
+                                 repro_env=self.repro_envs.get(target, ""))
+        row.case_id = worker.case_ids.get(target, row.case_id)  # under its kernel configuration, convention
+        return row

@@ -72,7 +72,7 @@ def serve(conn: Connection) -> None:
     from ..model.case import Case
     from ..judging.context import CaseContext
     from ..errors import UsageError
-    from ..judging.judge import judge
+    from ..judging.judge import judge, judged_case_id
     from ..rows.result import normal_form
 
     setup: WorkerSetup = conn.recv()
@@ -94,6 +94,9 @@ def serve(conn: Connection) -> None:
             return
         index, case, start = job
         context = CaseContext(case if isinstance(case, Case) else Case.from_id(case))
+        # the ids the targets' rows will carry (conventions, kernel configurations): a row the
+        # supervisor writes itself, for a target that ends this process, names the same case
+        conn.send(("ids", index, {target.name: judged_case_id(context.case, target) for target in targets}))
         truth_seconds = 0.0
         if "reference" in setup.checks:
             # The float64 truth (a JAX compile in a fresh worker) is not the target's time: the
