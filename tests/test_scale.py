@@ -20,9 +20,11 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.model.profiles import draw_case_ref, draw_cases, load_profile
 from gradcheck_rnn.judging.checks import ALL_CHECKS
+from gradcheck_rnn.judging.judge import judged_case_id
+from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.model.narrowing import Narrowing
 from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
-from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_rows
+from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_chunk_facts, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.judging.tolerances import Tolerances
@@ -170,8 +172,20 @@ def test_the_rows_of_a_lost_dask_chunk_keep_their_target_s_repro_environment():
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
     rows, repro_envs = judge_chunk(setup, [(0, case.id)], None)
     assert repro_envs == {target: "ISOLATION_TARGETS_MODE=crash"} and rows[0][1].status == "error"
-    ((index, lost),) = lost_rows([(1, case)], setup, "the Dask worker judging it was lost", repro_envs)
+    ((index, lost),) = lost_rows([(1, case)], setup, "the Dask worker judging it was lost", repro_envs, {})
     assert lost.repro.startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro ") and index == 1
+
+
+def test_the_rows_of_a_lost_dask_chunk_carry_the_ids_their_target_is_judged_under():
+    """A target that declares kernel configurations judges a case under the one drawn for it: the
+    rows of its lost chunk name that case, as its judged rows would (the cluster says which)."""
+    target = "plugin_targets:segfaults_under_a_chunk"
+    setup = WorkerSetup((target,), Tolerances(), ("reference",), (str(TESTS),))
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1")
+    repro_envs, ids = lost_chunk_facts(setup, [(3, case.id)])
+    ((index, lost),) = lost_rows([(3, case)], setup, "the Dask worker judging it was lost", repro_envs, ids)
+    assert lost.case_id.startswith(case.id + "-kc.chunk.") and index == 3
+    assert lost.case_id == judged_case_id(case, resolve_target(target))
 
 
 def test_a_dask_worker_keeps_its_worker_process_between_chunks():

@@ -29,7 +29,7 @@ from .pool import Job, WorkerPool, group_jobs
 from .worker import WorkerSetup, load_user_code
 
 CONNECT_TIMEOUT = 10  # seconds to reach the scheduler before saying it cannot be reached
-REPRO_ENVS_TIMEOUT = 60  # seconds to wait for the targets' repro environments after a lost chunk
+LOST_CHUNK_TIMEOUT = 60  # seconds to wait for the repro environments and ids of a lost chunk's rows
 MAX_CHUNK = 16  # cases per task at most: smaller chunks keep the progress bar and the balance live
 WINDOW_PER_SLOT = 4  # chunks in flight per Dask worker thread: enough to keep each busy, bounded
 
@@ -67,13 +67,19 @@ def judge_chunk(setup: WorkerSetup, chunk: list[tuple[int, str]],
     return sorted(rows, key=lambda pair: pair[0]), pool.repro_envs  # stable: a case's rows keep their order
 
 
-def target_repro_envs(setup: WorkerSetup) -> dict[str, str]:
-    """Runs on a Dask worker: each target's repro environment, judging nothing (for the rows of a
-    chunk lost before any chunk came back with them)."""
+def lost_chunk_facts(setup: WorkerSetup, chunk: list[tuple[int, str]]) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+    """Runs on a Dask worker, judging nothing: each target's repro environment, and the id each
+    target's rows of each case of a lost chunk carry (its kernel configuration, its convention:
+    :func:`~gradcheck_rnn.judging.judge.judged_case_id`), for that chunk's error rows."""
+    from ..judging.judge import judged_case_id
+    from ..model.case import Case
     from ..targets import resolve_target
 
     load_user_code(setup)
-    return {name: resolve_target(name).repro_env for name in setup.targets}
+    targets = [resolve_target(name) for name in setup.targets]
+    ids = {index: {name: judged_case_id(Case.from_id(case_id), target) for name, target in zip(setup.targets, targets)}
+           for index, case_id in chunk}
+    return {name: target.repro_env for name, target in zip(setup.targets, targets)}, ids
 
 
 def chunk_size(count: int, slots: int) -> int:
@@ -94,26 +100,31 @@ def chunks(jobs: Iterable[Job], size: int, window: int) -> Iterator[list[Job]]:
             yield from (group[i:i + size] for i in range(0, len(group), size))
 
 
-def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str,
-              repro_envs: dict[str, str]) -> list[tuple[int, CaseResult]]:
+def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str, repro_envs: dict[str, str],
+              ids: dict[int, dict[str, str]]) -> list[tuple[int, CaseResult]]:
     """``error`` rows, with their index, for every row of a chunk whose task could not be judged,
-    each with its target's repro environment as the Dask workers reported it (none before any
-    chunk came back)."""
-    return [(index, CaseResult.of_case(case, target, "error", check, message=reason,
-                                       repro_env=repro_envs.get(target, "")))
-            for index, case in chunk for target in setup.targets for check in setup.checks]
+    each with its target's repro environment and the id its rows carry, as the cluster reported
+    them (:func:`ask_about_lost_chunk`; the plain case where it could not say)."""
+    rows = []
+    for index, case in chunk:
+        for target in setup.targets:
+            for check in setup.checks:
+                row = CaseResult.of_case(case, target, "error", check, message=reason,
+                                         repro_env=repro_envs.get(target, ""))
+                row.case_id = ids.get(index, {}).get(target, row.case_id)
+                rows.append((index, row))
+    return rows
 
 
-def missing_repro_envs(client: Any, setup: WorkerSetup, known: dict[str, str]) -> dict[str, str]:
-    """The repro environments of the targets not in ``known``, asked of the cluster; none when it
-    cannot say (a target that cannot even be loaded there), since the rows are errors either way."""
-    if known.keys() >= set(setup.targets):
-        return {}
-    future = client.submit(target_repro_envs, setup, pure=False)
+def ask_about_lost_chunk(client: Any, setup: WorkerSetup,
+                         chunk: list[Job]) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+    """:func:`lost_chunk_facts` of a lost chunk, asked of the cluster; nothing when it cannot say
+    (a target that cannot even be loaded there), since the rows are errors either way."""
+    future = client.submit(lost_chunk_facts, setup, [(index, case.id) for index, case in chunk], pure=False)
     try:
-        return future.result(timeout=REPRO_ENVS_TIMEOUT)
+        return future.result(timeout=LOST_CHUNK_TIMEOUT)
     except Exception:  # noqa: BLE001 (a lost chunk's rows are written whatever went wrong here)
-        return {}
+        return {}, {}
     finally:
         future.release()
 
@@ -170,9 +181,10 @@ def judge_on_dask(jobs: Iterable[Job], count: int, setup: WorkerSetup, scheduler
                 rows, reported = future.result()
                 repro_envs.update(reported)
             except KilledWorker as exc:
-                repro_envs.update(missing_repro_envs(client, setup, repro_envs))
+                reported, ids = ask_about_lost_chunk(client, setup, part)
+                repro_envs.update(reported)
                 rows = lost_rows(part, setup, f"the Dask worker judging it was lost, and retries too ({exc})",
-                                 repro_envs)
+                                 repro_envs, ids)
             except UsageError:
                 raise
             del future
