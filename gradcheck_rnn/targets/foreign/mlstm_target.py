@@ -100,6 +100,8 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
         self.device = "cuda" if kernel == "triton" else "cpu"
         if kernel in HAND_WRITTEN_BACKWARD:
             self.normaliser_gradient = "head_norm"
+        if kernel == "parallel":  # its stabiliser is a row max of the decay matrix: m from −∞ (module docstring)
+            self.stabiliser_start = "minus_infinity"
 
     def supports(self, config: Any) -> bool | str:
         if config.mode != "mlstm":
@@ -162,7 +164,10 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
         for layer in range(cfg.num_layers):
             q, k, v, i, f = layer_map(params, cfg, layer, x)
             states = (None, None, None)
-            if h0 is not None:
+            if h0 is None and cfg.option("minus_inf_start"):  # -minf: the parallel form's start, given to a chunkwise kernel
+                states = (q.new_zeros(q.shape[:2] + (K, v.shape[-1])), q.new_zeros(q.shape[:2] + (K,)),
+                          q.new_full(q.shape[:2] + (1,), -math.inf))
+            elif h0 is not None:
                 states = (h0[layer].unflatten(-1, (heads, K, -1)), c0[layer][:, :heads * K].unflatten(-1, (heads, K)),
                           c0[layer][:, heads * K:, None])
             with triton_cpu.interpreter_call("mlstm_kernels"):
