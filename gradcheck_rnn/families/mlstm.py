@@ -27,7 +27,16 @@ layer in xLSTM does up to its shift, and the case has no head gradient on the fi
 removes, so a backward that holds them constant is exact for these losses (up to the norms' ε):
 what still fails under it is a real finding, not the convention.
 
-Case id: ``mlstm-L2-uni-I3-H4-NH2-K2[-strongdecay][-nobias][-longmem]-T7-B3-…``; ``-longmem``
+The convention ``stabiliser_start = "minus_infinity"`` (case id ``-minf``) is the xLSTM paper's
+parallel form, mlstm_kernels' parallel kernels' (m_t is the row maximum of log D, a maximum over the
+contributions there are): an empty memory (C = 0 and n = 0, the zero state of a case without an
+initial state) has the stabiliser −∞, so the first step's m is ĩ, not max(log f, ĩ). The default,
+``"zero"``, is the recurrent form's m₀ = 0 (the chunkwise kernels'). m cancels out of h only for
+ε = 0, so the two forms differ by ~ε·e^m in the first steps. The option changes nothing where the
+case has an initial state (a drawn C₀, n₀ is never zero), and a sequence of length 0 keeps its zero
+state as it was.
+
+Case id: ``mlstm-L2-uni-I3-H4-NH2-K2[-strongdecay][-headnorm][-minf][-nobias][-longmem]-T7-B3-…``; ``-longmem``
 and ``-strongdecay`` shift the forget gate's bias b_f.
 """
 

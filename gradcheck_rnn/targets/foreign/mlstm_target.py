@@ -26,7 +26,11 @@ chunkwise kernels declare the powers of two from 4 up to the first that covers T
 ``mlstm-parallel``: the parallel kernels take no initial state and return no final one
 ("c_initial is not supported", "return_last_states is not supported"), so a case with an
 initial state is declined and the final states (hy, cy) come from ``chunkwise--native_autograd``
-on the same q, k, v, i, f: y and the gradients through y are the parallel kernel's.
+on the same q, k, v, i, f: y and the gradients through y are the parallel kernel's. Their
+stabiliser is the row maximum of log D, the xLSTM paper's parallel form, which starts m at −∞
+(the chunkwise kernels start it at 0): the target declares the mlstm family's convention
+``stabiliser_start = "minus_infinity"`` and is judged on the ``-minf`` case, where (with no initial
+state) the chunkwise kernel's final states are started from C = 0, n = 0, m = −∞ too.
 
 ``mlstm-custbw`` and ``mlstm-triton`` have hand-written backwards that hold the normaliser's
 denominator and the stabiliser constant, by design: they declare the mlstm family's convention
