@@ -187,3 +187,12 @@ def test_the_hypothesis_strategy_draws_valid_matrix_cases_with_every_option():
     draw()
     assert {s[0] for s in seen} == {"gla", "mlstm", "gdn"}
     assert {s[1] for s in seen} == {s[2] for s in seen} == {s[3] for s in seen} == {True, False}
+
+
+def test_a_row_names_every_convention_its_case_was_judged_under():
+    from gradcheck_rnn.reports.document import convention_of
+
+    assert convention_of(MINF) == "stabiliser_start='minus_infinity'"
+    assert convention_of(MINF.replace("-minf", "-headnorm-minf")) == \
+        "normaliser_gradient='head_norm' and stabiliser_start='minus_infinity'"
+    assert convention_of(MINF.replace("-minf", "")) is None
