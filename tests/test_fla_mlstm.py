@@ -169,6 +169,29 @@ def test_a_true_derivative_passes_under_the_convention_and_a_wrong_one_fails(mls
     assert wrong.status == "fail" and "x" in failing(wrong)
 
 
+# docs/findings/frameworks.md's mlstm-parallel row: log σ(f₀) > ĩ₀, so the stabiliser's start shows in y
+PARALLEL_FINDING = "mlstm-L1-uni-I4-H1-K4-longmem-T10-B1-len4-f64-s521336563-z"
+
+
+def test_mlstm_parallel_is_judged_under_its_stabiliser_start_and_passes_the_finding(mlstm_kernels):
+    """The parallel form starts m at −∞ (stabiliser_start = "minus_infinity", -minf): judged so, it
+    passes the float64 case it failed by up to 70 times the tolerance when judged from m₀ = 0, and
+    at two steps, before an input gate overtakes the start, its final states (the chunkwise kernel's
+    from m_initial = −∞) too."""
+    for case_id in (PARALLEL_FINDING, PARALLEL_FINDING.replace("-len4-", "-len2-")):
+        result = judge_one(Case.from_id(case_id), resolve_target("mlstm-parallel"))
+        assert result.status == "pass" and result.case_id == case_id.replace("-longmem", "-minf-longmem"), \
+            (result.case_id, result.message)
+
+
+def test_a_kernel_that_declares_one_stabiliser_start_and_computes_the_other_fails(mlstm_kernels):
+    import convention_targets
+
+    for target in (convention_targets.parallel_from_zero, convention_targets.chunkwise_from_zero_minus_infinity):
+        result = judge_one(Case.from_id(PARALLEL_FINDING), target)
+        assert result.status == "fail" and {"y", "x"} <= failing(result), (target.name, result.message)
+
+
 def test_a_case_the_convention_cannot_judge_is_skipped_with_the_reason(mlstm_kernels):
     result = judge_one(Case.from_id(f"{MLSTM}-gstates"), resolve_target("mlstm-custbw"))
     assert result.status == "skip" and "exact only for losses through all of y" in result.message

@@ -76,6 +76,31 @@ def test_the_regimes_shift_only_the_decay_bias():
         np.testing.assert_array_equal(held.x, plain.x)
 
 
+MINF = "mlstm-L2-uni-I3-H4-NH2-K2-minf-T5-B3-len5.2.0-f64-s16"  # the stabiliser_start convention's option
+# docs/findings/frameworks.md's mlstm-parallel case: log σ(f₀) > ĩ₀, so m from −∞ and from 0 differ at first
+MINF_DIFFERS = "mlstm-L1-uni-I4-H1-K4-minf-longmem-T10-B1-len4-f64-s521336563-z"
+
+
+def test_minf_starts_an_empty_memorys_stabiliser_at_minus_infinity_in_both_references():
+    """-minf: without an initial state the first step's m is ĩ (not max(log f, ĩ)); the references
+    agree, their gradients are central differences (no 0·∞ from the −∞ start), and a sequence of
+    length 0 keeps its zero state. With an initial state the option changes nothing."""
+    for case_id in (f"{MINF}-z", MINF_DIFFERS):
+        case = Case.from_id(case_id)
+        loop, jax = run_reference("loop", case), run_reference("jax", case)
+        for name in ("y", "hy", "cy"):
+            np.testing.assert_allclose(getattr(jax, name), getattr(loop, name), rtol=1e-12, atol=1e-14)
+        for name, grad in loop.grads.items():
+            np.testing.assert_allclose(jax.grads[name], grad, rtol=1e-12, atol=1e-14, err_msg=name)
+    assert not run_reference("loop", Case.from_id(f"{MINF}-z")).cy[:, 2].any()  # length 0: the zero state as it was
+    minf, zero = (run_reference("loop", Case.from_id(i)) for i in (MINF_DIFFERS, MINF_DIFFERS.replace("-minf", "")))
+    assert 1e-9 < np.abs(minf.y - zero.y).max() < 1e-5  # the first steps, by ~ε·e^m
+    assert_matches_central_differences("loop", Case.from_id(f"{MINF}-z"), ["x", *Case.from_id(MINF).params], 1, (2, 1))
+    given, plain = run_reference("loop", Case.from_id(MINF)), run_reference("loop", Case.from_id(MINF.replace("-minf", "")))
+    for name in ("y", "hy", "cy"):
+        np.testing.assert_array_equal(getattr(given, name), getattr(plain, name))
+
+
 BUCKET_IDS = ["gdn-L2-uni-I3-H6-NH3-K3-T5-B2-len5.0-f64-s4", "gdn-L2-uni-I4-H6-NH3-K4-nobias-T6-B1-len6-f64-s5",
               "gdn-L2-uni-I1-H6-NH3-K2-T3-B3-len3.1.2-f64-s6"]
 
@@ -162,3 +187,12 @@ def test_the_hypothesis_strategy_draws_valid_matrix_cases_with_every_option():
     draw()
     assert {s[0] for s in seen} == {"gla", "mlstm", "gdn"}
     assert {s[1] for s in seen} == {s[2] for s in seen} == {s[3] for s in seen} == {True, False}
+
+
+def test_a_row_names_every_convention_its_case_was_judged_under():
+    from gradcheck_rnn.reports.document import convention_of
+
+    assert convention_of(MINF) == "stabiliser_start='minus_infinity'"
+    assert convention_of(MINF.replace("-minf", "-headnorm-minf")) == \
+        "normaliser_gradient='head_norm' and stabiliser_start='minus_infinity'"
+    assert convention_of(MINF.replace("-minf", "")) is None

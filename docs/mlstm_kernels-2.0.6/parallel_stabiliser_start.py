@@ -9,12 +9,15 @@ initial state, the xLSTM paper's m_0 = 0: m_t = max(log σ(f_t) + m_{t−1}, i_t
 kernel (parallel/native/fw.py) takes m_t = max_j log D_tj, the row maximum of the decay matrix,
 which is the same recurrence started at m = −∞. Where log σ(f_0) > i_0 the two m_t differ until an
 input gate overtakes the decayed start, and so do the outputs, by ε·(exp(m_t) − exp(m'_t)) over the
-denominator. gradcheck-rnn judges both against the recurrent definition (m from 0, as the
-chunkwise kernel and its own contract have it): mlstm-parallel fails its float64 cases where the
-first steps' gates fall so (`gradcheck-rnn repro
-mlstm-L1-uni-I4-H1-K4-longmem-T10-B1-len4-f64-s521336563-z --target mlstm-parallel`: y, x, w_q,
-w_k, w_v at t = 0, 1 only, up to 70 times the float64 tolerance); in float32 the difference is below
-the tolerance. torch and mlstm_kernels only.
+denominator. Both are the xLSTM paper's forms (its recurrent m₀ = 0, its parallel row maximum), so
+this is a difference of definition, not a bug of either kernel. gradcheck-rnn judged both against the
+recurrent one at first, and mlstm-parallel failed its float64 cases where the first steps' gates fall
+so (mlstm-L1-uni-I4-H1-K4-longmem-T10-B1-len4-f64-s521336563-z: y, x, w_q, w_k, w_v at t = 0, 1
+only, up to 70 times the float64 tolerance; in float32 below the tolerance): an unfair verdict. The
+mlstm family now names both as a gradient convention, ``stabiliser_start = "zero" | "minus_infinity"``
+(case id ``-minf``), and mlstm-parallel declares ``"minus_infinity"``: judged so, it passes
+(``gradcheck-rnn repro mlstm-L1-uni-I4-H1-K4-longmem-T10-B1-len4-f64-s521336563-z --target
+mlstm-parallel`` judges the ``-minf`` case). torch and mlstm_kernels only.
 
 A float64 loop of the recurrence, started at m = 0 and at m = −∞, matches the chunkwise and the
 parallel kernel respectively to rounding; with ε = 0 all four agree.

@@ -27,12 +27,22 @@ layer in xLSTM does up to its shift, and the case has no head gradient on the fi
 removes, so a backward that holds them constant is exact for these losses (up to the norms' ε):
 what still fails under it is a real finding, not the convention.
 
-Case id: ``mlstm-L2-uni-I3-H4-NH2-K2[-strongdecay][-nobias][-longmem]-T7-B3-…``; ``-longmem``
+The convention ``stabiliser_start = "minus_infinity"`` (case id ``-minf``) is the xLSTM paper's
+parallel form, mlstm_kernels' parallel kernels' (m_t is the row maximum of log D, a maximum over the
+contributions there are): an empty memory (C = 0 and n = 0, the zero state of a case without an
+initial state) has the stabiliser −∞, so the first step's m is ĩ, not max(log f, ĩ). The default,
+``"zero"``, is the recurrent form's m₀ = 0 (the chunkwise kernels'). m cancels out of h only for
+ε = 0, so the two forms differ by ~ε·e^m in the first steps. The option changes nothing where the
+case has an initial state (a drawn C₀, n₀ is never zero), and a sequence of length 0 keeps its zero
+state as it was.
+
+Case id: ``mlstm-L2-uni-I3-H4-NH2-K2[-strongdecay][-headnorm][-minf][-nobias][-longmem]-T7-B3-…``; ``-longmem``
 and ``-strongdecay`` shift the forget gate's bias b_f.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
@@ -44,6 +54,8 @@ EPS = 1e-6
 HEAD_NORM_EPS = 1e-30  # the per-head norm of -headnorm: only keeps 0 / 0 away; scale invariant to rounding
 HEAD_NORM = Option("head_norm", "headnorm", False,
                    "headnorm (optional: each layer's output normalised per head, the mlstm_kernels convention)")
+MINUS_INF_START = Option("minus_inf_start", "minf", False,
+                         "minf (optional: an empty memory's stabiliser is −∞, the parallel form's start)")
 
 
 class MLSTMFamily(MatrixFamily):
@@ -71,6 +83,9 @@ class MLSTMFamily(MatrixFamily):
             gate_i, gate_f = gate_i + p["b_i"], gate_f + p["b_f"]
         log_f = ops.log_sigmoid(gate_f)
         n_prev, m_prev = c[..., :NH * K].reshape(c.shape[:-1] + (NH, K)), c[..., NH * K:]
+        if config.option("minus_inf_start"):  # -minf: the zero state holds no contribution, so no max is taken over it
+            empty = (self.matrix(h, config) == 0).all(-1).all(-1) & (n_prev == 0).all(-1)
+            m_prev = ops.where(empty, -math.inf, m_prev)  # exp(−∞) = 0 exactly: f' = 0, m = ĩ, no 0·∞ in a gradient
         m = ops.maximum(log_f + m_prev, gate_i)
         i_s, f_s = ops.exp(gate_i - m), ops.exp(log_f + m_prev - m)  # (..., NH)
         memory = f_s[..., None, None] * self.matrix(h, config) + i_s[..., None, None] * k[..., :, None] * v[..., None, :]
@@ -104,5 +119,6 @@ class MLSTMFamily(MatrixFamily):
 MLSTM = MLSTMFamily(
     token="mlstm", gates=("i", "f"), cell_state=True, bidirectional=False,
     long_memory_needs="it opens the forget gate through its bias b_f, so it needs it (not with -nobias)",
-    options=(HEADS, KEY_WIDTH, STRONG_DECAY, HEAD_NORM),
-    conventions=(Convention("normaliser_gradient", "head_norm", {"true": False, "head_norm": True}, heads="y"),))
+    options=(HEADS, KEY_WIDTH, STRONG_DECAY, HEAD_NORM, MINUS_INF_START),
+    conventions=(Convention("normaliser_gradient", "head_norm", {"true": False, "head_norm": True}, heads="y"),
+                 Convention("stabiliser_start", "minus_inf_start", {"zero": False, "minus_infinity": True})))

@@ -117,19 +117,18 @@ def _cause_kind(row: dict[str, Any]) -> str:
 
 
 def convention_of(case_id: str) -> str | None:
-    """The gradient convention a row's case was judged under, as its target declared it
-    (``normaliser_gradient='head_norm'``), or None for the family's default (the true derivative)."""
+    """The gradient conventions a row's case was judged under, as its target declared them
+    (``normaliser_gradient='head_norm'``; several joined by "and"), or None for the family's
+    defaults (the true derivative, the stabiliser from 0)."""
     from ..model.case import parse_case_id
 
     try:
         config = parse_case_id(case_id)["config"]
     except (UsageError, ValueError, KeyError):
         return None
-    for convention in config.family.conventions:
-        if config.option(convention.option):
-            declared = next(name for name, on in convention.values.items() if on)
-            return f"{convention.attribute}={declared!r}"
-    return None
+    declared = [f"{c.attribute}={next(name for name, on in c.values.items() if on)!r}"
+                for c in config.family.conventions if config.option(c.option)]
+    return " and ".join(declared) or None
 
 
 def _cause(row: dict[str, Any], others: list[dict[str, Any]]) -> str:

@@ -26,7 +26,11 @@ chunkwise kernels declare the powers of two from 4 up to the first that covers T
 ``mlstm-parallel``: the parallel kernels take no initial state and return no final one
 ("c_initial is not supported", "return_last_states is not supported"), so a case with an
 initial state is declined and the final states (hy, cy) come from ``chunkwise--native_autograd``
-on the same q, k, v, i, f: y and the gradients through y are the parallel kernel's.
+on the same q, k, v, i, f: y and the gradients through y are the parallel kernel's. Their
+stabiliser is the row maximum of log D, the xLSTM paper's parallel form, which starts m at −∞
+(the chunkwise kernels start it at 0): the target declares the mlstm family's convention
+``stabiliser_start = "minus_infinity"`` and is judged on the ``-minf`` case, where (with no initial
+state) the chunkwise kernel's final states are started from C = 0, n = 0, m = −∞ too.
 
 ``mlstm-custbw`` and ``mlstm-triton`` have hand-written backwards that hold the normaliser's
 denominator and the stabiliser constant, by design: they declare the mlstm family's convention
@@ -100,6 +104,8 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
         self.device = "cuda" if kernel == "triton" else "cpu"
         if kernel in HAND_WRITTEN_BACKWARD:
             self.normaliser_gradient = "head_norm"
+        if kernel == "parallel":  # its stabiliser is a row max of the decay matrix: m from −∞ (module docstring)
+            self.stabiliser_start = "minus_infinity"
 
     def supports(self, config: Any) -> bool | str:
         if config.mode != "mlstm":
@@ -162,7 +168,10 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
         for layer in range(cfg.num_layers):
             q, k, v, i, f = layer_map(params, cfg, layer, x)
             states = (None, None, None)
-            if h0 is not None:
+            if h0 is None and cfg.option("minus_inf_start"):  # -minf: the parallel form's start, given to a chunkwise kernel
+                states = (q.new_zeros(q.shape[:2] + (K, v.shape[-1])), q.new_zeros(q.shape[:2] + (K,)),
+                          q.new_full(q.shape[:2] + (1,), -math.inf))
+            elif h0 is not None:
                 states = (h0[layer].unflatten(-1, (heads, K, -1)), c0[layer][:, :heads * K].unflatten(-1, (heads, K)),
                           c0[layer][:, heads * K:, None])
             with triton_cpu.interpreter_call("mlstm_kernels"):
