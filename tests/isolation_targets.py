@@ -99,3 +99,18 @@ def records_a_child_interpreter(case):
     with open(os.environ[CHILD_RECORD_ENV], "w") as record:
         record.write(child.stdout)
     return _fused.run(case)
+
+
+class AbortsInForwardMode:
+    """Correct first order (the fused kernel) whose forward mode aborts its process (SIGABRT), as
+    XLA's native code did under the flax target's ``jax.jvp`` in a soak: the jvp row is an error
+    that names the signal, and the case's other rows and the run go on."""
+
+    def run(self, case):
+        return _fused.run(case)
+
+    def jvp(self, case, tangents):
+        os.abort()
+
+
+aborts_in_forward_mode = AbortsInForwardMode()

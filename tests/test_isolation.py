@@ -268,3 +268,20 @@ def test_the_row_of_a_worker_that_died_keeps_its_target_s_repro_environment(tmp_
     for row in stored:  # one per check, each on a fresh worker
         assert row["status"] == "error" and "exited with code 7" in row["message"], row
         assert row["repro"].startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro "), row["repro"]
+
+
+def test_a_native_crash_inside_a_forward_mode_product_is_its_row_and_the_run_goes_on(tmp_path, profile):
+    """A target's process killed inside ``jvp`` (SIGABRT, as JAX/XLA's native code can abort) is the
+    jvp row's error naming the signal; the case's later check and every other case are judged."""
+    with_products = Path(profile).read_text().replace("jvp = false", "jvp = true").replace("gradgrad = false",
+                                                                                        "gradgrad = true")
+    Path(profile).write_text(with_products)
+    code, output = invoke("sweep", "-c", profile, "-n", 2, "-t", "isolation_targets:aborts_in_forward_mode",
+                          "--report-dir", tmp_path)
+    found = rows(tmp_path)
+    assert code == 1, output
+    assert {(check, status) for _, _, check, status, _ in found} == {
+        ("reference", "pass"), ("determinism", "pass"), ("stateless", "pass"), ("jvp", "error"), ("gradgrad", "skip")}
+    assert len(found) == 2 * 5  # every case × check: none lost with the aborted worker
+    assert {message for _, _, check, _, message in found if check == "jvp"} == {
+        "the worker process judging it was killed by signal 6 (SIGABRT)"}
