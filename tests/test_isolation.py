@@ -285,3 +285,21 @@ def test_a_native_crash_inside_a_forward_mode_product_is_its_row_and_the_run_goe
     assert len(found) == 2 * 5  # every case × check: none lost with the aborted worker
     assert {message for _, _, check, _, message in found if check == "jvp"} == {
         "the worker process judging it was killed by signal 6 (SIGABRT)"}
+
+
+MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+
+
+@pytest.mark.skipif(not MAX_MAP_COUNT.exists() or int(MAX_MAP_COUNT.read_text()) > 300_000,
+                    reason="Linux's memory-map limit, at a size a test can reach")
+def test_a_worker_near_the_memory_map_limit_hands_its_case_to_a_fresh_one(tmp_path, profile):
+    """A target that keeps memory maps (a compiled program per shape) would take its worker past the
+    kernel's limit within eight cases; the worker retires first, so every case is judged."""
+    reference_only = Path(profile).read_text().replace("determinism = true", "determinism = false").replace(
+        "stateless = true", "stateless = false")
+    Path(profile).write_text(reference_only)
+    code, output = invoke("sweep", "-c", profile, "-n", 9, "-t", "isolation_targets:leaks_memory_maps",
+                          "--report-dir", tmp_path)
+    found = rows(tmp_path)
+    assert code == 0, output
+    assert len(found) == 9 and {status for *_, status, _ in found} == {"pass"}, found
