@@ -303,3 +303,16 @@ def test_a_worker_near_the_memory_map_limit_hands_its_case_to_a_fresh_one(tmp_pa
     found = rows(tmp_path)
     assert code == 0, output
     assert len(found) == 9 and {status for *_, status, _ in found} == {"pass"}, found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MAX_MAP_COUNT.exists() or int(MAX_MAP_COUNT.read_text()) > 300_000,
+                    reason="Linux's memory-map limit, at a size a test can reach")
+def test_xla_at_the_memory_map_limit_dies_by_a_signal_which_is_why_workers_retire():
+    """docs/jax-0.10.2/memory_map_limit.py: the cause of the flax soak's SIGSEGV/SIGABRT rows."""
+    from docs_scripts import run_scripts
+
+    script = TESTS.parent / "docs" / "jax-0.10.2" / "memory_map_limit.py"
+    done = run_scripts(sys.executable, [script], env={"PATH": os.environ.get("PATH", "")})
+    assert done.returncode == 0, done.stderr
+    assert "CONFIRMED XLA:CPU at the memory-map limit kills its process (signal" in done.stdout, done.stdout + done.stderr
