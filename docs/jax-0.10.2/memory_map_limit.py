@@ -3,7 +3,7 @@ by default on Linux) dies by a signal at its next compile, not with a Python exc
 
 XLA:CPU maps the code of every program it compiles, and a program kept (a jitted function alive,
 its executable cached) keeps its maps. A process that compiles and keeps a program per shape (the
-flax target: three per configuration, ~600 maps a judged case) reaches the limit after ~100 cases;
+flax target: three per configuration, ~350 maps a case) reaches the limit after ~150 cases;
 then LLVM cannot map the next program ("LLVM compilation error: Cannot allocate memory") and the
 process is killed by SIGSEGV or SIGABRT. That is a resource limit every JIT compiler meets, not a
 wrong result: gradcheck-rnn's worker processes retire before it (gradcheck_rnn/run/worker.py,

@@ -13,7 +13,7 @@ is in flight:
   "timed out after 10 s"), and the rest of the case resumes on the new worker from the next row;
 - a worker near the kernel's limit of memory maps per process hands its next case back unjudged
   and exits (:func:`.worker.maps_near_limit`), and a fresh one judges it: a target that keeps a
-  compiled program per shape (flax) would otherwise crash its worker inside XLA after ~100 cases;
+  compiled program per shape (flax) would otherwise crash its worker inside XLA after ~150 cases;
 - each worker keeps to one JAX shape bucket while it has cases, so it compiles each bucket once
   (and loads the others from the shared persistent compile cache, GRADCHECK_RNN_JAX_CACHE);
 - each worker runs torch, OpenMP, MKL and OpenBLAS on one thread (GRADCHECK_RNN_TORCH_THREADS

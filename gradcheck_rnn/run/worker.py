@@ -36,8 +36,8 @@ from typing import Any
 from .interrupts import ignore_interrupts
 
 # A target that JIT-compiles a program per shape and keeps it (the flax target: three XLA programs
-# a configuration, ~600 memory maps a judged case) nears the kernel's limit of memory maps per
-# process (vm.max_map_count, 65,530 by default) after ~100 cases; past it XLA:CPU cannot map the
+# a configuration, ~350 memory maps a case) nears the kernel's limit of memory maps per
+# process (vm.max_map_count, 65,530 by default) after ~150 cases; past it XLA:CPU cannot map the
 # code it compiles and the process dies by SIGSEGV or SIGABRT (docs/findings/soak.md, "The flax
 # soak's worker crashes"). A worker past this share of the limit hands its next case back and exits.
 RETIRE_AT_MAPS = 0.5

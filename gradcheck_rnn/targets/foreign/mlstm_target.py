@@ -145,8 +145,8 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
         return self.parallel_float64_refusal(case) or super().supports_jvp(case)
 
     def second_order_refusal(self, case: Any) -> str | None:
-        if self.parallel_float64_refusal(case):
-            return self.parallel_float64_refusal(case)
+        if refusal := self.parallel_float64_refusal(case):
+            return refusal
         if self.kernel in HAND_WRITTEN_BACKWARD:
             return (f"{self.name}'s hand-written backward holds the normaliser's denominator and the stabiliser "
                     "constant (the head_norm convention): its double backward is that gradient's derivative, not "
