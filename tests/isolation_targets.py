@@ -125,6 +125,7 @@ def leaks_memory_maps(case):
     eight cases its process would reach the limit, where a JIT compiler's next map fails."""
     import mmap
 
-    limit = int(open("/proc/sys/vm/max_map_count").read())
+    with open("/proc/sys/vm/max_map_count") as file:
+        limit = int(file.read())
     _held_maps.extend(mmap.mmap(-1, mmap.PAGESIZE) for _ in range(limit // 7))  # shared: never merged
     return _fused.run(case)

@@ -31,7 +31,7 @@ for n in range(1, 200):  # one new program per shape, each kept, as a per-shape 
 print("compiled every program", flush=True)
 """
 
-done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True)
+done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, check=False)
 print(done.stdout.strip())
 print("\n".join(line for line in done.stderr.splitlines() if "LLVM" in line or "Cannot allocate" in line))
 died = done.returncode < 0

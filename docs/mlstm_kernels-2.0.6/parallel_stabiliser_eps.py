@@ -30,8 +30,8 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 differences = {}
 for eps in (1e-6, 0.0):
-    h_par, t_par = jvp(lambda q: parallel(q, k, v, i, f, eps=eps), (q,), (tangent,))
-    h_chk, t_chk = jvp(lambda q: chunkwise(q, k, v, i, f, eps=eps, chunk_size=1), (q,), (tangent,))
+    h_par, t_par = jvp(lambda q, eps=eps: parallel(q, k, v, i, f, eps=eps), (q,), (tangent,))
+    h_chk, t_chk = jvp(lambda q, eps=eps: chunkwise(q, k, v, i, f, eps=eps, chunk_size=1), (q,), (tangent,))
     differences[eps] = relative(h_par, h_chk), relative(t_par, t_chk)
     print(f"eps={eps:g}: parallel against chunkwise in float64: outputs {differences[eps][0]:.2e}, "
           f"tangents {differences[eps][1]:.2e} (max relative difference)")
