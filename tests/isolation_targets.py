@@ -99,3 +99,33 @@ def records_a_child_interpreter(case):
     with open(os.environ[CHILD_RECORD_ENV], "w") as record:
         record.write(child.stdout)
     return _fused.run(case)
+
+
+class AbortsInForwardMode:
+    """Correct first order (the fused kernel) whose forward mode aborts its process (SIGABRT), as
+    XLA's native code did under the flax target's ``jax.jvp`` in a soak: the jvp row is an error
+    that names the signal, and the case's other rows and the run go on."""
+
+    def run(self, case):
+        return _fused.run(case)
+
+    def jvp(self, case, tangents):
+        os.abort()
+
+
+aborts_in_forward_mode = AbortsInForwardMode()
+
+
+_held_maps: list = []
+
+
+def leaks_memory_maps(case):
+    """Correct results, and a seventh of the kernel's memory maps per process kept on each call, as a
+    target that keeps a JIT-compiled program per shape does (the flax target's XLA programs): within
+    eight cases its process would reach the limit, where a JIT compiler's next map fails."""
+    import mmap
+
+    with open("/proc/sys/vm/max_map_count") as file:
+        limit = int(file.read())
+    _held_maps.extend(mmap.mmap(-1, mmap.PAGESIZE) for _ in range(limit // 7))  # shared: never merged
+    return _fused.run(case)

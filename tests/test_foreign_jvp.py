@@ -80,12 +80,31 @@ def test_the_pipe_carries_forward_mode_and_second_order(flax_keras_python, forei
     ("fla-naive", "gla-L1-uni-I5-H4-K3-R2-T10-B1-len7-f32-s846428920-wparams-gstates"),
     ("fla-naive", "gdn-L1-uni-I5-H1-K3-T18-B3-len5.1.14-f32-s112662089-winputs"),
     ("mlstm-chunkwise", "mlstm-L3-uni-I1-H1-K1-nobias-T6-B2-len6.1-f64-s1429522658-z"),
-    ("mlstm-parallel", "mlstm-L3-uni-I1-H1-K1-nobias-T6-B2-len6.1-f64-s1429522658-z"),
+    ("mlstm-parallel", "mlstm-L3-uni-I1-H1-K1-nobias-T6-B2-len6.1-f32-s1429522658-z"),
     ("flashrnn-vanilla", "gru-L2-bi-I3-H4-T5-B3-len5.2.4-f32-s8"),
 ])
 def test_the_torch_library_targets_pass_where_autograd_runs_them(name, case_id):
     for check, row in rows(case_id, resolve_target(name)).items():
         assert row.status == "pass", (name, check, row.message)
+
+
+def test_mlstm_parallel_declines_float64_products_for_its_eps_scale():
+    """mlstm_kernels' parallel kernel weighs its eps at another scale than the family (m from the row
+    maximum, not from 0): its float64 tangents differ from the references' by ~1e-7 relative, which
+    failed 4 of 20 float64 cases of a soak though its forward mode is exact for its own function
+    (docs/mlstm_kernels-2.0.6/parallel_stabiliser_eps.py); declined in float64, judged below it."""
+    case_id = "mlstm-L2-uni-I5-H3-NH3-K3-T2-B2-len2.1-f64-s485721558-wx-z"
+    for check, row in rows(case_id, resolve_target("mlstm-parallel")).items():
+        assert row.status == "skip" and "stabilised by the row maximum" in row.message, (check, row.message)
+    assert {row.status for row in rows(case_id, resolve_target("mlstm-chunkwise")).values()} == {"pass"}
+
+
+def test_the_parallel_eps_script_shows_the_two_scales(capsys):
+    """docs/mlstm_kernels-2.0.6/parallel_stabiliser_eps.py, torch and mlstm_kernels only."""
+    runpy.run_path(str(Path(__file__).parent.parent / "docs" / "mlstm_kernels-2.0.6" / "parallel_stabiliser_eps.py"),
+                   run_name="__main__")
+    assert "CONFIRMED the parallel and chunkwise kernels differ in float64 by their eps's scale only" in \
+        capsys.readouterr().out
 
 
 def test_hand_written_backwards_decline_forward_mode_in_torchs_words():

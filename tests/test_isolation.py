@@ -268,3 +268,51 @@ def test_the_row_of_a_worker_that_died_keeps_its_target_s_repro_environment(tmp_
     for row in stored:  # one per check, each on a fresh worker
         assert row["status"] == "error" and "exited with code 7" in row["message"], row
         assert row["repro"].startswith("ISOLATION_TARGETS_MODE=crash gradcheck-rnn repro "), row["repro"]
+
+
+def test_a_native_crash_inside_a_forward_mode_product_is_its_row_and_the_run_goes_on(tmp_path, profile):
+    """A target's process killed inside ``jvp`` (SIGABRT, as JAX/XLA's native code can abort) is the
+    jvp row's error naming the signal; the case's later check and every other case are judged."""
+    with_products = Path(profile).read_text().replace("jvp = false", "jvp = true").replace("gradgrad = false",
+                                                                                        "gradgrad = true")
+    Path(profile).write_text(with_products)
+    code, output = invoke("sweep", "-c", profile, "-n", 2, "-t", "isolation_targets:aborts_in_forward_mode",
+                          "--report-dir", tmp_path)
+    found = rows(tmp_path)
+    assert code == 1, output
+    assert {(check, status) for _, _, check, status, _ in found} == {
+        ("reference", "pass"), ("determinism", "pass"), ("stateless", "pass"), ("jvp", "error"), ("gradgrad", "skip")}
+    assert len(found) == 2 * 5  # every case × check: none lost with the aborted worker
+    assert {message for _, _, check, _, message in found if check == "jvp"} == {
+        "the worker process judging it was killed by signal 6 (SIGABRT)"}
+
+
+MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+
+
+@pytest.mark.skipif(not MAX_MAP_COUNT.exists() or int(MAX_MAP_COUNT.read_text()) > 300_000,
+                    reason="Linux's memory-map limit, at a size a test can reach")
+def test_a_worker_near_the_memory_map_limit_hands_its_case_to_a_fresh_one(tmp_path, profile):
+    """A target that keeps memory maps (a compiled program per shape) would take its worker past the
+    kernel's limit within eight cases; the worker retires first, so every case is judged."""
+    reference_only = Path(profile).read_text().replace("determinism = true", "determinism = false").replace(
+        "stateless = true", "stateless = false")
+    Path(profile).write_text(reference_only)
+    code, output = invoke("sweep", "-c", profile, "-n", 9, "-t", "isolation_targets:leaks_memory_maps",
+                          "--report-dir", tmp_path)
+    found = rows(tmp_path)
+    assert code == 0, output
+    assert len(found) == 9 and {status for *_, status, _ in found} == {"pass"}, found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MAX_MAP_COUNT.exists() or int(MAX_MAP_COUNT.read_text()) > 300_000,
+                    reason="Linux's memory-map limit, at a size a test can reach")
+def test_xla_at_the_memory_map_limit_dies_by_a_signal_which_is_why_workers_retire():
+    """docs/jax-0.10.2/memory_map_limit.py: the cause of the flax soak's SIGSEGV/SIGABRT rows."""
+    from docs_scripts import run_scripts
+
+    script = TESTS.parent / "docs" / "jax-0.10.2" / "memory_map_limit.py"
+    done = run_scripts(sys.executable, [script], env={"PATH": os.environ.get("PATH", "")})
+    assert done.returncode == 0, done.stderr
+    assert "CONFIRMED XLA:CPU at the memory-map limit kills its process (signal" in done.stdout, done.stdout + done.stderr

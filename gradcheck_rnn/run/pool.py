@@ -11,6 +11,9 @@ is in flight:
 - a worker that dies (signal or exit code) or runs past ``case_timeout`` for one row is killed
   and replaced; that row becomes an ``error`` row with the reason ("killed by signal 11",
   "timed out after 10 s"), and the rest of the case resumes on the new worker from the next row;
+- a worker near the kernel's limit of memory maps per process hands its next case back unjudged
+  and exits (:func:`.worker.maps_near_limit`), and a fresh one judges it: a target that keeps a
+  compiled program per shape (flax) would otherwise crash its worker inside XLA after ~150 cases;
 - each worker keeps to one JAX shape bucket while it has cases, so it compiles each bucket once
   (and loads the others from the shared persistent compile cache, GRADCHECK_RNN_JAX_CACHE);
 - each worker runs torch, OpenMP, MKL and OpenBLAS on one thread (GRADCHECK_RNN_TORCH_THREADS
@@ -301,6 +304,14 @@ class WorkerPool:
                     continue
                 if message[0] == "ids":
                     worker.case_ids = message[2]
+                    continue
+                if message[0] == "retire":  # near its memory-map limit, it judged nothing of this case
+                    index, case = worker.job
+                    if worker.row:
+                        resume[index] = worker.row
+                    groups.setdefault(shape_group(case.config), deque()).appendleft(worker.job)
+                    worker.job = None
+                    self._stop(worker, grace=5)
                     continue
                 if message[0] == "truth":  # the case's references are computed: the target's time starts
                     worker.row_started = time.monotonic()

@@ -9,8 +9,12 @@ this process's ``sys.path``, never exported: a target's own interpreters must no
 - in: a :class:`WorkerSetup` first, then ``(index, case, start)`` per case (the case as its id,
   or as a ``Case`` when the caller built its data itself), ``None`` to stop;
 - out: ``("ready", pid, repro_envs)`` (each target's :attr:`~gradcheck_rnn.targets.Target.repro_env`,
-  for the rows the supervisor writes itself) or ``("fatal", sentence)`` after the setup, then ``("row", index, result)``
-  for each row of a case, in :func:`~gradcheck_rnn.judging.judge.judge` order from row ``start``.
+  for the rows the supervisor writes itself) or ``("fatal", sentence)`` after the setup, then per
+  case ``("ids", index, {target: case id})`` (the id each target's rows carry, for an error row the
+  supervisor writes itself), ``("truth", index)`` once the references are computed, and
+  ``("row", index, result)`` for each row of a case, in :func:`~gradcheck_rnn.judging.judge.judge` order from row ``start``,
+  or ``("retire", index)`` instead of judging a case, when the process nears the kernel's limit of
+  memory maps (:func:`maps_near_limit`): the supervisor gives that case to a fresh worker.
 
 A case travels as its id: the id rebuilds it bit for bit, and it is a few dozen bytes.
 
@@ -28,9 +32,32 @@ import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from .interrupts import ignore_interrupts
+
+# A target that JIT-compiles a program per shape and keeps it (the flax target: three XLA programs
+# a configuration, ~350 memory maps a case) nears the kernel's limit of memory maps per
+# process (vm.max_map_count, 65,530 by default) after ~150 cases; past it XLA:CPU cannot map the
+# code it compiles and the process dies by SIGSEGV or SIGABRT (docs/findings/soak.md, "The flax
+# soak's worker crashes"). A worker past this share of the limit hands its next case back and exits.
+RETIRE_AT_MAPS = 0.5
+# Cases between two looks at the map count: reading /proc/self/maps costs 0.3-1.5 ms, a few percent
+# of a small fused-cpu case; four flax cases add ~1,400 maps, far inside the half left.
+MAPS_CHECK_EVERY = 4
+
+
+def maps_near_limit(share: float = RETIRE_AT_MAPS) -> bool:
+    """Whether this process holds more than ``share`` of the memory maps the kernel allows a process
+    (Linux's /proc; False where it cannot say)."""
+    try:
+        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
+        with open("/proc/self/maps", "rb") as maps:
+            count = sum(1 for _ in maps)
+    except (OSError, ValueError):
+        return False
+    return count > share * limit
 
 
 @dataclass(frozen=True)
@@ -85,6 +112,7 @@ def serve(conn: Connection) -> None:
         conn.send(("fatal", f"a worker process could not set up the targets ({type(exc).__name__}: {exc})"))
         return
     conn.send(("ready", os.getpid(), {target.name: target.repro_env for target in targets}))
+    judged = 0
     while True:
         try:
             job = conn.recv()
@@ -93,6 +121,11 @@ def serve(conn: Connection) -> None:
         if job is None:
             return
         index, case, start = job
+        # a fresh worker judges at least one case, so the run always moves on
+        if judged and judged % MAPS_CHECK_EVERY == 0 and maps_near_limit():
+            conn.send(("retire", index))
+            return
+        judged += 1
         context = CaseContext(case if isinstance(case, Case) else Case.from_id(case))
         # the ids the targets' rows will carry (conventions, kernel configurations): a row the
         # supervisor writes itself, for a target that ends this process, names the same case
