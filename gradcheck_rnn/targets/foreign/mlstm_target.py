@@ -136,23 +136,7 @@ class MLSTMTarget(torch_grad.TorchGradTarget):
             return "mlstm_kernels' triton_xl_chunk needs whole blocks (\"Sequence length must be divisible by 16.\")"
         return True
 
-    def parallel_float64_refusal(self, case: Any) -> str | None:
-        """Why mlstm-parallel's float64 products are not judged (docs/mlstm_kernels-2.0.6/parallel_stabiliser_eps.py),
-        or None: its ε weighs at another scale than the family's, a difference its tangents carry
-        above float64's product tolerance though it is no error of its forward mode."""
-        if self.kernel == "parallel" and case.config.dtype == "f64":
-            return ("mlstm_kernels' parallel kernel adds its eps to a normaliser stabilised by the row maximum of "
-                    "its log decays, where the family (and the chunkwise kernels) carry the stabiliser from m = 0: "
-                    "in float64 its function differs from the family's by ~1e-7 relative, which its exact "
-                    "tangents carry, so its float64 forward mode and second order are not judged")
-        return None
-
-    def supports_jvp(self, case: Any) -> bool | str:
-        return self.parallel_float64_refusal(case) or super().supports_jvp(case)
-
     def second_order_refusal(self, case: Any) -> str | None:
-        if refusal := self.parallel_float64_refusal(case):
-            return refusal
         if self.kernel in HAND_WRITTEN_BACKWARD:
             return (f"{self.name}'s hand-written backward holds the normaliser's denominator and the stabiliser "
                     "constant (the head_norm convention): its double backward is that gradient's derivative, not "
