@@ -167,6 +167,14 @@ def test_fla_imported_for_a_gpu_on_a_cpu_machine_is_declined_with_the_way_out(fl
 
 
 @pytest.mark.slow
+def test_fla_recurrent_conv1d_declines_forward_mode_in_torchs_words(interpreted_fla):
+    """The refusal probe runs causal_conv1d's forward on its own: inside the interpreter's scope too,
+    or its autotuner asks for a GPU ("0 active drivers") and the jvp row is an error."""
+    answer = resolve_target("fla-recurrent").supports_jvp(Case.from_id(CONV))
+    assert "autograd.Function with functorch transforms" in answer, answer
+
+
+@pytest.mark.slow
 def test_fla_recurrent_leaves_a_packed_tail_unwritten_outside_its_contract(interpreted_fla):
     """docs/fla-0.6.0/varlen_tail_unwritten.py: the tail rows' gradients are not 0, which breaks no
     promise of fla's (T == cu_seqlens[-1]): out-of-contract, with the contract quoted; every tensor

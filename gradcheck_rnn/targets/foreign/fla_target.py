@@ -307,9 +307,10 @@ class FlaTarget(torch_grad.TorchGradTarget):
             if h0 is not None:
                 state = h0[layer].unflatten(-1, (cfg.hidden_size, W - 1))
                 start = torch.cat([state.new_zeros(state.shape[:-1] + (1,)), state], -1)
-            x, last = conv.causal_conv1d(u, p["w_conv"], p["b_conv"], initial_state=start, output_final_state=True,
-                                         activation="silu" if cfg.option("silu") else None, backend="triton",
-                                         cu_seqlens=cu_seqlens)
+            with triton_cpu.interpreter_call("fla"):  # the forward alone too (torch_grad's refusal probes run it)
+                x, last = conv.causal_conv1d(u, p["w_conv"], p["b_conv"], initial_state=start,
+                                             output_final_state=True, activation="silu" if cfg.option("silu") else None,
+                                             backend="triton", cu_seqlens=cu_seqlens)
             hy.append(last[..., 1:].flatten(-2))
         return x, torch.stack(hy)
 
