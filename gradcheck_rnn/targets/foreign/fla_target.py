@@ -199,7 +199,7 @@ class FlaTarget(torch_grad.TorchGradTarget):
     def supports(self, config: Any) -> bool | str:
         if config.mode not in FAMILIES:
             return (f"the fla targets judge fla's GLA, gated delta rule, gated delta product, RWKV-7 and KDA "
-                    f"kernels ({', '.join(FAMILIES)}), not {config.mode}")
+                    f"kernels and its causal convolution ({', '.join(FAMILIES)}), not {config.mode}")
         declined = DECLINED.get((config.mode, self.kernel))
         if declined is not None:
             return declined
