@@ -4,8 +4,10 @@ run otherwise: torch's depthwise ``F.conv1d`` over the state-prepended sequence,
     .venv/bin/python benchmarks/conv1d_kernel.py            # the table
     .venv/bin/python benchmarks/conv1d_kernel.py --quick    # fewer rows and repeats
 
-No library runs this op on a CPU: causal-conv1d is CUDA only, and flash-linear-attention 0.6.0's
-``causal_conv1d`` is Triton only (its autotuner needs a GPU driver even under the interpreter). So
+No library runs this op natively on a CPU: causal-conv1d is CUDA only, and flash-linear-attention
+0.6.0's ``causal_conv1d`` is Triton only, which a CPU runs only in Triton's interpreter (its autotuners
+cut to one configuration, as the ``fla-recurrent`` target runs it to judge it): a debugging mode, not
+what a user trains with. So
 the other column is the same layer written the way a PyTorch user writes it on a CPU (Mamba's
 ``use_causal_conv1d=False`` path): the pre-norm and the input map, ``F.conv1d(…, groups=H)`` over
 [h0 | u] with SiLU, the final state sliced off, gradients by autograd. Both sides run the same case

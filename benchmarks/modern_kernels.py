@@ -1,6 +1,8 @@
 """Forward + backward time of the project's fused-cpu kernels against real implementations, side by side:
 s6 against mambapy's pscan, slstm against FlashRNN's vanilla backend (and its vanilla_fwbw), gla,
-gdn and rwkv7 against flash-linear-attention's naive recurrences (rwkv7: ``dplr_recurrence``), mlstm against mlstm_kernels' native chunkwise
+gdn, rwkv7, kda and deltaproduct against flash-linear-attention's naive recurrences (rwkv7:
+``dplr_recurrence``; kda: ``naive_recurrent_kda``; deltaproduct: ``naive_recurrent_gated_delta_product``
+with n = 2), mlstm against mlstm_kernels' native chunkwise
 backends (autograd and hand-written backward; the extras ``fla`` and ``mlstm``).
 
     .venv/bin/python benchmarks/modern_kernels.py                 # both tables
@@ -57,6 +59,13 @@ FAMILIES = {
     "rwkv7": (("fla-naive",), [f"rwkv7-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
                                ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
                                 (1, 64, 64, 4, 16, 1024, 4))]),
+    "kda": (("fla-naive",), [f"kda-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-R4-T{T}-B{B}" for L, I, H, NH, K, T, B in
+                             ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
+                              (1, 64, 64, 4, 16, 1024, 4))]),
+    "deltaproduct": (("fla-naive",), [f"deltaproduct-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-n2-T{T}-B{B}"
+                                      for L, I, H, NH, K, T, B in
+                                      ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
+                                       (1, 64, 64, 4, 16, 1024, 4))]),
     "mlstm": (("mlstm-chunkwise", "mlstm-custbw"),
               [f"mlstm-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
                ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),

@@ -14,13 +14,17 @@ def _transposed(state):
 
 
 def _fla_slip(kernel, slip):
-    """fla's map with the initial state transposed, or gla's decay replaced by its complement
-    (logsigmoid(−x)) and gdn's decay and write gates exchanged."""
+    """fla's map with the initial state transposed, conv1d's taps in the reverse order, or gla's decay
+    replaced by its complement (logsigmoid(−x)) and gdn's decay and write gates exchanged."""
     module = _load("fla_target")
     target = module.FlaTarget(kernel)
     if slip == "transposed_state":
         call = target._kernel
         target._kernel = lambda mode, inputs, h0, cu_seqlens=None: call(mode, inputs, _transposed(h0), cu_seqlens)
+    elif slip == "flipped_taps":  # conv1d: the window read newest first, as a misread weight layout does
+        conv = target._conv_layers
+        target._conv_layers = lambda cfg, params, x, h0, cu_seqlens: conv(
+            cfg, {k: v.flip(-1) if k.endswith("w_conv") else v for k, v in params.items()}, x, h0, cu_seqlens)
     else:
         correct = module.layer_map
 
@@ -63,6 +67,7 @@ def _mlstm_slip(kernel, slip):
 
 fla_recurrent_transposed_state = _fla_slip("recurrent", "transposed_state")
 fla_recurrent_swapped_gate = _fla_slip("recurrent", "swapped_gate")
+fla_recurrent_flipped_taps = _fla_slip("recurrent", "flipped_taps")
 fla_naive_transposed_state = _fla_slip("naive", "transposed_state")
 fla_naive_swapped_gate = _fla_slip("naive", "swapped_gate")
 mlstm_chunkwise_transposed_state = _mlstm_slip("chunkwise", "transposed_state")

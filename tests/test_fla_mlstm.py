@@ -29,6 +29,9 @@ GLA_PADDED = "gla-L2-uni-I2-H4-NH2-K3-R2-headdecay-T4-B2-len4.4-f32-s5"  # equal
 GLA_TAIL = "gla-L1-uni-I2-H4-NH2-K2-R1-T5-B2-len5.3-f32-s3-tail2"
 GDN = "gdn-L1-uni-I2-H4-NH2-K2-T5-B2-len5.3-f32-s3"
 DELTAPRODUCT = "deltaproduct-L1-uni-I2-H4-NH2-K2-n3-T5-B2-len5.3-f32-s3"
+# conv1d on fla-recurrent: no initial state (the interpreter cannot run its gradient), two layers so that
+# layer 0's taps reach hy
+CONV = "conv1d-L2-uni-I3-H4-W3-silu-T7-B3-len7.4.1-f32-s9-z"
 MLSTM = "mlstm-L1-uni-I2-H4-NH2-K2-T6-B2-len6.3-f32-s3"  # chunks of 2 and of 1 step
 MLSTM_NO_STATE = f"{MLSTM}-z"
 
@@ -73,7 +76,8 @@ def mlstm_kernels():
 @pytest.mark.parametrize(("name", "case_id"), [
     ("fla-naive", GLA_PACKED), ("fla-naive", GDN), ("fla-naive", DELTAPRODUCT),
     pytest.param("fla-recurrent", GLA_PACKED, marks=pytest.mark.slow),
-    pytest.param("fla-recurrent", GLA_PADDED, marks=pytest.mark.slow)])
+    pytest.param("fla-recurrent", GLA_PADDED, marks=pytest.mark.slow),
+    pytest.param("fla-recurrent", CONV, marks=pytest.mark.slow)])
 def test_fla_targets_pass_with_the_correct_map(fla, name, case_id, request):
     if name == "fla-recurrent":
         request.getfixturevalue("interpreted_fla")
@@ -119,7 +123,8 @@ def test_mlstm_targets_pass_with_the_correct_map(mlstm_kernels, name, case_id):
     ("fla_naive_transposed_state", GDN), ("fla_naive_swapped_gate", GDN), ("fla_naive_swapped_gate", GLA_PACKED),
     ("fla_naive_transposed_state", DELTAPRODUCT),
     pytest.param("fla_recurrent_transposed_state", GLA_PACKED, marks=pytest.mark.slow),
-    pytest.param("fla_recurrent_swapped_gate", GLA_PACKED, marks=pytest.mark.slow)])
+    pytest.param("fla_recurrent_swapped_gate", GLA_PACKED, marks=pytest.mark.slow),
+    pytest.param("fla_recurrent_flipped_taps", CONV, marks=pytest.mark.slow)])
 def test_a_planted_slip_in_the_fla_map_is_caught(fla, name, case_id, request):
     if name.startswith("fla_recurrent"):
         request.getfixturevalue("interpreted_fla")
@@ -204,6 +209,9 @@ def test_each_decline_says_why_in_the_librarys_words(fla, mlstm_kernels):
     assert "Backward pass is not implemented" in recurrent.supports(Case.from_id(GDN).config)
     assert "no fused recurrent gated delta product" in recurrent.supports(Case.from_id(DELTAPRODUCT).config)
     assert "float32" in recurrent.supports(Case.from_id(GLA_PACKED.replace("-f32-", "-f64-")).config)
+    assert "no torch fallback" in resolve_target("fla-naive").supports(Case.from_id(CONV).config)
+    if triton_cpu.interpreted():
+        assert "compute_dh0_kernel" in recurrent.supports_case(Case.from_id(CONV.removesuffix("-z")))
     assert "mlstm" in resolve_target("mlstm-chunkwise").supports(Case.from_id(GDN).config)
 
 
@@ -216,6 +224,14 @@ def test_fla_imported_for_a_gpu_on_a_cpu_machine_is_declined_with_the_way_out(fl
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     cuda, _, answer = out.stdout.strip().rpartition("\n")[2].partition(" ")
     assert answer == "True" if cuda == "True" else "without TRITON_INTERPRET=1" in answer, out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_fla_recurrent_conv1d_declines_forward_mode_in_torchs_words(interpreted_fla):
+    """The refusal probe runs causal_conv1d's forward on its own: inside the interpreter's scope too,
+    or its autotuner asks for a GPU ("0 active drivers") and the jvp row is an error."""
+    answer = resolve_target("fla-recurrent").supports_jvp(Case.from_id(CONV))
+    assert "autograd.Function with functorch transforms" in answer, answer
 
 
 @pytest.mark.slow

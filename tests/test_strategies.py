@@ -94,3 +94,24 @@ def test_the_api_surface_is_drawn_on_request_and_shrinks_to_its_smallest_form():
     assert judge_one(found, resolve_target("fused-cpu")).status == "pass"
     plain = find(cases(), lambda c: True, settings=settings(database=None, derandomize=True, deadline=None))
     assert plain.config.bias and plain.config.proj_size == 0 and 0 not in plain.seq_lengths
+
+
+@pytest.mark.parametrize("mode", ["conv1d", "kda", "rwkv7", "deltaproduct"])
+def test_the_families_of_issue_46_are_drawn_with_their_options_and_round_trip(mode):
+    """Each new family through the strategy: its options drawn (conv1d's window, deltaproduct's n),
+    its regimes and variants, and every drawn id rebuilds the case bit for bit."""
+    seen = []
+
+    @settings(max_examples=15, deadline=None, database=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(cases(modes=(mode,), max_layers=2, max_len=5, max_size=4, long_memory=True, packed_tail=True,
+                 no_initial_state=True, layouts=True))
+    def round_trips(case):
+        again = Case.from_id(case.id)
+        assert again.id == case.id and again.config == case.config
+        assert all(np.array_equal(case.params[k], again.params[k]) for k in case.params)
+        seen.append(case)
+
+    round_trips()
+    assert seen and {c.config.mode for c in seen} == {mode}
+    assert len({c.id for c in seen}) > 1  # not one case drawn over and over

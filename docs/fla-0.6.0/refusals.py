@@ -4,7 +4,10 @@ with (gradcheck_rnn/targets/foreign/fla_target.py). torch and fla only.
 - fused_recurrent_gated_delta_rule has no backward (fla-recurrent declines gdn);
 - chunk_gla asserts a float32 initial state (fla-chunk declines float64);
 - on a machine without CUDA, Triton's interpreter cannot run the chunk kernels (fla-chunk is judged
-  on CUDA only), while fused_recurrent_gla runs there.
+  on CUDA only), while fused_recurrent_gla runs there;
+- there too, causal_conv1d (fla-recurrent's conv1d) runs forward and backward, except the kernel of
+  its initial state's gradient (compute_dh0_kernel): fla-recurrent judges conv1d there on cases
+  without an initial state (-z) only.
 """
 
 import os
@@ -16,6 +19,7 @@ if INTERPRET:  # Triton's interpreter decorates the kernels at import: set befor
     os.environ["TRITON_INTERPRET"] = "1"
 
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule  # noqa: E402
+from fla.modules.causal_conv1d.ops import causal_conv1d  # noqa: E402
 from fla.ops.gla import chunk_gla  # noqa: E402
 from triton.runtime.autotuner import Autotuner  # noqa: E402
 
@@ -58,3 +62,9 @@ if INTERPRET:
     q, k, v, g, beta = inputs(torch.float32)
     print("chunk_gated_delta_rule in the interpreter:",
           said(lambda: chunk_gated_delta_rule(q, k, v, g=g, beta=beta, use_qk_l2norm_in_kernel=True)))
+if INTERPRET:  # causal_conv1d (fla-recurrent's conv1d): it runs in the interpreter, its initial state's gradient does not
+    u, weight, h0 = torch.randn(1, T, 4, requires_grad=True), torch.randn(4, 3, requires_grad=True), torch.randn(1, 4, 3)
+    print("causal_conv1d in the interpreter, no initial state:",
+          said(lambda: causal_conv1d(u, weight, activation="silu")[0].sum().backward()))
+    print("causal_conv1d in the interpreter, an initial state:",
+          said(lambda: causal_conv1d(u, weight, initial_state=h0, output_final_state=True)[0].sum().backward()))

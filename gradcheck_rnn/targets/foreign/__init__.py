@@ -430,7 +430,7 @@ def foreign_rows(cuda: bool) -> list[tuple[str, bool, str]]:
              "flashrnn-triton": "FlashRNN's fused Triton LSTM, CUDA only (extra: flashrnn)",
              "flashrnn-cuda": "FlashRNN's CUDA kernels, compiled on first use (extra: flashrnn)",
              "mambapy": "mambapy's Mamba selective scan (pscan) for s6 (extra: mambapy)",
-             "fla-recurrent": "flash-linear-attention's fused_recurrent GLA kernel, Triton (interpreter on CPU; extra: fla)",
+             "fla-recurrent": "flash-linear-attention's fused_recurrent GLA kernel and its causal_conv1d, Triton (interpreter on CPU; extra: fla)",
              "fla-chunk": "flash-linear-attention's chunk GLA and gated delta rule kernels, CUDA only (extra: fla)",
              "fla-naive": "flash-linear-attention's naive torch GLA, gated delta rule and KDA loops (extra: fla)",
              "mlstm-chunkwise": "mlstm_kernels' chunkwise--native_autograd mLSTM (extra: mlstm)",

@@ -1,5 +1,5 @@
 """The ``fla-*`` targets: flash-linear-attention 0.6.0's GLA, gated delta rule, gated delta product,
-RWKV-7 and KDA kernels (gla, gdn, deltaproduct, rwkv7, kda).
+RWKV-7 and KDA kernels and its causal convolution (gla, gdn, deltaproduct, rwkv7, kda, conv1d).
 
 One target per kernel form: ``fla-recurrent`` (``fused_recurrent_gla``; the gated delta rule's
 ``fused_recurrent_gated_delta_rule`` has no backward, so gdn is declined there), ``fla-chunk``
@@ -30,6 +30,13 @@ v = the maps w_q, w_k, w_v as (…, T, NH, K) / (…, T, NH, V), fla's layout (B
 - kda (fla-naive only): g = fla's own ``naive_kda_gate`` of the rank-R map W_a2 W_a1 x̂ with A_log =
   a_log and dt_bias = b_a (−exp(A_log) ⊙ softplus(· + dt_bias), (B, T, NH, K)), beta = sigmoid(w_b x̂
   + b_b) (B, T, NH), q and k L2-normalised by the map as for gdn, scale K^-1/2.
+- conv1d (fla-recurrent only): the family's pre-norm and w_in map, then fla's Triton ``causal_conv1d``
+  (fla/modules/causal_conv1d/ops.py; ``ShortConvolution``'s op) with w_conv (H, W), b_conv,
+  ``activation="silu"`` with -silu, and the state: fla's (N, H, W) holds the last W inputs oldest first
+  and its forward reads the newest W−1, the family's (H, W−1), so the oldest slot goes in as 0 and
+  comes out dropped. fla has one form of it (not chunk and recurrent) and no torch fallback to
+  cross-check (backends triton, cuda, mix), so fla-chunk and fla-naive decline it; on CPU the kernel
+  of the initial state's gradient does not run in the interpreter, so there only -z cases are judged.
 The recurrence is the library's kernel; its state (N, NH, K, V) is the case's h0 / hy per sequence
 ((h·K + j)·V + v, the family's layout), the final state is ``output_final_state``'s.
 
@@ -56,7 +63,8 @@ no Triton kernel.
 Declined, in fla's own words: families other than those above, and each family's forms in
 :data:`DECLINED` (the gated delta rule, RWKV-7 and KDA on ``fla-recurrent``: forward-only kernels;
 deltaproduct on ``fla-recurrent`` and ``fla-chunk``; KDA on ``fla-chunk``: ``chunk_kda`` runs on CUDA
-only, and this map of it has had no CUDA run to check it), dtypes other than float32 (the recurrent kernels keep their state in float32,
+only, and this map of it has had no CUDA run to check it; conv1d on ``fla-chunk`` and ``fla-naive``),
+dtypes other than float32 (the recurrent kernels keep their state in float32,
 the naive loops compute in float32, ``chunk_gla`` asserts a float32 initial state).
 
 Unlike the other foreign built-ins this file imports gradcheck_rnn (its packed form), so
@@ -89,6 +97,7 @@ torch_grad, triton_cpu = _load("torch_grad"), _load("triton_cpu")
 NORM_EPS = 1.0  # the matrix families' pre-norm (docs/contracts.md)
 L2_EPS = 1e-6   # fla's l2norm, as the gdn family has it
 KERNELS = ("recurrent", "chunk", "naive")
+CONV_MODULE = "fla.modules.causal_conv1d.ops"
 # What Triton 3.9's interpreter raises on fla 0.6.0's chunk kernels (docs/fla-0.6.0/refusals.py).
 INTERPRETER_REFUSES = "'int' object has no attribute 'to'"
 FLOAT32_ONLY = {
@@ -123,16 +132,27 @@ NO_RWKV7_BACKWARD = ("fla 0.6.0's fused_recurrent_rwkv7 is fused_recurrent_dplr_
                      "supported. This kernel is only for inference.\")")
 NO_KDA_BACKWARD = ("fla 0.6.0's fused_recurrent_kda is a forward-only (inference) kernel: no torch.autograd.Function "
                    "wraps it, so it has no gradients to judge")
+NO_TORCH_CONV = ("fla 0.6.0 has no torch causal convolution to cross-check: fla.modules.causal_conv1d's backends are "
+                 "triton, cuda (Dao-AILab's causal-conv1d) and mix (\"Supported values are `'cuda'`, `'triton'`, and "
+                 "`'mix'`\"), no torch fallback; fla-recurrent judges its Triton causal_conv1d")
+CONV_ON_RECURRENT = ("fla 0.6.0 has one causal_conv1d kernel (Triton, not chunk and recurrent forms): fla-recurrent "
+                     "judges it")
+CONV_FLOAT32 = ("fla 0.6.0's Triton causal_conv1d accumulates in float32 (\"b_y = tl.zeros((BT, BD), "
+                "dtype=tl.float32)\"), so a {dtype} case is not computed in {dtype}")
+CONV_STATE_INTERPRETED = ("fla 0.6.0's causal_conv1d with an initial state is judged on a CUDA device only, not under "
+                          "Triton's CPU interpreter: the kernel of its gradient (compute_dh0_kernel) raises there "
+                          "(\"mask has unsupported dtype\", docs/fla-0.6.0/refusals.py); cases without one (-z) are judged")
 KDA_CHUNK_UNCHECKED = ("fla-chunk does not map kda yet: fla 0.6.0's chunk_kda runs on CUDA only and no CUDA run has "
                        "checked a map of it; fla-naive judges fla's KDA loop and gate")
-FAMILIES = ("gla", "gdn", "deltaproduct", "rwkv7", "kda")
+FAMILIES = ("gla", "gdn", "deltaproduct", "rwkv7", "kda", "conv1d")
 # (family, kernel form) -> the module whose Triton autotuners that form's call runs (module docstring)
 AUTOTUNED = {("gla", "recurrent"): "fla.ops.common.fused_recurrent"}
 # (family, kernel form) -> why that form of fla 0.6.0 is not judged on that family
 DECLINED = {("gdn", "recurrent"): NO_GDN_BACKWARD, ("rwkv7", "recurrent"): NO_RWKV7_BACKWARD,
             ("deltaproduct", "recurrent"): NO_DELTAPRODUCT["recurrent"],
             ("deltaproduct", "chunk"): NO_DELTAPRODUCT["chunk"],
-            ("kda", "recurrent"): NO_KDA_BACKWARD, ("kda", "chunk"): KDA_CHUNK_UNCHECKED}
+            ("kda", "recurrent"): NO_KDA_BACKWARD, ("kda", "chunk"): KDA_CHUNK_UNCHECKED,
+            ("conv1d", "naive"): NO_TORCH_CONV, ("conv1d", "chunk"): CONV_ON_RECURRENT}
 
 
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
@@ -195,12 +215,13 @@ class FlaTarget(torch_grad.TorchGradTarget):
     def supports(self, config: Any) -> bool | str:
         if config.mode not in FAMILIES:
             return (f"the fla targets judge fla's GLA, gated delta rule, gated delta product, RWKV-7 and KDA "
-                    f"kernels ({', '.join(FAMILIES)}), not {config.mode}")
+                    f"kernels and its causal convolution ({', '.join(FAMILIES)}), not {config.mode}")
         declined = DECLINED.get((config.mode, self.kernel))
         if declined is not None:
             return declined
         if config.dtype != "f32":
-            return FLOAT32_ONLY[self.kernel].format(dtype=torch_grad.DTYPES[config.dtype])
+            reason = CONV_FLOAT32 if config.mode == "conv1d" else FLOAT32_ONLY[self.kernel]
+            return reason.format(dtype=torch_grad.DTYPES[config.dtype])
         if self.kernel != "naive" and triton_cpu.interpreted():
             triton_cpu.import_interpreted("fla.ops.gla")
             early = triton_cpu.imported_for_a_gpu("fla")
@@ -232,6 +253,11 @@ class FlaTarget(torch_grad.TorchGradTarget):
             return
         with triton_cpu.pinned_candidate("fla", int(candidate)):
             yield
+
+    def supports_case(self, case: Any) -> bool | str:
+        if case.config.mode == "conv1d" and case.h0 is not None and triton_cpu.interpreted():
+            return CONV_STATE_INTERPRETED
+        return True
 
     # ------------------------------------------------------------------ one kernel call
     def _kernel(self, mode: str, inputs: dict[str, Any], h0: Any, cu_seqlens: Any = None) -> tuple[Any, Any]:
@@ -287,6 +313,8 @@ class FlaTarget(torch_grad.TorchGradTarget):
         import torch
 
         cfg = case.config
+        if cfg.mode == "conv1d":
+            return self._conv_layers(cfg, params, x, h0, cu_seqlens)
         heads, K = cfg.option("heads"), cfg.option("key_width")
         hy = []
         for layer in range(cfg.num_layers):
@@ -297,23 +325,59 @@ class FlaTarget(torch_grad.TorchGradTarget):
             hy.append(last.flatten(-3))
         return x, torch.stack(hy)
 
+    def _conv_layers(self, cfg: Any, params: dict[str, Any], x: Any, h0: Any, cu_seqlens: Any) -> tuple[Any, Any]:
+        """conv1d's layers through fla's Triton ``causal_conv1d``: the pre-norm and w_in in torch ops, then
+        the convolution with its bias, SiLU and state. fla's state is (N, H, W), the last W inputs oldest
+        first, of which the forward reads the newest W−1 (the family's (H, W−1)): the oldest slot goes in
+        as 0 and comes out dropped."""
+        import torch
+
+        W = cfg.option("conv_width")
+        conv = triton_cpu.import_interpreted(CONV_MODULE)
+        hy = []
+        for layer in range(cfg.num_layers):
+            p = {kind: params.get(f"l{layer}.fwd.{kind}") for kind in ("w_in", "w_conv", "b_conv")}
+            u = (x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)) @ p["w_in"].T
+            start = None
+            if h0 is not None:
+                state = h0[layer].unflatten(-1, (cfg.hidden_size, W - 1))
+                start = torch.cat([state.new_zeros(state.shape[:-1] + (1,)), state], -1)
+            with triton_cpu.interpreter_call("fla"):  # the forward alone too (torch_grad's refusal probes run it)
+                x, last = conv.causal_conv1d(u, p["w_conv"], p["b_conv"], initial_state=start,
+                                             output_final_state=True, activation="silu" if cfg.option("silu") else None,
+                                             backend="triton", cu_seqlens=cu_seqlens)
+            hy.append(last[..., 1:].flatten(-2))
+        return x, torch.stack(hy)
+
     def forward_group(self, case: Any, params: dict[str, Any], x: Any, h0: Any, c0: Any) -> tuple[Any, Any, Any]:
         y, hy = self._layers(case, params, x.transpose(0, 1), h0)
         return y.transpose(0, 1), hy, None
 
+    @contextmanager
+    def _scope(self, case: Any) -> Iterator[None]:
+        """The case's autotune candidate (:meth:`_candidate`) and the interpreter's scope
+        (triton_cpu.interpreter_call) for a whole run, backward included: autograd runs a kernel's
+        backward after its forward's scope has closed, and an autotuned backward (causal_conv1d's)
+        benchmarks every configuration there ("0 active drivers"). The candidate first: the
+        interpreter's scope keeps each autotuner's first configuration, then the pinned one."""
+        if case.config.mode == "conv1d":
+            triton_cpu.import_interpreted(CONV_MODULE)  # before the scope cuts the autotuners it finds
+        with self._candidate(case), triton_cpu.interpreter_call("fla"):
+            yield
+
     def run(self, case: Any) -> Any:
         lengths = [int(n) for n in case.seq_lengths]
-        with self._candidate(case):
+        with self._scope(case):
             if self.kernel == "naive" or (getattr(case, "tail", 0) == 0 and len(set(lengths)) == 1):
                 return super().run(case)  # one padded call per length (naive: fla has no cu_seqlens there)
             return self._run_packed(case)
 
-    def jvp(self, case: Any, tangents: Mapping[str, Any]) -> dict[str, Any]:
-        with self._candidate(case):
+    def jvp(self, case: Any, tangents: Any) -> Any:
+        with self._scope(case):
             return super().jvp(case, tangents)
 
-    def hvp(self, case: Any, tangents: Mapping[str, Any]) -> dict[str, Any]:
-        with self._candidate(case):
+    def hvp(self, case: Any, tangents: Any) -> Any:
+        with self._scope(case):
             return super().hvp(case, tangents)
 
     def _run_packed(self, case: Any) -> Any:
