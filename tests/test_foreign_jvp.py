@@ -85,6 +85,9 @@ def test_the_pipe_carries_forward_mode_and_second_order(flax_keras_python, forei
 ])
 def test_the_torch_library_targets_pass_where_autograd_runs_them(name, case_id):
     for check, row in rows(case_id, resolve_target(name)).items():
+        if check == "gradgrad" and case_id.startswith("gdn-"):  # a rounding-sensitive family below float64
+            assert row.status == "skip" and "judged in float64 only" in row.message, row.message
+            continue
         assert row.status == "pass", (name, check, row.message)
 
 
