@@ -76,7 +76,7 @@ rebuilt from its id (the client's case has no tail), and the tail's gradients ar
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
