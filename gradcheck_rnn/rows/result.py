@@ -68,12 +68,16 @@ class CaseResult:
     stored_line: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of_case(cls, case: Any, target: str, status: str, check: str, **fields: Any) -> "CaseResult":
+    def of_case(cls, case: Any, target: str, status: str, check: str, case_id: str | None = None,
+                **fields: Any) -> "CaseResult":
         """The one row factory: a row of ``case`` (a ``Case`` or a ``CaseRef``) on ``target`` for
         ``check``, judged (:mod:`gradcheck_rnn.judging.judge`) or an error the executor saw (a
-        worker that died or timed out, a lost Dask chunk)."""
+        worker that died or timed out, a lost Dask chunk). ``case_id``: the id the target's rows
+        carry where it is not ``case``'s own (the target's kernel configuration or convention,
+        :func:`gradcheck_rnn.judging.judge.judged_case_id`)."""
         config = case.config
-        return cls(case.id, target, status, config.mode, config.dtype, case.wants_group, check=check, **fields)
+        return cls(case_id or case.id, target, status, config.mode, config.dtype, case.wants_group, check=check,
+                   **fields)
 
     @property
     def compared(self) -> list[str]:

@@ -105,15 +105,9 @@ def lost_rows(chunk: list[Job], setup: WorkerSetup, reason: str, repro_envs: dic
     """``error`` rows, with their index, for every row of a chunk whose task could not be judged,
     each with its target's repro environment and the id its rows carry, as the cluster reported
     them (:func:`ask_about_lost_chunk`; the plain case where it could not say)."""
-    rows = []
-    for index, case in chunk:
-        for target in setup.targets:
-            for check in setup.checks:
-                row = CaseResult.of_case(case, target, "error", check, message=reason,
-                                         repro_env=repro_envs.get(target, ""))
-                row.case_id = ids.get(index, {}).get(target, row.case_id)
-                rows.append((index, row))
-    return rows
+    return [(index, CaseResult.of_case(case, target, "error", check, case_id=ids.get(index, {}).get(target),
+                                       message=reason, repro_env=repro_envs.get(target, "")))
+            for index, case in chunk for target in setup.targets for check in setup.checks]
 
 
 def ask_about_lost_chunk(client: Any, setup: WorkerSetup,

@@ -366,8 +366,6 @@ class WorkerPool:
         # "killed by signal 11 (SIGSEGV)" / "exited with code 3": the worker "was killed", "exited"
         message = reason if timed_out else \
             f"the worker process judging it {'was ' if reason.startswith('killed') else ''}{reason}"
-        row = CaseResult.of_case(case, target, "error", check, message=message, timed_out=timed_out,
-                                 seconds=time.monotonic() - worker.row_started,
-                                 repro_env=self.repro_envs.get(target, ""))
-        row.case_id = worker.case_ids.get(target, row.case_id)  # under its kernel configuration, convention
-        return row
+        return CaseResult.of_case(case, target, "error", check, case_id=worker.case_ids.get(target),
+                                  message=message, timed_out=timed_out, seconds=time.monotonic() - worker.row_started,
+                                  repro_env=self.repro_envs.get(target, ""))

@@ -155,6 +155,13 @@ DECLINED = {("gdn", "recurrent"): NO_GDN_BACKWARD, ("rwkv7", "recurrent"): NO_RW
             ("conv1d", "naive"): NO_TORCH_CONV, ("conv1d", "chunk"): CONV_ON_RECURRENT}
 
 
+def pre_norm(x: Any) -> Any:
+    """The families' pre-norm of a layer's input, x / sqrt(mean(x²) + NORM_EPS) (docs/contracts.md)."""
+    import torch
+
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
+
+
 def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[str, Any]:
     """One layer's q, k, v and gates in fla's layout from x (…, T, I_l): the pre-norm and the maps."""
     import torch
@@ -169,7 +176,7 @@ def layer_map(params: dict[str, Any], config: Any, layer: int, x: Any) -> dict[s
     def by_sub_step(a: Any, width: int) -> Any:  # (…, T, n·NH·width) -> (…, T·n, NH, width): '… t (n h d) -> … (t n) h d'
         return a.unflatten(-1, (steps, heads, width)).flatten(-4, -3)
 
-    x = x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)
+    x = pre_norm(x)
     lead = x.shape[:-1]
     out = {"q": (x @ p("w_q").T).unflatten(-1, (heads, K)), "k": by_sub_step(x @ p("w_k").T, K),
            "v": by_sub_step(x @ p("w_v").T, -1)}
@@ -337,7 +344,7 @@ class FlaTarget(torch_grad.TorchGradTarget):
         hy = []
         for layer in range(cfg.num_layers):
             p = {kind: params.get(f"l{layer}.fwd.{kind}") for kind in ("w_in", "w_conv", "b_conv")}
-            u = (x / torch.sqrt((x * x).mean(-1, keepdim=True) + NORM_EPS)) @ p["w_in"].T
+            u = pre_norm(x) @ p["w_in"].T
             start = None
             if h0 is not None:
                 state = h0[layer].unflatten(-1, (cfg.hidden_size, W - 1))
