@@ -39,6 +39,16 @@ from gradcheck_rnn import Case  # noqa: E402
 from gradcheck_rnn.runtime import limit_torch_threads  # noqa: E402
 from gradcheck_rnn.targets import resolve_target  # noqa: E402
 
+# The matrix-memory families' sizes: (L, I, H, NH, K, T, B).
+MATRIX_SIZES = ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
+                (1, 64, 64, 4, 16, 1024, 4))
+
+
+def matrix_shapes(family: str, options: str = "") -> list[str]:
+    """A matrix-memory family's shapes at :data:`MATRIX_SIZES`, its own options (``-R4``) after K."""
+    return [f"{family}-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}{options}-T{T}-B{B}" for L, I, H, NH, K, T, B in MATRIX_SIZES]
+
+
 # Per family: the library targets, and case ids at a few sizes (float32, full lengths, seed 1).
 FAMILIES = {
     "s6": (("mambapy",), [f"s6-L{L}-uni-I{I}-H{H}-N{N}-R{R}-T{T}-B{B}" for L, I, H, N, R, T, B in
@@ -50,26 +60,12 @@ FAMILIES = {
     # the matrix-memory families against the CPU implementations a user would run otherwise:
     # flash-linear-attention's naive torch recurrences (its fused_recurrent and chunk kernels are
     # Triton, CPU only through the interpreter) and mlstm_kernels' native chunkwise backends
-    "gla": (("fla-naive",), [f"gla-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-R4-T{T}-B{B}" for L, I, H, NH, K, T, B in
-                             ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
-                              (1, 64, 64, 4, 16, 1024, 4))]),
-    "gdn": (("fla-naive",), [f"gdn-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
-                             ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
-                              (1, 64, 64, 4, 16, 1024, 4))]),
-    "rwkv7": (("fla-naive",), [f"rwkv7-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
-                               ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
-                                (1, 64, 64, 4, 16, 1024, 4))]),
-    "kda": (("fla-naive",), [f"kda-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-R4-T{T}-B{B}" for L, I, H, NH, K, T, B in
-                             ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
-                              (1, 64, 64, 4, 16, 1024, 4))]),
-    "deltaproduct": (("fla-naive",), [f"deltaproduct-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-n2-T{T}-B{B}"
-                                      for L, I, H, NH, K, T, B in
-                                      ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
-                                       (1, 64, 64, 4, 16, 1024, 4))]),
-    "mlstm": (("mlstm-chunkwise", "mlstm-custbw"),
-              [f"mlstm-L{L}-uni-I{I}-H{H}-NH{NH}-K{K}-T{T}-B{B}" for L, I, H, NH, K, T, B in
-               ((1, 16, 16, 2, 8, 64, 4), (1, 64, 64, 4, 16, 256, 8), (2, 64, 64, 4, 16, 256, 8),
-                (1, 64, 64, 4, 16, 1024, 4))]),
+    "gla": (("fla-naive",), matrix_shapes("gla", "-R4")),
+    "gdn": (("fla-naive",), matrix_shapes("gdn")),
+    "rwkv7": (("fla-naive",), matrix_shapes("rwkv7")),
+    "kda": (("fla-naive",), matrix_shapes("kda", "-R4")),
+    "deltaproduct": (("fla-naive",), matrix_shapes("deltaproduct", "-n2")),
+    "mlstm": (("mlstm-chunkwise", "mlstm-custbw"), matrix_shapes("mlstm")),
 }
 
 
