@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/peer_gradcheck.py --cases 1000          # issue 42's goal
     .venv/bin/python benchmarks/peer_gradcheck.py --families gru,gdn --cases 5
     .venv/bin/python benchmarks/peer_gradcheck.py --fast-mode         # gradcheck's fast mode
+    .venv/bin/python benchmarks/peer_gradcheck.py --cases 1000 --torch-every 20   # torch on a sample
 
 What a user runs instead of gradcheck-rnn is ``torch.autograd.gradcheck`` on their kernel. Per
 family (the cuDNN cells lstm, gru, rnn_tanh, rnn_relu; s6, slstm; mlstm, gla, gdn), both judge the
@@ -23,6 +24,12 @@ same kernels (fused-cpu) on the same cases:
   each of gradcheck's forward evaluations also runs the kernel's data backward (the cuDNN cells' does
   less of it: nothing requested skips the weight and layer-0 input GEMMs): gradcheck's column is an
   upper bound for those families, by less than the backward's share of a run.
+
+``--torch-every K`` runs gradcheck on every K-th of the N cases only (a systematic sample: the cases
+are drawn at random, so it is as good as a random one) and gives torch's side for all N as the
+sample's mean times N, with the 95 % interval of that estimate (mean ± 1.96 standard errors); the
+ratio's columns then use the estimate, and the row adds the ratio at the interval's lower end (the
+least torch's side can be, to 95 %): the figure to compare with a goal. gradcheck-rnn always judges all N cases.
 
 The table: family, cases, wall seconds of each side, and torch / gradcheck-rnn (above 1:
 gradcheck-rnn is faster); the same ratio of this process's CPU seconds (less moved by other
@@ -94,8 +101,9 @@ def torch_gradcheck(case: Case, target: Any, fast_mode: bool = False) -> bool:
                                      raise_exception=False, fast_mode=fast_mode)
 
 
-def family_row(family: str, cases: int, checks: list[str], target: Any, fast_mode: bool) -> dict[str, Any]:
-    """Both sides on ``cases`` cases of ``family``: seconds and verdicts."""
+def family_row(family: str, cases: int, checks: list[str], target: Any, fast_mode: bool,
+               every: int = 1) -> dict[str, Any]:
+    """Both sides on ``cases`` cases of ``family`` (torch on every ``every``-th): seconds and verdicts."""
     profile = PROFILES[family]
     gr.sweep("fused-cpu", cases=2, seed=WARMUP_SEED, config=profile, modes=[family], checks=checks, in_process=True)
     start, cpu = time.perf_counter(), time.process_time()
@@ -103,11 +111,28 @@ def family_row(family: str, cases: int, checks: list[str], target: Any, fast_mod
                    in_process=True)
     ours, ours_cpu = time.perf_counter() - start, time.process_time() - cpu
     ids = list(dict.fromkeys(row.case_id for row in run.results))
-    start, cpu = time.perf_counter(), time.process_time()
-    passed = sum(torch_gradcheck(Case.from_id(case_id), target, fast_mode) for case_id in ids)
-    theirs, theirs_cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"family": family, "cases": len(ids), "ours": ours, "theirs": theirs, "ours_cpu": ours_cpu,
-            "theirs_cpu": theirs_cpu, "verdict": run.reason, "gradcheck": f"{passed}/{len(ids)} passed"}
+    sample = ids[::every]
+    walls, cpus, passed = [], [], 0
+    for case_id in sample:
+        start, cpu = time.perf_counter(), time.process_time()
+        passed += torch_gradcheck(Case.from_id(case_id), target, fast_mode)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    theirs, theirs_low = scaled(walls, len(ids))
+    theirs_cpu, _ = scaled(cpus, len(ids))
+    return {"family": family, "cases": len(ids), "sampled": len(sample), "ours": ours, "theirs": theirs,
+            "theirs_low": theirs_low, "ours_cpu": ours_cpu, "theirs_cpu": theirs_cpu, "verdict": run.reason,
+            "gradcheck": f"{passed}/{len(sample)} passed"}
+
+
+def scaled(seconds: list[float], total: int) -> tuple[float, float]:
+    """The seconds of ``total`` cases estimated from a sample's: (mean × total, the 95 % interval's
+    lower end); exact (both the sum) when the sample is every case."""
+    if len(seconds) == total:
+        return sum(seconds), sum(seconds)
+    mean = float(np.mean(seconds))
+    error = float(np.std(seconds, ddof=1) / np.sqrt(len(seconds))) if len(seconds) > 1 else mean
+    return mean * total, max(mean - 1.96 * error, 0.0) * total
 
 
 def main() -> None:
@@ -117,9 +142,13 @@ def main() -> None:
                         help=f"comma-separated, from {', '.join(PROFILES)} (default: all)")
     parser.add_argument("--fast-mode", action="store_true",
                         help="torch.autograd.gradcheck's fast_mode (one random projection instead of the full Jacobian)")
+    parser.add_argument("--torch-every", type=int, default=1, metavar="K",
+                        help="run torch's gradcheck on every K-th case only and estimate its time for all (default 1)")
     args = parser.parse_args()
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in PROFILES]
+    if args.torch_every < 1:
+        parser.error(f"--torch-every {args.torch_every} is not allowed; give 1 or more")
     if unknown or args.cases < 1:
         parser.error(f"unknown families {', '.join(unknown)}; choose from {', '.join(PROFILES)}" if unknown
                      else f"--cases {args.cases} is not allowed; give 1 or more")
@@ -129,14 +158,19 @@ def main() -> None:
     print(f"fused-cpu, {args.cases} cases per family (seed {SEED}); gradcheck-rnn: the ci checks "
           f"({', '.join(checks)}), in one process; torch.autograd.gradcheck: float64, "
           f"{'fast_mode' if args.fast_mode else 'default (slow) mode'}")
+    if args.torch_every > 1:
+        print(f"torch.autograd.gradcheck on one case in {args.torch_every}; its seconds for all cases "
+              "estimated from that sample ('at 95 % low': the ratio at the interval's lower end)")
     print(f"{'family':<10} {'cases':>5} {'gradcheck-rnn s':>16} {'torch gradcheck s':>18} {'ratio':>7} "
           f"{'ratio (CPU s)':>22}  verdicts")
     for family in families:
-        row = family_row(family, args.cases, checks, target, args.fast_mode)
+        row = family_row(family, args.cases, checks, target, args.fast_mode, args.torch_every)
+        low = (f"; sampled {row['sampled']}, at 95 % low {row['theirs_low'] / row['ours']:.1f}x"
+               if row["sampled"] < row["cases"] else "")
         print(f"{row['family']:<10} {row['cases']:>5} {row['ours']:>16.2f} {row['theirs']:>18.2f} "
               f"{row['theirs'] / row['ours']:>6.1f}x "
               f"{row['theirs_cpu'] / row['ours_cpu']:>6.1f}x ({row['ours_cpu']:.2f}/{row['theirs_cpu']:.2f})  "
-              f"gradcheck-rnn: {row['verdict']}; torch: {row['gradcheck']}",
+              f"gradcheck-rnn: {row['verdict']}; torch: {row['gradcheck']}{low}",
               flush=True)
 
 
