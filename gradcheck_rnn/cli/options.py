@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from ..model.rnn_config import CHECK_NAMES as ALL_CHECKS
+from ..judging.checks import check_names
 from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
 from ..errors import UsageError, unknown_name
 from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
@@ -80,11 +80,11 @@ tolerances = options(
                       "[checks] strict_contracts)."),
 )
 check = click.option(
-    "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
+    "--check", "checks", multiple=True, type=click.Choice([*check_names(), "all"]), default=("reference",),
     show_default=True,
     help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
 only_checks = click.option(
-    "--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
+    "--check", "checks", multiple=True, type=click.Choice(check_names()),
     help="Only these checks (repeatable; default: the profile's), e.g. to see what the reference "
          "comparison alone catches or to soak one check.")
 fmt = click.option(
@@ -319,7 +319,7 @@ def build_sweep(values: dict[str, Any], baseline: Any = None) -> Plan:
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
     """``--check all`` is every check; otherwise the checks named, once each, in order."""
-    return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
+    return check_names() if "all" in checks else tuple(dict.fromkeys(checks))
 
 
 def request_of(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,

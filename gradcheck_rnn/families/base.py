@@ -250,6 +250,13 @@ class Family:
     # re-judge a failing non-float64 case with the rounding probe's allowance
     # (gradcheck_rnn.references.drift, "rounding probe"). Relu kinks have their own, exact allowance.
     rounding_sensitive = ""
+    # Whether the cell has a kink, a point where its derivative jumps (relu at 0; tanh and σ are
+    # smooth): a correct low-precision kernel may put a unit on either side of one, and the drift
+    # allowance (gradcheck_rnn.references.drift) pins each such unit both ways.
+    kinked = False
+    # The shipped profile whose cases draw this family: the one a mutant of its kernels is judged on
+    # by default (gradcheck-rnn mutants), and where its regimes are drawn.
+    home_profile = "families"
 
     # ------------------------------------------------------------------ one JAX program for many configs (optional)
     def bucket(self, config: RNNConfig) -> RNNConfig | None:

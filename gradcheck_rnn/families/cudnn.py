@@ -33,6 +33,7 @@ class CudnnFamily(Family):
     gate), None for the vanilla cells, which have no long-memory regime."""
 
     memory_gate: str | None = None
+    home_profile = "ci"
 
     def pre_activations(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any) -> tuple[Any, Any]:
         """The gate pre-activations of the input and of the recurrent state (..., G·H), each with
@@ -95,6 +96,11 @@ class ElmanFamily(CudnnFamily):
     """torch.nn.RNN: h' = nonlinearity(W_ih x + b_ih + W_hh h + b_hh), ``nonlinearity`` tanh or relu."""
 
     nonlinearity: str = "tanh"
+
+    @property
+    def kinked(self) -> bool:  # type: ignore[override]
+        """relu has a kink at 0; tanh is smooth."""
+        return self.nonlinearity == "relu"
 
     def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
         return getattr(ops, self.nonlinearity)(gi + gh), c  # relu'(0) = 0 in both namespaces, as cuDNN

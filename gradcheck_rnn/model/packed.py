@@ -13,7 +13,7 @@ turns what the library returned back into :class:`~gradcheck_rnn.model.case.Outp
 …) stay one per sequence, as such kernels take them.
 
 The tail (case id ``-tail<n>``, :attr:`~gradcheck_rnn.model.case.Case.tail`) holds random non-zero x
-and dy, drawn from a generator of their own (``SeedSequence([seed, 1])``, so the case's other
+and dy, drawn from a generator of their own (salt :data:`TAIL_SALT`, so the case's other
 data is as without a tail). Outputs there are ignored; every gradient there must be exactly 0
 (QwenLM/FlashQLA PR #28, closed without merging: a varlen backward left the gradients after
 ``cu_seqlens[-1]`` unwritten); a target that declares the contract ``T == cu_seqlens[-1]``
@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .case import Case, Outputs, round_to_dtype, with_changes
+from .streams import case_rng, claim
 from ..judging.compare import to_float64
 
 
@@ -75,10 +76,13 @@ class PackedBatch:
         return array.reshape((-1,) + array.shape[-1:])[self.tokens:]
 
 
+TAIL_SALT = claim(1, "the packed tail's rows")
+
+
 def tail_rows(case: Case) -> tuple[np.ndarray, np.ndarray]:
     """The tail's x (tail, I) and dy (tail, D·S): standard normal from the case's own tail
     generator, rounded to the case dtype like every array of the case."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, 1])))
+    rng = case_rng(case.seed, TAIL_SALT)
     config = case.config
     x = rng.standard_normal((case.tail, config.input_size))
     dy = rng.standard_normal((case.tail, config.num_directions * config.state_size))

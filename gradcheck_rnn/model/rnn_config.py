@@ -38,12 +38,6 @@ def profile_names() -> list[str]:
     """The names of the shipped profiles (``--config NAME``), the one list every message gives."""
     return [path.stem for path in sorted(CONFIG_DIR.glob("*.toml"))]
 
-# Every check, in the order a case's rows are judged (each is a module of gradcheck_rnn.judging.checks).
-# Judging order. determinism comes right after reference, so that the base run is the first of its
-# two back-to-back runs (one target run fewer per case; gradcheck_rnn/judging/checks/determinism.py).
-CHECK_NAMES = ("reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "segments",
-               "poisoned", "fd", "jvp", "gradgrad")
-
 
 @dataclass(frozen=True)
 class RNNConfig:

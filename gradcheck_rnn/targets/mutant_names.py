@@ -2,7 +2,7 @@
 importing torch, so that a command refuses a typo in a moment (and says which name was meant).
 
 :mod:`gradcheck_rnn.targets.mutants` registers one bug under each name, in these groups and this
-order, and asserts at import that the two agree (as the checks' registry does with ``CHECK_NAMES``).
+order, and asserts at import that the two agree.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from ..judging.compare import json_safe
 from ..errors import UsageError
 from ..families.base import smaller
 from ..rows.numbers import fmt
-from ..judging.checks import ALL_CHECKS
+from ..judging.checks import check_names
 from ..rows.result import CaseResult, Repro, finish
 from ..rows.statuses import BAD_STATUSES, JUDGED, worst_tensor
 from ..targets import as_target
@@ -315,8 +315,8 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     of ``target``, ``check``, ``tolerances`` and ``repro_options``, e.g. ``--config nightly``,
     which the minimal case's repro command ends with).
     """
-    if check not in ALL_CHECKS:
-        raise UsageError(f"unknown check {check!r}; allowed: {', '.join(ALL_CHECKS)}")
+    if check not in check_names():
+        raise UsageError(f"unknown check {check!r}; allowed: {', '.join(check_names())}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"max_steps={max_steps!r} is not allowed; it must be an integer >= 1")
     judge = judge or in_process_judge(target, check, tolerances, repro_options)
