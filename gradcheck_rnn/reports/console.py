@@ -35,7 +35,7 @@ from rich.text import Text
 
 from ..judging.compare import expand_tensor
 from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (CHECK_VALUES, case_lengths, failing_tensors, failure_in_words, finding_rows_text, findings,
+from .document import (case_lengths, check_values, failing_tensors, failure_in_words, finding_rows_text, findings,
                        location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
                        values_parts)
 from .markdown import sparkline
@@ -264,7 +264,7 @@ def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
     table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], cells)
     notes = []
     if check != "reference":
-        what, a_is, b_is = CHECK_VALUES.get(check, ("", "a", "b"))
+        what, a_is, b_is = check_values(check)
         notes.append(f"{what + ': ' if what else ''}a = {a_is}, b = {b_is}")
     lines = [line for note in notes for line in wrapped(note, indent="")]
     if tolerances:  # "weight_grad 0.0002/2e-05" stays on one line
