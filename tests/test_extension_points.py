@@ -117,3 +117,80 @@ def test_no_stream_is_made_outside_the_streams_module():
                 if name in makers:
                     found.add(path.relative_to(root).as_posix())
     assert found - GENERATOR_MAKERS == set(), sorted(found - GENERATOR_MAKERS)
+
+
+class LaneExecutor:
+    """A toy executor: judges in this process through the in-process executor and counts the rows it
+    yields; it owns one option, ``--lane``."""
+
+    rows = 0
+
+    def __init__(self, setup, execution, jobs):
+        from gradcheck_rnn.run import InProcess
+        from gradcheck_rnn.targets import resolve_targets
+
+        self.inner = InProcess(setup, resolve_targets(setup.targets))
+
+    def judge(self, jobs, stopping):
+        from gradcheck_rnn.model.case import Case
+
+        # jobs come as case references, as to any executor but --in-process: rebuilt from their ids
+        cases = [(index, Case.from_id(ref.id)) for index, ref in jobs]
+        for index, row in self.inner.judge(cases, stopping):
+            LaneExecutor.rows += 1
+            yield index, row
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def lane_registered():
+    """The toy executor registered for one test, the registry as it was afterwards."""
+    from gradcheck_rnn.run import EXECUTORS, ExecutorEntry, ExecutorOption, register_executor
+
+    entry = register_executor(ExecutorEntry(
+        "lane", LaneExecutor, lambda execution, jobs, why: f"on lane {execution.option('lane')}", "a toy",
+        (ExecutorOption("lane", "Which lane.", "N", "7"),), place="on a lane"))
+    LaneExecutor.rows = 0
+    yield entry
+    del EXECUTORS[entry.name]
+
+
+def test_an_executor_is_added_by_its_entry_alone(lane_registered):
+    from gradcheck_rnn.errors import UsageError
+    from gradcheck_rnn.run import judge_run
+    from gradcheck_rnn.run.plan import RunRequest, plan
+    from gradcheck_rnn.run.spec import Judging, Selection
+
+    def request(**how):
+        return RunRequest(targets=("fused-cpu",), selection=Selection(cases=2, seed=3),
+                          judging=Judging(("reference",)), workers=1, **how)
+
+    planned = plan(request(executor="lane", executor_options=(("lane", "7"),)))
+    assert "on lane 7" in planned.header()  # the header says where, in the entry's words
+    run = judge_run(planned.spec, planned.execution)
+    local = plan(request(in_process=True))
+    assert LaneExecutor.rows == len(run.results) > 0  # every row came through the toy
+    assert [(r.case_id, r.status) for r in run.results] == \
+        [(r.case_id, r.status) for r in judge_run(local.spec, local.execution).results]
+    # the options it owns are checked as --scheduler is for dask
+    with pytest.raises(UsageError, match="--executor lane needs --lane N, e.g. 7"):
+        plan(request(executor="lane"))
+    with pytest.raises(UsageError, match="--lane is only for --executor lane; add --executor lane or drop --lane"):
+        plan(request(executor_options=(("lane", "7"),)))
+    with pytest.raises(UsageError, match="--in-process judges in this process and --executor lane on a lane"):
+        plan(request(executor="lane", executor_options=(("lane", "7"),), in_process=True))
+
+
+def test_the_command_line_offers_every_executor_and_its_options():
+    """--executor's choices and each executor's own options come from the registry."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+    from gradcheck_rnn.run import EXECUTORS
+
+    help_text = CliRunner().invoke(main, ["sweep", "--help"], terminal_width=200).output
+    for entry in EXECUTORS.values():
+        assert entry.name in help_text and entry.help in help_text
+        assert all(f"--{option.name}" in help_text for option in entry.options)

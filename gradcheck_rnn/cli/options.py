@@ -16,6 +16,7 @@ from ..judging.checks import check_names
 from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
 from ..errors import UsageError, unknown_name
 from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
+from ..run import EXECUTORS
 from ..runtime import IN_PROCESS_ENV
 
 if TYPE_CHECKING:
@@ -163,9 +164,11 @@ distribution = options(
     click.option("--shard", default=None, metavar="K/N",
                  help="Judge only the K-th of N interleaved parts of the cases; join the N runs with "
                       "gradcheck-rnn merge."),
-    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-                 help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
-    click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
+    # the executors and the options each owns, from their entries (gradcheck_rnn/run: EXECUTORS)
+    click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True,
+                 help="; ".join(f"{entry.name}: {entry.help}" for entry in EXECUTORS.values()) + "."),
+    *(click.option(f"--{option.name}", default=None, metavar=option.metavar, help=option.help)
+      for entry in EXECUTORS.values() for option in entry.options),
 )
 
 # The options of `check` that describe a case (case_from_options' keywords, then its two others);
@@ -339,7 +342,9 @@ def request_of(values: dict[str, Any], selection: Any = None, judging: Any = Non
                       selection=selection_of(values) if selection is None else selection,
                       judging=judging_of(values) if judging is None else judging, families=families,
                       workers=values.get("workers"), executor=values.get("executor", "local"),
-                      scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
+                      executor_options=tuple((option.name, values.get(option.name)) for entry in EXECUTORS.values()
+                                             for option in entry.options if values.get(option.name) is not None),
+                      case_timeout=values.get("case_timeout"),
                       fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False),
                       per_case=per_case, command_line=True, verdict=verdict)
 
