@@ -194,3 +194,38 @@ def test_the_command_line_offers_every_executor_and_its_options():
     for entry in EXECUTORS.values():
         assert entry.name in help_text and entry.help in help_text
         assert all(f"--{option.name}" in help_text for option in entry.options)
+
+
+@pytest.fixture
+def toy_family():
+    """The toy family loaded (as ``--family extension_toys:TOY`` does) for one test, gone afterwards."""
+    from gradcheck_rnn import families
+
+    loaded = families.load("extension_toys:TOY")
+    yield loaded
+    del families._REGISTRY[loaded.token]
+
+
+def test_a_family_brings_its_kernel_and_mutants(toy_family):
+    """fused-cpu runs the toy family through the kernel the family names; its mutant is a name
+    every surface knows, judged on its home profile, caught on its cases and a skip on others."""
+    from gradcheck_rnn.targets.mutant_names import check_mutant_name
+    from gradcheck_rnn.targets.mutants import home_profile
+
+    toy_case, s6_case = "toys6-L1-uni-I2-H2-N2-R1-T3-B2-len3.1-f64-s1", "s6-L1-uni-I2-H2-N2-R1-T3-B2-len3.1-f64-s1"
+    [correct] = gr.check("fused-cpu", toy_case, checks=["reference"], in_process=True)
+    assert correct.status == "pass", correct.message
+    check_mutant_name("toy-gate-grad-dropped")  # known without torch, as a built-in's name is
+    assert home_profile("toy-gate-grad-dropped") == toy_family.home_profile == "families"
+    [caught] = gr.check("mutant:toy-gate-grad-dropped", toy_case, checks=["reference"], in_process=True)
+    assert caught.status == "fail", caught.message
+    [elsewhere] = gr.check("mutant:toy-gate-grad-dropped", s6_case, checks=["reference"], in_process=True)
+    assert elsewhere.status == "skip" and "toys6 kernel" in elsewhere.message
+
+
+def test_a_family_owns_its_kink_and_its_home():
+    from gradcheck_rnn.families import family
+
+    assert [m for m in ("rnn_relu", "rnn_tanh", "lstm", "gru", "s6", "gla") if family(m).kinked] == ["rnn_relu"]
+    assert {m: family(m).home_profile for m in ("lstm", "s6", "conv1d", "gla", "deltaproduct")} == {
+        "lstm": "ci", "s6": "families", "conv1d": "families", "gla": "matrix", "deltaproduct": "matrix"}

@@ -19,7 +19,7 @@ import copy
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 from ..errors import UsageError
 
@@ -257,6 +257,13 @@ class Family:
     # The shipped profile whose cases draw this family: the one a mutant of its kernels is judged on
     # by default (gradcheck-rnn mutants), and where its regimes are drawn.
     home_profile = "families"
+    # The family's fused kernels, by the target that runs them ("fused-cpu", "fused-gpu"), each a
+    # "package.module:Class" imported when that target is made (a name, not an import: kernels build
+    # on families); a target with no kernel of the family declines its cases.
+    kernels: ClassVar[Mapping[str, str]] = {}
+    # The bugs of those kernels, ``mutant:NAME``: name -> (the target whose kernel the bug is
+    # crossed with, "package.module:Bug"), judged on this family's cases (its home profile).
+    mutants: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     # ------------------------------------------------------------------ one JAX program for many configs (optional)
     def bucket(self, config: RNNConfig) -> RNNConfig | None:

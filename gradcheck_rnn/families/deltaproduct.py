@@ -43,6 +43,23 @@ class DeltaProductFamily(GDNFamily):
     """Gated DeltaProduct, as described in the module docstring: gdn's gates and regimes, with
     n keys, values and write strengths per token."""
 
+    # Its fused kernels by the target that runs them, and the bugs of those kernels that
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.deltaproduct_cpu:DeltaProductCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.deltaproduct:DeltaProductGPUKernel",
+    }
+    mutants = {
+        "deltaproduct-backward-decays-every-sub-step":
+            ("fused-cpu", "gradcheck_rnn.targets.mutants:DeltaProductBackwardDecaysEverySubStep"),
+        "deltaproduct-backward-reads-first-sub-step":
+            ("fused-cpu", "gradcheck_rnn.targets.mutants:DeltaProductBackwardReadsFirstSubStep"),
+        "deltaproduct-state-grad-drops-second-householder":
+            ("fused-cpu", "gradcheck_rnn.targets.mutants:DeltaProductStateGradDropsSecondHouseholder"),
+        "gpu-deltaproduct-state-grad-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUStateGradReadsNextChunk"),
+    }
+
     def householder(self, config: RNNConfig) -> int:
         """n, the delta-rule steps per token."""
         return config.option("householder")

@@ -61,6 +61,22 @@ MINUS_INF_START = Option("minus_inf_start", "minf", False,
 class MLSTMFamily(MatrixFamily):
     """The mLSTM, as described in the module docstring."""
 
+    # Its fused kernels by the target that runs them, and the bugs of those kernels that
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.mlstm_cpu:MLSTMCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.mlstm:MLSTMGPUKernel",
+    }
+    mutants = {
+        "mlstm-chunk-states-wrong-size": ("fused-cpu", "gradcheck_rnn.targets.mutants:MLSTMChunkStatesWrongSize"),
+        "mlstm-normalizer-grad-not-carried":
+            ("fused-cpu", "gradcheck_rnn.targets.mutants:MLSTMNormalizerGradNotCarried"),
+        "mlstm-chunk-states-wrong-size-at-chunk-8":
+            ("fused-cpu", "gradcheck_rnn.targets.mutants:MLSTMChunkStatesWrongSizeAtLargestChunk"),
+        "gpu-mlstm-stabiliser-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUMLSTMStabiliserReadsNextChunk"),
+    }
+
     decay_bias = "b_f"
 
     def gate_axes(self, config: RNNConfig) -> dict[str, tuple[str, ...]]:
