@@ -25,6 +25,7 @@ MOVED: dict[str, str] = {
     "gradcheck_rnn.statuses": "gradcheck_rnn.rows.statuses",
     "gradcheck_rnn.judge": "gradcheck_rnn.judging.judge",
     "gradcheck_rnn.cli.advice": "gradcheck_rnn.run.advice",
+    "gradcheck_rnn.judging.tolerances": "gradcheck_rnn.model.tolerances",
 }
 
 

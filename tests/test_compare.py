@@ -8,7 +8,7 @@ import pytest
 
 from gradcheck_rnn import RNNConfig
 from gradcheck_rnn.judging.compare import compare_tensor
-from gradcheck_rnn.judging.tolerances import Tolerance, Tolerances
+from gradcheck_rnn.model.tolerances import Tolerance, Tolerances
 
 CONFIG = RNNConfig("lstm", 2, True, 3, 5, 7, 3, "f32")
 TOL = Tolerance(1e-2, 1e-6)

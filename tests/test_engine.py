@@ -231,9 +231,7 @@ STAGES = ("families", "model", "references", "kernels", "targets", "judging", "r
 KNOWN_UPWARD = {
     ("gradcheck_rnn.model.packed", "gradcheck_rnn.judging.compare"),
     ("gradcheck_rnn.model.packed", "gradcheck_rnn.targets.protocol"),
-    ("gradcheck_rnn.model.profiles", "gradcheck_rnn.judging.tolerances"),
     ("gradcheck_rnn.references.drift", "gradcheck_rnn.judging.compare"),
-    ("gradcheck_rnn.references.drift", "gradcheck_rnn.judging.tolerances"),
     ("gradcheck_rnn.references.drift", "gradcheck_rnn.rows.statuses"),
     ("gradcheck_rnn.references.fd", "gradcheck_rnn.judging.compare"),
     ("gradcheck_rnn.judging.checks.directions", "gradcheck_rnn.rows.statuses"),

@@ -242,7 +242,7 @@ def test_gpu_script_refuses_in_one_sentence_without_cuda():
 def test_an_emitted_test_of_an_interpreted_target_quotes_repro_lines_that_set_the_interpreter():
     from gradcheck_rnn.model.case import Case
     from gradcheck_rnn.workflows.emit_test import emit_test
-    from gradcheck_rnn.judging.tolerances import Tolerances
+    from gradcheck_rnn.model.tolerances import Tolerances
 
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s1")
     source = emit_test(case, "mutant:gpu-reverse-starts-in-padding", ["reference"], Tolerances())

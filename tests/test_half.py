@@ -20,7 +20,7 @@ import torch
 from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.judging.compare import compare_tensor
 from gradcheck_rnn.references import drift
-from gradcheck_rnn.judging.tolerances import Tolerance
+from gradcheck_rnn.model.tolerances import Tolerance
 
 # The two false alarms of issue 21 (fused-cpu, correct kernel, reference check).
 F16_ID = "rnn_relu-L3-bi-I7-H10-T3-B4-len3.2.3.3-f16-s1756970816"

@@ -286,7 +286,7 @@ def test_product_rows_get_more_room_below_float64_only():
     first order's terms once more: jvp and gradgrad judge below float64 with PRODUCT_ROOM times
     the room, float64 with the table as it is."""
     from gradcheck_rnn.judging.checks.directions import PRODUCT_ROOM, ProductTolerances
-    from gradcheck_rnn.judging.tolerances import Tolerances
+    from gradcheck_rnn.model.tolerances import Tolerances
 
     first = Tolerances(rtol={"weight_grad": 3e-4})
     second = ProductTolerances(first)

@@ -27,7 +27,7 @@ from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_chunk_facts, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
-from gradcheck_rnn.judging.tolerances import Tolerances
+from gradcheck_rnn.model.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.

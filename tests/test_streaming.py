@@ -26,7 +26,7 @@ from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers
 from gradcheck_rnn.run import fork_server
 from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
 from gradcheck_rnn.run.worker import WorkerSetup
-from gradcheck_rnn.judging.tolerances import Tolerances
+from gradcheck_rnn.model.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "seed": 3, "verdict": {"exit_code": 0, "reason": "all passed"}}

@@ -26,7 +26,7 @@ from gradcheck_rnn.judging.compare import TensorError, compare_tensor
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports import markdown
 from gradcheck_rnn.reports.document import failing_tensors, results_document, stored_verdict, tensor_line
-from gradcheck_rnn.judging.tolerances import Tolerance, Tolerances
+from gradcheck_rnn.model.tolerances import Tolerance, Tolerances
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -3,7 +3,7 @@
 A family holds its case-id token, its gates, its parameter names and shapes (in the canonical
 order that is also the draw order), the widths of its states, its case-id options and the
 variants it supports (docs/contracts.md, "Cell families"); the default tolerances
-(:mod:`gradcheck_rnn.judging.tolerances`) hold for every family so far. The math lives with it: every
+(:mod:`gradcheck_rnn.model.tolerances`) hold for every family so far. The math lives with it: every
 family gives :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
 both references run; a family may name its own JAX program instead of the generic one
 (:attr:`Family.jax_program`: the cuDNN families' bucketed program).

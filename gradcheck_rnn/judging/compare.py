@@ -37,7 +37,7 @@ from ..rows.numbers import from_json_number, location_text  # re-exported: rows 
 from ..model.case import RNNConfig
 from ..model.layout import directions
 from ..model.names import TAIL
-from .tolerances import Tolerance
+from ..model.tolerances import Tolerance
 
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are
 # max-pooled (a 64 × 64 map is 4096 numbers; typical case sizes stay far below and unpooled).

@@ -22,7 +22,7 @@ from ..model.streams import case_rng, claim
 from .compare import TensorError, compare_tensor, to_float64
 from ..model.names import CELL_STATE, OUTPUTS
 from ..references import REFERENCE_NAMES
-from .tolerances import REFERENCE_AGREEMENT
+from ..model.tolerances import REFERENCE_AGREEMENT
 
 if TYPE_CHECKING:
     from ..references.drift import DriftAllowance

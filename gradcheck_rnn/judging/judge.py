@@ -44,7 +44,7 @@ from ..model.streams import case_rng, claim
 from ..rows.result import CaseResult
 from ..targets import Target, as_target
 from ..targets.contracts import Contract, broken, declared_contracts, reached
-from .tolerances import Tolerances
+from ..model.tolerances import Tolerances
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 

@@ -61,7 +61,7 @@ torch's CPU kernels supply the float32 accumulation: its GEMMs (``addmm``/``mm``
 accumulate in float32 and round once, its reductions (``sum``) accumulate in float32, and its
 pointwise ops compute each element in float32 and round the result. So the rounding is per
 stored value, never per term of a sum. Their tolerances are calibrated in
-:mod:`gradcheck_rnn.judging.tolerances`.
+:mod:`gradcheck_rnn.model.tolerances`.
 
 First-call cost: none beyond importing torch — no compilation, no warm-up state; the first call
 of a case costs about what later ones do (benchmarks/RESULTS.md, "Costs the code is built around").

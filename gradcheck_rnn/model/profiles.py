@@ -48,7 +48,7 @@ from ..errors import UsageError, unknown_name
 from .rnn_config import CONFIG_DIR, DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS, profile_names
 from .layouts import GRAD_LAYOUTS, INPUT_LAYOUTS, draw_kernel_config
 from ..families import family, modes as family_modes
-from ..judging.tolerances import Tolerances
+from .tolerances import Tolerances
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -339,7 +339,7 @@ def checked_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> Drif
     whose own float64 pass disagrees with it is marked unusable. The per-case context
     (:class:`gradcheck_rnn.judging.context.CaseContext`) computes it once for every target of a case."""
     from ..judging.compare import compare_tensor
-    from ..judging.tolerances import REFERENCE_AGREEMENT
+    from ..model.tolerances import REFERENCE_AGREEMENT
 
     drift = drift_allowance(case, loop=loop)
     if drift.kinks and loop is not None:

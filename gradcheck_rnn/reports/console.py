@@ -241,7 +241,7 @@ def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
     first as in the reports; a = target, b = the reference it is further from, with enough digits
     to differ; a padded step or empty sequence is marked after the location), and a line with the
     tolerances in force per tensor kind."""
-    from ..judging.tolerances import tensor_kind
+    from ..model.tolerances import tensor_kind
 
     check = row.get("check", "reference")
     title = Text.assemble((row["case_id"], "bold"), f" on {row['target']}"

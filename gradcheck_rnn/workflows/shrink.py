@@ -44,7 +44,7 @@ from ..judging.checks import check_names
 from ..rows.result import CaseResult, Repro, finish
 from ..rows.statuses import BAD_STATUSES, JUDGED, worst_tensor
 from ..targets import as_target
-from ..judging.tolerances import Tolerances
+from ..model.tolerances import Tolerances
 
 DEFAULT_MAX_STEPS = 300
 # Smaller groups first: the fewer gradients requested, the fewer code paths the bug can hide in.

@@ -22,7 +22,7 @@ from ...model.case import Case
 from ...model.streams import case_rng as stream
 from ...model.streams import claim
 from ..compare import TensorError, compare_tensor
-from ..tolerances import Tolerance, Tolerances
+from ...model.tolerances import Tolerance, Tolerances
 
 # The engine's types (context.CaseContext, judge.TargetCall, context.Arrays) are not imported
 # here: the engine imports the checks, and data flows one way.

@@ -14,7 +14,7 @@ import numpy as np
 from ...model.case import Case
 from ..compare import TensorError, term_bound
 from ...references import REFERENCE_NAMES, fd
-from ..tolerances import Tolerances
+from ...model.tolerances import Tolerances
 from .base import Check, Labels, ReferenceDisagreement, Skip
 
 

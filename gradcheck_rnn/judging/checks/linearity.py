@@ -12,7 +12,7 @@ import numpy as np
 
 from ...model.case import round_to_dtype, with_changes
 from ..compare import TensorError
-from ..tolerances import Tolerances
+from ...model.tolerances import Tolerances
 from .base import Check, Labels, compare_runs
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...model.case import with_changes
 from ..compare import TensorError
-from ..tolerances import Tolerances
+from ...model.tolerances import Tolerances
 from .base import Check, Labels, Skip, compare_runs
 
 # Tensors whose axis 1 is the batch; parameter gradients have no batch axis.

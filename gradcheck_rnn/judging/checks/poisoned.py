@@ -26,7 +26,7 @@ import numpy as np
 
 from ...model.case import Case
 from ..compare import TensorError, compare_tensor
-from ..tolerances import Tolerances
+from ...model.tolerances import Tolerances
 from .base import Arrays, Check, Labels
 
 

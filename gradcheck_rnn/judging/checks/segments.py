@@ -47,7 +47,7 @@ import numpy as np
 from ...model.case import Case, round_to_dtype, with_changes
 from ...rows.statuses import worst_tensor
 from ..compare import TensorError, compare_tensor
-from ..tolerances import Tolerances
+from ...model.tolerances import Tolerances
 from .base import Arrays, Check, Labels, ReferenceDisagreement, Skip
 
 # Chunk sizes whose multiples are cut at and one past: the fused kernels' chunk (4), the matrix

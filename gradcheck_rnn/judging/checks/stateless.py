@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...model.case import make_case
 from ..compare import TensorError
-from ..tolerances import Tolerances
+from ...model.tolerances import Tolerances
 from .base import Check, Labels, Nondeterministic, differences
 from .poisoned import unwritten_reads
 
