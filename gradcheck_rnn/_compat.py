@@ -26,6 +26,7 @@ MOVED: dict[str, str] = {
     "gradcheck_rnn.judge": "gradcheck_rnn.judging.judge",
     "gradcheck_rnn.cli.advice": "gradcheck_rnn.run.advice",
     "gradcheck_rnn.judging.tolerances": "gradcheck_rnn.model.tolerances",
+    "gradcheck_rnn.rows.numbers": "gradcheck_rnn.model.numbers",
 }
 
 

@@ -237,7 +237,6 @@ KNOWN_UPWARD = {
     ("gradcheck_rnn.judging.checks.directions", "gradcheck_rnn.rows.statuses"),
     ("gradcheck_rnn.judging.checks.reference", "gradcheck_rnn.rows.statuses"),
     ("gradcheck_rnn.judging.checks.segments", "gradcheck_rnn.rows.statuses"),
-    ("gradcheck_rnn.judging.compare", "gradcheck_rnn.rows.numbers"),
     ("gradcheck_rnn.judging.judge", "gradcheck_rnn.rows.result"),
 }
 

@@ -133,7 +133,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
 def test_rows_are_written_with_the_shortest_spelling_of_each_number_and_read_back_the_same():
     from hypothesis import given, settings, strategies as st
 
-    from gradcheck_rnn.rows.numbers import shorten_json_numbers
+    from gradcheck_rnn.model.numbers import shorten_json_numbers
 
     assert shorten_json_numbers('{"a":0.000469,"b":1.3e-07,"c":0.002,"d":1e+20,"e":-0.0,"f":12,"g":0.5}') == \
         '{"a":4.69e-4,"b":1.3e-7,"c":2e-3,"d":1e20,"e":-0.0,"f":12,"g":0.5}'

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ..reports import console as render
 from ..errors import UsageError
-from ..rows.numbers import plural
+from ..model.numbers import plural
 from ..rows.result import CaseResult, document_row
 from ..rows.statuses import STYLE, is_bad
 from ..rows.tally import StoredTally, Tally
@@ -341,7 +341,7 @@ def print_drift(drift: dict[str, Any]) -> None:
     first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
     cut); or one line saying how many rows were compared and that none drifted, or that none was."""
     from ..reports.document import DriftView
-    from ..rows.numbers import fmt
+    from ..model.numbers import fmt
 
     view = DriftView.of(drift)
     compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"

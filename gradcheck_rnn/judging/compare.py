@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..rows.numbers import from_json_number, location_text  # re-exported: rows and reports read both
+from ..model.numbers import from_json_number, location_text  # re-exported: rows and reports read both
 
 from ..model.case import RNNConfig
 from ..model.layout import directions

@@ -12,7 +12,7 @@ Like every report writer, the console renders stored rows (the dict form results
 :meth:`~gradcheck_rnn.rows.result.CaseResult.to_json`, :func:`~gradcheck_rnn.rows.result.document_row`),
 never result objects, with the writers' own functions for what is shared: the order of rows
 (:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
-(:func:`~gradcheck_rnn.rows.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.rows.numbers.fmt`:
+(:func:`~gradcheck_rnn.rows.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.model.numbers.fmt`:
 "nan", "inf", "-inf" as in every file) and the tensor shown under a repro
 (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).
 
@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..judging.compare import expand_tensor
-from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
+from ..model.numbers import fmt, fmt_or_dash, from_json_number, location_text
 from .document import (case_lengths, check_values, failing_tensors, failure_in_words, finding_rows_text, findings,
                        location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
                        values_parts)

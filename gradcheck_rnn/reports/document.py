@@ -22,7 +22,7 @@ from ..version import __version__
 from ..judging.checks import CHECKS
 from ..judging.compare import expand_tensor, json_safe
 from ..errors import UsageError
-from ..rows.numbers import fmt, from_json_number, location_text
+from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
 from ..rows.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
 from ..rows.tally import Tally

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..model.case import id_facts
 from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
-from .numbers import shorten_json_numbers
+from ..model.numbers import shorten_json_numbers
 from .statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
 
 
@@ -275,9 +275,9 @@ def repro_options(config: str | None, rtol: float | None, atol: float | None, fa
     return " ".join(f"--{name} {value}" for name, value in [*(("family", spec) for spec in families), *given])
 
 
-# Old places: plural is rows/numbers.py's, the verdict, its exit codes and the judged Run are
+# Old places: plural is model/numbers.py's, the verdict, its exit codes and the judged Run are
 # rows/verdict.py's (which reads this module's rows, so it is looked up when first asked for here).
-from .numbers import plural  # noqa: E402,F401
+from ..model.numbers import plural  # noqa: E402,F401
 
 _MOVED_TO_VERDICT = {"EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_NOTHING_CHECKED", "EXIT_PASS", "EXIT_USAGE", "Run",
                      "StopReason", "tally_verdict", "top_skip_reasons"}

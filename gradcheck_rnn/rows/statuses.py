@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, TypeVar
 
-from .numbers import from_json_number
+from ..model.numbers import from_json_number
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
-from .numbers import plural
+from ..model.numbers import plural
 from .result import CaseResult
 from .statuses import BAD_STATUSES, PASSED, failing_statuses
 

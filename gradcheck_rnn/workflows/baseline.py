@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..judging.compare import tensor_summary
 from ..errors import UsageError
-from ..rows.numbers import from_json_number
+from ..model.numbers import from_json_number
 from ..rows.result import CaseResult
 from ..rows.statuses import PASSED
 

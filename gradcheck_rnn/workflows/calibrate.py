@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..rows.result import CaseResult
-from ..rows.numbers import compact, short_number
+from ..model.numbers import compact, short_number
 from ..model.tolerances import Tolerance, Tolerances, tensor_kind
 
 

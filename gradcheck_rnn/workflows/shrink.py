@@ -39,7 +39,7 @@ from ..model.case import Case, make_case
 from ..judging.compare import json_safe
 from ..errors import UsageError
 from ..families.base import smaller
-from ..rows.numbers import fmt
+from ..model.numbers import fmt
 from ..judging.checks import check_names
 from ..rows.result import CaseResult, Repro, finish
 from ..rows.statuses import BAD_STATUSES, JUDGED, worst_tensor
