@@ -232,11 +232,7 @@ KNOWN_UPWARD = {
     ("gradcheck_rnn.model.packed", "gradcheck_rnn.judging.compare"),
     ("gradcheck_rnn.model.packed", "gradcheck_rnn.targets.protocol"),
     ("gradcheck_rnn.references.drift", "gradcheck_rnn.judging.compare"),
-    ("gradcheck_rnn.references.drift", "gradcheck_rnn.rows.statuses"),
     ("gradcheck_rnn.references.fd", "gradcheck_rnn.judging.compare"),
-    ("gradcheck_rnn.judging.checks.directions", "gradcheck_rnn.rows.statuses"),
-    ("gradcheck_rnn.judging.checks.reference", "gradcheck_rnn.rows.statuses"),
-    ("gradcheck_rnn.judging.checks.segments", "gradcheck_rnn.rows.statuses"),
     ("gradcheck_rnn.judging.judge", "gradcheck_rnn.rows.result"),
 }
 

@@ -110,7 +110,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
 
     from gradcheck_rnn.reports import RowLog
     from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, judge_run
-    from gradcheck_rnn.rows.statuses import is_bad
+    from gradcheck_rnn.model.statuses import is_bad
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=4, seed=11),

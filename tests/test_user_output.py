@@ -522,14 +522,14 @@ def test_shrink_s_json_spells_an_infinite_ratio_as_results_json_does():
 
 
 def test_tensors_are_ordered_worst_first_in_one_place_only():
-    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/rows/statuses.py sorts, or
+    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/model/statuses.py sorts, or
     takes the largest or smallest of, anything by a key that reads a ratio."""
     import ast
 
     package = ROOT / "gradcheck_rnn"
     own_orders = []
     for path in package.rglob("*.py"):
-        if path == package / "rows" / "statuses.py":
+        if path == package / "model" / "statuses.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             name = getattr(node, "func", None)

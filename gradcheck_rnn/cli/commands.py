@@ -22,7 +22,7 @@ from ..reports import console as render
 from ..errors import UsageError
 from ..model.numbers import plural
 from ..rows.result import CaseResult, document_row
-from ..rows.statuses import STYLE, is_bad
+from ..model.statuses import STYLE, is_bad
 from ..rows.tally import StoredTally, Tally
 from ..rows.verdict import Run
 

@@ -76,7 +76,7 @@ from ..model.case import Case, as_mapping
 from ..families.ops import torch_ops
 from ..model.layout import directions, param_key
 from ..model.streams import case_rng, claim
-from ..rows.statuses import worst_tensor
+from ..model.statuses import worst_tensor
 
 Tensor = torch.Tensor
 

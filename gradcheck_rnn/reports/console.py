@@ -12,7 +12,7 @@ Like every report writer, the console renders stored rows (the dict form results
 :meth:`~gradcheck_rnn.rows.result.CaseResult.to_json`, :func:`~gradcheck_rnn.rows.result.document_row`),
 never result objects, with the writers' own functions for what is shared: the order of rows
 (:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
-(:func:`~gradcheck_rnn.rows.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.model.numbers.fmt`:
+(:func:`~gradcheck_rnn.model.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.model.numbers.fmt`:
 "nan", "inf", "-inf" as in every file) and the tensor shown under a repro
 (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).
 
@@ -41,7 +41,7 @@ from .document import (case_lengths, check_values, failing_tensors, failure_in_w
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
 from ..rows.result import plural, row_field
-from ..rows.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
+from ..model.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
 from ..rows.tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for

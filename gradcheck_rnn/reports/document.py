@@ -24,7 +24,7 @@ from ..judging.compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
-from ..rows.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
+from ..model.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
 from ..rows.tally import Tally
 
 SCHEMA = 1
@@ -83,7 +83,7 @@ def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
+    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.model.statuses.failure_order`),
     for the console and every report; a run's row log hands them over as kept when they arrived,
     without reading every row again."""
     bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_shown(r["status"])]

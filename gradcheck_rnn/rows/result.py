@@ -1,6 +1,6 @@
 """The result model: one row per case × target × check, its stored forms and its one finisher.
 
-The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.rows.statuses`;
+The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.model.statuses`;
 the run's one verdict is :mod:`gradcheck_rnn.rows.verdict`'s.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from ..model.case import id_facts
 from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
 from ..model.numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
+from ..model.statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
 
 
 # What a repro line says for a target object that the command line cannot name.

@@ -31,7 +31,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..rows.result import CaseResult, finish, normal_form, stored_row
-from ..rows.statuses import is_bad, is_shown
+from ..model.statuses import is_bad, is_shown
 from ..rows.verdict import Run, StopReason, VerdictRule, conclude
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup

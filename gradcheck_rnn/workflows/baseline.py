@@ -31,7 +31,7 @@ from ..judging.compare import tensor_summary
 from ..errors import UsageError
 from ..model.numbers import from_json_number
 from ..rows.result import CaseResult
-from ..rows.statuses import PASSED
+from ..model.statuses import PASSED
 
 if TYPE_CHECKING:
     from ..run.spec import RunSpec

@@ -42,7 +42,7 @@ from ..families.base import smaller
 from ..model.numbers import fmt
 from ..judging.checks import check_names
 from ..rows.result import CaseResult, Repro, finish
-from ..rows.statuses import BAD_STATUSES, JUDGED, worst_tensor
+from ..model.statuses import BAD_STATUSES, JUDGED, worst_tensor
 from ..targets import as_target
 from ..model.tolerances import Tolerances
 

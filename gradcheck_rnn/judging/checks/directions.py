@@ -9,7 +9,7 @@ import numpy as np
 
 from ..compare import TensorError, compare_tensor, term_bound
 from ...model.tolerances import Tolerance, Tolerances
-from ...rows.statuses import worst_tensor
+from ...model.statuses import worst_tensor
 from .base import Arrays
 
 

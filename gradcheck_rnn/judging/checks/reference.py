@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ...model.case import Case
 from ..compare import TAIL, TensorError, compare_tails, compare_tensor
-from ...rows.statuses import worst_tensor
+from ...model.statuses import worst_tensor
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, ReferenceDisagreement
 

@@ -45,7 +45,7 @@ from typing import Sequence
 import numpy as np
 
 from ...model.case import Case, round_to_dtype, with_changes
-from ...rows.statuses import worst_tensor
+from ...model.statuses import worst_tensor
 from ..compare import TensorError, compare_tensor
 from ...model.tolerances import Tolerances
 from .base import Arrays, Check, Labels, ReferenceDisagreement, Skip

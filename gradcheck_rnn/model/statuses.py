@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, TypeVar
 
-from ..model.numbers import from_json_number
+from .numbers import from_json_number
 
 T = TypeVar("T")
 
