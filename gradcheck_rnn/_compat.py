@@ -21,13 +21,14 @@ from typing import Sequence
 MOVED: dict[str, str] = {
     "gradcheck_rnn.packed": "gradcheck_rnn.model.packed",
     "gradcheck_rnn.result": "gradcheck_rnn.rows.result",
-    "gradcheck_rnn.compare": "gradcheck_rnn.judging.compare",
+    "gradcheck_rnn.compare": "gradcheck_rnn.model.compare",
     "gradcheck_rnn.statuses": "gradcheck_rnn.model.statuses",
     "gradcheck_rnn.judge": "gradcheck_rnn.judging.judge",
     "gradcheck_rnn.cli.advice": "gradcheck_rnn.run.advice",
     "gradcheck_rnn.judging.tolerances": "gradcheck_rnn.model.tolerances",
     "gradcheck_rnn.rows.numbers": "gradcheck_rnn.model.numbers",
     "gradcheck_rnn.rows.statuses": "gradcheck_rnn.model.statuses",
+    "gradcheck_rnn.judging.compare": "gradcheck_rnn.model.compare",
 }
 
 

@@ -63,7 +63,7 @@ def test_each_api_surface_mutant_is_caught_on_its_path_only(mutant, tensor, case
 def test_half_accumulation_is_a_measured_blind_spot():
     """The half tolerances cannot see a half-precision accumulation on small cases: it changes
     the weight gradients, yet passes (README, "Tolerances")."""
-    from gradcheck_rnn.judging.compare import to_float64
+    from gradcheck_rnn.model.compare import to_float64
 
     case = Case.from_id("rnn_tanh-L1-uni-I3-H4-T8-B4-len8.6.5.8-bf16-s3")
     blind = resolve_target("mutant:half-accumulated-in-half")

@@ -11,7 +11,7 @@ import pytest
 import gradcheck_rnn as gr
 from gradcheck_rnn.judging import checks
 from gradcheck_rnn.judging.checks import CHECKS, Check, Labels, check_names, enabled
-from gradcheck_rnn.judging.compare import TensorError
+from gradcheck_rnn.model.compare import TensorError
 from gradcheck_rnn.model import streams
 from gradcheck_rnn.reports.document import values_parts
 

@@ -12,7 +12,7 @@ from gradcheck_rnn.cli import commands as console
 
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.model.case import Case
-from gradcheck_rnn.judging.compare import compare_tensor
+from gradcheck_rnn.model.compare import compare_tensor
 from gradcheck_rnn.rows.result import CaseResult, document_row
 from gradcheck_rnn.model.tolerances import Tolerance
 

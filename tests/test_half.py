@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from gradcheck_rnn.model.case import Case
-from gradcheck_rnn.judging.compare import compare_tensor
+from gradcheck_rnn.model.compare import compare_tensor
 from gradcheck_rnn.references import drift
 from gradcheck_rnn.model.tolerances import Tolerance
 

@@ -12,7 +12,7 @@ import pytest
 from gradcheck_rnn import CaseResult
 from gradcheck_rnn.workflows.baseline import grown
 from gradcheck_rnn.model.case import Case, id_facts
-from gradcheck_rnn.judging.compare import RatioMap, TensorError, expand_tensor, tensor_summary
+from gradcheck_rnn.model.compare import RatioMap, TensorError, expand_tensor, tensor_summary
 from gradcheck_rnn.rows.result import document_row, row_field, row_worst
 from gradcheck_rnn.rows.tally import Tally
 

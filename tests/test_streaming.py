@@ -104,7 +104,7 @@ def test_busy_cores_are_the_busy_share_of_cpu_time_while_the_command_waits(monke
 
 
 def test_passing_rows_lose_their_ratio_maps_on_arrival():
-    from gradcheck_rnn.judging.compare import TensorError
+    from gradcheck_rnn.model.compare import TensorError
 
     passing, failing = row(0, "t"), row(1, "t", "fail")
     for r in (passing, failing):

@@ -22,7 +22,7 @@ from gradcheck_rnn.rows.tally import Tally
 from gradcheck_rnn import Case, CaseResult
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.workflows.calibrate import calibrate, calibration_table
-from gradcheck_rnn.judging.compare import TensorError, compare_tensor
+from gradcheck_rnn.model.compare import TensorError, compare_tensor
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports import markdown
 from gradcheck_rnn.reports.document import failing_tensors, results_document, stored_verdict, tensor_line

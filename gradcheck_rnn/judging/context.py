@@ -19,7 +19,7 @@ import numpy as np
 from .. import references
 from ..model.case import Case, as_mapping, gradient_names, round_to_dtype
 from ..model.streams import case_rng, claim
-from .compare import TensorError, compare_tensor, to_float64
+from ..model.compare import TensorError, compare_tensor, to_float64
 from ..model.names import CELL_STATE, OUTPUTS
 from ..references import REFERENCE_NAMES
 from ..model.tolerances import REFERENCE_AGREEMENT

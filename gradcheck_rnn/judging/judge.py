@@ -36,7 +36,7 @@ import numpy as np
 from ..model.case import Case, Outputs, as_mapping, private_copy, with_changes
 from .checks import CHECKS
 from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
-from .compare import TensorError, tail_name, to_float64
+from ..model.compare import TensorError, tail_name, to_float64
 from .context import Arrays, CaseContext
 from ..errors import INTERRUPTS, TargetReported, UsageError
 from ..model.layouts import draw_kernel_config, kernel_config_refusal

@@ -30,7 +30,7 @@ import numpy as np
 
 from .case import Case, Outputs, round_to_dtype, with_changes
 from .streams import case_rng, claim
-from ..judging.compare import to_float64
+from .compare import to_float64
 
 
 @dataclass(frozen=True)

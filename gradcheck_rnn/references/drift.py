@@ -338,7 +338,7 @@ def checked_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> Drif
     """:func:`drift_allowance` of ``case``; with the ``loop`` reference's outputs, an allowance
     whose own float64 pass disagrees with it is marked unusable. The per-case context
     (:class:`gradcheck_rnn.judging.context.CaseContext`) computes it once for every target of a case."""
-    from ..judging.compare import compare_tensor
+    from ..model.compare import compare_tensor
     from ..model.tolerances import REFERENCE_AGREEMENT
 
     drift = drift_allowance(case, loop=loop)
@@ -369,7 +369,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
     case needs an allowance (:func:`needs_allowance`), so a passing comparison costs nothing; a
     non-finite value still fails (its error is infinite).
     """
-    from ..judging.compare import compare_tensor
+    from ..model.compare import compare_tensor
 
     failing = [i for i, e in enumerate(errors) if e.status == "fail" and actual.get(e.name) is not None]
     if not failing or not needs_allowance(case):

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.case import Case, with_changes
-from ..judging.compare import TensorError, to_float64
+from ..model.compare import TensorError, to_float64
 from ..model.names import INPUTS
 from ..model.streams import case_rng, claim
 

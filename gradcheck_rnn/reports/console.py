@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..judging.compare import expand_tensor
+from ..model.compare import expand_tensor
 from ..model.numbers import fmt, fmt_or_dash, from_json_number, location_text
 from .document import (case_lengths, check_values, failing_tensors, failure_in_words, finding_rows_text, findings,
                        location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,

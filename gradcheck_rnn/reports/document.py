@@ -20,7 +20,7 @@ import numpy as np
 
 from ..version import __version__
 from ..judging.checks import CHECKS
-from ..judging.compare import expand_tensor, json_safe
+from ..model.compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..judging.compare import expand_tensor, from_json_number
+from ..model.compare import expand_tensor, from_json_number
 from ..families import family, modes
 from ..model.numbers import location_text
 from .document import failing_tensors

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.case import id_facts
-from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
+from ..model.compare import TensorError, from_json_number, json_safe, tensor_summary
 from ..model.numbers import shorten_json_numbers
 from ..model.statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..judging.compare import tensor_summary
+from ..model.compare import tensor_summary
 from ..errors import UsageError
 from ..model.numbers import from_json_number
 from ..rows.result import CaseResult

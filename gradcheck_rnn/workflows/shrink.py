@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..model.case import Case, make_case
-from ..judging.compare import json_safe
+from ..model.compare import json_safe
 from ..errors import UsageError
 from ..families.base import smaller
 from ..model.numbers import fmt

@@ -37,7 +37,7 @@ gradgrad       its hvp along 2 directions  Hessian-vector products equal both re
 The base run (the target on the unchanged case) is made once per case × target
 (:class:`gradcheck_rnn.judging.judge.TargetCall`); every case a check derives is first put to the
 target's ``supports_case``. Checks that compare runs of the target with each other judge each
-element by the sum of the runs' bounds (:func:`gradcheck_rnn.judging.compare.term_bound`).
+element by the sum of the runs' bounds (:func:`gradcheck_rnn.model.compare.term_bound`).
 """
 
 from __future__ import annotations

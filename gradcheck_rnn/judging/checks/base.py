@@ -21,7 +21,7 @@ import numpy as np
 from ...model.case import Case
 from ...model.streams import case_rng as stream
 from ...model.streams import claim
-from ..compare import TensorError, compare_tensor
+from ...model.compare import TensorError, compare_tensor
 from ...model.tolerances import Tolerance, Tolerances
 
 # The engine's types (context.CaseContext, judge.TargetCall, context.Arrays) are not imported
@@ -93,7 +93,7 @@ def compare_runs(case: Case, actual: Arrays, parts: Sequence[Arrays], tolerances
     """Each tensor of ``parts[0]`` (a run of the target) against the same tensor of ``actual``
     (another run), which must equal the sum over ``parts`` (one part for padding and permutation,
     two for linearity). Every run is only as exact as the case's tolerance, so each element is
-    judged by the sum of the runs' bounds (:func:`~gradcheck_rnn.judging.compare.term_bound`), not by
+    judged by the sum of the runs' bounds (:func:`~gradcheck_rnn.model.compare.term_bound`), not by
     atol + rtol·|sum|: a precision the reference check accepts must not fail here."""
     rows = []
     for name in parts[0]:

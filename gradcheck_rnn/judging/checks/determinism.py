@@ -9,7 +9,7 @@ The two runs are back to back: the first is the target's latest run when that ra
 
 from __future__ import annotations
 
-from ..compare import TensorError
+from ...model.compare import TensorError
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, Nondeterministic, differences
 from .poisoned import unwritten_reads

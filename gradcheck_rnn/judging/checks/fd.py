@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import Case
-from ..compare import TensorError, term_bound
+from ...model.compare import TensorError, term_bound
 from ...references import REFERENCE_NAMES, fd
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, ReferenceDisagreement, Skip

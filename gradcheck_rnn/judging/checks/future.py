@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import references
 from ...model.case import Case, with_changes
-from ..compare import TensorError, term_bound, to_float64
+from ...model.compare import TensorError, term_bound, to_float64
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, Skip
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compare import TensorError, term_bound
+from ...model.compare import TensorError, term_bound
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, ReferenceDisagreement, Skip
 from .directions import ProductTolerances, bilinear_row, compare_directions, direction_row

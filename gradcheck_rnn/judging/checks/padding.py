@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import round_to_dtype, with_changes
-from ..compare import TensorError
+from ...model.compare import TensorError
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, Skip, compare_runs
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import with_changes
-from ..compare import TensorError
+from ...model.compare import TensorError
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, Skip, compare_runs
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import Case
-from ..compare import TensorError, compare_tensor
+from ...model.compare import TensorError, compare_tensor
 from ...model.tolerances import Tolerances
 from .base import Arrays, Check, Labels
 

@@ -2,7 +2,7 @@
 
 y, hy, cy and every *requested* gradient of the target's base run are compared element by
 element with the ``loop`` and the ``jax`` reference (|a − b| <= atol + rtol·|b|, see
-:mod:`gradcheck_rnn.judging.compare`). The references are first compared with each other: if they
+:mod:`gradcheck_rnn.model.compare`). The references are first compared with each other: if they
 disagree the row is ``reference-disagreement``, never a target failure.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ...model.case import Case
-from ..compare import TAIL, TensorError, compare_tails, compare_tensor
+from ...model.compare import TAIL, TensorError, compare_tails, compare_tensor
 from ...model.statuses import worst_tensor
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, ReferenceDisagreement

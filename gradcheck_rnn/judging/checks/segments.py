@@ -22,7 +22,7 @@ Judged per tensor, the worse comparison kept: y and dx joined over the segments,
 segment, dh0/dc0 of the first and the parameter gradients summed over all of them, against
 
 * the uncut base run, within the sum of the runs' bounds (each segment's gradient is within its
-  own tolerance, :func:`~gradcheck_rnn.judging.compare.term_bound`), and
+  own tolerance, :func:`~gradcheck_rnn.model.compare.term_bound`), and
 * both float64 references, each segment's sum term within the case's tolerance, re-judged with
   the case's drift allowance (:mod:`gradcheck_rnn.references.drift`) as the reference check does.
 
@@ -46,7 +46,7 @@ import numpy as np
 
 from ...model.case import Case, round_to_dtype, with_changes
 from ...model.statuses import worst_tensor
-from ..compare import TensorError, compare_tensor
+from ...model.compare import TensorError, compare_tensor
 from ...model.tolerances import Tolerances
 from .base import Arrays, Check, Labels, ReferenceDisagreement, Skip
 

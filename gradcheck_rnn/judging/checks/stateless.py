@@ -15,7 +15,7 @@ case's run changed A's result: ``fail``.
 from __future__ import annotations
 
 from ...model.case import make_case
-from ..compare import TensorError
+from ...model.compare import TensorError
 from ...model.tolerances import Tolerances
 from .base import Check, Labels, Nondeterministic, differences
 from .poisoned import unwritten_reads

@@ -32,12 +32,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..model.numbers import from_json_number, location_text  # re-exported: rows and reports read both
+from .numbers import from_json_number, location_text  # re-exported: rows and reports read both
 
-from ..model.case import RNNConfig
-from ..model.layout import directions
-from ..model.names import TAIL
-from ..model.tolerances import Tolerance
+from .case import RNNConfig
+from .layout import directions
+from .names import TAIL
+from .tolerances import Tolerance
 
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are
 # max-pooled (a 64 × 64 map is 4096 numbers; typical case sizes stay far below and unpooled).
