@@ -39,7 +39,7 @@ from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.tangent_cpu import TangentKernel
 from .torch_native import TorchNativeTarget
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
-from ..model.packed import PackedAdapter
+from .packed import PackedAdapter
 from .protocol import Target
 
 
@@ -639,7 +639,7 @@ class GPUMLSTMStabiliserReadsNextChunk:
 class PackedTailUnwritten(PackedAdapter):
     """gdn, packed varlen: the backward leaves the input gradient past cu_seqlens[-1] unwritten, so the tail keeps what its reused buffer held (QwenLM/FlashQLA PR #28).
 
-    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
+    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.targets.packed.PackedAdapter`),
     whose dx buffer is the packed x's own buffer, written only for the valid rows; only a case with
     a packed tail (``-tail<n>``) shows it, in the row ``x[tail]``."""
 
@@ -655,7 +655,7 @@ class PackedTailFromEmpty(PackedAdapter):
 
     In #892 those rows held NaN, or whatever the allocator had there: zeros on a fresh
     allocation (no bug seen), finite garbage (a wrong tail, or two runs that differ). fused-cpu's
-    gla kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
+    gla kernel behind the packed interface (:class:`~gradcheck_rnn.targets.packed.PackedAdapter`),
     its dx buffer ``torch.empty``: only a case with a packed tail (``-tail<n>``) shows it, and the
     ``poisoned`` check every time, in words ("reads memory it never wrote: x[tail] rows …")."""
 
@@ -955,7 +955,7 @@ class ScopedMutant:
 def family_mutant(family: str, bug: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
     """``target_class``'s kernel of ``family`` with one bug (fused-cpu's, or fused-gpu's for a GPU
     mutant): judged on that family's cases, skipped (with the reason) on others. A bug of the
-    packed path is a target of its own (a :class:`~gradcheck_rnn.model.packed.PackedAdapter`)."""
+    packed path is a target of its own (a :class:`~gradcheck_rnn.targets.packed.PackedAdapter`)."""
     if issubclass(bug, PackedAdapter):
         return ScopedMutant(bug(), (family,), f"the bug is in the {family} packed path")
     kernel = target_class.family_kernel_classes()[family]
