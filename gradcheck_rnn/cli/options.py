@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from ..judging.checks import check_names
-from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
+from ..model.profiles import profile_names
+from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS
 from ..errors import UsageError, unknown_name
 from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
 from ..run import EXECUTORS

@@ -45,7 +45,7 @@ import numpy as np
 from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig, check_size_budget, format_case_id,
                    make_case)
 from ..errors import UsageError, unknown_name
-from .rnn_config import CONFIG_DIR, DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS, profile_names
+from .rnn_config import DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS
 from .layouts import GRAD_LAYOUTS, INPUT_LAYOUTS, draw_kernel_config
 from ..families import family, modes as family_modes
 from .tolerances import Tolerances
@@ -57,7 +57,13 @@ else:  # pragma: no cover
 
 # configs/ at the top level is the profiles' home; gradcheck_rnn/configs links to it and the wheel
 # carries its files as package data, so an installed package finds them here too.
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
+
+
+def profile_names() -> list[str]:
+    """The names of the shipped profiles (``--config NAME``), the one list every message gives."""
+    return [path.stem for path in sorted(CONFIG_DIR.glob("*.toml"))]
 
 
 @dataclass

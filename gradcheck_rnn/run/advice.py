@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 from ..judging.checks import check_names, enabled
-from ..model.rnn_config import profile_names
+from ..model.profiles import profile_names
 
 
 Coverage = dict[str, tuple[Counter[str], Counter[str]]]  # Tally.coverage: target -> (refused, judged) case shapes
