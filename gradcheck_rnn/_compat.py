@@ -29,6 +29,7 @@ MOVED: dict[str, str] = {
     "gradcheck_rnn.rows.numbers": "gradcheck_rnn.model.numbers",
     "gradcheck_rnn.rows.statuses": "gradcheck_rnn.model.statuses",
     "gradcheck_rnn.judging.compare": "gradcheck_rnn.model.compare",
+    "gradcheck_rnn.references.jax_ref": "gradcheck_rnn.references.jax_cudnn",
 }
 
 

@@ -12,7 +12,7 @@ from gradcheck_rnn.model.profiles import draw_cases, load_profile
 from gradcheck_rnn.model.rnn_config import RNNConfig
 from gradcheck_rnn.references import fd, run_reference, run_reference_hvp, run_reference_jvp
 from gradcheck_rnn.references.jax_family import run_jax_family_jvp
-from gradcheck_rnn.references.jax_ref import run_jax_jvp
+from gradcheck_rnn.references.jax_cudnn import run_jax_jvp
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.torch_native import TorchNativeTarget
 

@@ -111,7 +111,7 @@ def test_bad_execution_options_are_one_sentence_and_exit_2(tmp_path, args, words
 # --- grouping by JAX shape bucket --------------------------------------------------------------
 
 def test_shape_groups_are_the_jax_reference_buckets():
-    from gradcheck_rnn.references.jax_ref import bucket_key
+    from gradcheck_rnn.references.jax_cudnn import bucket_key
 
     cases = list(draw_cases(load_profile("nightly"), 5, 60))
     for a in cases:
