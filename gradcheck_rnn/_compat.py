@@ -30,6 +30,7 @@ MOVED: dict[str, str] = {
     "gradcheck_rnn.rows.statuses": "gradcheck_rnn.model.statuses",
     "gradcheck_rnn.judging.compare": "gradcheck_rnn.model.compare",
     "gradcheck_rnn.references.jax_ref": "gradcheck_rnn.references.jax_cudnn",
+    "gradcheck_rnn.targets.mutants": "gradcheck_rnn.targets.kernel_bugs",
 }
 
 

@@ -10,7 +10,7 @@ class ToyFamily(S6Family):
     """s6 again, registered with a kernel and a mutant of its own."""
 
     kernels = {"fused-cpu": "gradcheck_rnn.kernels.s6_cpu:S6CPUKernel"}
-    mutants = {"toy-gate-grad-dropped": ("fused-cpu", "gradcheck_rnn.targets.mutants:S6GateGradDropped")}
+    mutants = {"toy-gate-grad-dropped": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:S6GateGradDropped")}
 
 
 TOY = ToyFamily(**{**{f.name: getattr(S6, f.name) for f in dataclasses.fields(S6)}, "token": "toys6"})

@@ -139,7 +139,7 @@ CI_CATCHES = [
 
 
 def test_the_fast_table_has_a_catching_case_for_every_mutant():
-    from gradcheck_rnn.targets.mutants import MUTANTS
+    from gradcheck_rnn.targets.kernel_bugs import MUTANTS
 
     assert sorted(name for name, _, _ in CI_CATCHES) == sorted(MUTANTS)
 
@@ -169,7 +169,7 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
     mutants on the families profile's and the matrix-memory ones on the matrix profile's, one run,
     every one caught, no false alarm."""
     from gradcheck_rnn.model.profiles import load_profile
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+    from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
     code, output = invoke("mutants", "--report-dir", tmp_path)
     assert code == 0, output
@@ -199,7 +199,7 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
     enough before conv1d took a third of them: s6-reverse-carry-undecayed needs an s6 case longer than
     a chunk); the cuDNN-cell and matrix-memory mutants, judged on no case there, are named in the
     verdict and do not fail the run."""
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+    from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
     code, output = invoke("mutants", "-c", "families", "-n", 20, "--check", "reference", "--report-dir", tmp_path)
     assert code == 0, output
@@ -216,7 +216,7 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
 def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
     from gradcheck_rnn.workflows.mutants import detection_targets
     from gradcheck_rnn.model.profiles import load_profile
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+    from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
     mutants, correct = detection_targets()
     assert mutants == [f"mutant:{name}" for name in [*MUTANTS, *FAMILY_MUTANTS]] and correct == list(CORRECT)
@@ -309,7 +309,7 @@ def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_ru
     import shlex
 
     from gradcheck_rnn.reports.html import render
-    from gradcheck_rnn.targets.mutants import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
+    from gradcheck_rnn.targets.kernel_bugs import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
                                                PRODUCT_MUTANTS)
     from gradcheck_rnn.workflows.mutants import detection_lines, detection_targets, left_out
 

@@ -210,7 +210,7 @@ def test_a_family_brings_its_kernel_and_mutants(toy_family):
     """fused-cpu runs the toy family through the kernel the family names; its mutant is a name
     every surface knows, judged on its home profile, caught on its cases and a skip on others."""
     from gradcheck_rnn.targets.mutant_names import check_mutant_name
-    from gradcheck_rnn.targets.mutants import home_profile
+    from gradcheck_rnn.targets.kernel_bugs import home_profile
 
     toy_case, s6_case = "toys6-L1-uni-I2-H2-N2-R1-T3-B2-len3.1-f64-s1", "s6-L1-uni-I2-H2-N2-R1-T3-B2-len3.1-f64-s1"
     [correct] = gr.check("fused-cpu", toy_case, checks=["reference"], in_process=True)

@@ -25,7 +25,7 @@ from gradcheck_rnn.kernels.target import cuda_matmul_precision# noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget  # noqa: E402
 from gradcheck_rnn.kernels.fused_gpu import CELLS_MODULE, FusedGPUKernel, FusedGPUTarget, fused_rnn_gpu  # noqa: E402
 from gradcheck_rnn.targets import default_targets, describe_targets, resolve_target  # noqa: E402
-from gradcheck_rnn.targets.mutants import GPU_MUTANTS  # noqa: E402
+from gradcheck_rnn.targets.kernel_bugs import GPU_MUTANTS  # noqa: E402
 from test_fused_cpu import assert_matches, config, outputs, reference  # noqa: E402
 
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")

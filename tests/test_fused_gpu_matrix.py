@@ -31,7 +31,7 @@ from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.gdn_cpu import GDNCPUKernel
 from gradcheck_rnn.kernels.gla_cpu import GLACPUKernel
 from gradcheck_rnn.kernels.mlstm_cpu import MLSTMCPUKernel, States
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS, home_profile
+from gradcheck_rnn.targets.kernel_bugs import GPU_FAMILY_MUTANTS, home_profile
 
 FAMILIES = ("gla", "gdn", "kda", "mlstm", "deltaproduct")
 # Per family: several chunks of 4 with a partial last one, uneven and zero lengths, stacked layers,

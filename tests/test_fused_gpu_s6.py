@@ -26,7 +26,7 @@ from gradcheck_rnn.workflows.mutants import detection_targets
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.s6 import S6GPUKernel
 from gradcheck_rnn.kernels.s6_cpu import S6CPUKernel, decayed_carry
-from gradcheck_rnn.targets.mutants import (
+from gradcheck_rnn.targets.kernel_bugs import (
     GPU_FAMILY_MUTANTS,
     home_profile,
     undecayed_carry,

@@ -30,7 +30,7 @@ from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.slstm import SLSTMGPUKernel
 from gradcheck_rnn.kernels.slstm_cpu import SLSTMCPUKernel
 from gradcheck_rnn.targets import resolve_target
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS
+from gradcheck_rnn.targets.kernel_bugs import GPU_FAMILY_MUTANTS
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
 # heads 1 and > 1, -expf, both directions, 1-3 layers, uneven and zero lengths, -z, -nobias, heads on states

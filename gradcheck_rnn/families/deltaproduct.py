@@ -44,20 +44,20 @@ class DeltaProductFamily(GDNFamily):
     n keys, values and write strengths per token."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.deltaproduct_cpu:DeltaProductCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.deltaproduct:DeltaProductGPUKernel",
     }
     mutants = {
         "deltaproduct-backward-decays-every-sub-step":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:DeltaProductBackwardDecaysEverySubStep"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:DeltaProductBackwardDecaysEverySubStep"),
         "deltaproduct-backward-reads-first-sub-step":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:DeltaProductBackwardReadsFirstSubStep"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:DeltaProductBackwardReadsFirstSubStep"),
         "deltaproduct-state-grad-drops-second-householder":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:DeltaProductStateGradDropsSecondHouseholder"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:DeltaProductStateGradDropsSecondHouseholder"),
         "gpu-deltaproduct-state-grad-reads-next-chunk":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUStateGradReadsNextChunk"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
     }
 
     def householder(self, config: RNNConfig) -> int:

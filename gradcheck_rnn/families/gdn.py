@@ -30,18 +30,18 @@ class GDNFamily(MatrixFamily):
     """The gated delta rule, as described in the module docstring."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.gdn_cpu:GDNCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.gdn:GDNGPUKernel",
     }
     mutants = {
-        "gdn-packed-tail-unwritten": ("fused-cpu", "gradcheck_rnn.targets.mutants:PackedTailUnwritten"),
-        "gdn-state-grad-no-householder": ("fused-cpu", "gradcheck_rnn.targets.mutants:GDNStateGradNoHouseholder"),
-        "gdn-sequence-start-gate-grad": ("fused-cpu", "gradcheck_rnn.targets.mutants:GDNSequenceStartGateGrad"),
-        "gdn-padded-gate-grad": ("fused-cpu", "gradcheck_rnn.targets.mutants:GDNPaddedGateGrad"),
+        "gdn-packed-tail-unwritten": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:PackedTailUnwritten"),
+        "gdn-state-grad-no-householder": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GDNStateGradNoHouseholder"),
+        "gdn-sequence-start-gate-grad": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GDNSequenceStartGateGrad"),
+        "gdn-padded-gate-grad": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GDNPaddedGateGrad"),
         "gpu-gdn-state-grad-reads-next-chunk":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUStateGradReadsNextChunk"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
     }
 
     decay_bias = "b_a"

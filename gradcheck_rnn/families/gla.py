@@ -28,23 +28,23 @@ class GLAFamily(MatrixFamily):
     """Gated linear attention, as described in the module docstring."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.gla_cpu:GLACPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.gla:GLAGPUKernel",
     }
     mutants = {
-        "gla-key-block-mask": ("fused-cpu", "gradcheck_rnn.targets.mutants:GLAKeyBlockMask"),
-        "gla-decay-grad-overshoot": ("fused-cpu", "gradcheck_rnn.targets.mutants:GLADecayGradOvershoot"),
+        "gla-key-block-mask": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLAKeyBlockMask"),
+        "gla-decay-grad-overshoot": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLADecayGradOvershoot"),
         "gla-short-call-dh0-pass-through-dropped":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:GLAShortCallDh0PassThroughDropped"),
-        "gla-decay-grad-ignores-dhy": ("fused-cpu", "gradcheck_rnn.targets.mutants:GLADecayGradIgnoresDhy"),
-        "gla-packed-tail-from-empty": ("fused-cpu", "gradcheck_rnn.targets.mutants:PackedTailFromEmpty"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLAShortCallDh0PassThroughDropped"),
+        "gla-decay-grad-ignores-dhy": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLADecayGradIgnoresDhy"),
+        "gla-packed-tail-from-empty": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:PackedTailFromEmpty"),
         "gla-dy-strides-assumed-contiguous":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:GLADyStridesAssumedContiguous"),
-        "gla-state-grad-wrong-head": ("fused-cpu", "gradcheck_rnn.targets.mutants:GLAStateGradWrongHead"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLADyStridesAssumedContiguous"),
+        "gla-state-grad-wrong-head": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLAStateGradWrongHead"),
         "gpu-gla-state-grad-reads-next-chunk":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUStateGradReadsNextChunk"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
     }
 
     decay_bias = "b_a"

@@ -50,18 +50,19 @@ class KDAFamily(MatrixFamily):
     """Kimi Delta Attention, as described in the module docstring."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.kda_cpu:KDACPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.kda:KDAGPUKernel",
     }
     mutants = {
-        "kda-state-grad-first-head-decay": ("fused-cpu", "gradcheck_rnn.targets.mutants:KDAStateGradFirstHeadDecay"),
+        "kda-state-grad-first-head-decay":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:KDAStateGradFirstHeadDecay"),
         "kda-norm-backward-from-rounded-output":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:KDANormBackwardFromRoundedOutput"),
-        "kda-decay-grad-wrong-axis": ("fused-cpu", "gradcheck_rnn.targets.mutants:KDADecayGradWrongAxis"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:KDANormBackwardFromRoundedOutput"),
+        "kda-decay-grad-wrong-axis": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:KDADecayGradWrongAxis"),
         "gpu-kda-state-grad-reads-next-chunk":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUStateGradReadsNextChunk"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
     }
 
     decay_bias = "b_a"

@@ -62,19 +62,19 @@ class MLSTMFamily(MatrixFamily):
     """The mLSTM, as described in the module docstring."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.mlstm_cpu:MLSTMCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.mlstm:MLSTMGPUKernel",
     }
     mutants = {
-        "mlstm-chunk-states-wrong-size": ("fused-cpu", "gradcheck_rnn.targets.mutants:MLSTMChunkStatesWrongSize"),
+        "mlstm-chunk-states-wrong-size": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:MLSTMChunkStatesWrongSize"),
         "mlstm-normalizer-grad-not-carried":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:MLSTMNormalizerGradNotCarried"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:MLSTMNormalizerGradNotCarried"),
         "mlstm-chunk-states-wrong-size-at-chunk-8":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:MLSTMChunkStatesWrongSizeAtLargestChunk"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:MLSTMChunkStatesWrongSizeAtLargestChunk"),
         "gpu-mlstm-stabiliser-reads-next-chunk":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUMLSTMStabiliserReadsNextChunk"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUMLSTMStabiliserReadsNextChunk"),
     }
 
     decay_bias = "b_f"

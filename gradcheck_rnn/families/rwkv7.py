@@ -53,19 +53,19 @@ class RWKV7Family(MatrixFamily):
     """RWKV-7's generalised delta rule, as described in the module docstring."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.rwkv7_cpu:RWKV7CPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.rwkv7:RWKV7GPUKernel",
     }
     mutants = {
         "rwkv7-h0-grad-low-rank-dropped":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:RWKV7InitialStateGradLowRankDropped"),
-        "rwkv7-state-grad-no-low-rank": ("fused-cpu", "gradcheck_rnn.targets.mutants:RWKV7StateGradNoLowRank"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:RWKV7InitialStateGradLowRankDropped"),
+        "rwkv7-state-grad-no-low-rank": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:RWKV7StateGradNoLowRank"),
         "rwkv7-decay-grad-exclusive-cumsum":
-            ("fused-cpu", "gradcheck_rnn.targets.mutants:RWKV7DecayGradExclusiveCumulative"),
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:RWKV7DecayGradExclusiveCumulative"),
         "gpu-rwkv7-state-grad-reads-next-step":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUStateGradReadsNextChunk"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
     }
 
     decay_bias = "b_d"

@@ -56,19 +56,22 @@ class SLSTMFamily(Family):
     """The sLSTM, as described in the module docstring."""
 
     # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/mutants.py): names, not imports.
+    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.slstm_cpu:SLSTMCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.slstm:SLSTMGPUKernel",
     }
     mutants = {
-        "slstm-stabilizer-grad-to-forget": ("fused-cpu", "gradcheck_rnn.targets.mutants:SLSTMStabilizerGradToForget"),
-        "slstm-lower-layer-recurrent-grad": ("fused-cpu", "gradcheck_rnn.targets.mutants:SLSTMLowerLayerRecurrentGrad"),
-        "slstm-padded-step-updates-n": ("fused-cpu", "gradcheck_rnn.targets.mutants:SLSTMPaddedStepUpdatesNormalizer"),
+        "slstm-stabilizer-grad-to-forget":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMStabilizerGradToForget"),
+        "slstm-lower-layer-recurrent-grad":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMLowerLayerRecurrentGrad"),
+        "slstm-padded-step-updates-n":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMPaddedStepUpdatesNormalizer"),
         "gpu-slstm-stabilizer-grad-to-forget":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:GPUSLSTMStabilizerGradToForget"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUSLSTMStabilizerGradToForget"),
         "gpu-slstm-lower-layer-recurrent-grad":
-            ("fused-gpu", "gradcheck_rnn.targets.mutants:SLSTMLowerLayerRecurrentGrad"),
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMLowerLayerRecurrentGrad"),
     }
 
     def c_size(self, config: RNNConfig) -> int:

@@ -1,14 +1,14 @@
 """The names of the mutants, without their kernels: what ``mutant:<name>`` may name, known without
 importing torch, so that a command refuses a typo in a moment (and says which name was meant).
 
-:mod:`gradcheck_rnn.targets.mutants` registers one bug under each name, in these groups and this
+:mod:`gradcheck_rnn.targets.kernel_bugs` registers one bug under each name, in these groups and this
 order, and asserts at import that the two agree; the families' mutants are named by the families
 themselves (``Family.mutants``), which import no torch either.
 """
 
 from __future__ import annotations
 
-from ..families import registered
+from ..families import BUILT_IN_MODES, registered
 
 # the bugs of cuDNN's cells, crossed with the fused CPU kernel (mutants.MUTANTS)
 CUDNN = ("truncated-bptt", "bptt-skipped-when-frozen", "bidir-dy-overwritten", "gru-middle-w_ih", "top-b_hh-zero",
@@ -26,14 +26,15 @@ PRODUCT = ("jvp-recurrent-tangent-dropped", "hvp-gate-second-order-dropped", "hv
 
 
 
-def family_names(kernels_key: str) -> tuple[str, ...]:
-    """The mutants the registered families name for ``kernels_key``'s kernels (``Family.mutants``;
-    mutants.family_mutants crosses them)."""
-    return tuple(name for f in registered() for name, (key, _) in f.mutants.items() if key == kernels_key)
+def family_names(kernels_key: str, built_in: bool = False) -> tuple[str, ...]:
+    """The mutants the registered families (the built-in ones only: ``built_in``) name for
+    ``kernels_key``'s kernels (``Family.mutants``; kernel_bugs.family_mutants crosses them)."""
+    return tuple(name for f in registered() if not built_in or f.token in BUILT_IN_MODES
+                 for name, (key, _) in f.mutants.items() if key == kernels_key)
 
 
-# the built-in families' CPU and GPU kernels' (mutants.FAMILY_MUTANTS, mutants.GPU_FAMILY_MUTANTS)
-FAMILY, GPU_FAMILY = family_names("fused-cpu"), family_names("fused-gpu")
+# the built-in families' CPU and GPU kernels' (kernel_bugs.FAMILY_MUTANTS, kernel_bugs.GPU_FAMILY_MUTANTS)
+FAMILY, GPU_FAMILY = family_names("fused-cpu", built_in=True), family_names("fused-gpu", built_in=True)
 ALL = CUDNN + BLIND_SPOTS + PRODUCT + GPU + FAMILY + GPU_FAMILY
 
 

@@ -22,7 +22,7 @@ have differed, triton-lang/triton#5895 and #11153), so ``benchmarks/gpu.sh`` swe
 as well. Importing this module does not import triton; the first cell launch does.
 
 Mutants subclass :class:`FusedGPUKernel` and override one hook, as for fused-cpu
-(``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.mutants`).
+(``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.kernel_bugs`).
 
 Families with a GPU kernel of their own run through it (``FusedTarget.family_kernels``): ``s6``
 through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton

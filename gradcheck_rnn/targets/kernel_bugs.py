@@ -23,7 +23,7 @@ from torch import Tensor
 from ..model.case import Case, Outputs, RNNConfig
 from . import mutant_names
 from .mutant_names import check_mutant_name
-from ..families import CUDNN_MODES, family, registered
+from ..families import BUILT_IN_MODES, CUDNN_MODES, family, registered
 from ..importing import import_object
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
@@ -963,8 +963,8 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
     return ScopedMutant(target, (family,), f"the bug is in the {family} kernel")
 
 
-def family_mutants(kernels_key: str) -> dict[str, tuple[str, type]]:
-    """The bugs of the registered families' kernels that are crossed with ``kernels_key``'s
+def family_mutants(kernels_key: str, families: Sequence[str] | None = None) -> dict[str, tuple[str, type]]:
+    """The bugs of the registered families' kernels (or of ``families``, tokens) that are crossed with ``kernels_key``'s
     ("fused-cpu", "fused-gpu"): name -> (family token, bug), as each family names them
     (``Family.mutants``: a family's mutants register with it). The default ``gradcheck-rnn
     mutants`` judges a family's on the cases of its home profile (``Family.home_profile``:
@@ -972,8 +972,9 @@ def family_mutants(kernels_key: str) -> dict[str, tuple[str, type]]:
     and the cuDNN mutants on the ci profile's, in one run (gradcheck_rnn/workflows/mutants.py);
     with ``-c PROFILE`` every mutant is judged on that profile's cases and skipped, at no kernel
     run, on a case of a family its bug is not in."""
+    chosen = registered() if families is None else [family(token) for token in families]
     return {name: (f.token, import_object(bug, f"mutant {name!r}"))
-            for f in registered() for name, (key, bug) in f.mutants.items() if key == kernels_key}
+            for f in chosen for name, (key, bug) in f.mutants.items() if key == kernels_key}
 
 
 CUDNN_REASON = "the bug is in cuDNN's cells"
@@ -1037,8 +1038,8 @@ BLIND_SPOTS: dict[str, type] = {
 # The built-in families' mutants (a family loaded later adds its own: family_mutants). Bugs of a
 # family's GPU kernel are beside GPU_MUTANTS but apart from them: judged on their family's cases,
 # where the cuDNN-cell GPU mutants are skips; run by name like them (``-m gpu-s6-…``).
-FAMILY_MUTANTS = family_mutants("fused-cpu")
-GPU_FAMILY_MUTANTS = family_mutants("fused-gpu")
+FAMILY_MUTANTS = family_mutants("fused-cpu", BUILT_IN_MODES)
+GPU_FAMILY_MUTANTS = family_mutants("fused-gpu", BUILT_IN_MODES)
 
 # the names a command checks before importing torch are these, group by group
 assert (tuple(MUTANTS), tuple(GPU_MUTANTS), tuple(BLIND_SPOTS), tuple(PRODUCT_MUTANTS)) == \
