@@ -31,6 +31,7 @@ MOVED: dict[str, str] = {
     "gradcheck_rnn.judging.compare": "gradcheck_rnn.model.compare",
     "gradcheck_rnn.references.jax_ref": "gradcheck_rnn.references.jax_cudnn",
     "gradcheck_rnn.targets.mutants": "gradcheck_rnn.targets.kernel_bugs",
+    "gradcheck_rnn.workflows.mutants": "gradcheck_rnn.workflows.detection",
 }
 
 

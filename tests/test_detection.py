@@ -214,7 +214,7 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
 # ------------------------------------------------------------------ each mutant on its home profile
 
 def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
-    from gradcheck_rnn.workflows.mutants import detection_targets
+    from gradcheck_rnn.workflows.detection import detection_targets
     from gradcheck_rnn.model.profiles import load_profile
     from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
@@ -227,7 +227,7 @@ def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile
 
 
 def test_home_cases_are_each_profiles_own_draw_named_by_id():
-    from gradcheck_rnn.workflows.mutants import home_cases
+    from gradcheck_rnn.workflows.detection import home_cases
     from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
 
     ids, drawn = home_cases(["mutant:s6-gate-grad-dropped", "mutant:truncated-bptt", "mutant:top-b_hh-zero"], cases=3,
@@ -288,7 +288,7 @@ def test_a_mutant_on_a_case_of_another_family_is_a_skip_that_runs_no_kernel(muta
 
 
 def test_the_verdict_counts_a_mutant_judged_on_no_case_only_where_the_run_promised_it():
-    from gradcheck_rnn.workflows.mutants import Detection, detection_verdict
+    from gradcheck_rnn.workflows.detection import Detection, detection_verdict
 
     caught = Detection("mutant:a", cases=3, flagged_cases=["x"])
     unjudged = Detection("mutant:s6-b", cases=0)
@@ -311,7 +311,7 @@ def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_ru
     from gradcheck_rnn.reports.html import render
     from gradcheck_rnn.targets.kernel_bugs import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
                                                PRODUCT_MUTANTS)
-    from gradcheck_rnn.workflows.mutants import detection_lines, detection_targets, left_out
+    from gradcheck_rnn.workflows.detection import detection_lines, detection_targets, left_out
 
     every = {*MUTANTS, *FAMILY_MUTANTS, *GPU_MUTANTS, *GPU_FAMILY_MUTANTS, *BLIND_SPOTS, *PRODUCT_MUTANTS}
     default = {name.removeprefix("mutant:") for name in detection_targets()[0]}

@@ -22,7 +22,7 @@ from test_fused_gpu import interpreter, invoke  # noqa: F401  (interpreter: the 
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.workflows.mutants import detection_targets
+from gradcheck_rnn.workflows.detection import detection_targets
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.s6 import S6GPUKernel
 from gradcheck_rnn.kernels.s6_cpu import S6CPUKernel, decayed_carry

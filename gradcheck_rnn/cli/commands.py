@@ -228,8 +228,8 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 
 def print_detection(document: dict[str, Any]) -> None:
     """``mutants``: the detection table and lines of a detection run's document (results.json's
-    ``"mutants"`` and ``"false_alarms"``, :class:`~gradcheck_rnn.workflows.mutants.DetectionRule`)."""
-    from ..workflows.mutants import detection_lines
+    ``"mutants"`` and ``"false_alarms"``, :class:`~gradcheck_rnn.workflows.detection.DetectionRule`)."""
+    from ..workflows.detection import detection_lines
 
     table, lines = detection_lines(document)
     out.print(table)

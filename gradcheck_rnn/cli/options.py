@@ -369,8 +369,8 @@ def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None
 
 def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> Plan:
     """``mutants``: the plan of a detection run, its verdict the detection rule's
-    (:class:`~gradcheck_rnn.workflows.mutants.DetectionRule`). Without --config every mutant is
-    judged on the cases of its home profile (:func:`~gradcheck_rnn.workflows.mutants.home_cases`), all in
+    (:class:`~gradcheck_rnn.workflows.detection.DetectionRule`). Without --config every mutant is
+    judged on the cases of its home profile (:func:`~gradcheck_rnn.workflows.detection.home_cases`), all in
     one run of named cases under the ci profile's checks and tolerances; with --config, every
     mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
     --dtype. Unknown mutant names are a UsageError before any case runs."""
@@ -382,7 +382,7 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> Pla
     if narrowed and values.get("config") is None:
         raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
                          f"draw: name it, e.g. -c families --mode s6")
-    from ..workflows.mutants import DetectionRule, detection_targets, home_cases, left_out
+    from ..workflows.detection import DetectionRule, detection_targets, home_cases, left_out
     from ..run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)

@@ -969,7 +969,7 @@ def family_mutants(kernels_key: str, families: Sequence[str] | None = None) -> d
     (``Family.mutants``: a family's mutants register with it). The default ``gradcheck-rnn
     mutants`` judges a family's on the cases of its home profile (``Family.home_profile``:
     configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for the matrix families)
-    and the cuDNN mutants on the ci profile's, in one run (gradcheck_rnn/workflows/mutants.py);
+    and the cuDNN mutants on the ci profile's, in one run (gradcheck_rnn/workflows/detection.py);
     with ``-c PROFILE`` every mutant is judged on that profile's cases and skipped, at no kernel
     run, on a case of a family its bug is not in."""
     chosen = registered() if families is None else [family(token) for token in families]
