@@ -233,6 +233,17 @@ KNOWN_UPWARD = {
 }
 
 
+def test_the_stage_order_is_the_one_the_architecture_page_documents():
+    """STAGES is docs/architecture.md's table of folders ("The layout"), read top to bottom."""
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    table = page.split("## The layout", 1)[1].split("## ", 1)[0]
+    folders = [name for line in table.splitlines() if line.startswith("| `")
+               for name in re.findall(r"`(\w+)/`", line.split("|")[1])]
+    assert tuple(folders) == STAGES
+
+
 def _stage(module: str) -> int | None:
     parts = module.split(".")
     return STAGES.index(parts[1]) if len(parts) > 1 and parts[1] in STAGES else None
