@@ -63,8 +63,6 @@ SILU = Option("silu", "silu", False, "silu (optional: SiLU after the convolution
 class Conv1dFamily(Family):
     """The causal depthwise convolution with its state, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.conv1d_cpu:Conv1dCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.conv1d:Conv1dGPUKernel",

@@ -43,8 +43,6 @@ class DeltaProductFamily(GDNFamily):
     """Gated DeltaProduct, as described in the module docstring: gdn's gates and regimes, with
     n keys, values and write strengths per token."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.deltaproduct_cpu:DeltaProductCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.deltaproduct:DeltaProductGPUKernel",

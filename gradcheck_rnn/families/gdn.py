@@ -29,8 +29,6 @@ L2_EPS = 1e-6
 class GDNFamily(MatrixFamily):
     """The gated delta rule, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.gdn_cpu:GDNCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.gdn:GDNGPUKernel",

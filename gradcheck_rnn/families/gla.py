@@ -27,8 +27,6 @@ from .matrix import HEAD, HEADS, IN, KEY, KEY_WIDTH, RANK, STRONG_DECAY, MatrixF
 class GLAFamily(MatrixFamily):
     """Gated linear attention, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.gla_cpu:GLACPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.gla:GLAGPUKernel",

@@ -49,8 +49,6 @@ CONVERGED = Option("converged", "converged", False, "converged (optional: β and
 class KDAFamily(MatrixFamily):
     """Kimi Delta Attention, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.kda_cpu:KDACPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.kda:KDAGPUKernel",

@@ -61,8 +61,6 @@ MINUS_INF_START = Option("minus_inf_start", "minf", False,
 class MLSTMFamily(MatrixFamily):
     """The mLSTM, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.mlstm_cpu:MLSTMCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.mlstm:MLSTMGPUKernel",

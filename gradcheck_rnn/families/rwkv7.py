@@ -52,8 +52,6 @@ STRONG_LOGIT_SHIFT = math.log(4.0)  # -strongdecay: b_d + log 4, log w ≈ −4 
 class RWKV7Family(MatrixFamily):
     """RWKV-7's generalised delta rule, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.rwkv7_cpu:RWKV7CPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.rwkv7:RWKV7GPUKernel",

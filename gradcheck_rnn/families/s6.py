@@ -57,8 +57,6 @@ MEMORY_SHIFT = 4.0  # -longmem: a_log − 4
 class S6Family(Family):
     """The selective scan, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.s6_cpu:S6CPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.s6:S6GPUKernel",

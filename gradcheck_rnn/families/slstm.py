@@ -55,8 +55,6 @@ MEMORY_BIAS = 3.0  # -longmem: the forget gate's bias rows + 3
 class SLSTMFamily(Family):
     """The sLSTM, as described in the module docstring."""
 
-    # Its fused kernels by the target that runs them, and the bugs of those kernels that
-    # ``mutant:NAME`` crosses with them (gradcheck_rnn/targets/kernel_bugs.py): names, not imports.
     kernels = {
         "fused-cpu": "gradcheck_rnn.kernels.slstm_cpu:SLSTMCPUKernel",
         "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.slstm:SLSTMGPUKernel",
