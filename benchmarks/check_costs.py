@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from gradcheck_rnn.judging.checks import CHECKS
+from gradcheck_rnn.judging.checks import CHECKS, enabled
 from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.judging.judge import TargetCall, judge_check, judged_case
 from gradcheck_rnn.model.profiles import draw_cases, load_profile
@@ -30,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
     set_up_process()
     profile = load_profile(args.config)
-    checks = args.check or profile.enabled_checks
+    checks = args.check or enabled(profile.checks, profile.source)
     target = resolve_target(args.target)
     tolerances = profile.tolerance_table()
     seconds = dict.fromkeys(checks, 0.0)
@@ -43,7 +43,7 @@ def main() -> None:
         context = CaseContext(judged)
         _ = context.expected, context.disagreement  # the truth, untimed
         if "fd" in checks:
-            _ = context.witness
+            context.truth(CHECKS["fd"])
         call = TargetCall(target, context)
         call.base_with_problems()  # the shared base run, untimed: every check may use it
         for check in checks:

@@ -34,12 +34,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gradcheck_rnn.model.case import Case, as_mapping  # noqa: E402
-from gradcheck_rnn.judging.compare import compare_tensor  # noqa: E402
+from gradcheck_rnn.model.compare import compare_tensor  # noqa: E402
 from gradcheck_rnn.model.profiles import load_profile  # noqa: E402
 from gradcheck_rnn.kernels.gdn_cpu import GDNCPUKernel  # noqa: E402
 from gradcheck_rnn.model.layout import param_key  # noqa: E402
 from gradcheck_rnn.references import run_reference  # noqa: E402
-from gradcheck_rnn.judging.tolerances import Tolerances  # noqa: E402
+from gradcheck_rnn.model.tolerances import Tolerances  # noqa: E402
 
 
 class ProbedKernel(GDNCPUKernel):

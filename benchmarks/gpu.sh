@@ -46,10 +46,10 @@ step() {  # step NAME COMMAND...: run, time, remember a failure, go on
     echo "== $name: $((SECONDS - start)) s"
 }
 family_mutants() {  # family_mutants FAMILY...: "-m NAME" for each GPU mutant of those families
-    "$PY" -c 'import sys; from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS as M
+    "$PY" -c 'import sys; from gradcheck_rnn.targets.kernel_bugs import GPU_FAMILY_MUTANTS as M
 print(" ".join(f"-m {n}" for n, (f, _) in M.items() if f in sys.argv[1:]))' "$@"
 }
-mutants=$("$PY" -c 'from gradcheck_rnn.targets.mutants import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
+mutants=$("$PY" -c 'from gradcheck_rnn.targets.kernel_bugs import GPU_MUTANTS; print(" ".join(f"-m {n}" for n in GPU_MUTANTS))')
 s6_mutants=$(family_mutants s6)
 slstm_mutants=$(family_mutants slstm)
 matrix_mutants=$(family_mutants mlstm gla gdn deltaproduct rwkv7 kda)

@@ -173,7 +173,7 @@ def main() -> None:
     args = parser.parse_args()
     base = FusedCPUKernel
     if args.kernel == "per-op":
-        from gradcheck_rnn.targets.mutants import HalfRoundsPerOp, crossed
+        from gradcheck_rnn.targets.kernel_bugs import HalfRoundsPerOp, crossed
         base = crossed(HalfRoundsPerOp, FusedCPUKernel)
     ids = list(args.ids)
     if not ids:

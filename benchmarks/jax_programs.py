@@ -26,17 +26,17 @@ PROGRAMS = ("bucketed", "generic")
 def _child(program: str, cases: int) -> None:
     """Run one program over the first ``cases`` ci cases and print one line of figures."""
     from gradcheck_rnn.model.profiles import draw_cases, load_profile
-    from gradcheck_rnn.references import jax_family, jax_ref
+    from gradcheck_rnn.references import jax_cudnn, jax_family
 
     drawn = list(draw_cases(load_profile("ci"), 0, cases))
-    run = jax_ref.run_jax_reference if program == "bucketed" else jax_family.run_jax_family_reference
+    run = jax_cudnn.run_jax_reference if program == "bucketed" else jax_family.run_jax_family_reference
     start = time.perf_counter()
     run(drawn[0])
     first = time.perf_counter() - start
     for case in drawn[1:]:
         run(case)
     total = time.perf_counter() - start
-    compiled = jax_ref.compile_count() if program == "bucketed" else jax_family.program_count()
+    compiled = jax_cudnn.compile_count() if program == "bucketed" else jax_family.program_count()
     print(f"{program:9s} first call {first:6.2f} s   all {cases} cases {total:6.2f} s   programs compiled {compiled}")
 
 

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 
-from gradcheck_rnn.model.rnn_config import HEADS, LENGTH_PATTERNS, profile_names
+from gradcheck_rnn.model.profiles import profile_names
+from gradcheck_rnn.model.rnn_config import HEADS, LENGTH_PATTERNS
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
 from gradcheck_rnn.model.narrowing import Narrowing

@@ -52,6 +52,7 @@ import torch  # noqa: E402
 
 import gradcheck_rnn as gr  # noqa: E402
 from gradcheck_rnn import Case  # noqa: E402
+from gradcheck_rnn.judging.checks import enabled  # noqa: E402
 from gradcheck_rnn.model.profiles import load_profile  # noqa: E402
 from gradcheck_rnn.runtime import limit_torch_threads  # noqa: E402
 from gradcheck_rnn.targets import resolve_target  # noqa: E402
@@ -154,7 +155,8 @@ def main() -> None:
         parser.error(f"unknown families {', '.join(unknown)}; choose from {', '.join(PROFILES)}" if unknown
                      else f"--cases {args.cases} is not allowed; give 1 or more")
     limit_torch_threads()
-    checks = load_profile("ci").enabled_checks
+    profile = load_profile("ci")
+    checks = enabled(profile.checks, profile.source)
     target = resolve_target("fused-cpu")
     print(f"fused-cpu, {args.cases} cases per family (seed {SEED}); gradcheck-rnn: the ci checks "
           f"({', '.join(checks)}), in one process; torch.autograd.gradcheck: float64, "

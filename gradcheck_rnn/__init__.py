@@ -13,6 +13,7 @@ Everything else is internal. torch and jax are imported only when a reference or
 """
 
 from .version import __version__  # noqa: F401  (gradcheck_rnn.__version__)
+from . import _compat  # noqa: F401  (the old names of moved modules keep importing)
 
 from .api import check, sweep
 from .model.case import Case, Outputs, RNNConfig, make_case

@@ -35,14 +35,14 @@ def _config_name(config: Any) -> str | None:
 
 def valid_checks(checks: Iterable[str] | str | None) -> tuple[str, ...] | None:
     """The checks asked for, or None for the profile's; UsageError naming the allowed ones."""
-    from .judging.checks import ALL_CHECKS
+    from .judging.checks import check_names
 
     if checks is None:
         return None
     chosen = [checks] if isinstance(checks, str) else list(checks)
-    unknown = [c for c in chosen if c not in ALL_CHECKS]
+    unknown = [c for c in chosen if c not in check_names()]
     if unknown or not chosen:
-        raise UsageError(f"checks={chosen!r} is not allowed; give one or more of {', '.join(ALL_CHECKS)}")
+        raise UsageError(f"checks={chosen!r} is not allowed; give one or more of {', '.join(check_names())}")
     return tuple(dict.fromkeys(chosen))
 
 

@@ -10,7 +10,7 @@ pool's workers are processes of our own:
 
 Neither touches ``jax.config``: the JAX reference enters :func:`jax_compilation_cache` around its
 own compiles only (thread-local, restored on exit), and computes under JAX's *scoped* x64 switch
-(see references/jax_ref.py), so a JAX-based target sees the process's own settings
+(see references/jax_cudnn.py), so a JAX-based target sees the process's own settings
 (``jax_enable_x64`` included), as in the user's program.
 """
 

@@ -36,12 +36,12 @@ pytest_plugins = ["foreign_env"]
 def reference_only(tmp_path_factory):
     """The ci profile with the reference check alone (a TOML file): the fast check, and the one
     drift is read from."""
-    from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+    from gradcheck_rnn.judging.checks import check_names
     from gradcheck_rnn.model.profiles import CONFIG_DIR
 
     draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
     path = tmp_path_factory.mktemp("profile") / "reference.toml"
-    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in CHECK_NAMES))
+    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in check_names()))
     return path
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
-from gradcheck_rnn.model.packed import PackedAdapter
+from gradcheck_rnn.targets.packed import PackedAdapter
 from gradcheck_rnn.targets.contracts import Contract
 
 TAIL_CONTRACT = Contract("T == cu_seqlens[-1]", "cu_seqlens: consistent with the FlashAttention API",

@@ -24,7 +24,7 @@ from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.judging.judge import judge, judge_one
 from gradcheck_rnn.targets import builtin_names, resolve_target
 from gradcheck_rnn.targets.foreign import _FRAMEWORK, FOREIGN_BUILTINS, LocalForeignTarget
-from gradcheck_rnn.targets.mutants import BLIND_SPOTS, GPU_MUTANTS, MUTANTS, PRODUCT_MUTANTS
+from gradcheck_rnn.targets.kernel_bugs import BLIND_SPOTS, GPU_MUTANTS, MUTANTS, PRODUCT_MUTANTS
 
 # float32 (the JAX targets compute float64 only under x64), both directions, one short sequence
 CASE_ID = "lstm-L1-bi-I2-H3-T3-B2-len3.1-f32-s5"

@@ -12,7 +12,7 @@ from gradcheck_rnn import Case
 from gradcheck_rnn.judging.checks import CHECKS
 from gradcheck_rnn.judging.checks.base import compare_runs
 from gradcheck_rnn.judging.judge import judge
-from gradcheck_rnn.judging.tolerances import Tolerances
+from gradcheck_rnn.model.tolerances import Tolerances
 
 import check_targets
 

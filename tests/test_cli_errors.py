@@ -144,7 +144,7 @@ def test_a_usage_error_is_one_short_line_with_the_name_meant_before_torch_and_ja
 
 
 def test_the_mutant_names_known_without_torch_are_the_registered_ones():
-    """targets/mutant_names.py lists what targets/mutants.py registers (its import asserts it):
+    """targets/mutant_names.py lists what targets/kernel_bugs.py registers (its import asserts it):
     every name resolves, and the registry's groups hold no other."""
     from gradcheck_rnn.targets import mutant_names, mutants
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from gradcheck_rnn import RNNConfig
-from gradcheck_rnn.judging.compare import compare_tensor
-from gradcheck_rnn.judging.tolerances import Tolerance, Tolerances
+from gradcheck_rnn.model.compare import compare_tensor
+from gradcheck_rnn.model.tolerances import Tolerance, Tolerances
 
 CONFIG = RNNConfig("lstm", 2, True, 3, 5, 7, 3, "f32")
 TOL = Tolerance(1e-2, 1e-6)
@@ -90,7 +90,7 @@ def test_ratio_maps_hold_the_maxima_per_step_and_sequence_and_per_gate_block():
 
 
 def test_ratio_maps_are_pooled_small_and_round_trip_through_json():
-    from gradcheck_rnn.judging.compare import MAP_MAX, RatioMap
+    from gradcheck_rnn.model.compare import MAP_MAX, RatioMap
 
     long = RNNConfig("gru", 1, False, 2, 3, 200, 70, "f32")
     b = np.zeros((200, 70, 3))

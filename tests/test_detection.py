@@ -63,7 +63,7 @@ def test_each_api_surface_mutant_is_caught_on_its_path_only(mutant, tensor, case
 def test_half_accumulation_is_a_measured_blind_spot():
     """The half tolerances cannot see a half-precision accumulation on small cases: it changes
     the weight gradients, yet passes (README, "Tolerances")."""
-    from gradcheck_rnn.judging.compare import to_float64
+    from gradcheck_rnn.model.compare import to_float64
 
     case = Case.from_id("rnn_tanh-L1-uni-I3-H4-T8-B4-len8.6.5.8-bf16-s3")
     blind = resolve_target("mutant:half-accumulated-in-half")
@@ -139,7 +139,7 @@ CI_CATCHES = [
 
 
 def test_the_fast_table_has_a_catching_case_for_every_mutant():
-    from gradcheck_rnn.targets.mutants import MUTANTS
+    from gradcheck_rnn.targets.kernel_bugs import MUTANTS
 
     assert sorted(name for name, _, _ in CI_CATCHES) == sorted(MUTANTS)
 
@@ -169,7 +169,7 @@ def test_the_default_run_catches_every_mutant_on_its_home_profile_with_no_false_
     mutants on the families profile's and the matrix-memory ones on the matrix profile's, one run,
     every one caught, no false alarm."""
     from gradcheck_rnn.model.profiles import load_profile
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+    from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
     code, output = invoke("mutants", "--report-dir", tmp_path)
     assert code == 0, output
@@ -199,7 +199,7 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
     enough before conv1d took a third of them: s6-reverse-carry-undecayed needs an s6 case longer than
     a chunk); the cuDNN-cell and matrix-memory mutants, judged on no case there, are named in the
     verdict and do not fail the run."""
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+    from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
     code, output = invoke("mutants", "-c", "families", "-n", 20, "--check", "reference", "--report-dir", tmp_path)
     assert code == 0, output
@@ -214,9 +214,9 @@ def test_with_a_profile_every_mutant_is_judged_there_and_those_of_undrawn_famili
 # ------------------------------------------------------------------ each mutant on its home profile
 
 def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile():
-    from gradcheck_rnn.workflows.mutants import detection_targets
+    from gradcheck_rnn.workflows.detection import detection_targets
     from gradcheck_rnn.model.profiles import load_profile
-    from gradcheck_rnn.targets.mutants import FAMILY_MUTANTS, MUTANTS, home_profile
+    from gradcheck_rnn.targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS, home_profile
 
     mutants, correct = detection_targets()
     assert mutants == [f"mutant:{name}" for name in [*MUTANTS, *FAMILY_MUTANTS]] and correct == list(CORRECT)
@@ -227,7 +227,7 @@ def test_the_default_mutant_set_has_the_family_mutants_and_each_its_home_profile
 
 
 def test_home_cases_are_each_profiles_own_draw_named_by_id():
-    from gradcheck_rnn.workflows.mutants import home_cases
+    from gradcheck_rnn.workflows.detection import home_cases
     from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
 
     ids, drawn = home_cases(["mutant:s6-gate-grad-dropped", "mutant:truncated-bptt", "mutant:top-b_hh-zero"], cases=3,
@@ -288,7 +288,7 @@ def test_a_mutant_on_a_case_of_another_family_is_a_skip_that_runs_no_kernel(muta
 
 
 def test_the_verdict_counts_a_mutant_judged_on_no_case_only_where_the_run_promised_it():
-    from gradcheck_rnn.workflows.mutants import Detection, detection_verdict
+    from gradcheck_rnn.workflows.detection import Detection, detection_verdict
 
     caught = Detection("mutant:a", cases=3, flagged_cases=["x"])
     unjudged = Detection("mutant:s6-b", cases=0)
@@ -309,9 +309,9 @@ def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_ru
     import shlex
 
     from gradcheck_rnn.reports.html import render
-    from gradcheck_rnn.targets.mutants import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
+    from gradcheck_rnn.targets.kernel_bugs import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
                                                PRODUCT_MUTANTS)
-    from gradcheck_rnn.workflows.mutants import detection_lines, detection_targets, left_out
+    from gradcheck_rnn.workflows.detection import detection_lines, detection_targets, left_out
 
     every = {*MUTANTS, *FAMILY_MUTANTS, *GPU_MUTANTS, *GPU_FAMILY_MUTANTS, *BLIND_SPOTS, *PRODUCT_MUTANTS}
     default = {name.removeprefix("mutant:") for name in detection_targets()[0]}

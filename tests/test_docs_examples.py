@@ -243,7 +243,7 @@ def a_results_document() -> dict:
     ratio map, a merge's shards, a baseline's drift, a mutants run's lists."""
     import numpy as np
 
-    from gradcheck_rnn.judging.compare import RatioMap, TensorError
+    from gradcheck_rnn.model.compare import RatioMap, TensorError
     from gradcheck_rnn.reports.document import results_document
     from gradcheck_rnn.rows.result import CaseResult
     from gradcheck_rnn.run.spec import RunSpec

@@ -196,7 +196,7 @@ def test_targets_says_not_available_for_what_a_default_sweep_leaves_out_for_no_c
 def test_a_count_of_mutants_is_the_tools(path):
     """configs/ci.toml said "23 mutants" when the tool judged 32: a count, where one is given, is
     the number `gradcheck-rnn mutants` judges."""
-    from gradcheck_rnn.workflows.mutants import detection_targets
+    from gradcheck_rnn.workflows.detection import detection_targets
 
     mutants, _ = detection_targets(())
     assert all(int(n) == len(mutants) for n in re.findall(r"(\d+) mutants", prose(path))), path
@@ -259,7 +259,7 @@ def test_every_page_gives_shrinks_exit_codes_one_meaning():
 def test_the_findings_page_counts_the_cases_of_the_default_mutants_run():
     """findings/mutants.md said the default run is "one run of 80 cases" after the matrix
     profile's 40 had joined it: the count is the tool's, every home profile's cases."""
-    from gradcheck_rnn.workflows.mutants import detection_targets, home_cases
+    from gradcheck_rnn.workflows.detection import detection_targets, home_cases
 
     ids, _ = home_cases(detection_targets()[0])
     [count] = re.findall(r"one run of (\d+) cases", prose(DOCS / "findings" / "mutants.md"))

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import drift_targets
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+from gradcheck_rnn.judging.checks import check_names
 from gradcheck_rnn.model.profiles import CONFIG_DIR
 from gradcheck_rnn.reports import junit
 
@@ -36,7 +36,7 @@ def profile(tmp_path_factory) -> Path:
     draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
     path = tmp_path_factory.mktemp("profile") / "two-checks.toml"
     path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c in ('reference', 'linearity')).lower()}\n"
-                                                  for c in CHECK_NAMES))
+                                                  for c in check_names()))
     return path
 
 

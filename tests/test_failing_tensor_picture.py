@@ -12,9 +12,9 @@ from gradcheck_rnn.cli import commands as console
 
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.model.case import Case
-from gradcheck_rnn.judging.compare import compare_tensor
+from gradcheck_rnn.model.compare import compare_tensor
 from gradcheck_rnn.rows.result import CaseResult, document_row
-from gradcheck_rnn.judging.tolerances import Tolerance
+from gradcheck_rnn.model.tolerances import Tolerance
 
 CASE_ID = "lstm-L1-uni-I2-H3-T4-B2-len4.2-f64-s3"
 TOL = Tolerance(1e-6, 1e-9)

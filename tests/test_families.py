@@ -72,7 +72,7 @@ def test_each_cudnn_family_steps_as_torch_nn_in_both_namespaces(config):
             want_h, want_c = cell(x, h), None
         y, got_h, got_c = config.family.step(torch_ops(), unit, x, h, c, config)
     pytest.importorskip("jax")
-    from gradcheck_rnn.references.jax_ref import x64
+    from gradcheck_rnn.references.jax_cudnn import x64
 
     with x64():
         as_jax = {k: np.asarray(v) for k, v in unit.items()}

@@ -9,6 +9,7 @@ import pytest
 from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn import Case, Outputs, make_case
 from gradcheck_rnn import references
+from gradcheck_rnn.judging.checks import CHECKS
 from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.references import fd
 from gradcheck_rnn.model.profiles import draw_cases, load_profile
@@ -26,7 +27,7 @@ def witnessed_cases(count: int, seed: int):
 def assert_references_pass(cases) -> None:
     judged = 0
     for case in cases:
-        _, rows = CaseContext(case).witness
+        _, rows = CaseContext(case).truth(CHECKS["fd"])
         assert all(row.passed for row in rows), [(case.id, row.message) for row in rows if not row.passed]
         judged += len(rows)
     assert judged > 0

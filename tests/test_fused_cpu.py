@@ -358,7 +358,7 @@ def test_half_precision_is_close_to_float64_and_computed_in_half(mode, dtype, bo
     out = FusedCPUTarget().run(case)
     assert out.y.dtype == {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     from gradcheck_rnn.model.case import as_mapping
-    from gradcheck_rnn.judging.compare import to_float64
+    from gradcheck_rnn.model.compare import to_float64
 
     got, want = {k: to_float64(v) for k, v in as_mapping(out).items()}, reference(case)
     for name in ("y", "hy", "x"):

@@ -25,7 +25,7 @@ from gradcheck_rnn.kernels.target import cuda_matmul_precision# noqa: E402
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget  # noqa: E402
 from gradcheck_rnn.kernels.fused_gpu import CELLS_MODULE, FusedGPUKernel, FusedGPUTarget, fused_rnn_gpu  # noqa: E402
 from gradcheck_rnn.targets import default_targets, describe_targets, resolve_target  # noqa: E402
-from gradcheck_rnn.targets.mutants import GPU_MUTANTS  # noqa: E402
+from gradcheck_rnn.targets.kernel_bugs import GPU_MUTANTS  # noqa: E402
 from test_fused_cpu import assert_matches, config, outputs, reference  # noqa: E402
 
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")
@@ -242,7 +242,7 @@ def test_gpu_script_refuses_in_one_sentence_without_cuda():
 def test_an_emitted_test_of_an_interpreted_target_quotes_repro_lines_that_set_the_interpreter():
     from gradcheck_rnn.model.case import Case
     from gradcheck_rnn.workflows.emit_test import emit_test
-    from gradcheck_rnn.judging.tolerances import Tolerances
+    from gradcheck_rnn.model.tolerances import Tolerances
 
     case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s1")
     source = emit_test(case, "mutant:gpu-reverse-starts-in-padding", ["reference"], Tolerances())

@@ -25,13 +25,13 @@ from test_fused_gpu import interpreter, invoke  # noqa: F401  (interpreter: the 
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.workflows.mutants import detection_targets
+from gradcheck_rnn.workflows.detection import detection_targets
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.gdn_cpu import GDNCPUKernel
 from gradcheck_rnn.kernels.gla_cpu import GLACPUKernel
 from gradcheck_rnn.kernels.mlstm_cpu import MLSTMCPUKernel, States
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS, home_profile
+from gradcheck_rnn.targets.kernel_bugs import GPU_FAMILY_MUTANTS, home_profile
 
 FAMILIES = ("gla", "gdn", "kda", "mlstm", "deltaproduct")
 # Per family: several chunks of 4 with a partial last one, uneven and zero lengths, stacked layers,

@@ -19,7 +19,7 @@ import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.rwkv7_cpu import RWKV7CPUKernel
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS, home_profile
+from gradcheck_rnn.targets.kernel_bugs import GPU_FAMILY_MUTANTS, home_profile
 
 MUTANT = "gpu-rwkv7-state-grad-reads-next-step"
 CASE = "rwkv7-L1-uni-I3-H4-NH2-K2-T5-B2-len5.4-f32-s1"

@@ -22,11 +22,11 @@ from test_fused_gpu import interpreter, invoke  # noqa: F401  (interpreter: the 
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
-from gradcheck_rnn.workflows.mutants import detection_targets
+from gradcheck_rnn.workflows.detection import detection_targets
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.s6 import S6GPUKernel
 from gradcheck_rnn.kernels.s6_cpu import S6CPUKernel, decayed_carry
-from gradcheck_rnn.targets.mutants import (
+from gradcheck_rnn.targets.kernel_bugs import (
     GPU_FAMILY_MUTANTS,
     home_profile,
     undecayed_carry,

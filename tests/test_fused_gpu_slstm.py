@@ -25,12 +25,12 @@ from test_fused_gpu import interpreter  # noqa: F401  (TRITON_INTERPRET=1 for th
 from gradcheck_rnn import Case
 from gradcheck_rnn.model.case import as_mapping, with_changes
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+from gradcheck_rnn.judging.checks import check_names
 from gradcheck_rnn.kernels.fused_gpu import FusedGPUTarget
 from gradcheck_rnn.kernels.fused_gpu.slstm import SLSTMGPUKernel
 from gradcheck_rnn.kernels.slstm_cpu import SLSTMCPUKernel
 from gradcheck_rnn.targets import resolve_target
-from gradcheck_rnn.targets.mutants import GPU_FAMILY_MUTANTS
+from gradcheck_rnn.targets.kernel_bugs import GPU_FAMILY_MUTANTS
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
 # heads 1 and > 1, -expf, both directions, 1-3 layers, uneven and zero lengths, -z, -nobias, heads on states
@@ -123,7 +123,7 @@ def test_a_short_families_sweep_passes_with_every_check(tmp_path):
     assert {r["case_id"].split("-")[0] for r in rows} == {"slstm"}
     assert {r["status"] for r in rows} <= {"pass", "skip"}
     # every check but jvp and gradgrad: fused-gpu offers neither (skips that say so)
-    assert {r["check"] for r in rows if r["status"] == "pass"} == set(CHECK_NAMES) - {"jvp", "gradgrad"}
+    assert {r["check"] for r in rows if r["status"] == "pass"} == set(check_names()) - {"jvp", "gradgrad"}
 
 
 def test_the_gpu_stabilizer_mutant_is_caught_and_fused_gpu_has_no_false_alarm(tmp_path):

@@ -1,5 +1,5 @@
 """The fused CPU kernel of gla (gradcheck_rnn/kernels/gla_cpu.py) against the float64 references,
-and its mutants (gradcheck_rnn/targets/mutants.py)."""
+and its mutants (gradcheck_rnn/targets/kernel_bugs.py)."""
 
 import numpy as np
 import pytest

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from gradcheck_rnn.model.case import Case
-from gradcheck_rnn.judging.compare import compare_tensor
+from gradcheck_rnn.model.compare import compare_tensor
 from gradcheck_rnn.references import drift
-from gradcheck_rnn.judging.tolerances import Tolerance
+from gradcheck_rnn.model.tolerances import Tolerance
 
 # The two false alarms of issue 21 (fused-cpu, correct kernel, reference check).
 F16_ID = "rnn_relu-L3-bi-I7-H10-T3-B4-len3.2.3.3-f16-s1756970816"
@@ -66,7 +66,7 @@ def test_broken_half_kernel_is_still_caught_with_the_allowance_active():
     """The same bf16 case, relu mask taken from the previous state (PyTorch #11662): the allowance
     is computed and applied to the tensors that fail the fixed tolerance, and the kernel still
     fails — kinks widen the bound only where flipping them moves a gradient."""
-    from gradcheck_rnn.targets.mutants import mutant_target
+    from gradcheck_rnn.targets.kernel_bugs import mutant_target
 
     result = judge(mutant_target("relu-mask-wrong-tensor"), BF16_ID)
     assert result.status == "fail"
@@ -162,7 +162,7 @@ def test_half_cells_compute_in_float32_and_round_once():
     from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
     from gradcheck_rnn.references.loop import run_loop_reference
     from gradcheck_rnn.kernels.fused_cpu import FusedCPUKernel
-    from gradcheck_rnn.targets.mutants import HalfRoundsPerOp, crossed
+    from gradcheck_rnn.targets.kernel_bugs import HalfRoundsPerOp, crossed
 
     worse = 0
     for mode in ("lstm", "gru"):

@@ -14,7 +14,7 @@ from gradcheck_rnn import Case, RNNConfig, make_case
 from gradcheck_rnn.model.case import with_changes
 from gradcheck_rnn.model.layout import directions, param_key
 
-jax_ref = pytest.importorskip("gradcheck_rnn.references.jax_ref")
+jax_ref = pytest.importorskip("gradcheck_rnn.references.jax_cudnn")
 run_jax_reference = jax_ref.run_jax_reference
 
 MODES = ("rnn_relu", "rnn_tanh", "lstm", "gru")
@@ -306,7 +306,7 @@ def on_duration(name, seconds, **_):
         events[names[name]] += 1
 jax.monitoring.register_event_duration_secs_listener(on_duration)
 from gradcheck_rnn import Case
-import gradcheck_rnn.references.jax_ref as m
+import gradcheck_rnn.references.jax_cudnn as m
 exec(sys.argv[2] if len(sys.argv) > 2 else "")  # a test's own set-up
 out = m.run_jax_reference(Case.from_id(sys.argv[1]))
 counted = dict(events)  # the reference's own (jnp.zeros below traces a program too)
@@ -413,7 +413,7 @@ def test_an_incomplete_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch
 
 _SERIAL_CI = """
 import json
-import gradcheck_rnn.references.jax_ref as m
+import gradcheck_rnn.references.jax_cudnn as m
 from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
 rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3))[0], Execution(in_process=True))
 print(json.dumps({"statuses": sorted({r.status for r in rows}), "rows": len(rows),

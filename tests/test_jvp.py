@@ -12,7 +12,7 @@ from gradcheck_rnn.model.profiles import draw_cases, load_profile
 from gradcheck_rnn.model.rnn_config import RNNConfig
 from gradcheck_rnn.references import fd, run_reference, run_reference_hvp, run_reference_jvp
 from gradcheck_rnn.references.jax_family import run_jax_family_jvp
-from gradcheck_rnn.references.jax_ref import run_jax_jvp
+from gradcheck_rnn.references.jax_cudnn import run_jax_jvp
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.targets.torch_native import TorchNativeTarget
 
@@ -286,7 +286,7 @@ def test_product_rows_get_more_room_below_float64_only():
     first order's terms once more: jvp and gradgrad judge below float64 with PRODUCT_ROOM times
     the room, float64 with the table as it is."""
     from gradcheck_rnn.judging.checks.directions import PRODUCT_ROOM, ProductTolerances
-    from gradcheck_rnn.judging.tolerances import Tolerances
+    from gradcheck_rnn.model.tolerances import Tolerances
 
     first = Tolerances(rtol={"weight_grad": 3e-4})
     second = ProductTolerances(first)

@@ -153,14 +153,14 @@ def test_loop_and_jax_agree_on_100_cases_of_each_matrix_family():
 def test_a_user_family_with_a_matrix_state_is_judged_by_every_check_and_a_slip_is_caught():
     from matrix_family_targets import RETENTION, retention_slipped, retention_target
 
-    from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+    from gradcheck_rnn.judging.checks import check_names
     from gradcheck_rnn.families import register
 
     register(RETENTION)
     case = Case.from_id("retention-L2-uni-I2-H3-K2-T6-B3-len6.3.0-f64-s4")
     assert case.h0.shape == (2, 3, 6)
-    good = gr.check(retention_target, case, checks=list(CHECK_NAMES))
-    assert {r.check for r in good} == set(CHECK_NAMES), [(r.check, r.message) for r in good]
+    good = gr.check(retention_target, case, checks=list(check_names()))
+    assert {r.check for r in good} == set(check_names()), [(r.check, r.message) for r in good]
     # the target offers no forward mode and no second order: those checks are skips that say so
     assert {r.status for r in good if r.check not in ("jvp", "gradgrad")} == {"pass"}, \
         [(r.check, r.message) for r in good]

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from gradcheck_rnn.run.advice import kinds, next_step
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+from gradcheck_rnn.judging.checks import check_names
 from gradcheck_rnn.model.profiles import CONFIG_DIR
 from gradcheck_rnn.model.narrowing import Narrowing
 from gradcheck_rnn.rows.result import CaseResult
@@ -26,7 +26,7 @@ def reference_only(tmp_path_factory):
     """The ci profile with the reference check alone (the fast check)."""
     draw = (CONFIG_DIR / "ci.toml").read_text().split("[checks]")[0]
     path = tmp_path_factory.mktemp("profile") / "reference.toml"
-    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in CHECK_NAMES))
+    path.write_text(draw + "[checks]\n" + "".join(f"{c} = {str(c == 'reference').lower()}\n" for c in check_names()))
     return path
 
 
@@ -67,7 +67,7 @@ def test_a_failing_run_has_no_next_step_note(tmp_path, reference_only, monkeypat
 
 def test_the_refused_cases_give_only_the_flags_that_separate_them():
     spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("lstm",))),
-                            Judging(CHECK_NAMES))
+                            Judging(check_names()))
     judged = ["lstm-L1-uni-I2-H3-T5-B2-len5.3-f64-s1", "lstm-L2-bi-I2-H3-T5-B2-len5.3-f64-s2"]
     refused = ["lstm-L1-uni-I2-H3-P2-T5-B2-len5.3-f64-s3", "lstm-L1-bi-I2-H3-P1-nobias-T5-B2-len5.0-f64-s4"]
     results = [row(c, "pass") for c in judged] + [row(c, "skip") for c in refused]
@@ -80,7 +80,7 @@ def test_the_refused_cases_give_only_the_flags_that_separate_them():
 
 def test_a_run_with_every_check_and_family_is_told_to_judge_more_cases():
     spec, _ = RunSpec.build(None, ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("gru",))),
-                            Judging(CHECK_NAMES))
+                            Judging(check_names()))
     assert next_step(spec, Tally.of_results([row("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5", "pass", "fused-cpu")]).coverage) == \
         "next: judge more and larger cases: -n 100 or -c nightly"
     named, _ = RunSpec.build(None, ("fused-cpu",), Selection(case_ids=("gru-L1-uni-I2-H3-T5-B2-len5.3-f64-s5",)))
@@ -103,7 +103,7 @@ def test_a_target_that_refuses_family_options_is_told_the_family_option_flags():
     `gradcheck-rnn sweep --help`", none of which reached a family's options. Several flags may be
     needed, each leaving out some refused cases and no judged one."""
     spec, _ = RunSpec.build("families", ("fused-cpu",), Selection(cases=3, narrowing=Narrowing(modes=("s6",))),
-                            Judging(CHECK_NAMES))
+                            Judging(check_names()))
     judged = ["s6-L1-uni-I2-H3-N2-R1-T4-B2-len4.2-f32-s1", "s6-L1-uni-I2-H3-N3-R2-nobias-T4-B2-len4.2-f32-s2"]
     refused = ["s6-L1-uni-I2-H3-N2-R1-nogate-T4-B2-len4.2-f32-s3", "s6-L1-uni-I2-H3-N2-R1-nosoftplus-T4-B2-len4.2-f32-s4",
                "s6-L1-uni-I2-H3-N4-R1-nosoftplus-nogate-T4-B2-len4.2-f32-s5"]

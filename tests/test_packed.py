@@ -8,7 +8,8 @@ import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
-from gradcheck_rnn.model.packed import PackedAdapter, PackedBatch, packed_inputs, tail_rows
+from gradcheck_rnn.model.packed import PackedBatch, packed_inputs, tail_rows
+from gradcheck_rnn.targets.packed import PackedAdapter
 
 TAIL_ID = "s6-L2-uni-I3-H2-N2-R1-T6-B3-len6.0.3-f32-s5-tail3"
 

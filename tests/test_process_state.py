@@ -42,7 +42,7 @@ print(json.dumps({"before": before, "after check": after_check, "after in-proces
 
 _IMPORT = _STATE + """
 before = state()
-import gradcheck_rnn.references.jax_ref
+import gradcheck_rnn.references.jax_cudnn
 print(json.dumps({"before": before, "after import": state()}))
 """
 

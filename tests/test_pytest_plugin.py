@@ -9,7 +9,7 @@ import pytest
 # aborts the process when it is imported a second time: import the JAX reference here, before any
 # run. Other dropped modules come back as second copies (other classes) for the tests after this
 # file, so tests/conftest.py runs this file's tests last.
-import gradcheck_rnn.references.jax_ref  # noqa: F401
+import gradcheck_rnn.references.jax_cudnn  # noqa: F401
 
 pytest_plugins = ["pytester"]
 

@@ -38,7 +38,7 @@ from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.rows.result import tally_verdict
 from gradcheck_rnn.targets import resolve_target
-from gradcheck_rnn.judging.tolerances import Tolerances
+from gradcheck_rnn.model.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "profile": "ci", "seed": 0, "cases": 1, "targets": [], "rtol": None, "atol": None}

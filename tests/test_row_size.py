@@ -12,7 +12,7 @@ import pytest
 from gradcheck_rnn import CaseResult
 from gradcheck_rnn.workflows.baseline import grown
 from gradcheck_rnn.model.case import Case, id_facts
-from gradcheck_rnn.judging.compare import RatioMap, TensorError, expand_tensor, tensor_summary
+from gradcheck_rnn.model.compare import RatioMap, TensorError, expand_tensor, tensor_summary
 from gradcheck_rnn.rows.result import document_row, row_field, row_worst
 from gradcheck_rnn.rows.tally import Tally
 
@@ -110,7 +110,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
 
     from gradcheck_rnn.reports import RowLog
     from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, judge_run
-    from gradcheck_rnn.rows.statuses import is_bad
+    from gradcheck_rnn.model.statuses import is_bad
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=4, seed=11),
@@ -133,7 +133,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
 def test_rows_are_written_with_the_shortest_spelling_of_each_number_and_read_back_the_same():
     from hypothesis import given, settings, strategies as st
 
-    from gradcheck_rnn.rows.numbers import shorten_json_numbers
+    from gradcheck_rnn.model.numbers import shorten_json_numbers
 
     assert shorten_json_numbers('{"a":0.000469,"b":1.3e-07,"c":0.002,"d":1e+20,"e":-0.0,"f":12,"g":0.5}') == \
         '{"a":4.69e-4,"b":1.3e-7,"c":2e-3,"d":1e20,"e":-0.0,"f":12,"g":0.5}'

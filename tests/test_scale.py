@@ -19,7 +19,7 @@ from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.model.profiles import draw_case_ref, draw_cases, load_profile
-from gradcheck_rnn.judging.checks import ALL_CHECKS
+from gradcheck_rnn.judging.checks import check_names
 from gradcheck_rnn.judging.judge import judged_case_id
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.model.narrowing import Narrowing
@@ -27,12 +27,12 @@ from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_chunk_facts, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
-from gradcheck_rnn.judging.tolerances import Tolerances
+from gradcheck_rnn.model.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.
 REFERENCE_ONLY = "[checks]\n" + "".join(f"{name} = {'true' if name == 'reference' else 'false'}\n"
-                                       for name in ALL_CHECKS)
+                                       for name in check_names())
 
 
 @pytest.fixture(autouse=True)
@@ -111,7 +111,7 @@ def test_bad_execution_options_are_one_sentence_and_exit_2(tmp_path, args, words
 # --- grouping by JAX shape bucket --------------------------------------------------------------
 
 def test_shape_groups_are_the_jax_reference_buckets():
-    from gradcheck_rnn.references.jax_ref import bucket_key
+    from gradcheck_rnn.references.jax_cudnn import bucket_key
 
     cases = list(draw_cases(load_profile("nightly"), 5, 60))
     for a in cases:
@@ -273,7 +273,7 @@ def test_a_merged_run_keeps_the_shards_case_timeout_in_its_repro_lines(tmp_path)
     repro stops the hang too); merge keeps the rows as the shards finished them: the unsharded run's."""
     profile = tmp_path / "stateless.toml"
     profile.write_text("[checks]\n" + "".join(f"{name} = {'true' if name == 'stateless' else 'false'}\n"
-                                              for name in ALL_CHECKS))
+                                              for name in check_names()))
     args = ["-c", profile, "-n", 2, "-t", "plugin_targets:hangs", "--case-timeout", 0.5]
     whole_code, _ = invoke("sweep", *args, "--report-dir", tmp_path / "whole")
     code, output = invoke("merge", *sweep_shards(tmp_path, 2, *args), "--report-dir", tmp_path / "merged")

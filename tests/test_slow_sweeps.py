@@ -6,6 +6,7 @@ Both run through the public API (``gr.sweep``), in this process, as a user's scr
 import pytest
 
 import gradcheck_rnn as gr
+from gradcheck_rnn.judging.checks import enabled
 from gradcheck_rnn.model.profiles import load_profile
 
 
@@ -19,7 +20,8 @@ def test_fused_cpu_passes_1000_nightly_cases():
 @pytest.mark.slow
 def test_correct_kernels_raise_no_false_alarm_on_300_soak_cases():
     """A slice of the README's soak (`gradcheck-rnn sweep -c soak`), with a seed of its own."""
-    checks = load_profile("soak").enabled_checks
+    profile = load_profile("soak")
+    checks = enabled(profile.checks, profile.source)
     run = gr.sweep(["fused-cpu", "torch-native"], cases=300, seed=7, config="soak")
     false_alarms = [(r.case_id, r.target, r.check, r.message) for r in run.results if r.status not in ("pass", "skip")]
     assert not false_alarms

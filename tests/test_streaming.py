@@ -26,7 +26,7 @@ from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers
 from gradcheck_rnn.run import fork_server
 from gradcheck_rnn.run.pool import WorkerPool, use_fork_server
 from gradcheck_rnn.run.worker import WorkerSetup
-from gradcheck_rnn.judging.tolerances import Tolerances
+from gradcheck_rnn.model.tolerances import Tolerances
 
 TESTS = Path(__file__).parent
 META = {"command": "sweep", "seed": 3, "verdict": {"exit_code": 0, "reason": "all passed"}}
@@ -104,7 +104,7 @@ def test_busy_cores_are_the_busy_share_of_cpu_time_while_the_command_waits(monke
 
 
 def test_passing_rows_lose_their_ratio_maps_on_arrival():
-    from gradcheck_rnn.judging.compare import TensorError
+    from gradcheck_rnn.model.compare import TensorError
 
     passing, failing = row(0, "t"), row(1, "t", "fail")
     for r in (passing, failing):

@@ -282,8 +282,8 @@ def test_the_repository_cites_only_itself():
 
 
 def test_non_finite_values_never_pass_the_comparison():
-    from gradcheck_rnn.judging.compare import compare_tensor
-    from gradcheck_rnn.judging.tolerances import Tolerance
+    from gradcheck_rnn.model.compare import compare_tensor
+    from gradcheck_rnn.model.tolerances import Tolerance
 
     config = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1").config
     expected = np.zeros((4, 2, 3))

@@ -22,11 +22,11 @@ from gradcheck_rnn.rows.tally import Tally
 from gradcheck_rnn import Case, CaseResult
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.workflows.calibrate import calibrate, calibration_table
-from gradcheck_rnn.judging.compare import TensorError, compare_tensor
+from gradcheck_rnn.model.compare import TensorError, compare_tensor
 from gradcheck_rnn.reports import html as html_writer
 from gradcheck_rnn.reports import markdown
 from gradcheck_rnn.reports.document import failing_tensors, results_document, stored_verdict, tensor_line
-from gradcheck_rnn.judging.tolerances import Tolerance, Tolerances
+from gradcheck_rnn.model.tolerances import Tolerance, Tolerances
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -522,14 +522,14 @@ def test_shrink_s_json_spells_an_infinite_ratio_as_results_json_does():
 
 
 def test_tensors_are_ordered_worst_first_in_one_place_only():
-    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/rows/statuses.py sorts, or
+    """"Worst tensor first" was coded six times: no module but gradcheck_rnn/model/statuses.py sorts, or
     takes the largest or smallest of, anything by a key that reads a ratio."""
     import ast
 
     package = ROOT / "gradcheck_rnn"
     own_orders = []
     for path in package.rglob("*.py"):
-        if path == package / "rows" / "statuses.py":
+        if path == package / "model" / "statuses.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             name = getattr(node, "func", None)

@@ -4,8 +4,8 @@ a field (never parsed out of the rendered repro command)."""
 
 import math
 
-from gradcheck_rnn.judging.compare import TensorError
-from gradcheck_rnn.rows.numbers import fmt, fmt_or_dash
+from gradcheck_rnn.model.compare import TensorError
+from gradcheck_rnn.model.numbers import fmt, fmt_or_dash
 from gradcheck_rnn.reports.console import failure_lines
 from gradcheck_rnn.reports.document import failures, results_document
 from gradcheck_rnn.reports.markdown import render as render_markdown

@@ -8,12 +8,12 @@ import pytest
 from click.testing import CliRunner
 
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.model.rnn_config import CHECK_NAMES
+from gradcheck_rnn.judging.checks import check_names
 from isolation_targets import CHILD_RECORD_ENV
 
 PROFILE = "[sweep]\ncases = 1\nseed = 2\n[checks]\n" + "".join(
     f"{check} = {'true' if check == 'stateless' else 'false'}\n"
-    for check in CHECK_NAMES)
+    for check in check_names())
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from . import options as opt
-from ..model.rnn_config import CHECK_NAMES as ALL_CHECKS
+from ..judging.checks import check_names
 from .options import usage_errors
 from ..errors import Terminated, UsageError
 
@@ -218,7 +218,7 @@ def repro(case_id: str, emit_test: str | None, **values: Any) -> None:
 @click.argument("case_id")
 @opt.family
 @click.option("--target", "-t", "target", required=True, metavar="NAME", help="The target that fails on the case.")
-@click.option("--check", "check", type=click.Choice(ALL_CHECKS), default="reference", show_default=True,
+@click.option("--check", "check", type=click.Choice(check_names()), default="reference", show_default=True,
               help="The check whose failure is kept while shrinking.")
 @click.option("--any-tensor", is_flag=True,
               help="Accept any failing tensor (default: the worst failing tensor of the start case must keep failing).")
@@ -253,7 +253,7 @@ def shrink(case_id: str, target: str, check: str, any_tensor: bool, max_steps: i
 @click.argument("case_id")
 @opt.family
 @click.option("--target", "-t", "target", required=True, metavar="NAME", help="The library target whose row is filed.")
-@click.option("--check", "check", type=click.Choice(ALL_CHECKS), default="reference", show_default=True,
+@click.option("--check", "check", type=click.Choice(check_names()), default="reference", show_default=True,
               help="The check whose row is filed.")
 @click.option("--shrink", "shrink_first", is_flag=True, help="Shrink the case first (as gradcheck-rnn shrink does).")
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",

@@ -20,9 +20,9 @@ from rich.text import Text
 
 from ..reports import console as render
 from ..errors import UsageError
-from ..rows.numbers import plural
+from ..model.numbers import plural
 from ..rows.result import CaseResult, document_row
-from ..rows.statuses import STYLE, is_bad
+from ..model.statuses import STYLE, is_bad
 from ..rows.tally import StoredTally, Tally
 from ..rows.verdict import Run
 
@@ -228,8 +228,8 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
 
 def print_detection(document: dict[str, Any]) -> None:
     """``mutants``: the detection table and lines of a detection run's document (results.json's
-    ``"mutants"`` and ``"false_alarms"``, :class:`~gradcheck_rnn.workflows.mutants.DetectionRule`)."""
-    from ..workflows.mutants import detection_lines
+    ``"mutants"`` and ``"false_alarms"``, :class:`~gradcheck_rnn.workflows.detection.DetectionRule`)."""
+    from ..workflows.detection import detection_lines
 
     table, lines = detection_lines(document)
     out.print(table)
@@ -341,7 +341,7 @@ def print_drift(drift: dict[str, Any]) -> None:
     first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
     cut); or one line saying how many rows were compared and that none drifted, or that none was."""
     from ..reports.document import DriftView
-    from ..rows.numbers import fmt
+    from ..model.numbers import fmt
 
     view = DriftView.of(drift)
     compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"

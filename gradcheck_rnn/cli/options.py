@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from ..model.rnn_config import CHECK_NAMES as ALL_CHECKS
-from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS, profile_names
+from ..judging.checks import check_names
+from ..model.profiles import profile_names
+from ..model.rnn_config import DTYPES, HEADS, WANTS_GROUPS
 from ..errors import UsageError, unknown_name
 from ..model.narrowing import KNOBS, SHAPE_KNOBS, Knob, Narrowing
+from ..run import EXECUTORS
 from ..runtime import IN_PROCESS_ENV
 
 if TYPE_CHECKING:
@@ -80,11 +82,11 @@ tolerances = options(
                       "[checks] strict_contracts)."),
 )
 check = click.option(
-    "--check", "checks", multiple=True, type=click.Choice([*ALL_CHECKS, "all"]), default=("reference",),
+    "--check", "checks", multiple=True, type=click.Choice([*check_names(), "all"]), default=("reference",),
     show_default=True,
     help="What to run (repeatable): the comparison with the float64 references, or a reference-free check.")
 only_checks = click.option(
-    "--check", "checks", multiple=True, type=click.Choice(ALL_CHECKS),
+    "--check", "checks", multiple=True, type=click.Choice(check_names()),
     help="Only these checks (repeatable; default: the profile's), e.g. to see what the reference "
          "comparison alone catches or to soak one check.")
 fmt = click.option(
@@ -163,9 +165,11 @@ distribution = options(
     click.option("--shard", default=None, metavar="K/N",
                  help="Judge only the K-th of N interleaved parts of the cases; join the N runs with "
                       "gradcheck-rnn merge."),
-    click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-                 help="local: --workers processes here; dask: the cluster at --scheduler (extra: dask)."),
-    click.option("--scheduler", default=None, metavar="ADDRESS", help="The Dask scheduler, e.g. tcp://10.0.0.5:8786."),
+    # the executors and the options each owns, from their entries (gradcheck_rnn/run: EXECUTORS)
+    click.option("--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True,
+                 help="; ".join(f"{entry.name}: {entry.help}" for entry in EXECUTORS.values()) + "."),
+    *(click.option(f"--{option.name}", default=None, metavar=option.metavar, help=option.help)
+      for entry in EXECUTORS.values() for option in entry.options),
 )
 
 # The options of `check` that describe a case (case_from_options' keywords, then its two others);
@@ -319,7 +323,7 @@ def build_sweep(values: dict[str, Any], baseline: Any = None) -> Plan:
 
 def expand_checks(checks: tuple[str, ...]) -> tuple[str, ...]:
     """``--check all`` is every check; otherwise the checks named, once each, in order."""
-    return tuple(ALL_CHECKS) if "all" in checks else tuple(dict.fromkeys(checks))
+    return check_names() if "all" in checks else tuple(dict.fromkeys(checks))
 
 
 def request_of(values: dict[str, Any], selection: Any = None, judging: Any = None, targets: Any = None,
@@ -339,7 +343,9 @@ def request_of(values: dict[str, Any], selection: Any = None, judging: Any = Non
                       selection=selection_of(values) if selection is None else selection,
                       judging=judging_of(values) if judging is None else judging, families=families,
                       workers=values.get("workers"), executor=values.get("executor", "local"),
-                      scheduler=values.get("scheduler"), case_timeout=values.get("case_timeout"),
+                      executor_options=tuple((option.name, values.get(option.name)) for entry in EXECUTORS.values()
+                                             for option in entry.options if values.get(option.name) is not None),
+                      case_timeout=values.get("case_timeout"),
                       fail_fast=values.get("fail_fast", False), in_process=values.get("in_process", False),
                       per_case=per_case, command_line=True, verdict=verdict)
 
@@ -363,8 +369,8 @@ def build_run(values: dict[str, Any], selection: Any = None, judging: Any = None
 
 def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> Plan:
     """``mutants``: the plan of a detection run, its verdict the detection rule's
-    (:class:`~gradcheck_rnn.workflows.mutants.DetectionRule`). Without --config every mutant is
-    judged on the cases of its home profile (:func:`~gradcheck_rnn.workflows.mutants.home_cases`), all in
+    (:class:`~gradcheck_rnn.workflows.detection.DetectionRule`). Without --config every mutant is
+    judged on the cases of its home profile (:func:`~gradcheck_rnn.workflows.detection.home_cases`), all in
     one run of named cases under the ci profile's checks and tolerances; with --config, every
     mutant on that profile's cases, narrowed as a sweep's by --mode, --layers, --bidirectional and
     --dtype. Unknown mutant names are a UsageError before any case runs."""
@@ -376,7 +382,7 @@ def build_detection_run(values: dict[str, Any], mutants: tuple[str, ...]) -> Pla
     if narrowed and values.get("config") is None:
         raise UsageError(f"{' and '.join(narrowed)} {'narrows' if len(narrowed) == 1 else 'narrow'} one profile's "
                          f"draw: name it, e.g. -c families --mode s6")
-    from ..workflows.mutants import DetectionRule, detection_targets, home_cases, left_out
+    from ..workflows.detection import DetectionRule, detection_targets, home_cases, left_out
     from ..run import Selection
 
     mutant_names, correct_names = detection_targets(mutants)

@@ -65,6 +65,12 @@ def modes() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*_REGISTRY, *_installed()]))
 
 
+def registered() -> tuple[Family, ...]:
+    """Every family registered in this process (the built-ins, then those loaded), without loading
+    an installed entry point: what a target asks for the families' kernels and mutants."""
+    return tuple(_REGISTRY.values())
+
+
 def convention_attributes() -> tuple[str, ...]:
     """The target attributes that declare a gradient convention of a registered family
     (``stabilizer_gradient``): what a wrapper around a target passes on for the judge."""

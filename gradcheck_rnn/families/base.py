@@ -3,7 +3,7 @@
 A family holds its case-id token, its gates, its parameter names and shapes (in the canonical
 order that is also the draw order), the widths of its states, its case-id options and the
 variants it supports (docs/contracts.md, "Cell families"); the default tolerances
-(:mod:`gradcheck_rnn.judging.tolerances`) hold for every family so far. The math lives with it: every
+(:mod:`gradcheck_rnn.model.tolerances`) hold for every family so far. The math lives with it: every
 family gives :meth:`Family.step`, written once over an ops namespace (torch or jax.numpy), which
 both references run; a family may name its own JAX program instead of the generic one
 (:attr:`Family.jax_program`: the cuDNN families' bucketed program).
@@ -19,7 +19,7 @@ import copy
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 from ..errors import UsageError
 
@@ -250,6 +250,20 @@ class Family:
     # re-judge a failing non-float64 case with the rounding probe's allowance
     # (gradcheck_rnn.references.drift, "rounding probe"). Relu kinks have their own, exact allowance.
     rounding_sensitive = ""
+    # Whether the cell has a kink, a point where its derivative jumps (relu at 0; tanh and σ are
+    # smooth): a correct low-precision kernel may put a unit on either side of one, and the drift
+    # allowance (gradcheck_rnn.references.drift) pins each such unit both ways.
+    kinked = False
+    # The shipped profile whose cases draw this family: the one a mutant of its kernels is judged on
+    # by default (gradcheck-rnn mutants), and where its regimes are drawn.
+    home_profile = "families"
+    # The family's fused kernels, by the target that runs them ("fused-cpu", "fused-gpu"), each a
+    # "package.module:Class" imported when that target is made (a name, not an import: kernels build
+    # on families); a target with no kernel of the family declines its cases.
+    kernels: ClassVar[Mapping[str, str]] = {}
+    # The bugs of those kernels, ``mutant:NAME``: name -> (the target whose kernel the bug is
+    # crossed with, "package.module:Bug"), judged on this family's cases (its home profile).
+    mutants: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     # ------------------------------------------------------------------ one JAX program for many configs (optional)
     def bucket(self, config: RNNConfig) -> RNNConfig | None:

@@ -63,6 +63,21 @@ SILU = Option("silu", "silu", False, "silu (optional: SiLU after the convolution
 class Conv1dFamily(Family):
     """The causal depthwise convolution with its state, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.conv1d_cpu:Conv1dCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.conv1d:Conv1dGPUKernel",
+    }
+    mutants = {
+        "conv1d-short-sequence-dh0-pass-through-dropped":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:Conv1dShortSequenceDh0PassThroughDropped"),
+        "conv1d-packed-dweight-whole-stream":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:Conv1dPackedWeightGradWholeStream"),
+        "conv1d-initial-state-grad-without-bias":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:Conv1dInitialStateGradWithoutBias"),
+        "conv1d-backward-reads-next-sequence":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:Conv1dBackwardReadsNextSequence"),
+    }
+
     def width(self, config: RNNConfig) -> int:
         """W, the window."""
         return config.option("conv_width")

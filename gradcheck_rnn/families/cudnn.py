@@ -6,7 +6,7 @@ holds all weights (per layer, per direction: w_ih, w_hh, w_hr), then all biases 
 
 Their math is :meth:`CudnnFamily.step`, torch.nn's equations over the ops namespace
 (:mod:`.ops`), which the ``loop`` reference runs like any family's. The ``jax`` reference runs
-the bucketed program of the four cells (:mod:`gradcheck_rnn.references.jax_ref`, one compiled
+the bucketed program of the four cells (:mod:`gradcheck_rnn.references.jax_cudnn`, one compiled
 program for every mode and shape of a bucket) instead of the generic step program: a family
 names its JAX program in :attr:`CudnnFamily.jax_program`.
 """
@@ -33,6 +33,7 @@ class CudnnFamily(Family):
     gate), None for the vanilla cells, which have no long-memory regime."""
 
     memory_gate: str | None = None
+    home_profile = "ci"
 
     def pre_activations(self, ops: Any, p: Mapping[str, Any], x: Any, h: Any) -> tuple[Any, Any]:
         """The gate pre-activations of the input and of the recurrent state (..., G·H), each with
@@ -59,7 +60,7 @@ class CudnnFamily(Family):
             h_new = ops.linear(h_new, p["w_hr"])
         return h_new, h_new, c_new
 
-    # the bucketed program of the four cuDNN cells (gradcheck_rnn.references.jax_ref): one compiled
+    # the bucketed program of the four cuDNN cells (gradcheck_rnn.references.jax_cudnn): one compiled
     # program serves every cuDNN mode and shape of a bucket, and its programs are kept as artifacts
     # across processes, where the generic step program would compile one per mode and shape
     jax_program = "bucketed"
@@ -95,6 +96,11 @@ class ElmanFamily(CudnnFamily):
     """torch.nn.RNN: h' = nonlinearity(W_ih x + b_ih + W_hh h + b_hh), ``nonlinearity`` tanh or relu."""
 
     nonlinearity: str = "tanh"
+
+    @property
+    def kinked(self) -> bool:  # type: ignore[override]
+        """relu has a kink at 0; tanh is smooth."""
+        return self.nonlinearity == "relu"
 
     def cell(self, ops: Any, gi: Any, gh: Any, h: Any, c: Any) -> tuple[Any, Any]:
         return getattr(ops, self.nonlinearity)(gi + gh), c  # relu'(0) = 0 in both namespaces, as cuDNN

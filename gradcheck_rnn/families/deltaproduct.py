@@ -43,6 +43,21 @@ class DeltaProductFamily(GDNFamily):
     """Gated DeltaProduct, as described in the module docstring: gdn's gates and regimes, with
     n keys, values and write strengths per token."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.deltaproduct_cpu:DeltaProductCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.deltaproduct:DeltaProductGPUKernel",
+    }
+    mutants = {
+        "deltaproduct-backward-decays-every-sub-step":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:DeltaProductBackwardDecaysEverySubStep"),
+        "deltaproduct-backward-reads-first-sub-step":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:DeltaProductBackwardReadsFirstSubStep"),
+        "deltaproduct-state-grad-drops-second-householder":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:DeltaProductStateGradDropsSecondHouseholder"),
+        "gpu-deltaproduct-state-grad-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
+    }
+
     def householder(self, config: RNNConfig) -> int:
         """n, the delta-rule steps per token."""
         return config.option("householder")

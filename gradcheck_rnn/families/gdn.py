@@ -29,6 +29,19 @@ L2_EPS = 1e-6
 class GDNFamily(MatrixFamily):
     """The gated delta rule, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.gdn_cpu:GDNCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.gdn:GDNGPUKernel",
+    }
+    mutants = {
+        "gdn-packed-tail-unwritten": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:PackedTailUnwritten"),
+        "gdn-state-grad-no-householder": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GDNStateGradNoHouseholder"),
+        "gdn-sequence-start-gate-grad": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GDNSequenceStartGateGrad"),
+        "gdn-padded-gate-grad": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GDNPaddedGateGrad"),
+        "gpu-gdn-state-grad-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
+    }
+
     decay_bias = "b_a"
     rounding_sensitive = ("a key whose norm is a few sqrt(1e-6) from 0 amplifies a rounding-level change of the "
                           "layer below up to ~1000x in the gradients (the L2 norm's slope is 1/|k|)")

@@ -27,6 +27,24 @@ from .matrix import HEAD, HEADS, IN, KEY, KEY_WIDTH, RANK, STRONG_DECAY, MatrixF
 class GLAFamily(MatrixFamily):
     """Gated linear attention, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.gla_cpu:GLACPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.gla:GLAGPUKernel",
+    }
+    mutants = {
+        "gla-key-block-mask": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLAKeyBlockMask"),
+        "gla-decay-grad-overshoot": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLADecayGradOvershoot"),
+        "gla-short-call-dh0-pass-through-dropped":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLAShortCallDh0PassThroughDropped"),
+        "gla-decay-grad-ignores-dhy": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLADecayGradIgnoresDhy"),
+        "gla-packed-tail-from-empty": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:PackedTailFromEmpty"),
+        "gla-dy-strides-assumed-contiguous":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLADyStridesAssumedContiguous"),
+        "gla-state-grad-wrong-head": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:GLAStateGradWrongHead"),
+        "gpu-gla-state-grad-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
+    }
+
     decay_bias = "b_a"
 
     def rank(self, config: RNNConfig) -> int:

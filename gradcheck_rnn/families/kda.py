@@ -49,6 +49,20 @@ CONVERGED = Option("converged", "converged", False, "converged (optional: β and
 class KDAFamily(MatrixFamily):
     """Kimi Delta Attention, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.kda_cpu:KDACPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.kda:KDAGPUKernel",
+    }
+    mutants = {
+        "kda-state-grad-first-head-decay":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:KDAStateGradFirstHeadDecay"),
+        "kda-norm-backward-from-rounded-output":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:KDANormBackwardFromRoundedOutput"),
+        "kda-decay-grad-wrong-axis": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:KDADecayGradWrongAxis"),
+        "gpu-kda-state-grad-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
+    }
+
     decay_bias = "b_a"
     rounding_sensitive = ("a key whose norm is a few sqrt(1e-6) from 0 amplifies a rounding-level change of the "
                           "layer below up to ~1000x in the gradients (the L2 norm's slope is 1/|k|)")

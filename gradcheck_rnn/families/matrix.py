@@ -81,6 +81,7 @@ class MatrixFamily(Family):
     and for a cell state its layout; everything else (shapes, buckets, regimes) is here."""
 
     decay_bias: str = ""  # the parameter kind whose shift sets -longmem / -strongdecay
+    home_profile = "matrix"
 
     # ------------------------------------------------------------------ sizes
     def sizes(self, config: RNNConfig) -> tuple[int, int, int]:

@@ -61,6 +61,20 @@ MINUS_INF_START = Option("minus_inf_start", "minf", False,
 class MLSTMFamily(MatrixFamily):
     """The mLSTM, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.mlstm_cpu:MLSTMCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.mlstm:MLSTMGPUKernel",
+    }
+    mutants = {
+        "mlstm-chunk-states-wrong-size": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:MLSTMChunkStatesWrongSize"),
+        "mlstm-normalizer-grad-not-carried":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:MLSTMNormalizerGradNotCarried"),
+        "mlstm-chunk-states-wrong-size-at-chunk-8":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:MLSTMChunkStatesWrongSizeAtLargestChunk"),
+        "gpu-mlstm-stabiliser-reads-next-chunk":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUMLSTMStabiliserReadsNextChunk"),
+    }
+
     decay_bias = "b_f"
 
     def gate_axes(self, config: RNNConfig) -> dict[str, tuple[str, ...]]:

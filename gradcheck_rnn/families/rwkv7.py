@@ -52,6 +52,20 @@ STRONG_LOGIT_SHIFT = math.log(4.0)  # -strongdecay: b_d + log 4, log w ≈ −4 
 class RWKV7Family(MatrixFamily):
     """RWKV-7's generalised delta rule, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.rwkv7_cpu:RWKV7CPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.rwkv7:RWKV7GPUKernel",
+    }
+    mutants = {
+        "rwkv7-h0-grad-low-rank-dropped":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:RWKV7InitialStateGradLowRankDropped"),
+        "rwkv7-state-grad-no-low-rank": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:RWKV7StateGradNoLowRank"),
+        "rwkv7-decay-grad-exclusive-cumsum":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:RWKV7DecayGradExclusiveCumulative"),
+        "gpu-rwkv7-state-grad-reads-next-step":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUStateGradReadsNextChunk"),
+    }
+
     decay_bias = "b_d"
     rounding_sensitive = ("a key whose norm is a few sqrt(1e-6) from 0 amplifies a rounding-level change of the "
                           "layer below up to ~1000x in the gradients (the removal key's L2 norm has slope 1/|k|)")

@@ -57,6 +57,18 @@ MEMORY_SHIFT = 4.0  # -longmem: a_log − 4
 class S6Family(Family):
     """The selective scan, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.s6_cpu:S6CPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.s6:S6GPUKernel",
+    }
+    mutants = {
+        "s6-padded-step-decay": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:S6PaddedStepDecay"),
+        "s6-reverse-carry-undecayed": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:S6ReverseCarryUndecayed"),
+        "s6-gate-grad-dropped": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:S6GateGradDropped"),
+        "s6-lower-layer-dhy-dropped": ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:S6LowerLayerDhyDropped"),
+        "gpu-s6-reverse-carry-undecayed": ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:S6ReverseCarryUndecayed"),
+    }
+
     def output_size(self, config: RNNConfig) -> int:
         return config.hidden_size
 

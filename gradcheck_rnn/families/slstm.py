@@ -55,6 +55,23 @@ MEMORY_BIAS = 3.0  # -longmem: the forget gate's bias rows + 3
 class SLSTMFamily(Family):
     """The sLSTM, as described in the module docstring."""
 
+    kernels = {
+        "fused-cpu": "gradcheck_rnn.kernels.slstm_cpu:SLSTMCPUKernel",
+        "fused-gpu": "gradcheck_rnn.kernels.fused_gpu.slstm:SLSTMGPUKernel",
+    }
+    mutants = {
+        "slstm-stabilizer-grad-to-forget":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMStabilizerGradToForget"),
+        "slstm-lower-layer-recurrent-grad":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMLowerLayerRecurrentGrad"),
+        "slstm-padded-step-updates-n":
+            ("fused-cpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMPaddedStepUpdatesNormalizer"),
+        "gpu-slstm-stabilizer-grad-to-forget":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:GPUSLSTMStabilizerGradToForget"),
+        "gpu-slstm-lower-layer-recurrent-grad":
+            ("fused-gpu", "gradcheck_rnn.targets.kernel_bugs:SLSTMLowerLayerRecurrentGrad"),
+    }
+
     def c_size(self, config: RNNConfig) -> int:
         """[c | n | m], each H wide."""
         return 3 * config.hidden_size

@@ -1,8 +1,9 @@
 """The per-case context: the float64 truth of one case, computed once for every check and target.
 
 A sweep judges several targets with several checks on each case. Everything that depends only
-on the case — both references and whether they agree, the ``future`` check's pair of
-references, the ``jvp`` and ``gradgrad`` checks' products, the finite-difference witness — is computed here on first use and shared by every
+on the case — both references and whether they agree, the ``jvp`` and ``gradgrad`` checks'
+products, and the truth a check's record names (``Check.truth``: the ``future`` check's pair of
+references, the ``fd`` check's witness) — is computed here on first use and shared by every
 check of every target of that case, and so is the drift allowance of low-precision relu kinks
 (:mod:`gradcheck_rnn.references.drift`), asked for only when a comparison fails without it.
 """
@@ -11,25 +12,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import references
-from ..model.case import Case, as_mapping, gradient_names, round_to_dtype, with_changes
-from .compare import TensorError, compare_tensor, to_float64
+from ..model.case import Case, as_mapping, gradient_names, round_to_dtype
+from ..model.streams import case_rng, claim
+from ..model.compare import TensorError, compare_tensor, to_float64
 from ..model.names import CELL_STATE, OUTPUTS
 from ..references import REFERENCE_NAMES
-from .tolerances import REFERENCE_AGREEMENT
+from ..model.tolerances import REFERENCE_AGREEMENT
 
 if TYPE_CHECKING:
     from ..references.drift import DriftAllowance
+    from .checks.base import Check
 
 Arrays = dict[str, np.ndarray]
 
 
-# The jvp and gradgrad checks' directions: their own generator per case (the checks' salts are 1-5)
-JVP_SALT = 47
+# The jvp and gradgrad checks' directions (the same two: gradgrad's symmetry row pairs them)
+JVP_SALT = claim(47, "the jvp and gradgrad checks' directions")
 JVP_DIRECTIONS = 2
 
 
@@ -39,7 +42,7 @@ def tangent_directions(case: Case, count: int = JVP_DIRECTIONS) -> list[Arrays]:
     exactly; drawn from ``SeedSequence([case.seed, JVP_SALT])``."""
     from ..references.fd import requested_arrays
 
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, JVP_SALT])))
+    rng = case_rng(case.seed, JVP_SALT)
     arrays = requested_arrays(case)
     return [{name: round_to_dtype(rng.standard_normal(a.shape), case.config.dtype) for name, a in arrays.items()}
             for _ in range(count)]
@@ -56,29 +59,6 @@ class ProductTruth:
     disagreement: TensorError | None
 
 
-@dataclass
-class FuturePair:
-    """The ``future`` check's two cases (the loss on y only; then the candidate sequences extended
-    by one step) and the float64 loop reference's dx on each."""
-
-    base: Case
-    extended: Case
-    candidates: list[int]  # sequences of length 1..T-1 with a non-zero dy at the step after their end
-    dx_before: np.ndarray | None = None
-    dx_after: np.ndarray | None = None
-
-    @cached_property
-    def dx_drift(self) -> np.ndarray | None:
-        """How far a correct kernel's dx may move on each of the two cases through relu kinks
-        (their allowances added), or None where no kink reaches dx."""
-        from ..references.drift import checked_allowance
-
-        parts = [checked_allowance(c, {"x": dx}).for_tensor("x")
-                 for c, dx in ((self.base, self.dx_before), (self.extended, self.dx_after))]
-        parts = [p for p in parts if p is not None]
-        return sum(parts) if parts else None
-
-
 class CaseContext:
     """The truth of one case, each part computed on first use (see the module docstring)."""
 
@@ -89,6 +69,13 @@ class CaseContext:
 
     def __init__(self, case: Case) -> None:
         self.case = case
+        self._truths: dict[str, Any] = {}
+
+    def truth(self, check: "Check") -> Any:
+        """The float64 truth ``check`` names (``Check.truth``), computed on first use."""
+        if check.name not in self._truths:
+            self._truths[check.name] = check.truth(self)
+        return self._truths[check.name]
 
     def tensor_names(self) -> list[str]:
         """y, hy, cy (LSTM), then every gradient the case requests, in report order."""
@@ -151,36 +138,6 @@ class CaseContext:
         return ProductTruth(directions, expected, disagreement)
 
     @cached_property
-    def future(self) -> FuturePair:
-        """The ``future`` pair; the loop reference's dx on both when there is a candidate and x is requested.
-
-        The loss is on y only: a head gradient on hy would move from step t to t+1 and change
-        dx[t] even in a kernel that drops the future, hiding the bug the check looks for. A
-        sequence of length 0 has no step before the new one, so it is never a candidate.
-        """
-        case, cfg = self.case, self.case.config
-        candidates = [b for b in range(cfg.batch_size)
-                      if 0 < case.seq_lengths[b] < cfg.max_len and case.dy[case.seq_lengths[b], b].any()]
-        base = with_changes(case, dhy=np.zeros_like(case.dhy),
-                            dcy=None if case.dcy is None else np.zeros_like(case.dcy))
-        lengths = case.seq_lengths.copy()
-        lengths[candidates] += 1
-        pair = FuturePair(base, with_changes(base, seq_lengths=lengths), candidates)
-        if candidates and "x" in case.wants:
-            pair.dx_before = to_float64(references.run_reference("loop", pair.base).grads["x"])
-            pair.dx_after = to_float64(references.run_reference("loop", pair.extended).grads["x"])
-        return pair
-
-    @cached_property
-    def witness(self) -> tuple["references.fd.Witness", list[TensorError]]:
-        """The finite-difference witness and its verdict on each reference (one row per direction)."""
-        from ..references import fd
-
-        grads = {ref: {n: self.expected[ref][n] for n in self.case.wants} for ref in REFERENCE_NAMES}
-        witness = fd.build_witness(self.case, grads["loop"])
-        return witness, fd.reference_rows(witness, grads)
-
-    @cached_property
     def drift(self) -> "DriftAllowance":
         """The drift allowance of the case (relu units within the dtype's rounding of 0)."""
         from ..references.drift import checked_allowance
@@ -203,4 +160,4 @@ class ConfiguredContext(CaseContext):
 
 
 # the parts of a context computed from its case's data: a ConfiguredContext reads them from its base
-_TRUTH = frozenset(name for name, value in vars(CaseContext).items() if isinstance(value, cached_property))
+_TRUTH = frozenset(["truth", *(name for name, value in vars(CaseContext).items() if isinstance(value, cached_property))])

@@ -35,15 +35,16 @@ import numpy as np
 
 from ..model.case import Case, Outputs, as_mapping, private_copy, with_changes
 from .checks import CHECKS
-from .checks.base import Nondeterministic, ReferenceDisagreement, Skip, case_rng
-from .compare import TensorError, tail_name, to_float64
+from .checks.base import Nondeterministic, ReferenceDisagreement, Skip
+from ..model.compare import TensorError, tail_name, to_float64
 from .context import Arrays, CaseContext
 from ..errors import INTERRUPTS, TargetReported, UsageError
 from ..model.layouts import draw_kernel_config, kernel_config_refusal
+from ..model.streams import case_rng, claim
 from ..rows.result import CaseResult
 from ..targets import Target, as_target
 from ..targets.contracts import Contract, broken, declared_contracts, reached
-from .tolerances import Tolerances
+from ..model.tolerances import Tolerances
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
@@ -422,7 +423,7 @@ def judged_case(case: Case, target: Target) -> Case | str:
     return with_changes(case, config=config)
 
 
-KERNEL_CONFIG_SALT = 6  # case_rng's salt of the kernel configuration a target runs a case under
+KERNEL_CONFIG_SALT = claim(6, "the kernel configuration a target runs a case under")
 
 
 def configured_case(case: Case, target: Target) -> Case | str:
@@ -438,7 +439,7 @@ def configured_case(case: Case, target: Target) -> Case | str:
     refusal = kernel_config_refusal(candidates, case.kernel_config)
     if refusal is not None:
         return Declined(refusal)
-    chosen = draw_kernel_config(case_rng(case, KERNEL_CONFIG_SALT), candidates, case.kernel_config)
+    chosen = draw_kernel_config(case_rng(case.seed, KERNEL_CONFIG_SALT), candidates, case.kernel_config)
     return case if chosen == case.kernel_config else with_changes(case, kernel_config=chosen)
 
 

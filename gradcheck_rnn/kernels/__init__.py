@@ -6,5 +6,5 @@ the mode specs), ``algorithm`` (the one fused algorithm with its hooks,
 whose backward is the kernel's hand-written BPTT) and ``target`` (a case in, Outputs out).
 ``fused_cpu``: the cells as aten ops (the ``fused-cpu`` target). ``fused_gpu``: the cells as Triton
 kernels (the ``fused-gpu`` target, on CUDA or under ``TRITON_INTERPRET=1``). Mutants
-(gradcheck_rnn.targets.mutants) cross one bug with either kernel.
+(gradcheck_rnn.targets.kernel_bugs) cross one bug with either kernel.
 """

@@ -29,7 +29,7 @@ dW_in and dx are one GEMM each (only when requested) back through the norm.
 A step-by-step form has no parallel advantage here (a window of at most 4): the whole convolution
 is one pass, so there are no chunks and no carry.
 
-Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method: ``backward_readers``
+Each stage a mutant needs (:mod:`gradcheck_rnn.targets.kernel_bugs`) is a method: ``backward_readers``
 (which outputs' gradients an input collects), ``state_tap_pre`` (where the initial state's taps
 take the activation's derivative), ``final_state_backward`` (where dhy goes) and ``conv_weight_grad`` (the per-sequence
 accumulation of dw_conv).

@@ -18,7 +18,7 @@ The forward keeps only the projections and the start state: the backward recompu
 sub-step sequence and its chunks from them (:meth:`DeltaProductCPUKernel.recomputed_sub_steps`),
 as fla's chunk backward recomputes w, u and the chunk states from q, k, v, g, β.
 
-Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method:
+Each stage a mutant needs (:mod:`gradcheck_rnn.targets.kernel_bugs`) is a method:
 ``recomputed_sub_steps`` (where the backward's recomputation puts the decay and the read) and
 gdn's ``state_grad_coefficient`` (the matrix the state gradient is carried back by across a
 chunk; :class:`SubStepChunks` tells it which sub-step each position is).

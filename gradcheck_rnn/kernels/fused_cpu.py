@@ -61,7 +61,7 @@ torch's CPU kernels supply the float32 accumulation: its GEMMs (``addmm``/``mm``
 accumulate in float32 and round once, its reductions (``sum``) accumulate in float32, and its
 pointwise ops compute each element in float32 and round the result. So the rounding is per
 stored value, never per term of a sum. Their tolerances are calibrated in
-:mod:`gradcheck_rnn.judging.tolerances`.
+:mod:`gradcheck_rnn.model.tolerances`.
 
 First-call cost: none beyond importing torch — no compilation, no warm-up state; the first call
 of a case costs about what later ones do (benchmarks/RESULTS.md, "Costs the code is built around").
@@ -264,10 +264,8 @@ def fused_rnn(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | None,
 class FusedCPUTarget(FusedTarget):
     """The ``fused-cpu`` target: runs a case through :class:`FusedCPUKernel` (or a subclass),
     computing only the requested gradients, the way a framework's fused op would. A family with
-    its own fused kernel (``s6``: :mod:`.s6_cpu`, ``slstm``: :mod:`.slstm_cpu`, ``mlstm``:
-    :mod:`.mlstm_cpu`, ``gla``: :mod:`.gla_cpu`, ``gdn``: :mod:`.gdn_cpu`, ``deltaproduct``:
-    :mod:`.deltaproduct_cpu`, ``rwkv7``: :mod:`.rwkv7_cpu`, ``kda``: :mod:`.kda_cpu`, ``conv1d``: :mod:`.conv1d_cpu`) runs through that one
-    (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
+    its own fused kernel (its ``kernels["fused-cpu"]``: s6's :mod:`.s6_cpu`, slstm's
+    :mod:`.slstm_cpu`, the matrix families' and conv1d's) runs through that one (``family_kernels``). Forward mode (``jvp``, the cuDNN cells in f64 and f32) is the tangent
     recurrence of :mod:`.tangent_cpu` (``tangent``)."""
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-cpu",
@@ -276,6 +274,7 @@ class FusedCPUTarget(FusedTarget):
         self.tangent = tangent if tangent is not None else TangentKernel()
 
     jvp_dtypes = ("f64", "f32")
+    kernels_key = "fused-cpu"
 
     def supports_jvp(self, case: Any) -> bool | str:
         """The cuDNN cells in f64 and f32; the other families' kernels have no forward mode."""
@@ -294,22 +293,6 @@ class FusedCPUTarget(FusedTarget):
     def jvp(self, case: Any, tangents: Mapping[str, Any]) -> Any:
         """The output tangents along ``tangents`` (:mod:`.tangent_cpu`), in the case dtype."""
         return self.tangent.run(case, tangents, self.dtypes[case.config.dtype])
-
-    @staticmethod
-    def family_kernel_classes() -> dict[str, type]:
-        from .conv1d_cpu import Conv1dCPUKernel
-        from .deltaproduct_cpu import DeltaProductCPUKernel
-        from .gdn_cpu import GDNCPUKernel
-        from .gla_cpu import GLACPUKernel
-        from .kda_cpu import KDACPUKernel
-        from .mlstm_cpu import MLSTMCPUKernel
-        from .rwkv7_cpu import RWKV7CPUKernel
-        from .s6_cpu import S6CPUKernel
-        from .slstm_cpu import SLSTMCPUKernel
-
-        return {"s6": S6CPUKernel, "slstm": SLSTMCPUKernel, "mlstm": MLSTMCPUKernel, "gla": GLACPUKernel,
-                "gdn": GDNCPUKernel, "deltaproduct": DeltaProductCPUKernel, "rwkv7": RWKV7CPUKernel,
-                "kda": KDACPUKernel, "conv1d": Conv1dCPUKernel}
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

@@ -47,7 +47,7 @@ the problem itself is ill-conditioned at float32: the L2 norm of a key near 0 (|
 sqrt(1e-6)) amplifies rounding-level forward errors of any correct float32 evaluation up to
 ~1000× in the gradients (the soak case of issue 35).
 
-Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method:
+Each stage a mutant needs (:mod:`gradcheck_rnn.targets.kernel_bugs`) is a method:
 ``state_grad_coefficient`` (the matrix the backward carry multiplies by) and ``gate_grads``
 (how the decay and write-strength gradients of padded and first steps are masked).
 """

@@ -26,7 +26,7 @@ with -headdecay, broadcast over the K key units):
   the state terms, and dg as the reverse cumulative sum of dΛ inside each chunk. The
   weight-gradient GEMMs run only when a parameter is requested, layer 0's dx only when x is.
 
-Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.mutants`): ``key_blocks``
+Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.kernel_bugs`): ``key_blocks``
 (the key units dq is computed over, block by block as a fused kernel tiles the head dimension),
 ``log_decay_grad`` (dΛ → dg, the gradient of the decay), ``state_grad_chain`` (the state
 gradient carried back across chunks to dh0) and ``decay_state_grads`` (the state gradients the

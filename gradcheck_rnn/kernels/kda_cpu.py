@@ -27,7 +27,7 @@ over all T·B rows, computed only when a parameter is requested; dx goes back th
 
 Cost: P and M hold a (c, c, K) tensor per chunk, K times gdn's (c, c): chunks of 4 keep it small.
 
-Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method:
+Each stage a mutant needs (:mod:`gradcheck_rnn.targets.kernel_bugs`) is a method:
 ``state_grad_coefficient`` (the matrix the backward carry multiplies by: its diagonal is the
 chunk's decay), ``norm_backward`` (the L2 norms' backward of q and k), ``time_suffix_sums`` (the
 reverse cumulative sum over a chunk's steps that turns the Γ terms into d log α) and the

@@ -34,7 +34,7 @@ and a = −∞: it writes nothing, m holds, so every state stays as it was; its 
   GEMMs over all T·B rows, computed only when a parameter is requested; dx of a layer goes
   through the pre-norm: dx = (dx̂ − x̂·mean(x̂ ⊙ dx̂)) / r.
 
-Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.mutants`):
+Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.kernel_bugs`):
 ``boundary_states`` (the chunk-boundary states the backward reads), ``carry_grad`` (the state
 gradient across a chunk boundary).
 """

@@ -25,7 +25,7 @@ batched over every (batch, head) and over time wherever time does not carry:
   are GEMMs over all T·B rows, computed only when a parameter is requested; dx goes back through
   the norms. No exponential of a cumulative decay appears anywhere, so no regime overflows.
 
-Each stage a mutant needs (:mod:`gradcheck_rnn.targets.mutants`) is a method:
+Each stage a mutant needs (:mod:`gradcheck_rnn.targets.kernel_bugs`) is a method:
 ``state_grad_coefficient`` (the matrices Φ_t whose transposes carry the state gradient back, the
 last of them into dh0), ``decay_grad`` (d log w from the stored states and state gradients) and
 ``gate_grads`` (how the gate gradients of padded steps are masked). The sequential loops are

@@ -19,7 +19,7 @@ Semantics are :mod:`gradcheck_rnn.families.s6`. Nothing goes through autograd. P
 
 ``chunk`` is small by default so that the short cases of a sweep (T ≤ 8 in ci) already cross
 chunk boundaries; tests run other chunk sizes. Each stage is a method, so that a mutant
-(:mod:`gradcheck_rnn.targets.mutants`) overrides one stage: ``scan`` (and its ``carry_rule``, the
+(:mod:`gradcheck_rnn.targets.kernel_bugs`) overrides one stage: ``scan`` (and its ``carry_rule``, the
 arithmetic of the hand-off across a chunk boundary: a plain function of tensors, so that the
 Triton scan of :mod:`gradcheck_rnn.kernels.fused_gpu.s6` runs the very same rule, and a bug in it
 is written once for both kernels),

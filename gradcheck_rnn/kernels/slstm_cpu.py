@@ -26,7 +26,7 @@ Weight gradients are then GEMMs over all T·B rows (dW_ih = dGᵀ X, dR per head
 saved h_{t−1}, db = Σ dG), computed only when a parameter is requested; dx of a layer is dG W_ih
 summed over the directions.
 
-Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.mutants`): ``hold`` (how a
+Each stage a mutant needs is a method (:mod:`gradcheck_rnn.targets.kernel_bugs`): ``hold`` (how a
 masked step keeps a state), ``route_stabilizer`` (where δm goes), ``recurrent_input`` (the h
 that dR reads).
 """

@@ -28,6 +28,8 @@ class FusedTarget:
 
     dtypes: Mapping[str, torch.dtype] = {"f64": torch.float64, "f32": torch.float32}
     family_dtypes = ("f64", "f32")
+    # the key of this target's kernels in a family's ``kernels`` (families/base.py): "fused-cpu"
+    kernels_key = ""
 
     def __init__(self, kernel: FusedKernel, name: str, device: str = "cpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
@@ -38,11 +40,16 @@ class FusedTarget:
             family_kernels = {mode: kernel_class() for mode, kernel_class in self.family_kernel_classes().items()}
         self.family_kernels = dict(family_kernels)
 
-    @staticmethod
-    def family_kernel_classes() -> dict[str, type]:
-        """The family kernels of this target by mode (none here; fused-cpu and fused-gpu name theirs),
-        imported when asked for: the default ``family_kernels``, and what a family mutant subclasses."""
-        return {}
+    @classmethod
+    def family_kernel_classes(cls) -> dict[str, type]:
+        """The family kernels of this target by mode, as each registered family names them
+        (``Family.kernels[kernels_key]``), imported when asked for: the default ``family_kernels``,
+        and what a family mutant subclasses."""
+        from ..families import registered
+        from ..importing import import_object
+
+        return {f.token: import_object(f.kernels[cls.kernels_key], f"the {f.token} kernel of {cls.kernels_key}")
+                for f in registered() if cls.kernels_key in f.kernels}
 
     def family_support(self, config: RNNConfig) -> bool | str:
         """True where this target has a kernel for the config's family and dtype; else why not."""

@@ -13,7 +13,7 @@ turns what the library returned back into :class:`~gradcheck_rnn.model.case.Outp
 …) stay one per sequence, as such kernels take them.
 
 The tail (case id ``-tail<n>``, :attr:`~gradcheck_rnn.model.case.Case.tail`) holds random non-zero x
-and dy, drawn from a generator of their own (``SeedSequence([seed, 1])``, so the case's other
+and dy, drawn from a generator of their own (salt :data:`TAIL_SALT`, so the case's other
 data is as without a tail). Outputs there are ignored; every gradient there must be exactly 0
 (QwenLM/FlashQLA PR #28, closed without merging: a varlen backward left the gradients after
 ``cu_seqlens[-1]`` unwritten); a target that declares the contract ``T == cu_seqlens[-1]``
@@ -28,8 +28,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .case import Case, Outputs, round_to_dtype, with_changes
-from ..judging.compare import to_float64
+from .case import Case, Outputs, round_to_dtype
+from .streams import case_rng, claim
+from .compare import to_float64
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,13 @@ class PackedBatch:
         return array.reshape((-1,) + array.shape[-1:])[self.tokens:]
 
 
+TAIL_SALT = claim(1, "the packed tail's rows")
+
+
 def tail_rows(case: Case) -> tuple[np.ndarray, np.ndarray]:
     """The tail's x (tail, I) and dy (tail, D·S): standard normal from the case's own tail
     generator, rounded to the case dtype like every array of the case."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, 1])))
+    rng = case_rng(case.seed, TAIL_SALT)
     config = case.config
     x = rng.standard_normal((case.tail, config.input_size))
     dy = rng.standard_normal((case.tail, config.num_directions * config.state_size))
@@ -103,42 +107,3 @@ def packed_outputs(case: Case, y: Any, hy: Any, cy: Any = None, grads: Mapping[s
         tails["x"] = batch.tail_of(grads["x"])
         grads["x"] = batch.unpack(grads["x"], T)
     return Outputs(y=batch.unpack(y, T), hy=hy, cy=cy, grads=grads, tails=tails)
-
-
-
-class PackedAdapter:
-    """A padded target behind the packed interface, as a library's varlen kernel is called: the
-    case goes in packed (:func:`packed_inputs`), is unpacked for ``padded`` (any target), and
-    its y and dx are packed again into the buffers a varlen kernel would write, then handed back
-    through :func:`packed_outputs`. It checks the packed path itself (the conversions, the tail)
-    against kernels the padded path has judged; :meth:`input_grad_buffer` is the one hook, the
-    buffer the backward writes dx into (zeros: the tail is written as 0)."""
-
-    def __init__(self, padded: Any, name: str = "packed") -> None:
-        from ..targets.protocol import as_target
-
-        self.padded, self.name = as_target(padded), name
-
-    def supports(self, config: Any) -> bool | str:
-        return self.padded.supports(config)
-
-    def supports_case(self, case: Case) -> bool | str:
-        return self.padded.supports_case(case)
-
-    def kernel_configs(self, config: Any) -> dict[str, tuple]:
-        """The padded target's kernel configurations (the case it is handed carries the chosen one)."""
-        return self.padded.kernel_configs(config)
-
-    def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
-        return np.zeros_like(x_packed)
-
-    def run(self, case: Case) -> Outputs:
-        x, dy, _ = packed_inputs(case)
-        batch, T = PackedBatch.of(case), case.config.max_len
-        out = self.padded.run(with_changes(case, x=batch.unpack(x, T), dy=batch.unpack(dy, T)))
-        grads = dict(out.grads)
-        if grads.get("x") is not None:
-            dx = self.input_grad_buffer(x)
-            dx[0, :batch.tokens] = batch.pack(to_float64(grads["x"]))[0, :batch.tokens]
-            grads["x"] = dx
-        return packed_outputs(case, batch.pack(to_float64(out.y)), out.hy, out.cy, grads)

@@ -45,11 +45,10 @@ import numpy as np
 from .case import (DTYPES, HEADS, MODES, WANTS_GROUPS, Case, CaseRef, RNNConfig, check_size_budget, format_case_id,
                    make_case)
 from ..errors import UsageError, unknown_name
-from .rnn_config import CHECK_NAMES as ALL_CHECKS
-from .rnn_config import CONFIG_DIR, DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS, profile_names
+from .rnn_config import DEFAULT_LENGTH_PATTERNS, LENGTH_PATTERNS
 from .layouts import GRAD_LAYOUTS, INPUT_LAYOUTS, draw_kernel_config
 from ..families import family, modes as family_modes
-from ..judging.tolerances import Tolerances
+from .tolerances import Tolerances
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -58,7 +57,13 @@ else:  # pragma: no cover
 
 # configs/ at the top level is the profiles' home; gradcheck_rnn/configs links to it and the wheel
 # carries its files as package data, so an installed package finds them here too.
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 SEED_LIMIT = 2**31  # data seeds stay short in case ids
+
+
+def profile_names() -> list[str]:
+    """The names of the shipped profiles (``--config NAME``), the one list every message gives."""
+    return [path.stem for path in sorted(CONFIG_DIR.glob("*.toml"))]
 
 
 @dataclass
@@ -105,11 +110,10 @@ class Profile:
     # family token -> {"bias": True, "long_memory": False}
     held_variants: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
     tolerances: Mapping[str, Any] = field(default_factory=dict)
-    checks: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(ALL_CHECKS, True))
-
-    @property
-    def enabled_checks(self) -> list[str]:
-        return [name for name in ALL_CHECKS if self.checks.get(name)]
+    # [checks] as the file gives it (check name -> on): the checks' registry reads it
+    # (gradcheck_rnn/judging/checks: enabled), which knows the checks; one not named is on
+    checks: dict[str, Any] = field(default_factory=dict)
+    source: str = ""  # the file it was read from, for messages
 
     def tolerance_table(self, rtol: float | None = None, atol: float | None = None) -> Tolerances:
         return Tolerances.from_profile(self.tolerances, rtol=rtol, atol=atol)
@@ -204,7 +208,8 @@ def load_profile(config: str | Path | None = None) -> Profile:
         raise UsageError(f"profile {str(path)!r}: section {sorted(set(data) - known)[0]!r} is not allowed; "
                          f"sections are {', '.join(sorted(known))}")
     sweep, draw = data.get("sweep", {}), data.get("draw", {})
-    profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}), sha256=hashlib.sha256(raw).hexdigest())
+    profile = Profile(name=path.stem, tolerances=data.get("tolerances", {}), sha256=hashlib.sha256(raw).hexdigest(),
+                      source=str(path))
     for key, value in draw.items():
         if key not in _DRAW:
             raise UsageError(f"draw.{key} is not allowed; keys are {', '.join(_DRAW)}")
@@ -218,16 +223,12 @@ def load_profile(config: str | Path | None = None) -> Profile:
             raise UsageError(f"sweep.{key} = {value!r} is not allowed; it must be an integer >= {low}")
         setattr(profile, key, value)
     for key, value in data.get("checks", {}).items():
-        if key not in (*ALL_CHECKS, "strict_contracts") or not isinstance(value, bool):
-            raise UsageError(f"checks.{key} = {value!r} is not allowed; checks are {', '.join(ALL_CHECKS)}, "
-                             f"each true or false, and strict_contracts (true or false)")
-        if key == "strict_contracts":
+        if key != "strict_contracts":
+            profile.checks[key] = value
+        elif isinstance(value, bool):
             profile.strict_contracts = value
         else:
-            profile.checks[key] = value
-    if not profile.enabled_checks:
-        raise UsageError(f"profile {str(path)!r} turns every check off; enable at least one of "
-                         f"{', '.join(ALL_CHECKS)} in [checks]")
+            raise UsageError(f"checks.strict_contracts = {value!r} is not allowed; it is true or false")
     profile.tolerance_table()  # validate now, before anything runs
     return profile
 

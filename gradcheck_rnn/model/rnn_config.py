@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -31,18 +30,6 @@ LENGTH_PATTERNS = ("random", "all_full", "all_one", "one_full_rest_short", "unso
 # means something with the profile's chunk_sizes (docs/concepts/profiles.md).
 DEFAULT_LENGTH_PATTERNS = LENGTH_PATTERNS[:-1]
 MAX_SEED = 2**63 - 1
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # the shipped sweep profiles
-
-
-def profile_names() -> list[str]:
-    """The names of the shipped profiles (``--config NAME``), the one list every message gives."""
-    return [path.stem for path in sorted(CONFIG_DIR.glob("*.toml"))]
-
-# Every check, in the order a case's rows are judged (each is a module of gradcheck_rnn.judging.checks).
-# Judging order. determinism comes right after reference, so that the base run is the first of its
-# two back-to-back runs (one target run fewer per case; gradcheck_rnn/judging/checks/determinism.py).
-CHECK_NAMES = ("reference", "determinism", "padding", "permutation", "future", "linearity", "stateless", "segments",
-               "poisoned", "fd", "jvp", "gradgrad")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
   family's step function (:meth:`gradcheck_rnn.families.Family.step`) on torch tensors, torch
   autograd — never padded, so it cannot share a padding bug;
 * ``jax`` (the program the family names, :attr:`~gradcheck_rnn.families.Family.jax_program`: the generic step
-  program of :mod:`.jax_family`, or the bucketed program of the cuDNN cells, :mod:`.jax_ref`):
+  program of :mod:`.jax_family`, or the bucketed program of the cuDNN cells, :mod:`.jax_cudnn`):
   the padded batch with length masks, ``lax.scan`` + ``jax.vjp``;
 * ``fd`` (:mod:`.fd`): central differences of the loop forward, no autodiff at all.
 
@@ -26,11 +26,11 @@ from ..model.case import Case, Outputs
 
 REFERENCE_NAMES = ("loop", "jax")
 # The JAX programs a family can name (Family.jax_program): module and function of each
-JAX_PROGRAMS = {"step": ("jax_family", "run_jax_family_reference"), "bucketed": ("jax_ref", "run_jax_reference")}
+JAX_PROGRAMS = {"step": ("jax_family", "run_jax_family_reference"), "bucketed": ("jax_cudnn", "run_jax_reference")}
 # ... and the forward-mode program of each (the ``jvp`` check)
-JAX_JVP_PROGRAMS = {"step": ("jax_family", "run_jax_family_jvp"), "bucketed": ("jax_ref", "run_jax_jvp")}
+JAX_JVP_PROGRAMS = {"step": ("jax_family", "run_jax_family_jvp"), "bucketed": ("jax_cudnn", "run_jax_jvp")}
 # ... and its second-order program (the ``gradgrad`` check)
-JAX_HVP_PROGRAMS = {"step": ("jax_family", "run_jax_family_hvp"), "bucketed": ("jax_ref", "run_jax_hvp")}
+JAX_HVP_PROGRAMS = {"step": ("jax_family", "run_jax_family_hvp"), "bucketed": ("jax_cudnn", "run_jax_hvp")}
 
 
 def run_reference(name: str, case: Case) -> Outputs:

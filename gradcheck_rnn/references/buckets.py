@@ -1,9 +1,9 @@
 """The JAX reference's shape buckets, without importing jax.
 
-One compiled program of :mod:`.jax_ref` serves every case whose config falls in the same
+One compiled program of :mod:`.jax_cudnn` serves every case whose config falls in the same
 bucket. The bucket is a handful of padded sizes only — mode, direction count, projection and
 bias are runtime data of the program, not part of the key (how that stays exact is in
-:mod:`.jax_ref`'s docstring):
+:mod:`.jax_cudnn`'s docstring):
 
 - ``num_layers``: layers pad to ``max(4, next power of two)``; a padded layer is skipped at run
   time (``lax.cond``), so padding layers costs no sequential steps;

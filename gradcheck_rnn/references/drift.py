@@ -75,7 +75,8 @@ import torch
 from ..model.case import Case, as_mapping
 from ..families.ops import torch_ops
 from ..model.layout import directions, param_key
-from ..rows.statuses import worst_tensor
+from ..model.streams import case_rng, claim
+from ..model.statuses import worst_tensor
 
 Tensor = torch.Tensor
 
@@ -85,8 +86,6 @@ UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0*
 ACCUMULATION_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-24, "bf16": 2.0**-24}
 # Below the smallest subnormal a positive pre-activation is stored as 0 (relu' = 0).
 SMALLEST = {"f64": 5e-324, "f32": 2.0**-149, "f16": 2.0**-24, "bf16": 2.0**-133}
-# Modes whose cell has a kink (a point where the derivative jumps): relu at 0. tanh and σ are smooth.
-KINKED_MODES = ("rnn_relu",)
 # How many standard deviations of a correct kernel's rounding error make a unit "near" 0. The
 # rounding model's sigma is checked against fused-cpu's measured pre-activation errors in
 # benchmarks/half_error_budget.py (docs/half-precision.md): SIGMAS is set there.
@@ -102,6 +101,8 @@ MAX_SINGLE_RUNS = 16
 # to 2.4e-7 RMS in float32, about 1-4 float32 roundoffs of values of order 1: docs/findings/soak.md).
 PROBE_RUNS = 8
 PROBE_ROUNDOFFS = 2.0
+# the probe's noise (salt 5 before issue 43, which was also the segments check's cut points)
+PROBE_SALT = claim(7, "the drift probe's rounding noise")
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ def _relu_pass(case: Case, pins: Mapping[tuple[int, int, int, int], tuple[Tensor
 
 def find_kinks(case: Case) -> list[Kink]:
     """Every relu unit and step where a correct kernel of the case's dtype may be on either side of 0."""
-    if case.config.mode not in KINKED_MODES:
+    if not case.config.family.kinked:
         return []
     return _relu_pass(case, bounds=True)[1]
 
@@ -268,7 +269,7 @@ def _flip(kinks: Iterable[Kink]) -> dict[tuple[int, int, int, int], tuple[Tensor
 def needs_allowance(case: Case) -> bool:
     """Whether a failing comparison of this case is re-judged with an allowance: a mode with relu
     kinks, or a family that says why its gradients are sensitive to rounding, below float64."""
-    return case.config.mode in KINKED_MODES or (bool(case.config.family.rounding_sensitive)
+    return case.config.family.kinked or (bool(case.config.family.rounding_sensitive)
                                                  and case.config.dtype != "f64")
 
 
@@ -282,7 +283,7 @@ def probe_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftA
     from .loop import run_loop_reference
 
     u = UNIT_ROUNDOFF[case.config.dtype]
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, 5])))  # fd uses salt 4
+    rng = case_rng(case.seed, PROBE_SALT)
 
     def rounding_noise(layer: int, b: int, out: Tensor) -> Tensor:
         scale = out.detach().abs() + out.detach().pow(2).mean().sqrt()
@@ -304,7 +305,7 @@ def drift_allowance(case: Case, names: Iterable[str] | None = None,
     has no kink, which is every case of a mode without one; the rounding probe's
     (:func:`probe_allowance`, from ``loop`` when given) for a family sensitive to rounding, below
     float64."""
-    if case.config.mode not in KINKED_MODES:
+    if not case.config.family.kinked:
         return probe_allowance(case, loop) if needs_allowance(case) else DriftAllowance(case.config.dtype)
     allowance = DriftAllowance(case.config.dtype, find_kinks(case))
     if not allowance.kinks:
@@ -337,8 +338,8 @@ def checked_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> Drif
     """:func:`drift_allowance` of ``case``; with the ``loop`` reference's outputs, an allowance
     whose own float64 pass disagrees with it is marked unusable. The per-case context
     (:class:`gradcheck_rnn.judging.context.CaseContext`) computes it once for every target of a case."""
-    from ..judging.compare import compare_tensor
-    from ..judging.tolerances import REFERENCE_AGREEMENT
+    from ..model.compare import compare_tensor
+    from ..model.tolerances import REFERENCE_AGREEMENT
 
     drift = drift_allowance(case, loop=loop)
     if drift.kinks and loop is not None:
@@ -368,7 +369,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
     case needs an allowance (:func:`needs_allowance`), so a passing comparison costs nothing; a
     non-finite value still fails (its error is infinite).
     """
-    from ..judging.compare import compare_tensor
+    from ..model.compare import compare_tensor
 
     failing = [i for i, e in enumerate(errors) if e.status == "fail" and actual.get(e.name) is not None]
     if not failing or not needs_allowance(case):

@@ -44,8 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.case import Case, with_changes
-from ..judging.compare import TensorError, to_float64
+from ..model.compare import TensorError, to_float64
 from ..model.names import INPUTS
+from ..model.streams import case_rng, claim
 
 DIRECTIONS = 3
 STEP = 1e-5
@@ -66,9 +67,12 @@ class Witness:
     scale: float
 
 
+WITNESS_SALT = claim(4, "the fd witness's directions")
+
+
 def _rng(case: Case) -> np.random.Generator:
-    """A private generator per case (salt 4: the metamorphic checks use 1-3)."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([case.seed, 4])))
+    """The witness's private generator for ``case``."""
+    return case_rng(case.seed, WITNESS_SALT)
 
 
 def requested_arrays(case: Case) -> dict[str, np.ndarray]:

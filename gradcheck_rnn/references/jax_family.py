@@ -1,5 +1,5 @@
 """The generic ``jax`` reference: what :attr:`gradcheck_rnn.families.Family.jax_program` "step" runs
-unless a family offers its own program (the cuDNN cells offer the bucketed one of :mod:`.jax_ref`).
+unless a family offers its own program (the cuDNN cells offer the bucketed one of :mod:`.jax_cudnn`).
 
 The whole padded batch in float64: per layer and direction one ``lax.scan`` over time of the
 family's own step (:meth:`gradcheck_rnn.families.Family.step` on jax arrays), sequence b updated
@@ -39,7 +39,7 @@ from ..model.case import Case, Outputs, RNNConfig
 from ..families.ops import jax_ops
 from ..model.layout import directions, param_key
 from .buckets import family_program, layers_padded
-from .jax_ref import x64
+from .jax_cudnn import x64
 from .programs import ProgramStore, is_package_code, maths_sources
 
 # The compiled programs this process keeps, least recently used first. Each holds ~200 memory

@@ -1,6 +1,6 @@
 """The JAX references' compiled programs: kept in memory, and loaded from disk by a new process.
 
-Both JAX programs (the cuDNN cells' bucketed one, :mod:`.jax_ref`, and every other family's
+Both JAX programs (the cuDNN cells' bucketed one, :mod:`.jax_cudnn`, and every other family's
 ``lax.scan`` of its step, :mod:`.jax_family`) are compile-bound: a new program costs its trace,
 lowering and XLA compile (seconds), a call about a millisecond. So each :class:`ProgramStore`
 keeps its programs in memory, and writes each one it really compiled, serialized

@@ -12,7 +12,7 @@ Like every report writer, the console renders stored rows (the dict form results
 :meth:`~gradcheck_rnn.rows.result.CaseResult.to_json`, :func:`~gradcheck_rnn.rows.result.document_row`),
 never result objects, with the writers' own functions for what is shared: the order of rows
 (:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
-(:func:`~gradcheck_rnn.rows.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.rows.numbers.fmt`:
+(:func:`~gradcheck_rnn.model.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.model.numbers.fmt`:
 "nan", "inf", "-inf" as in every file) and the tensor shown under a repro
 (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).
 
@@ -33,15 +33,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..judging.compare import expand_tensor
-from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (CHECK_VALUES, case_lengths, failing_tensors, failure_in_words, finding_rows_text, findings,
+from ..model.compare import expand_tensor
+from ..model.numbers import fmt, fmt_or_dash, from_json_number, location_text
+from .document import (case_lengths, check_values, failing_tensors, failure_in_words, finding_rows_text, findings,
                        location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
                        values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
 from ..rows.result import plural, row_field
-from ..rows.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
+from ..model.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
 from ..rows.tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
@@ -241,7 +241,7 @@ def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
     first as in the reports; a = target, b = the reference it is further from, with enough digits
     to differ; a padded step or empty sequence is marked after the location), and a line with the
     tolerances in force per tensor kind."""
-    from ..judging.tolerances import tensor_kind
+    from ..model.tolerances import tensor_kind
 
     check = row.get("check", "reference")
     title = Text.assemble((row["case_id"], "bold"), f" on {row['target']}"
@@ -264,7 +264,7 @@ def tensor_table(row: dict[str, Any]) -> tuple[Text, Table, Text | None]:
     table = _fitting_table(["tensor", "status", "ratio", "max abs", "location", "a", "b"], cells)
     notes = []
     if check != "reference":
-        what, a_is, b_is = CHECK_VALUES.get(check, ("", "a", "b"))
+        what, a_is, b_is = check_values(check)
         notes.append(f"{what + ': ' if what else ''}a = {a_is}, b = {b_is}")
     lines = [line for note in notes for line in wrapped(note, indent="")]
     if tolerances:  # "weight_grad 0.0002/2e-05" stays on one line

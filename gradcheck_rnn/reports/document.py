@@ -19,11 +19,12 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..version import __version__
-from ..judging.compare import expand_tensor, json_safe
+from ..judging.checks import CHECKS
+from ..model.compare import expand_tensor, json_safe
 from ..errors import UsageError
-from ..rows.numbers import fmt, from_json_number, location_text
+from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
-from ..rows.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
+from ..model.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
 from ..rows.tally import Tally
 
 SCHEMA = 1
@@ -82,7 +83,7 @@ def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.rows.statuses.failure_order`),
+    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.model.statuses.failure_order`),
     for the console and every report; a run's row log hands them over as kept when they arrived,
     without reading every row again."""
     bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_shown(r["status"])]
@@ -206,19 +207,12 @@ def location_mark(location: dict[str, Any] | None, lengths: list[int] | None) ->
     return ""
 
 
-# Per check: what is compared, what a is and what b is (a is always the value under test).
-CHECK_VALUES: dict[str, tuple[str, str, str]] = {
-    "reference": ("", "target", "reference"),
-    "future": ("change of dx", "target", "reference"),
-    "padding": ("", "padded steps changed", "unchanged"),
-    "linearity": ("", "grad(dy1+dy2)", "grad(dy1)+grad(dy2)"),
-    "permutation": ("", "permuted batch", "original, permuted"),
-    "determinism": ("", "run 2", "run 1"),
-    "stateless": ("", "after another case", "run 1"),
-    "fd": ("directional derivative", "uᵀ∇L", "finite difference"),
-    "jvp": ("output tangent (direction: its change from u0 to u1; dot: vᵀ(J·u0))", "target",
-            "reference (dot: (Jᵀv)ᵀu0 from the target's gradients)"),
-}
+def check_values(check: str) -> tuple[str, str, str]:
+    """What check ``check`` compares (when not the tensor itself), what its a is (always the value
+    under test) and what its b is: its record's labels. A stored run's check that this version
+    does not know (a newer version's, a user's) is said as plain a and b."""
+    labels = CHECKS[check].labels if check in CHECKS else None
+    return ("", "a", "b") if labels is None else (labels.what, labels.a, labels.b)
 
 
 def significant_pair(a: float, b: float) -> tuple[str, str]:
@@ -244,7 +238,7 @@ def diff_rdiff(a: float, b: float) -> tuple[float, float]:
 def values_parts(tensor: dict[str, Any], check: str = "reference") -> list[str]:
     """The values at the worst element, saying what they are: ``change of dx: a=-0.0076 (target),``
     ``b=0.126 (reference),``, ``diff 0.134,``, ``rdiff 1.06`` (pieces a narrow console packs)."""
-    what, a_is, b_is = CHECK_VALUES.get(check, ("", "a", "b"))
+    what, a_is, b_is = check_values(check)
     if check == "reference" and tensor.get("reference"):
         b_is = tensor["reference"]  # which float64 reference: loop, jax, "jax vs loop"
     a, b = from_json_number(tensor.get("a")), from_json_number(tensor.get("b"))

@@ -18,8 +18,8 @@ import html
 from collections import Counter
 from typing import Any
 
-from ..judging.compare import from_json_number
-from ..rows.numbers import fmt, fmt_or_dash
+from ..model.compare import from_json_number
+from ..model.numbers import fmt, fmt_or_dash
 from .document import (DriftView, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
                        message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)

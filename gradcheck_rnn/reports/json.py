@@ -6,7 +6,7 @@ import io
 import json
 from typing import IO, Any, Iterable, Iterator
 
-from ..judging.compare import json_safe
+from ..model.compare import json_safe
 
 
 def write(document: dict[str, Any], stream: IO[bytes]) -> None:

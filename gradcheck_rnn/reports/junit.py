@@ -23,7 +23,7 @@ import re
 from typing import IO, Any
 from xml.etree import ElementTree as ET
 
-from ..judging.compare import from_json_number
+from ..model.compare import from_json_number
 from .document import case_lengths, failing_tensors, progress_note, stored_verdict, strict_contracts, tensor_line
 
 # XML 1.0 cannot carry most control characters: a target's exception text may contain them.

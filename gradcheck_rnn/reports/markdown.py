@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..judging.compare import from_json_number
-from ..rows.numbers import fmt, fmt_or_dash
+from ..model.compare import from_json_number
+from ..model.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
 from .document import (DriftView, case_lengths, failing_tensors, finding_rows_text, findings, message_shown, mistrust_note, progress_note,
                        stored_verdict, tensor_line)

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..judging.compare import expand_tensor, from_json_number
+from ..model.compare import expand_tensor, from_json_number
 from ..families import family, modes
-from ..rows.numbers import location_text
+from ..model.numbers import location_text
 from .document import failing_tensors
 
 RATIO_FLOOR = -4.0  # log10 ratio shown as the palest blue: 1e-4 of the tolerance and below

@@ -28,7 +28,7 @@ from array import array
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from .statuses import is_shown
+from ..model.statuses import is_shown
 from .tally import Tally
 from .result import stored_form
 

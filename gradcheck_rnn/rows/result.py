@@ -1,6 +1,6 @@
 """The result model: one row per case × target × check, its stored forms and its one finisher.
 
-The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.rows.statuses`;
+The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.model.statuses`;
 the run's one verdict is :mod:`gradcheck_rnn.rows.verdict`'s.
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.case import id_facts
-from ..judging.compare import TensorError, from_json_number, json_safe, tensor_summary
-from .numbers import shorten_json_numbers
-from .statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
+from ..model.compare import TensorError, from_json_number, json_safe, tensor_summary
+from ..model.numbers import shorten_json_numbers
+from ..model.statuses import BAD_STATUSES, is_shown, worst_tensor  # noqa: F401  (BAD_STATUSES: read from here too)
 
 
 # What a repro line says for a target object that the command line cannot name.
@@ -275,9 +275,9 @@ def repro_options(config: str | None, rtol: float | None, atol: float | None, fa
     return " ".join(f"--{name} {value}" for name, value in [*(("family", spec) for spec in families), *given])
 
 
-# Old places: plural is rows/numbers.py's, the verdict, its exit codes and the judged Run are
+# Old places: plural is model/numbers.py's, the verdict, its exit codes and the judged Run are
 # rows/verdict.py's (which reads this module's rows, so it is looked up when first asked for here).
-from .numbers import plural  # noqa: E402,F401
+from ..model.numbers import plural  # noqa: E402,F401
 
 _MOVED_TO_VERDICT = {"EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_NOTHING_CHECKED", "EXIT_PASS", "EXIT_USAGE", "Run",
                      "StopReason", "tally_verdict", "top_skip_reasons"}

@@ -13,9 +13,9 @@ import re
 from collections import Counter
 from typing import Any, Iterable
 
-from ..judging.compare import tensor_summary
+from ..model.compare import tensor_summary
 from .result import document_row, row_field, row_worst
-from .statuses import JUDGED, SEVERITY, STATUSES
+from ..model.statuses import JUDGED, SEVERITY, STATUSES
 
 GROUP_KEYS = ("mode", "wants")
 

@@ -14,9 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
-from .numbers import plural
+from ..model.numbers import plural
 from .result import CaseResult
-from .statuses import BAD_STATUSES, PASSED, failing_statuses
+from ..model.statuses import BAD_STATUSES, PASSED, failing_statuses
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOTHING_CHECKED = 0, 1, 2, 5
 # An interrupted run exits as a shell reports a process ended by the signal: 128 + its number.

@@ -6,10 +6,14 @@ One way through: every judging surface (sweep, check, repro, shrink, calibrate, 
 spec, in the same order (case by case in index order; within a case target by target, check by
 check), with the same statuses and numbers:
 
-- ``pool`` (the default, ``--workers N``, N >= 1): N supervised local worker processes (:mod:`.pool`);
+- ``local`` (the default, ``--workers N``, N >= 1): N supervised local worker processes (:mod:`.pool`);
 - ``dask`` (``--executor dask --scheduler ADDRESS``): an existing Dask cluster (:mod:`.dask_executor`);
-- ``in-process`` (``--in-process``, for debugging with pdb or a profiler): this process
-  (:mod:`.serial`). **Not isolated**: a target that calls ``os._exit`` or crashes ends the command.
+- in this process (``--in-process``, for debugging with pdb or a profiler, in place of the local
+  pool). **Not isolated**: a target that calls ``os._exit`` or crashes ends the command.
+
+The executors ``--executor`` chooses are the entries of :data:`EXECUTORS`: each owns how it is
+opened, its options (the Dask scheduler's address) and what the run's header says of where it
+judges; adding one is one :class:`ExecutorEntry` given to :func:`register_executor`.
 
 Isolation, whatever the executor: anything a target raises, ``SystemExit`` included, is an
 ``error`` row of that target (:mod:`gradcheck_rnn.judging.judge`); with worker processes (pool, Dask) a
@@ -27,13 +31,14 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
 
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..rows.result import CaseResult, finish, normal_form, stored_row
-from ..rows.statuses import is_bad, is_shown
+from ..model.statuses import is_bad, is_shown
 from ..rows.verdict import Run, StopReason, VerdictRule, conclude
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
-__all__ = ["Execution", "Executor", "Judging", "RunSpec", "Selection", "busy_cores", "cpu_ticks", "default_workers",
-           "execute", "judge_run", "open_executor", "parse_shard", "start_pool_early"]
+__all__ = ["EXECUTORS", "Execution", "Executor", "ExecutorEntry", "ExecutorOption", "Judging", "RunSpec", "Selection",
+           "busy_cores", "cpu_ticks", "default_workers", "execute", "judge_run", "open_executor", "parse_shard",
+           "register_executor", "start_pool_early"]
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
 CASES_PER_WORKER = 100
@@ -129,22 +134,40 @@ class Execution:
     """
 
     workers: int = 1  # worker processes of the local pool
-    executor: str = "local"  # local | dask
-    scheduler: str | None = None  # the Dask scheduler's address
+    executor: str = "local"  # an entry of EXECUTORS
+    options: tuple[tuple[str, Any], ...] = ()  # the executors' own options given (name, value): --scheduler
     case_timeout: float | None = None  # seconds per row, enforced by the worker processes
     fail_fast: bool = False
     in_process: bool = False  # judge in this process: for debugging, not isolated
 
     def __post_init__(self) -> None:
-        if self.executor == "dask" and not self.scheduler:
-            raise UsageError("--executor dask needs --scheduler ADDRESS, e.g. tcp://10.0.0.5:8786")
-        if self.executor != "dask" and self.scheduler:
-            raise UsageError("--scheduler is only for --executor dask; add --executor dask or drop --scheduler")
-        if self.in_process and self.executor == "dask":
-            raise UsageError("--in-process judges in this process and --executor dask on a cluster; choose one")
+        entry = EXECUTORS.get(self.executor)
+        if entry is None:
+            raise UsageError(f"--executor {self.executor} is not an executor; executors are {', '.join(EXECUTORS)}")
+        given = {name for name, value in self.options if value is not None}
+        for option in entry.options:
+            if option.name not in given:
+                raise UsageError(f"--executor {entry.name} needs --{option.name} {option.metavar}, "
+                                 f"e.g. {option.example}")
+        for name in sorted(given - {option.name for option in entry.options}):
+            owner = next(e.name for e in EXECUTORS.values() if any(o.name == name for o in e.options))
+            raise UsageError(f"--{name} is only for --executor {owner}; add --executor {owner} or drop --{name}")
+        if self.in_process and entry.place:
+            raise UsageError(f"--in-process judges in this process and --executor {entry.name} {entry.place}; "
+                             f"choose one")
         if self.in_process and self.case_timeout is not None:
             raise UsageError("--case-timeout needs worker processes, and --in-process judges in this process; "
                              "drop one of them")
+
+    def option(self, name: str) -> Any:
+        """The value of the executor's option ``name`` (None when not given)."""
+        return dict(self.options).get(name)
+
+    def where(self, jobs: int, workers_why: str) -> str:
+        """Where the run's ``jobs`` cases are judged, for its header (``workers_why``: why that many workers)."""
+        if self.in_process:
+            return "in this process (--in-process: not isolated)"
+        return EXECUTORS[self.executor].where(self, jobs, workers_why)
 
     @property
     def uses_pool(self) -> bool:
@@ -223,21 +246,74 @@ class LocalPool:
 class DaskCluster:
     """``--executor dask``: the cases go to an existing Dask cluster (:mod:`.dask_executor`)."""
 
-    def __init__(self, setup: WorkerSetup, execution: Execution) -> None:
+    def __init__(self, setup: WorkerSetup, execution: Execution, jobs: int) -> None:
         self.setup, self.execution = setup, execution
 
     def judge(self, jobs: Collection[Job], stopping: Stopping) -> Iterator[tuple[int, CaseResult]]:
         from .dask_executor import judge_on_dask
 
-        return judge_on_dask(jobs, len(jobs), self.setup, self.execution.scheduler or "", self.execution.case_timeout,
-                             stopping)
+        return judge_on_dask(jobs, len(jobs), self.setup, self.execution.option("scheduler"),
+                             self.execution.case_timeout, stopping)
 
     def close(self) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class ExecutorOption:
+    """An option an executor owns: ``--NAME VALUE`` on the command line, ``Execution.option(NAME)``;
+    the executor needs it (``example`` shows a value)."""
+
+    name: str
+    help: str
+    metavar: str = "VALUE"
+    example: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutorEntry:
+    """An executor ``--executor NAME`` chooses: ``open(setup, execution, jobs)`` makes it for a run
+    of ``jobs`` cases; ``where(execution, jobs, workers_why)`` is where its header says the cases
+    are judged; ``help`` its words in ``--executor``'s help; ``options`` the options it owns;
+    ``place`` where it judges when that is not this machine, for the sentence that refuses it with
+    ``--in-process`` ("" for one that --in-process replaces)."""
+
+    name: str
+    open: Callable[[WorkerSetup, Execution, int], Executor]
+    where: Callable[[Execution, int, str], str]
+    help: str
+    options: tuple[ExecutorOption, ...] = ()
+    place: str = ""
+
+
+EXECUTORS: dict[str, ExecutorEntry] = {}
+
+
+def register_executor(entry: ExecutorEntry) -> ExecutorEntry:
+    """Add ``entry`` to :data:`EXECUTORS` (an option name another executor owns is refused)."""
+    owned = {o.name for e in EXECUTORS.values() if e.name != entry.name for o in e.options}
+    if clash := owned & {o.name for o in entry.options}:
+        raise ValueError(f"executor {entry.name!r}: option --{sorted(clash)[0]} belongs to another executor")
+    EXECUTORS[entry.name] = entry
+    return entry
+
+
+def _pool_where(execution: Execution, jobs: int, workers_why: str) -> str:
+    count = min(execution.workers, max(1, jobs))
+    return f"in {count} worker process{'es' if count > 1 else ''} ({workers_why})"
+
+
+register_executor(ExecutorEntry("local", LocalPool, _pool_where, "--workers processes here"))
+register_executor(ExecutorEntry(
+    "dask", DaskCluster, lambda execution, jobs, why: f"on the Dask cluster at {execution.option('scheduler')}",
+    "the cluster at --scheduler (extra: dask)",
+    (ExecutorOption("scheduler", "The Dask scheduler, e.g. tcp://10.0.0.5:8786.", "ADDRESS", "tcp://10.0.0.5:8786"),),
+    place="on a cluster"))
+
+
 def open_executor(spec: RunSpec, execution: Execution, targets: list | None = None, jobs: int = 1) -> Executor:
-    """The executor ``execution`` names, set up for ``spec``'s targets, tolerances and checks.
+    """The executor ``execution`` names (an entry of :data:`EXECUTORS`, or this process with
+    ``--in-process``), set up for ``spec``'s targets, tolerances and checks.
 
     ``targets`` are the spec's targets already resolved in this process (the Python API passes the
     objects it was given); worker processes resolve ``spec.targets`` by name. ``jobs`` caps the
@@ -246,9 +322,7 @@ def open_executor(spec: RunSpec, execution: Execution, targets: list | None = No
     setup = WorkerSetup(spec.targets, spec.tolerances(), spec.checks, tuple(p for p in sys.path if p), spec.families)
     if execution.in_process:
         return InProcess(setup, targets if targets is not None else spec.resolve_targets())
-    if execution.executor == "dask":
-        return DaskCluster(setup, execution)
-    return LocalPool(setup, execution, jobs)
+    return EXECUTORS[execution.executor].open(setup, execution, jobs)
 
 
 class RowMarker(Protocol):

@@ -23,7 +23,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from ..model.rnn_config import CHECK_NAMES, profile_names
+from ..judging.checks import check_names, enabled
+from ..model.profiles import profile_names
 
 
 Coverage = dict[str, tuple[Counter[str], Counter[str]]]  # Tally.coverage: target -> (refused, judged) case shapes
@@ -38,7 +39,7 @@ def next_step(spec: Any, coverage: Coverage) -> str | None:
     steps = _narrowing_steps(coverage) + _check_steps(spec) + _family_steps(spec)
     if not steps:
         larger = _shipped(lambda p: p.name != spec.profile and _draws_all(p, spec) and p.cases > spec.cases
-                          and set(spec.checks) <= set(p.enabled_checks) and _at_least_as_large(p, spec.profile_data))
+                          and set(spec.checks) <= set(enabled(p.checks, p.source)) and _at_least_as_large(p, spec.profile_data))
         steps = [f"judge more and larger cases: -n {max(spec.cases * 10, 100)}"
                  + (f" or -c {larger[0]}" if larger else "")]
     return "next: " + "; ".join(steps)
@@ -185,10 +186,10 @@ def _at_least_as_large(profile: Any, than: Any) -> bool:
 
 
 def _check_steps(spec: Any) -> list[str]:
-    missing = [c for c in CHECK_NAMES if c not in spec.checks]
+    missing = [c for c in check_names() if c not in spec.checks]
     if not missing:
         return []
-    profiles = _shipped(lambda p: set(missing) <= set(p.enabled_checks) and _draws_all(p, spec))
+    profiles = _shipped(lambda p: set(missing) <= set(enabled(p.checks, p.source)) and _draws_all(p, spec))
     where = f" (-c {profiles[0]} runs {'it' if len(missing) == 1 else 'them'})" if profiles else ""
     return [f"the {', '.join(missing)} check{'s were' if len(missing) > 1 else ' was'} not run{where}"]
 

@@ -41,7 +41,7 @@ class RunRequest:
     families: tuple[str, ...] = ()
     workers: int | None = None
     executor: str = "local"
-    scheduler: str | None = None
+    executor_options: tuple[tuple[str, Any], ...] = ()  # the executor's own options (name, value): --scheduler
     case_timeout: float | None = None
     fail_fast: bool = False
     in_process: bool = False
@@ -70,14 +70,8 @@ class Plan:
         """The run's header line: what is judged, where, and why that many workers."""
         from ..model.narrowing import draw_flags
 
-        spec, execution = self.spec, self.execution
-        if execution.in_process:
-            where = "in this process (--in-process: not isolated)"
-        elif execution.executor == "dask":
-            where = f"on the Dask cluster at {execution.scheduler}"
-        else:
-            count = min(execution.workers, max(1, len(spec.indices)))
-            where = f"in {count} worker process{'es' if count > 1 else ''} ({self.workers_why})"
+        spec = self.spec
+        where = self.execution.where(len(spec.indices), self.workers_why)  # the executor's own words
         line = (f"judging {len(spec.indices)} case{'s' if len(spec.indices) != 1 else ''} × "
                 f"{', '.join(spec.targets)} {where}")
         if flags := draw_flags(spec.draw_json()):  # the narrowing, as flags a user can copy
@@ -137,7 +131,7 @@ def plan(request: RunRequest) -> Plan:
         planned = len(selection.case_ids) or RunSpec.count_cases(cases=selection.cases, shard=selection.shard,
                                                                  profile=profile)
         workers, why = default_workers(planned, per_case=request.per_case)
-    execution = Execution(workers=workers, executor=request.executor, scheduler=request.scheduler,
+    execution = Execution(workers=workers, executor=request.executor, options=request.executor_options,
                           case_timeout=request.case_timeout, fail_fast=request.fail_fast,
                           in_process=request.in_process)
     if request.command_line:

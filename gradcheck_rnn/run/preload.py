@@ -11,7 +11,7 @@ The server ignores SIGINT from the start (:func:`~gradcheck_rnn.run.interrupts.i
 supervisor's to report, in one line, and must not print this process's KeyboardInterrupt traceback.
 
 Only libraries and modules that read nothing from the environment at import are preloaded. The
-JAX reference (:mod:`gradcheck_rnn.references.jax_ref`) reads ``GRADCHECK_RNN_JAX_CACHE`` when
+JAX reference (:mod:`gradcheck_rnn.references.jax_cudnn`) reads ``GRADCHECK_RNN_JAX_CACHE`` when
 imported, so each worker imports it itself, after taking the supervisor's environment
 (:func:`gradcheck_rnn.run.worker.forked_main`); once jax is loaded that import costs little.
 

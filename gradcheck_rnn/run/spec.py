@@ -115,12 +115,14 @@ class RunSpec:
         profile already loaded from ``config``, so that a command reads its file once.
         """
         from ..families import load_all
+        from ..judging.checks import enabled
         from ..model.profiles import load_profile
         from ..targets import default_targets, resolve_targets
 
         load_all(families)  # before anything reads a mode token of theirs (profile, case ids)
         profile = profile or load_profile(config)
         tolerance_table = profile.tolerance_table(judging.rtol, judging.atol).rows()  # validates the overrides first
+        profile_checks = enabled(profile.checks, profile.source)  # validated even where judging names the checks
         case_ids = tuple(CaseRef.from_id(case_id).id for case_id in selection.case_ids)  # checked, in normal form
         resolved = resolve_targets(targets) if targets else default_targets()
         cases = selection.cases if selection.cases is not None else profile.cases
@@ -128,7 +130,7 @@ class RunSpec:
                    seed=profile.seed if selection.seed is None else selection.seed,
                    cases=len(case_ids) if case_ids else cases, targets=tuple(t.name for t in resolved),
                    named_targets=tuple(dict.fromkeys(t.name for t in resolved)) if targets else (),
-                   checks=tuple(judging.checks or profile.enabled_checks), rtol=judging.rtol, atol=judging.atol,
+                   checks=tuple(judging.checks or profile_checks), rtol=judging.rtol, atol=judging.atol,
                    narrowing=selection.narrowing, shard=selection.shard, case_ids=case_ids,
                    families=tuple(families), only=tuple(selection.only), tolerance_table=tolerance_table,
                    rerun_of=selection.rerun_of,

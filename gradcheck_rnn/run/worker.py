@@ -65,7 +65,7 @@ class WorkerSetup:
     """What every worker needs before its first case: the run spec's judging part."""
 
     targets: tuple[str, ...]
-    tolerances: Any  # a gradcheck_rnn.judging.tolerances.Tolerances
+    tolerances: Any  # a gradcheck_rnn.model.tolerances.Tolerances
     checks: tuple[str, ...]
     sys_path: tuple[str, ...] = ()  # the submitting process's sys.path: plugin targets import from there too
     families: tuple[str, ...] = ()  # user families to load before the first case id is read
@@ -90,7 +90,7 @@ def _prepare(setup: WorkerSetup) -> list[Any]:
     limit_torch_threads()
     targets = [resolve_target(name) for name in setup.targets]
     if "reference" in setup.checks:
-        from ..references import jax_ref  # noqa: F401  (jax's start-up, ~2 s, before the first deadline)
+        from ..references import jax_cudnn  # noqa: F401  (jax's start-up, ~2 s, before the first deadline)
     return targets
 
 

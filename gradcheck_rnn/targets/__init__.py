@@ -147,7 +147,7 @@ def _resolve(spec: str) -> Target:
     if spec in FOREIGN_BUILTINS:
         return as_target(local_builtin(spec), spec)
     if spec.startswith("mutant:"):
-        from .mutants import mutant_target
+        from .kernel_bugs import mutant_target
 
         return mutant_target(spec.removeprefix("mutant:"))
     plugins = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
@@ -175,20 +175,14 @@ def describe_targets() -> list[tuple[str, bool, str]]:
     rows.extend(foreign_rows(cuda))
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         rows.append((ep.name, True, f"entry point {ep.value}"))
-    from .mutants import (
-        BLIND_SPOTS,
-        FAMILY_MUTANTS,
-        GPU_FAMILY_MUTANTS,
-        GPU_MUTANTS,
-        MUTANTS,
-    )
+    from .kernel_bugs import BLIND_SPOTS, GPU_MUTANTS, MUTANTS, family_mutants
 
     rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0])
                 for name, cls in {**MUTANTS, **BLIND_SPOTS}.items())
     rows.extend((f"mutant:{name}", True, cls.__doc__.strip().splitlines()[0])
-                for name, (_, cls) in FAMILY_MUTANTS.items())
+                for name, (_, cls) in family_mutants("fused-cpu").items())
     rows.extend((f"mutant:{name}", gpu_reason is None, cls.__doc__.strip().splitlines()[0])
                 for name, cls in GPU_MUTANTS.items())
     rows.extend((f"mutant:{name}", gpu_reason is None, cls.__doc__.strip().splitlines()[0])
-                for name, (_, cls) in GPU_FAMILY_MUTANTS.items())
+                for name, (_, cls) in family_mutants("fused-gpu").items())
     return rows

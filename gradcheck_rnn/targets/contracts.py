@@ -10,7 +10,7 @@ what the target does outside it.
 The tool still probes outside a contract where a case already does (a packed tail, ``-tail<n>``).
 On such a case the compared tensors the violated precondition can reach (:attr:`Precondition.reaches`)
 are judged as always, but a tensor among them that does not pass is ``out-of-contract`` instead of
-``fail``, and so is a row whose only failures are such tensors (:mod:`gradcheck_rnn.rows.statuses`):
+``fail``, and so is a row whose only failures are such tensors (:mod:`gradcheck_rnn.model.statuses`):
 shown with the sentence and the quote, not a failure of the run unless ``--strict-contracts``.
 Every other tensor of the case is judged as before, and fails normally.
 

@@ -1,11 +1,14 @@
 """The names of the mutants, without their kernels: what ``mutant:<name>`` may name, known without
 importing torch, so that a command refuses a typo in a moment (and says which name was meant).
 
-:mod:`gradcheck_rnn.targets.mutants` registers one bug under each name, in these groups and this
-order, and asserts at import that the two agree (as the checks' registry does with ``CHECK_NAMES``).
+:mod:`gradcheck_rnn.targets.kernel_bugs` registers one bug under each name, in these groups and this
+order, and asserts at import that the two agree; the families' mutants are named by the families
+themselves (``Family.mutants``), which import no torch either.
 """
 
 from __future__ import annotations
+
+from ..families import BUILT_IN_MODES, registered
 
 # the bugs of cuDNN's cells, crossed with the fused CPU kernel (mutants.MUTANTS)
 CUDNN = ("truncated-bptt", "bptt-skipped-when-frozen", "bidir-dy-overwritten", "gru-middle-w_ih", "top-b_hh-zero",
@@ -14,38 +17,32 @@ CUDNN = ("truncated-bptt", "bptt-skipped-when-frozen", "bidir-dy-overwritten", "
          "cell-grad-not-carried", "hy-in-sorted-order", "nondeterministic-weight-grad", "gradient-clipped-in-kernel",
          "stale-dh0-buffer", "projection-grad-transposed", "bias-assumed-present", "zero-length-runs-one-step",
          "zero-length-dh0-dropped", "forget-gate-grad-dropped", "reverse-weight-grad-skips-step")
-# the other families' CPU kernels (mutants.FAMILY_MUTANTS)
-FAMILY = ("s6-padded-step-decay", "s6-reverse-carry-undecayed", "s6-gate-grad-dropped", "s6-lower-layer-dhy-dropped",
-          "slstm-stabilizer-grad-to-forget", "slstm-lower-layer-recurrent-grad", "slstm-padded-step-updates-n",
-          "gdn-packed-tail-unwritten", "gla-key-block-mask", "gla-decay-grad-overshoot",
-          "gla-short-call-dh0-pass-through-dropped", "gla-decay-grad-ignores-dhy", "gla-packed-tail-from-empty",
-          "mlstm-chunk-states-wrong-size", "mlstm-normalizer-grad-not-carried", "gdn-state-grad-no-householder",
-          "gdn-sequence-start-gate-grad", "gdn-padded-gate-grad", "conv1d-short-sequence-dh0-pass-through-dropped",
-          "conv1d-packed-dweight-whole-stream", "conv1d-initial-state-grad-without-bias",
-          "conv1d-backward-reads-next-sequence", "deltaproduct-backward-decays-every-sub-step",
-          "deltaproduct-backward-reads-first-sub-step", "deltaproduct-state-grad-drops-second-householder",
-          "rwkv7-h0-grad-low-rank-dropped", "rwkv7-state-grad-no-low-rank", "rwkv7-decay-grad-exclusive-cumsum",
-          "kda-state-grad-first-head-decay", "kda-norm-backward-from-rounded-output", "kda-decay-grad-wrong-axis",
-          # issue 45: a non-contiguous dy, a segmented run, one kernel configuration
-          "gla-dy-strides-assumed-contiguous", "gla-state-grad-wrong-head", "mlstm-chunk-states-wrong-size-at-chunk-8")
-# the fused GPU kernel's (mutants.GPU_MUTANTS) and the families' GPU kernels' (mutants.GPU_FAMILY_MUTANTS)
+# the fused GPU kernel's (mutants.GPU_MUTANTS)
 GPU = ("gpu-forget-gate-grad-dropped", "gpu-reverse-starts-in-padding", "gpu-reverse-weight-grad-skips-step")
-GPU_FAMILY = ("gpu-s6-reverse-carry-undecayed", "gpu-slstm-stabilizer-grad-to-forget",
-              "gpu-slstm-lower-layer-recurrent-grad", "gpu-gla-state-grad-reads-next-chunk",
-              "gpu-gdn-state-grad-reads-next-chunk", "gpu-kda-state-grad-reads-next-chunk",
-              "gpu-mlstm-stabiliser-reads-next-chunk", "gpu-deltaproduct-state-grad-reads-next-chunk",
-              "gpu-rwkv7-state-grad-reads-next-step")
 # measured blind spots of the half tolerances (mutants.BLIND_SPOTS)
 BLIND_SPOTS = ("half-accumulated-in-half", "half-rounds-per-op")
 # forward-mode and second-order bugs, judged by the jvp and gradgrad checks (mutants.PRODUCT_MUTANTS)
 PRODUCT = ("jvp-recurrent-tangent-dropped", "hvp-gate-second-order-dropped", "hvp-silent-zeros")
 
+
+
+def family_names(kernels_key: str, built_in: bool = False) -> tuple[str, ...]:
+    """The mutants the registered families (the built-in ones only: ``built_in``) name for
+    ``kernels_key``'s kernels (``Family.mutants``; kernel_bugs.family_mutants crosses them)."""
+    return tuple(name for f in registered() if not built_in or f.token in BUILT_IN_MODES
+                 for name, (key, _) in f.mutants.items() if key == kernels_key)
+
+
+# the built-in families' CPU and GPU kernels' (kernel_bugs.FAMILY_MUTANTS, kernel_bugs.GPU_FAMILY_MUTANTS)
+FAMILY, GPU_FAMILY = family_names("fused-cpu", built_in=True), family_names("fused-gpu", built_in=True)
 ALL = CUDNN + BLIND_SPOTS + PRODUCT + GPU + FAMILY + GPU_FAMILY
 
 
 def check_mutant_name(name: str) -> None:
-    """UsageError for a mutant name that is not one, with the closest name when one is close."""
+    """UsageError for a mutant name that is not one (the families loaded since included), with the
+    closest name when one is close."""
     from ..errors import unknown_name
 
-    if name not in ALL:
-        raise unknown_name("mutant", name, ALL, "'gradcheck-rnn targets' lists them")
+    known = tuple(dict.fromkeys(ALL + family_names("fused-cpu") + family_names("fused-gpu")))
+    if name not in known:
+        raise unknown_name("mutant", name, known, "'gradcheck-rnn targets' lists them")

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..judging.compare import tensor_summary
+from ..model.compare import tensor_summary
 from ..errors import UsageError
-from ..rows.numbers import from_json_number
+from ..model.numbers import from_json_number
 from ..rows.result import CaseResult
-from ..rows.statuses import PASSED
+from ..model.statuses import PASSED
 
 if TYPE_CHECKING:
     from ..run.spec import RunSpec

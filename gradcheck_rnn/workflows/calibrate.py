@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..rows.result import CaseResult
-from ..rows.numbers import compact, short_number
-from ..judging.tolerances import Tolerance, Tolerances, tensor_kind
+from ..model.numbers import compact, short_number
+from ..model.tolerances import Tolerance, Tolerances, tensor_kind
 
 
 # Unit roundoff u = 2^-p of each dtype (p = significand bits, the implicit one included).

@@ -19,7 +19,7 @@ from typing import Iterable
 from ..version import __version__
 from ..model.case import Case
 from ..errors import UsageError
-from ..judging.tolerances import KINDS, Tolerances
+from ..model.tolerances import KINDS, Tolerances
 
 # One tensor of each kind, to read the tolerance in force for that kind (overrides included).
 _KIND_EXAMPLES = {"output": "y", "input_grad": "x", "weight_grad": "l0.fwd.w_ih"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..run.spec import RunSpec
-from ..rows.statuses import is_bad
+from ..model.statuses import is_bad
 
 
 @dataclass(frozen=True)

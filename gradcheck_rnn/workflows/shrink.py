@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..model.case import Case, make_case
-from ..judging.compare import json_safe
+from ..model.compare import json_safe
 from ..errors import UsageError
 from ..families.base import smaller
-from ..rows.numbers import fmt
-from ..judging.checks import ALL_CHECKS
+from ..model.numbers import fmt
+from ..judging.checks import check_names
 from ..rows.result import CaseResult, Repro, finish
-from ..rows.statuses import BAD_STATUSES, JUDGED, worst_tensor
+from ..model.statuses import BAD_STATUSES, JUDGED, worst_tensor
 from ..targets import as_target
-from ..judging.tolerances import Tolerances
+from ..model.tolerances import Tolerances
 
 DEFAULT_MAX_STEPS = 300
 # Smaller groups first: the fewer gradients requested, the fewer code paths the bug can hide in.
@@ -315,8 +315,8 @@ def shrink(case: Case, target: Any, check: str = "reference", tolerances: Tolera
     of ``target``, ``check``, ``tolerances`` and ``repro_options``, e.g. ``--config nightly``,
     which the minimal case's repro command ends with).
     """
-    if check not in ALL_CHECKS:
-        raise UsageError(f"unknown check {check!r}; allowed: {', '.join(ALL_CHECKS)}")
+    if check not in check_names():
+        raise UsageError(f"unknown check {check!r}; allowed: {', '.join(check_names())}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"max_steps={max_steps!r} is not allowed; it must be an integer >= 1")
     judge = judge or in_process_judge(target, check, tolerances, repro_options)

@@ -1,6 +1,8 @@
-"""The checks, one module each, registered here: adding a check is one module, its tests and docs.
+"""The checks, one module each, registered here: adding a check is one module (its ``CHECK``
+record, :class:`~.base.Check`, says everything the tool needs to know of it), listed in
+:data:`BUILT_IN`, with its tests and docs.
 
-Judged in this order for each case × target (config.CHECK_NAMES):
+Judged in this order for each case × target (each record's ``order``):
 
 =============  ==========================  ====================================================
 check          target runs                 what it proves
@@ -35,18 +37,61 @@ gradgrad       its hvp along 2 directions  Hessian-vector products equal both re
 The base run (the target on the unchanged case) is made once per case × target
 (:class:`gradcheck_rnn.judging.judge.TargetCall`); every case a check derives is first put to the
 target's ``supports_case``. Checks that compare runs of the target with each other judge each
-element by the sum of the runs' bounds (:func:`gradcheck_rnn.judging.compare.term_bound`).
+element by the sum of the runs' bounds (:func:`gradcheck_rnn.model.compare.term_bound`).
 """
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Mapping
+
 from . import (determinism, fd, future, gradgrad, jvp, linearity, padding, permutation, poisoned, reference, segments,
                stateless)
-from ...model.rnn_config import CHECK_NAMES
-from .base import Check
+from ...errors import UsageError
+from .base import Check, Labels
 
-CHECKS: dict[str, Check] = {module.CHECK.name: module.CHECK for module in (
-    reference, determinism, padding, permutation, future, linearity, stateless, segments, poisoned, fd, jvp, gradgrad)}
-ALL_CHECKS = CHECK_NAMES
-assert tuple(CHECKS) == CHECK_NAMES, "config.CHECK_NAMES names every registered check, in order"
-__all__ = ["ALL_CHECKS", "CHECKS", "Check"]
+# the built-in checks' modules (any order: each record's ``order`` places it)
+BUILT_IN: tuple[ModuleType, ...] = (reference, determinism, padding, permutation, future, linearity, stateless,
+                                    segments, poisoned, fd, jvp, gradgrad)
+CHECKS: dict[str, Check] = {}  # name -> record, in judging order
+
+
+def register(check: Check) -> Check:
+    """Add ``check`` to the registry at its place in the judging order (its ``order``); a name or
+    an order another check has is refused."""
+    for other in CHECKS.values():
+        if check.name == other.name or check.order == other.order:
+            raise ValueError(f"check {check.name!r} (order {check.order}) clashes with {other.name!r} "
+                             f"(order {other.order})")
+    ordered = sorted([*CHECKS.values(), check], key=lambda c: c.order)
+    CHECKS.clear()
+    CHECKS.update((c.name, c) for c in ordered)
+    return check
+
+
+for _module in BUILT_IN:
+    register(_module.CHECK)
+
+
+def check_names() -> tuple[str, ...]:
+    """Every registered check's name, in judging order (``--check`` takes these)."""
+    return tuple(CHECKS)
+
+
+def enabled(table: Mapping[str, object], source: str) -> tuple[str, ...]:
+    """The checks a profile's ``[checks]`` table (``source``: the profile's file) leaves on, in
+    judging order: a check it does not name is on. UsageError for a name no check has, a value
+    that is not true or false, or every check off."""
+    names = check_names()
+    for key, value in table.items():
+        if key not in names or not isinstance(value, bool):
+            raise UsageError(f"checks.{key} = {value!r} is not allowed; checks are {', '.join(names)}, "
+                             f"each true or false, and strict_contracts (true or false)")
+    chosen = tuple(name for name in names if table.get(name, True))
+    if not chosen:
+        raise UsageError(f"profile {source!r} turns every check off; enable at least one of "
+                         f"{', '.join(names)} in [checks]")
+    return chosen
+
+
+__all__ = ["BUILT_IN", "CHECKS", "Check", "Labels", "check_names", "enabled", "register"]

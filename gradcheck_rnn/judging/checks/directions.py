@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compare import TensorError, compare_tensor, term_bound
-from ..tolerances import Tolerance, Tolerances
-from ...rows.statuses import worst_tensor
+from ...model.compare import TensorError, compare_tensor, term_bound
+from ...model.tolerances import Tolerance, Tolerances
+from ...model.statuses import worst_tensor
 from .base import Arrays
 
 

@@ -12,14 +12,21 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import Case
-from ..compare import TensorError, term_bound
-from ...references import fd
-from ..tolerances import Tolerances
-from .base import Check, ReferenceDisagreement, Skip
+from ...model.compare import TensorError, term_bound
+from ...references import REFERENCE_NAMES, fd
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, ReferenceDisagreement, Skip
+
+
+def witnessed(context) -> tuple[fd.Witness, list[TensorError]]:
+    """The finite-difference witness and its verdict on each reference (one row per direction)."""
+    grads = {ref: {n: context.expected[ref][n] for n in context.case.wants} for ref in REFERENCE_NAMES}
+    witness = fd.build_witness(context.case, grads["loop"])
+    return witness, fd.reference_rows(witness, grads)
 
 
 def check_fd(context, call, tolerances: Tolerances) -> list[TensorError]:
-    witness, rows = context.witness
+    witness, rows = context.truth(CHECK)
     bad = [row for row in rows if not row.passed]
     if bad:
         raise ReferenceDisagreement(bad)
@@ -42,4 +49,6 @@ def tolerance_along(u: dict[str, np.ndarray], grads: dict[str, np.ndarray], case
                for name, v in u.items())
 
 
-CHECK = Check("fd", check_fd)
+# draws nothing of its own: the witness's directions have their own salt (references/fd.py)
+CHECK = Check("fd", check_fd, order=100, labels=Labels("uᵀ∇L", "finite difference", "directional derivative"),
+              truth=witnessed)

@@ -2,7 +2,7 @@
 much as the float64 reference says it does (MXNet #21143, truncated BPTT).
 
 Whether a change is *required* is decided per sequence by the loop reference on the same pair
-of cases (:attr:`gradcheck_rnn.judging.context.CaseContext.future`), never by a fixed noise floor: a
+of cases (:func:`future_pair`, the check's float64 truth), never by a fixed noise floor: a
 dead relu unit, a saturated gate or a contribution that decays below what the x tolerance
 resolves legitimately changes (almost) nothing, and such sequences are not judged. On the
 others, the target's change must match the reference's change within the sum of the x
@@ -11,19 +11,67 @@ tolerances of the two runs it is the difference of.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
+
 import numpy as np
 
-from ..compare import TensorError, term_bound
-from ...references.drift import KINKED_MODES, widened
-from ..tolerances import Tolerances
-from .base import Check, Skip
+from ... import references
+from ...model.case import Case, with_changes
+from ...model.compare import TensorError, term_bound, to_float64
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, Skip
+
+
+@dataclass
+class FuturePair:
+    """The ``future`` check's two cases (the loss on y only; then the candidate sequences extended
+    by one step) and the float64 loop reference's dx on each."""
+
+    base: Case
+    extended: Case
+    candidates: list[int]  # sequences of length 1..T-1 with a non-zero dy at the step after their end
+    dx_before: np.ndarray | None = None
+    dx_after: np.ndarray | None = None
+
+    @cached_property
+    def dx_drift(self) -> np.ndarray | None:
+        """How far a correct kernel's dx may move on each of the two cases through relu kinks
+        (their allowances added), or None where no kink reaches dx."""
+        from ...references.drift import checked_allowance
+
+        parts = [checked_allowance(c, {"x": dx}).for_tensor("x")
+                 for c, dx in ((self.base, self.dx_before), (self.extended, self.dx_after))]
+        parts = [p for p in parts if p is not None]
+        return sum(parts) if parts else None
+
+
+def future_pair(context) -> FuturePair:
+    """The pair; the loop reference's dx on both when there is a candidate and x is requested.
+
+    The loss is on y only: a head gradient on hy would move from step t to t+1 and change
+    dx[t] even in a kernel that drops the future, hiding the bug the check looks for. A
+    sequence of length 0 has no step before the new one, so it is never a candidate.
+    """
+    case, cfg = context.case, context.case.config
+    candidates = [b for b in range(cfg.batch_size)
+                  if 0 < case.seq_lengths[b] < cfg.max_len and case.dy[case.seq_lengths[b], b].any()]
+    base = with_changes(case, dhy=np.zeros_like(case.dhy),
+                        dcy=None if case.dcy is None else np.zeros_like(case.dcy))
+    lengths = case.seq_lengths.copy()
+    lengths[candidates] += 1
+    pair = FuturePair(base, with_changes(base, seq_lengths=lengths), candidates)
+    if candidates and "x" in case.wants:
+        pair.dx_before = to_float64(references.run_reference("loop", pair.base).grads["x"])
+        pair.dx_after = to_float64(references.run_reference("loop", pair.extended).grads["x"])
+    return pair
 
 
 def check_future(context, call, tolerances: Tolerances) -> list[TensorError]:
     case = context.case
     if "x" not in case.wants:
         raise Skip("the input gradient is not requested")
-    pair = context.future
+    pair = context.truth(CHECK)
     candidates = pair.candidates
     if not candidates:
         raise Skip("no sequence of length 1..T-1 with a non-zero dy at the step after its end")
@@ -42,9 +90,11 @@ def check_future(context, call, tolerances: Tolerances) -> list[TensorError]:
     target_change = after["x"][steps, candidates] - before["x"][steps, candidates]
     ratios = (np.abs(target_change - ref_change) / slack)[decisive]
     drift = None
-    if ratios.max() > 1 and case.config.mode in KINKED_MODES and pair.dx_drift is not None:
+    if ratios.max() > 1 and case.config.family.kinked and pair.dx_drift is not None:
         # a correct low-precision kernel may put a relu unit within rounding of 0 on either side
         # in either run: widen the bound by how far that moves dx (as the reference check does)
+        from ...references.drift import widened  # torch: the checks' registry is read without it
+
         drift = widened(pair.dx_drift[steps, candidates], tol.rtol)
         ratios = (np.abs(target_change - ref_change) / (slack + drift))[decisive]
     k, unit = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
@@ -63,4 +113,5 @@ def check_future(context, call, tolerances: Tolerances) -> list[TensorError]:
     return [error]
 
 
-CHECK = Check("future", check_future)
+CHECK = Check("future", check_future, order=50, labels=Labels("target", "reference", "change of dx"),
+              truth=future_pair)

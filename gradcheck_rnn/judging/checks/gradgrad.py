@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compare import TensorError, term_bound
-from ..tolerances import Tolerances
-from .base import Check, ReferenceDisagreement, Skip
+from ...model.compare import TensorError, term_bound
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, ReferenceDisagreement, Skip
 from .directions import ProductTolerances, bilinear_row, compare_directions, direction_row
 
 WHAT = "the Hessian-vector product"
@@ -76,4 +76,6 @@ def symmetry_row(context, actual: list[dict[str, np.ndarray]], tolerances: Toler
                         "the target's second order is not symmetric: u1ᵀ(H·u0) against u0ᵀ(H·u1)")
 
 
-CHECK = Check("gradgrad", check_gradgrad)
+CHECK = Check("gradgrad", check_gradgrad, order=120,
+              labels=Labels("target", "reference (symmetry: u0ᵀ(H·u1), the target's)",
+                            "Hessian-vector product (direction: its change from u0 to u1; symmetry: u1ᵀ(H·u0))"))

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compare import TensorError, term_bound
-from ..tolerances import Tolerances
-from .base import Check, ReferenceDisagreement, Skip
+from ...model.compare import TensorError, term_bound
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, ReferenceDisagreement, Skip
 from .directions import ProductTolerances, bilinear_row, compare_directions, direction_row
 
 WHAT = "the output tangent"
@@ -69,4 +69,6 @@ def dot_row(context, tangents: dict[str, np.ndarray], grads: dict[str, np.ndarra
                         "from its jvp against (Jᵀ·v)ᵀu0 from its gradients")
 
 
-CHECK = Check("jvp", check_jvp)
+CHECK = Check("jvp", check_jvp, order=110,
+              labels=Labels("target", "reference (dot: (Jᵀv)ᵀu0 from the target's gradients)",
+                            "output tangent (direction: its change from u0 to u1; dot: vᵀ(J·u0))"))

@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import round_to_dtype, with_changes
-from ..compare import TensorError
-from ..tolerances import Tolerances
-from .base import Check, case_rng, compare_runs
+from ...model.compare import TensorError
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, compare_runs
 
 
 def check_linearity(context, call, tolerances: Tolerances) -> list[TensorError]:
     case = context.case
-    rng = case_rng(case, 3)
+    rng = CHECK.rng(case)
     dtype = case.config.dtype
 
     def other(a: np.ndarray | None) -> np.ndarray | None:
@@ -37,4 +37,5 @@ def check_linearity(context, call, tolerances: Tolerances) -> list[TensorError]:
     return compare_runs(case, both, [{k: first[k] for k in grads}, {k: second[k] for k in grads}], tolerances)
 
 
-CHECK = Check("linearity", check_linearity)
+CHECK = Check("linearity", check_linearity, order=60, labels=Labels("grad(dy1+dy2)", "grad(dy1)+grad(dy2)"),
+              salt=3)

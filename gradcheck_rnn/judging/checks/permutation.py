@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import with_changes
-from ..compare import TensorError
-from ..tolerances import Tolerances
-from .base import Check, Skip, case_rng, compare_runs
+from ...model.compare import TensorError
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, Skip, compare_runs
 
 # Tensors whose axis 1 is the batch; parameter gradients have no batch axis.
 BATCHED = frozenset({"y", "x", "hy", "cy", "h0", "c0"})
@@ -19,7 +19,7 @@ def check_permutation(context, call, tolerances: Tolerances) -> list[TensorError
     B = case.config.batch_size
     if B < 2:
         raise Skip("batch of one: nothing to permute")
-    perm = case_rng(case, 2).permutation(B)
+    perm = CHECK.rng(case).permutation(B)
     if (perm == np.arange(B)).all():
         perm = np.roll(perm, 1)
 
@@ -32,4 +32,5 @@ def check_permutation(context, call, tolerances: Tolerances) -> list[TensorError
     return compare_runs(case, call.run(moved), [expected], tolerances)
 
 
-CHECK = Check("permutation", check_permutation)
+CHECK = Check("permutation", check_permutation, order=40, labels=Labels("permuted batch", "original, permuted"),
+              salt=2)

@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.case import Case
-from ..compare import TensorError, compare_tensor
-from ..tolerances import Tolerances
-from .base import Arrays, Check
+from ...model.compare import TensorError, compare_tensor
+from ...model.tolerances import Tolerances
+from .base import Arrays, Check, Labels
 
 
 def first_axis_ranges(mask: np.ndarray) -> str:
@@ -83,4 +83,4 @@ def check_poisoned(context, call, tolerances: Tolerances) -> list[TensorError]:
     return compare_poisoned(case, poisoned, clean, tolerances) + unusable
 
 
-CHECK = Check("poisoned", check_poisoned)
+CHECK = Check("poisoned", check_poisoned, order=90, labels=Labels("under poisoned memory", "run 1"))

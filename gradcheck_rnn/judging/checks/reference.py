@@ -2,27 +2,31 @@
 
 y, hy, cy and every *requested* gradient of the target's base run are compared element by
 element with the ``loop`` and the ``jax`` reference (|a − b| <= atol + rtol·|b|, see
-:mod:`gradcheck_rnn.judging.compare`). The references are first compared with each other: if they
+:mod:`gradcheck_rnn.model.compare`). The references are first compared with each other: if they
 disagree the row is ``reference-disagreement``, never a target failure.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ...model.case import Case
-from ..compare import TAIL, TensorError, compare_tails, compare_tensor
-from ...references.drift import DriftAllowance, rejudge_with_drift
-from ...rows.statuses import worst_tensor
-from ..tolerances import Tolerances
-from .base import Check, ReferenceDisagreement
+from ...model.compare import TAIL, TensorError, compare_tails, compare_tensor
+from ...model.statuses import worst_tensor
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, ReferenceDisagreement
+
+if TYPE_CHECKING:
+    from ...references.drift import DriftAllowance
 
 
 def compare_outputs(case: Case, actual: dict, expected: dict[str, dict], tensor_names: list[str],
-                    tolerances: Tolerances, allowance: Callable[[], DriftAllowance]) -> list[TensorError]:
+                    tolerances: Tolerances, allowance: Callable[[], "DriftAllowance"]) -> list[TensorError]:
     """Every compared tensor of a target against each reference in ``expected``; the worse
     comparison of each tensor is kept. ``allowance`` gives the case's drift allowance, asked for
     only when a tensor fails the fixed tolerance."""
+    from ...references.drift import rejudge_with_drift  # torch: the checks' registry is read without it
+
     errors = []
     for name in tensor_names:
         tol = tolerances.for_tensor(case.config.dtype, name)
@@ -49,4 +53,4 @@ def check_reference(context, call, tolerances: Tolerances) -> list[TensorError]:
     return [unusable.get(row.name, row) for row in rows] + tails
 
 
-CHECK = Check("reference", check_reference)
+CHECK = Check("reference", check_reference, order=10, labels=Labels("target", "reference"))

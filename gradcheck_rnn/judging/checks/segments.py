@@ -9,7 +9,7 @@ open-lm-engine/accelerated-model-architectures #445: the final-state gradient ne
 decay gradient; #351, #1115), and the reference check, which never cuts a sequence, can miss them.
 
 Each sequence of the case is cut at the same drawn points (:func:`draw_cuts`, from the case's own
-generator, salt :data:`SALT`): a 1-step segment, segments shorter than a chunk of
+generator: the record's salt): a 1-step segment, segments shorter than a chunk of
 :data:`CHUNK_SIZES`, a cut exactly at and one past a chunk multiple. A sequence that ended before
 a segment has an empty segment there (length 0: hy = h0, dh0 = dhy). Each segment is a case of
 its own handed to the target through the normal protocol (:func:`segment_case`): max_len the
@@ -22,7 +22,7 @@ Judged per tensor, the worse comparison kept: y and dx joined over the segments,
 segment, dh0/dc0 of the first and the parameter gradients summed over all of them, against
 
 * the uncut base run, within the sum of the runs' bounds (each segment's gradient is within its
-  own tolerance, :func:`~gradcheck_rnn.judging.compare.term_bound`), and
+  own tolerance, :func:`~gradcheck_rnn.model.compare.term_bound`), and
 * both float64 references, each segment's sum term within the case's tolerance, re-judged with
   the case's drift allowance (:mod:`gradcheck_rnn.references.drift`) as the reference check does.
 
@@ -45,13 +45,11 @@ from typing import Sequence
 import numpy as np
 
 from ...model.case import Case, round_to_dtype, with_changes
-from ...references.drift import needs_allowance, widened
-from ...rows.statuses import worst_tensor
-from ..compare import TensorError, compare_tensor
-from ..tolerances import Tolerances
-from .base import Arrays, Check, ReferenceDisagreement, Skip, case_rng
+from ...model.statuses import worst_tensor
+from ...model.compare import TensorError, compare_tensor
+from ...model.tolerances import Tolerances
+from .base import Arrays, Check, Labels, ReferenceDisagreement, Skip
 
-SALT = 5  # case_rng's salt of this check (base.case_rng lists every salt)
 # Chunk sizes whose multiples are cut at and one past: the fused kernels' chunk (4), the matrix
 # profile's second (8) and flash-linear-attention's (16, 64). Fixed here, not the profile's: the
 # cuts must follow from the case id alone.
@@ -126,7 +124,7 @@ def check_segments(context, call, tolerances: Tolerances) -> list[TensorError]:
                        f"final-state gradient")
     if context.disagreement is not None:
         raise ReferenceDisagreement([context.disagreement])
-    rng = case_rng(case, SALT)
+    rng = CHECK.rng(case)
     longest, shortest = int(case.seq_lengths.max()), int(case.seq_lengths.min())
     if longest < 2:
         raise Skip("no sequence is longer than one step: nothing to cut")
@@ -175,6 +173,8 @@ def joined(context, runs: list[Arrays], names: list[str]) -> tuple[Arrays, dict[
 def judge_tensor(context, base: Arrays, name: str, value: np.ndarray, terms: list[np.ndarray],
                  tolerances: Tolerances, where: str) -> TensorError:
     """One tensor of the segmented run against the uncut run and each reference; the worst kept."""
+    from ...references.drift import needs_allowance, widened  # torch: the checks' registry is read without it
+
     case = context.case
     tol = tolerances.for_tensor(case.config.dtype, name)
     drift = None
@@ -202,4 +202,5 @@ def judge_tensor(context, base: Arrays, name: str, value: np.ndarray, terms: lis
     return worst
 
 
-CHECK = Check("segments", check_segments)
+CHECK = Check("segments", check_segments, order=80,
+              labels=Labels("run in segments", "uncut run, or the reference the row names"), salt=5)

@@ -15,9 +15,9 @@ case's run changed A's result: ``fail``.
 from __future__ import annotations
 
 from ...model.case import make_case
-from ..compare import TensorError
-from ..tolerances import Tolerances
-from .base import Check, Nondeterministic, differences
+from ...model.compare import TensorError
+from ...model.tolerances import Tolerances
+from .base import Check, Labels, Nondeterministic, differences
 from .poisoned import unwritten_reads
 
 
@@ -48,4 +48,4 @@ def check_stateless(context, call, tolerances: Tolerances) -> list[TensorError]:
     return rows
 
 
-CHECK = Check("stateless", check_stateless)
+CHECK = Check("stateless", check_stateless, order=70, labels=Labels("after another case", "run 1"))

@@ -22,7 +22,7 @@ have differed, triton-lang/triton#5895 and #11153), so ``benchmarks/gpu.sh`` swe
 as well. Importing this module does not import triton; the first cell launch does.
 
 Mutants subclass :class:`FusedGPUKernel` and override one hook, as for fused-cpu
-(``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.mutants`).
+(``GPU_MUTANTS`` in :mod:`gradcheck_rnn.targets.kernel_bugs`).
 
 Families with a GPU kernel of their own run through it (``FusedTarget.family_kernels``): ``s6``
 through :class:`.s6.S6GPUKernel`, fused-cpu's s6 kernel with its chunked scans as one Triton
@@ -144,31 +144,16 @@ def fused_rnn_gpu(x: Tensor, seq_lengths: Any, h0: Tensor | None, c0: Tensor | N
 class FusedGPUTarget(FusedTarget):
     """The ``fused-gpu`` target: runs a case through :class:`FusedGPUKernel` (or a subclass) on
     CUDA, or on CPU tensors under ``TRITON_INTERPRET=1``, with TF32 off unless asked for. A family
-    with a GPU kernel of its own runs through that one (``family_kernels``; by default ``s6``:
-    :mod:`.s6`, ``slstm``: :mod:`.slstm`, ``mlstm``, ``gla``, ``gdn``, ``rwkv7``, ``kda``: :mod:`.mlstm`,
-    :mod:`.gla`, :mod:`.gdn`, :mod:`.rwkv7`, :mod:`.kda`; ``deltaproduct``: :mod:`.deltaproduct`)."""
+    with a GPU kernel of its own runs through that one (``family_kernels``; by default each
+    family's ``kernels["fused-gpu"]``: :mod:`.s6`, :mod:`.slstm`, :mod:`.mlstm`, :mod:`.gla`,
+    :mod:`.gdn`, :mod:`.rwkv7`, :mod:`.kda`, :mod:`.deltaproduct`, :mod:`.conv1d`)."""
 
     dtypes = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    kernels_key = "fused-gpu"
 
     def __init__(self, kernel: FusedKernel | None = None, name: str = "fused-gpu",
                  family_kernels: Mapping[str, Any] | None = None) -> None:
         super().__init__(kernel if kernel is not None else FusedGPUKernel(), name, family_kernels=family_kernels)
-
-    @staticmethod
-    def family_kernel_classes() -> dict[str, type]:
-        from .conv1d import Conv1dGPUKernel
-        from .deltaproduct import DeltaProductGPUKernel
-        from .gdn import GDNGPUKernel
-        from .gla import GLAGPUKernel
-        from .kda import KDAGPUKernel
-        from .mlstm import MLSTMGPUKernel
-        from .rwkv7 import RWKV7GPUKernel
-        from .s6 import S6GPUKernel
-        from .slstm import SLSTMGPUKernel
-
-        return {"s6": S6GPUKernel, "slstm": SLSTMGPUKernel, "mlstm": MLSTMGPUKernel, "gla": GLAGPUKernel,
-                "gdn": GDNGPUKernel, "deltaproduct": DeltaProductGPUKernel, "rwkv7": RWKV7GPUKernel,
-                "kda": KDAGPUKernel, "conv1d": Conv1dGPUKernel}
 
     def supports(self, config: RNNConfig) -> bool | str:
         """True where the kernel can run this config; else the reason it is skipped."""

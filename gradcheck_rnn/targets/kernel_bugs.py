@@ -6,8 +6,8 @@ re-creating a bug that shipped (its source is in the first line of its docstring
 reviewer could miss. :func:`crossed` injects it into a kernel: :data:`MUTANTS` crosses each bug
 with the fused CPU kernel, and :data:`GPU_MUTANTS` crosses the bugs that
 apply there with the fused GPU kernel (:data:`GPU_MUTANTS`, ``mutant:gpu-…``, run by name since
-they need CUDA or the Triton interpreter); :data:`FAMILY_MUTANTS` crosses the bugs of the other families (s6, slstm, mlstm, gla, gdn, deltaproduct, rwkv7, kda, conv1d) with
-those families' CPU kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
+they need CUDA or the Triton interpreter); :func:`family_mutants` crosses the bugs a family names
+(``Family.mutants``: s6, slstm, the matrix families, conv1d, a user's) with that family's kernels. ``gradcheck-rnn mutants`` sweeps every CPU mutant, each on the cases of
 its home profile (:func:`home_profile`), and reports which case and which tensor or check caught it.
 """
 
@@ -23,7 +23,8 @@ from torch import Tensor
 from ..model.case import Case, Outputs, RNNConfig
 from . import mutant_names
 from .mutant_names import check_mutant_name
-from ..families import CUDNN_MODES
+from ..families import BUILT_IN_MODES, CUDNN_MODES, family, registered
+from ..importing import import_object
 from ..kernels.packing import add_rows, Packing, Segment, take
 from ..kernels.algorithm import ForwardState, FusedKernel, Step, Unit
 from ..kernels.fused_cpu import FusedCPUKernel, FusedCPUTarget
@@ -38,7 +39,7 @@ from ..kernels.s6_cpu import CarryRule, Layer as S6Layer, S6CPUKernel
 from ..kernels.tangent_cpu import TangentKernel
 from .torch_native import TorchNativeTarget
 from ..kernels.slstm_cpu import Unit as SLSTMUnit
-from ..model.packed import PackedAdapter
+from .packed import PackedAdapter
 from .protocol import Target
 
 
@@ -638,7 +639,7 @@ class GPUMLSTMStabiliserReadsNextChunk:
 class PackedTailUnwritten(PackedAdapter):
     """gdn, packed varlen: the backward leaves the input gradient past cu_seqlens[-1] unwritten, so the tail keeps what its reused buffer held (QwenLM/FlashQLA PR #28).
 
-    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
+    fused-cpu's gdn kernel behind the packed interface (:class:`~gradcheck_rnn.targets.packed.PackedAdapter`),
     whose dx buffer is the packed x's own buffer, written only for the valid rows; only a case with
     a packed tail (``-tail<n>``) shows it, in the row ``x[tail]``."""
 
@@ -654,7 +655,7 @@ class PackedTailFromEmpty(PackedAdapter):
 
     In #892 those rows held NaN, or whatever the allocator had there: zeros on a fresh
     allocation (no bug seen), finite garbage (a wrong tail, or two runs that differ). fused-cpu's
-    gla kernel behind the packed interface (:class:`~gradcheck_rnn.model.packed.PackedAdapter`),
+    gla kernel behind the packed interface (:class:`~gradcheck_rnn.targets.packed.PackedAdapter`),
     its dx buffer ``torch.empty``: only a case with a packed tail (``-tail<n>``) shows it, and the
     ``poisoned`` check every time, in words ("reads memory it never wrote: x[tail] rows …")."""
 
@@ -954,7 +955,7 @@ class ScopedMutant:
 def family_mutant(family: str, bug: type, name: str, target_class: type = FusedCPUTarget) -> ScopedMutant:
     """``target_class``'s kernel of ``family`` with one bug (fused-cpu's, or fused-gpu's for a GPU
     mutant): judged on that family's cases, skipped (with the reason) on others. A bug of the
-    packed path is a target of its own (a :class:`~gradcheck_rnn.model.packed.PackedAdapter`)."""
+    packed path is a target of its own (a :class:`~gradcheck_rnn.targets.packed.PackedAdapter`)."""
     if issubclass(bug, PackedAdapter):
         return ScopedMutant(bug(), (family,), f"the bug is in the {family} packed path")
     kernel = target_class.family_kernel_classes()[family]
@@ -962,62 +963,20 @@ def family_mutant(family: str, bug: type, name: str, target_class: type = FusedC
     return ScopedMutant(target, (family,), f"the bug is in the {family} kernel")
 
 
-# Bugs of the other families' kernels, each crossed with that family's fused CPU kernel. The default
-# ``gradcheck-rnn mutants`` judges them on the cases of their home profile (:data:`HOME_PROFILES`:
-# configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for mlstm, gla, gdn, deltaproduct, rwkv7 and kda) and the cuDNN
-# mutants on the ci profile's, in one
-# run (gradcheck_rnn/workflows/mutants.py); with ``-c PROFILE`` every mutant is judged on that profile's cases
-# and skipped, at no kernel run, on a case of a family its bug is not in.
-FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
-    "s6-padded-step-decay": ("s6", S6PaddedStepDecay),
-    "s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
-    "s6-gate-grad-dropped": ("s6", S6GateGradDropped),
-    "s6-lower-layer-dhy-dropped": ("s6", S6LowerLayerDhyDropped),
-    "slstm-stabilizer-grad-to-forget": ("slstm", SLSTMStabilizerGradToForget),
-    "slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
-    "slstm-padded-step-updates-n": ("slstm", SLSTMPaddedStepUpdatesNormalizer),
-    # a bug of the packed (varlen) path: a target of its own around the correct kernel
-    "gdn-packed-tail-unwritten": ("gdn", PackedTailUnwritten),
-    # gla (kernels/gla_cpu.py), home profile "matrix"
-    "gla-key-block-mask": ("gla", GLAKeyBlockMask),
-    "gla-decay-grad-overshoot": ("gla", GLADecayGradOvershoot),
-    "gla-short-call-dh0-pass-through-dropped": ("gla", GLAShortCallDh0PassThroughDropped),
-    "gla-decay-grad-ignores-dhy": ("gla", GLADecayGradIgnoresDhy),
-    "gla-packed-tail-from-empty": ("gla", PackedTailFromEmpty),
-    # mlstm (kernels/mlstm_cpu.py), home profile "matrix"
-    "mlstm-chunk-states-wrong-size": ("mlstm", MLSTMChunkStatesWrongSize),
-    "mlstm-normalizer-grad-not-carried": ("mlstm", MLSTMNormalizerGradNotCarried),
-    # gdn (kernels/gdn_cpu.py), home profile "matrix"
-    "gdn-state-grad-no-householder": ("gdn", GDNStateGradNoHouseholder),
-    "gdn-sequence-start-gate-grad": ("gdn", GDNSequenceStartGateGrad),
-    "gdn-padded-gate-grad": ("gdn", GDNPaddedGateGrad),
-    # conv1d (kernels/conv1d_cpu.py), home profile "families"
-    "conv1d-short-sequence-dh0-pass-through-dropped": ("conv1d", Conv1dShortSequenceDh0PassThroughDropped),
-    "conv1d-packed-dweight-whole-stream": ("conv1d", Conv1dPackedWeightGradWholeStream),
-    "conv1d-initial-state-grad-without-bias": ("conv1d", Conv1dInitialStateGradWithoutBias),
-    "conv1d-backward-reads-next-sequence": ("conv1d", Conv1dBackwardReadsNextSequence),
-    # deltaproduct (kernels/deltaproduct_cpu.py), home profile "matrix"
-    "deltaproduct-backward-decays-every-sub-step": ("deltaproduct", DeltaProductBackwardDecaysEverySubStep),
-    "deltaproduct-backward-reads-first-sub-step": ("deltaproduct", DeltaProductBackwardReadsFirstSubStep),
-    "deltaproduct-state-grad-drops-second-householder": ("deltaproduct", DeltaProductStateGradDropsSecondHouseholder),
-    # rwkv7 (kernels/rwkv7_cpu.py), home profile "matrix"
-    "rwkv7-h0-grad-low-rank-dropped": ("rwkv7", RWKV7InitialStateGradLowRankDropped),
-    "rwkv7-state-grad-no-low-rank": ("rwkv7", RWKV7StateGradNoLowRank),
-    "rwkv7-decay-grad-exclusive-cumsum": ("rwkv7", RWKV7DecayGradExclusiveCumulative),
-    # kda (kernels/kda_cpu.py), home profile "matrix"
-    "kda-state-grad-first-head-decay": ("kda", KDAStateGradFirstHeadDecay),
-    "kda-norm-backward-from-rounded-output": ("kda", KDANormBackwardFromRoundedOutput),
-    "kda-decay-grad-wrong-axis": ("kda", KDADecayGradWrongAxis),
-    # how a kernel is called (issue 45): a layout, a segmented run, a kernel configuration; home profile "matrix"
-    "gla-dy-strides-assumed-contiguous": ("gla", GLADyStridesAssumedContiguous),
-    "gla-state-grad-wrong-head": ("gla", GLAStateGradWrongHead),
-    "mlstm-chunk-states-wrong-size-at-chunk-8": ("mlstm", MLSTMChunkStatesWrongSizeAtLargestChunk),
-}
+def family_mutants(kernels_key: str, families: Sequence[str] | None = None) -> dict[str, tuple[str, type]]:
+    """The bugs of the registered families' kernels (or of ``families``, tokens) that are crossed with ``kernels_key``'s
+    ("fused-cpu", "fused-gpu"): name -> (family token, bug), as each family names them
+    (``Family.mutants``: a family's mutants register with it). The default ``gradcheck-rnn
+    mutants`` judges a family's on the cases of its home profile (``Family.home_profile``:
+    configs/families.toml for s6, slstm and conv1d, configs/matrix.toml for the matrix families)
+    and the cuDNN mutants on the ci profile's, in one run (gradcheck_rnn/workflows/detection.py);
+    with ``-c PROFILE`` every mutant is judged on that profile's cases and skipped, at no kernel
+    run, on a case of a family its bug is not in."""
+    chosen = registered() if families is None else [family(token) for token in families]
+    return {name: (f.token, import_object(bug, f"mutant {name!r}"))
+            for f in chosen for name, (key, bug) in f.mutants.items() if key == kernels_key}
 
-# The profile whose cases a mutant is judged on by default: the one that draws the family its bug is in.
-FAMILY_PROFILE, CUDNN_PROFILE = "families", "ci"
-HOME_PROFILES = {"s6": FAMILY_PROFILE, "slstm": FAMILY_PROFILE, "mlstm": "matrix", "gla": "matrix", "gdn": "matrix",
-                 "conv1d": FAMILY_PROFILE, "deltaproduct": "matrix", "rwkv7": "matrix", "kda": "matrix"}
+
 CUDNN_REASON = "the bug is in cuDNN's cells"
 
 # name -> the bug (crossed with the CPU kernel when judged), or a target class of its own
@@ -1059,24 +1018,6 @@ GPU_MUTANTS: dict[str, type[KernelBug]] = {
     "gpu-reverse-weight-grad-skips-step": ReverseWeightGradSkipsFirstStep,
 }
 
-# Bugs of a family's GPU kernel, crossed with it when judged (name -> family, bug), beside
-# GPU_MUTANTS but apart from them: judged on their family's cases (its home profile, HOME_PROFILES),
-# where the cuDNN-cell GPU mutants are skips; run by name like them (``-m gpu-s6-…``).
-GPU_FAMILY_MUTANTS: dict[str, tuple[str, type]] = {
-    "gpu-s6-reverse-carry-undecayed": ("s6", S6ReverseCarryUndecayed),
-    "gpu-slstm-stabilizer-grad-to-forget": ("slstm", GPUSLSTMStabilizerGradToForget),
-    # recurrent_input is torch code in the GPU kernel too: the CPU bug, crossed as it is
-    "gpu-slstm-lower-layer-recurrent-grad": ("slstm", SLSTMLowerLayerRecurrentGrad),
-    # the matrix families' Triton chunk hand-off (kernels/fused_gpu/chunk_states.py), home profile "matrix"
-    "gpu-gla-state-grad-reads-next-chunk": ("gla", GPUStateGradReadsNextChunk),
-    "gpu-gdn-state-grad-reads-next-chunk": ("gdn", GPUStateGradReadsNextChunk),
-    "gpu-kda-state-grad-reads-next-chunk": ("kda", GPUStateGradReadsNextChunk),
-    "gpu-mlstm-stabiliser-reads-next-chunk": ("mlstm", GPUMLSTMStabiliserReadsNextChunk),
-    "gpu-deltaproduct-state-grad-reads-next-chunk": ("deltaproduct", GPUStateGradReadsNextChunk),
-    # the same Triton hand-off across steps (kernels/fused_gpu/rwkv7.py): the next step's transition
-    "gpu-rwkv7-state-grad-reads-next-step": ("rwkv7", GPUStateGradReadsNextChunk),
-}
-
 # Bugs of a forward mode or a second order (the ``jvp`` and ``gradgrad`` checks, off in the ci
 # profile whose checks the default ``gradcheck-rnn mutants`` runs under): run by name with the
 # check on, ``gradcheck-rnn mutants -m jvp-recurrent-tangent-dropped --check jvp``.
@@ -1094,26 +1035,30 @@ BLIND_SPOTS: dict[str, type] = {
 }
 
 
+# The built-in families' mutants (a family loaded later adds its own: family_mutants). Bugs of a
+# family's GPU kernel are beside GPU_MUTANTS but apart from them: judged on their family's cases,
+# where the cuDNN-cell GPU mutants are skips; run by name like them (``-m gpu-s6-…``).
+FAMILY_MUTANTS = family_mutants("fused-cpu", BUILT_IN_MODES)
+GPU_FAMILY_MUTANTS = family_mutants("fused-gpu", BUILT_IN_MODES)
+
 # the names a command checks before importing torch are these, group by group
-assert (tuple(MUTANTS), tuple(FAMILY_MUTANTS), tuple(GPU_MUTANTS), tuple(GPU_FAMILY_MUTANTS), tuple(BLIND_SPOTS),
-        tuple(PRODUCT_MUTANTS)) == \
-    (mutant_names.CUDNN, mutant_names.FAMILY, mutant_names.GPU, mutant_names.GPU_FAMILY, mutant_names.BLIND_SPOTS,
-     mutant_names.PRODUCT), \
+assert (tuple(MUTANTS), tuple(GPU_MUTANTS), tuple(BLIND_SPOTS), tuple(PRODUCT_MUTANTS)) == \
+    (mutant_names.CUDNN, mutant_names.GPU, mutant_names.BLIND_SPOTS, mutant_names.PRODUCT), \
     "gradcheck_rnn/targets/mutant_names.py must list the mutants registered here"
 
 
 def mutant_doc(name: str) -> str:
     """The first line of a CPU or GPU mutant's docstring: the bug and its source."""
     cls = (MUTANTS.get(name) or BLIND_SPOTS.get(name) or PRODUCT_MUTANTS.get(name) or GPU_MUTANTS.get(name)
-           or {**FAMILY_MUTANTS, **GPU_FAMILY_MUTANTS}[name][1])
+           or {**family_mutants("fused-cpu"), **family_mutants("fused-gpu")}[name][1])
     return (cls.__doc__ or "").strip().splitlines()[0]
 
 
 def home_profile(name: str) -> str:
     """The profile whose cases the default ``gradcheck-rnn mutants`` judges mutant ``name`` on:
-    one that draws the family its bug is in."""
-    scoped = FAMILY_MUTANTS.get(name) or GPU_FAMILY_MUTANTS.get(name)
-    return CUDNN_PROFILE if scoped is None else HOME_PROFILES[scoped[0]]
+    the home profile of the family its bug is in (the cuDNN cells' for theirs)."""
+    scoped = family_mutants("fused-cpu").get(name) or family_mutants("fused-gpu").get(name)
+    return family(scoped[0] if scoped else CUDNN_MODES[0]).home_profile
 
 
 def mutant_target(name: str) -> Target:
@@ -1126,10 +1071,10 @@ def mutant_target(name: str) -> Target:
     if name in GPU_MUTANTS:
         kernel = crossed(GPU_MUTANTS[name], FusedGPUKernel)
         return Target(full, ScopedMutant(FusedGPUTarget(kernel(), name=full), CUDNN_MODES, CUDNN_REASON))
-    if name in GPU_FAMILY_MUTANTS:
-        return Target(full, family_mutant(*GPU_FAMILY_MUTANTS[name], full, FusedGPUTarget))
-    if name in FAMILY_MUTANTS:
-        return Target(full, family_mutant(*FAMILY_MUTANTS[name], full))
+    for target_class in (FusedGPUTarget, FusedCPUTarget):
+        scoped = family_mutants(target_class.kernels_key).get(name)
+        if scoped is not None:
+            return Target(full, family_mutant(*scoped, full, target_class))
     check_mutant_name(name)
     bug = MUTANTS.get(name) or BLIND_SPOTS.get(name) or PRODUCT_MUTANTS[name]
     if not issubclass(bug, KernelBug):  # a wrapper around correct kernels (bptt-skipped-when-frozen)

@@ -9,7 +9,7 @@ A mutant's bug lives in one family's kernel (cuDNN's cells, or s6, slstm), so it
 the cases of its *home profile*, one that draws that family (:func:`home_cases`): the default
 run is one run over the concatenated case ids of every home profile, under the ci profile's
 checks and tolerances; a mutant on a case of another family is a skip at no kernel run
-(:class:`~gradcheck_rnn.targets.mutants.ScopedMutant`), and the correct kernels are judged on
+(:class:`~gradcheck_rnn.targets.kernel_bugs.ScopedMutant`), and the correct kernels are judged on
 every case.
 """
 
@@ -51,7 +51,7 @@ def detection_targets(mutants: Iterable[str] | None = None) -> tuple[list[str], 
     """The names judged by a detection run: the mutants (every one by default; unknown names are a
     UsageError) and the correct kernels judged beside them on the same cases."""
     from ..targets import resolve_target
-    from ..targets.mutants import FAMILY_MUTANTS, MUTANTS
+    from ..targets.kernel_bugs import FAMILY_MUTANTS, MUTANTS
 
     mutant_names = [resolve_target(f"mutant:{name}").name for name in (mutants or [*MUTANTS, *FAMILY_MUTANTS])]
     gpu = any(name.startswith("mutant:gpu-") for name in mutant_names)  # GPU mutants: fused-gpu is judged too
@@ -64,7 +64,7 @@ def left_out(named: Iterable[str]) -> list[dict[str, Any]]:
     kernels' mutants, which need CUDA or Triton's slow interpreter, the half tolerances'
     measured blind spots, which pass by design, and the forward-mode and second-order mutants,
     which only the jvp and gradgrad checks judge; nothing when the run named its mutants."""
-    from ..targets.mutants import BLIND_SPOTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, PRODUCT_MUTANTS
+    from ..targets.kernel_bugs import BLIND_SPOTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, PRODUCT_MUTANTS
 
     if list(named):
         return []
@@ -89,7 +89,7 @@ def home_cases(mutant_names: list[str], cases: int | None = None,
     (default: the profile's seed), named by id so that one run judges them all and each repro
     line rebuilds its case; and ``[{"profile", "seed", "cases"}]``, what they were drawn from."""
     from ..model.profiles import draw_case_ref, load_profile
-    from ..targets.mutants import home_profile
+    from ..targets.kernel_bugs import home_profile
 
     ids: list[str] = []
     drawn: list[dict[str, Any]] = []
@@ -106,7 +106,7 @@ def summarise(results: list[CaseResult], mutant_names: list[str], correct_names:
     """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows),
     counting the cases each was judged on (not those where its every row is a skip). With the run's ``tally`` (:class:`~gradcheck_rnn.rows.tally.Tally`) the cases per target are its
     counts, and ``results`` need only hold the rows that did not pass."""
-    from ..targets.mutants import mutant_doc
+    from ..targets.kernel_bugs import mutant_doc
 
     rows: dict[str, Detection] = {}
     for name in mutant_names + correct_names:

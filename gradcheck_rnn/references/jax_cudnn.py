@@ -55,7 +55,7 @@ bucketed program agrees with the exact-shape one and with the loop reference to 
 
 Why one program per bucket: a compile costs about a second and a call about a millisecond, so a
 sweep of random shapes is compile-bound (benchmarks/RESULTS.md, "JAX reference: one program per
-bucket"). ``python -m gradcheck_rnn.references.jax_ref`` prints the in-process numbers.
+bucket"). ``python -m gradcheck_rnn.references.jax_cudnn`` prints the in-process numbers.
 
 Warm runs load the program: no trace, no lowering, no compile
 -------------------------------------------------------------

@@ -32,11 +32,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..rows.numbers import from_json_number, location_text  # re-exported: rows and reports read both
+from .numbers import from_json_number, location_text  # re-exported: rows and reports read both
 
-from ..model.case import RNNConfig
-from ..model.layout import directions
-from ..model.names import TAIL
+from .case import RNNConfig
+from .layout import directions
+from .names import TAIL
 from .tolerances import Tolerance
 
 # Largest side of a stored ratio map: beyond it, neighbouring steps, sequences or units are

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import UsageError
-from ..model.names import INPUTS, OUTPUTS
+from .names import INPUTS, OUTPUTS
 
 KINDS = ("output", "input_grad", "weight_grad")
 
