@@ -11,6 +11,7 @@ each new worker the JAX programs an earlier one compiled.
 
 import atexit
 import os
+from collections import Counter
 import shutil
 import tempfile
 
@@ -91,8 +92,8 @@ class _SharedCluster:
 
 @pytest.fixture
 def dask_cluster():
-    """The shared Dask LocalCluster; the ``dask`` xdist group (pyproject's ``--dist loadgroup``)
-    keeps its tests on one pytest worker."""
+    """The shared Dask LocalCluster. Every test that asks for it lives in tests/test_scale.py, which
+    pyproject's ``--dist loadfile`` runs on one pytest worker: one cluster for the session."""
     return _SharedCluster.get()
 
 
@@ -106,7 +107,16 @@ def pytest_sessionfinish(session):
 
 
 def pytest_collection_modifyitems(items):
-    """Tests that run pytest in this process (pytester) last: its runs drop, when they end, the
-    modules they imported, and a later test would import second copies of them (another rich
-    Segment class, another registry). Under pytest-xdist each worker keeps this order."""
-    items.sort(key=lambda item: "pytester" in getattr(item, "fixturenames", ()))
+    """Modules in the order pytest-xdist's ``--dist loadfile`` gives them out (pyproject's
+    ``--no-loadscope-reorder`` keeps this order): the larger first, so that no large one is left
+    for the end while the other worker idles, and the tests that run pytest in this process
+    (pytester, one module: tests/test_pytest_plugin.py) last. A pytester run drops, when it ends,
+    the modules it imported, and a later test would import second copies of them (another rich
+    Segment class, another registry): no module runs after it on its worker."""
+    sizes = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def order(item) -> tuple[bool, int, str]:
+        module = item.nodeid.split("::")[0]
+        return "pytester" in getattr(item, "fixturenames", ()), -sizes[module], module
+
+    items.sort(key=order)  # stable: a module's tests keep their order

@@ -28,6 +28,8 @@ from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chu
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.model.tolerances import Tolerances
+from isolation_targets import CHILD_RECORD_ENV
+from test_worker_environment import child_record, child_view  # noqa: F401 (child_record: a fixture)
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.
@@ -320,7 +322,6 @@ def scheduler(dask_cluster):
     return dask_cluster.scheduler_address
 
 
-@pytest.mark.xdist_group("dask")
 def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, scheduler, monkeypatch):
     monkeypatch.setattr("gradcheck_rnn.run.dask_executor.WINDOW_PER_SLOT", 1)  # later chunks wait for a slot
     profile = reference_only_profile(tmp_path)
@@ -335,7 +336,7 @@ def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, scheduler,
     assert comparable([r for r in rows if r not in crashed]) == comparable(document(tmp_path / "serial")["results"])
 
 
-@pytest.mark.xdist_group("dask")
+@pytest.mark.slow  # the lost chunk's test below asserts the same of its row, and costs the same worker restart
 def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, scheduler):
     code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "-t", "plugin_targets:kills_its_dask_worker",
                           "--executor", "dask", "--scheduler", scheduler, "--report-dir", tmp_path / "dask")
@@ -344,7 +345,6 @@ def test_a_lost_dask_worker_gives_error_rows_for_its_cases(tmp_path, scheduler):
     assert len(rows) == 1 and all(r["status"] == "error" and "Dask worker" in r["message"] for r in rows), rows
 
 
-@pytest.mark.xdist_group("dask")
 def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environment(tmp_path, scheduler):
     """The first chunk is lost before any came back with the targets' repro environments: its rows
     still carry the environment (asked of the cluster) and the run's repro options, as a pool's do."""
@@ -356,6 +356,32 @@ def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environ
     assert row["status"] == "error" and "Dask worker" in row["message"], row
     assert row["repro_env"] == "PLUGIN_TARGETS_MODE=kill" and "--rtol 0.5" in row["repro_options"], row
     assert row["repro"].startswith("PLUGIN_TARGETS_MODE=kill gradcheck-rnn repro "), row["repro"]
+
+
+def set_environ(name: str, value: str | None) -> None:
+    """Set (or, for None, remove) one variable in this process's environment: run on each Dask worker."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def test_under_dask_a_target_s_child_sees_the_dask_worker_s_environment(child_record, dask_cluster):
+    """On a cluster the command's machine is not the worker's: the target sees its Dask worker's
+    environment as that worker has it, with nothing of the tool's added. The shared cluster started
+    before this test's fixture named the record file, so its workers are told it here."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(dask_cluster) as client:
+        client.run(set_environ, CHILD_RECORD_ENV, str(child_record))
+        try:
+            environs = list(client.run(lambda: dict(os.environ)).values())
+            seen = child_view(child_record, "--executor", "dask", "--scheduler", dask_cluster.scheduler_address)
+        finally:
+            client.run(set_environ, CHILD_RECORD_ENV, None)
+    # the worker that judged it, whichever of the cluster's (a worker restarted by an earlier test
+    # may differ from the other in what its nanny set)
+    assert seen["environ"] in environs, (seen["environ"], environs)
+    assert seen["environ"].get("PYTHONPATH") == os.environ.get("PYTHONPATH")
 
 
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path, monkeypatch):

@@ -50,30 +50,3 @@ def test_a_target_s_child_interpreter_sees_the_command_s_environment(child_recor
     import numpy
 
     assert seen["numpy"] == numpy.__file__
-
-
-def set_environ(name: str, value: str | None) -> None:
-    """Set (or, for None, remove) one variable in this process's environment: run on each Dask worker."""
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
-@pytest.mark.xdist_group("dask")
-def test_under_dask_a_target_s_child_sees_the_dask_worker_s_environment(child_record, dask_cluster):
-    """On a cluster the command's machine is not the worker's: the target sees its Dask worker's
-    environment as that worker has it, with nothing of the tool's added. The shared cluster started
-    before this test's fixture named the record file, so its workers are told it here."""
-    distributed = pytest.importorskip("distributed")
-    with distributed.Client(dask_cluster) as client:
-        client.run(set_environ, CHILD_RECORD_ENV, str(child_record))
-        try:
-            environs = list(client.run(lambda: dict(os.environ)).values())
-            seen = child_view(child_record, "--executor", "dask", "--scheduler", dask_cluster.scheduler_address)
-        finally:
-            client.run(set_environ, CHILD_RECORD_ENV, None)
-    # the worker that judged it, whichever of the cluster's (a worker restarted by an earlier test
-    # may differ from the other in what its nanny set)
-    assert seen["environ"] in environs, (seen["environ"], environs)
-    assert seen["environ"].get("PYTHONPATH") == os.environ.get("PYTHONPATH")
