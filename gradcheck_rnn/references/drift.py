@@ -56,6 +56,15 @@ above (``SAFETY``, ``1 + rtol``), only for failing tensors. Where the problem is
 the change is itself at rounding level, so a wrong gradient still fails: on 300 float32 gdn cases
 every gdn mutant was flagged on exactly as many cases with the probe as without it.
 
+Its second-order form (:func:`hvp_probe_allowance`, the ``gradgrad`` check's): per element of a
+Hessian-vector product, the largest change of the float64 loop's own H·u along the same direction
+over the same noisy runs and over one run in the case dtype. The noisy runs carry rounding across
+layers; they cannot reach the rounding inside a layer, which a key near 0 amplifies too. On a
+one-layer gdn case the noisy runs move nothing, and the float32 run moves the failing element by
+0.84 of the product room. On a three-layer case the noisy runs move elements 3-4 times as far as
+the float32 run. Both are taken, and the result is judged as above, for failing rows only
+(docs/findings/soak.md).
+
 The runs are float64 torch autograd one sequence at a time (like the ``loop`` reference). They
 take the family's pre-activations (:meth:`gradcheck_rnn.families.cudnn.CudnnFamily.pre_activations`,
 what its step sums) but apply the relu themselves, so the pins are exact: a pin replaces the
