@@ -61,7 +61,7 @@ Hessian-vector product, the largest change of the float64 loop's own H·u along 
 over the same noisy runs and over one run in the case dtype. The noisy runs carry rounding across
 layers; they cannot reach the rounding inside a layer, which a key near 0 amplifies too. On a
 one-layer gdn case the noisy runs move nothing, and the float32 run moves the failing element by
-0.84 of the product room. On a three-layer case the noisy runs move elements 3-4 times as far as
+0.84 of the product room. On a three-layer case the noisy runs move most elements 2-4 times as far as
 the float32 run. Both are taken, and the result is judged as above, for failing rows only
 (docs/findings/soak.md).
 
