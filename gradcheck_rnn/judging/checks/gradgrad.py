@@ -120,7 +120,7 @@ def with_rounding_allowance(context, actual: list[Arrays], names: list[str], tol
             plain = replace(row, name=name)
             expected = {ref: {name: value[name]} for ref, value in truth.expected[k].items()}
             (again,) = rejudge_with_drift(case, {name: actual[k][name]}, expected, tolerances, [plain],
-                                          lambda: allowances[k])
+                                          lambda k=k: allowances[k])
             again.name, again.message = row.name, f"{row.name}: {WHAT} along u{k}" + again.message[len(name):]
             out.append(again)
     return out
