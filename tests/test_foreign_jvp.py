@@ -85,10 +85,20 @@ def test_the_pipe_carries_forward_mode_and_second_order(flax_keras_python, forei
 ])
 def test_the_torch_library_targets_pass_where_autograd_runs_them(name, case_id):
     for check, row in rows(case_id, resolve_target(name)).items():
-        if check == "gradgrad" and case_id.startswith("gdn-"):  # a rounding-sensitive family below float64
-            assert row.status == "skip" and "judged in float64 only" in row.message, row.message
-            continue
         assert row.status == "pass", (name, check, row.message)
+
+
+def test_fla_naive_s_float32_gdn_second_order_passes_where_a_key_near_0_amplifies_rounding():
+    """The 480-case soak's false alarm (docs/findings/soak.md): fla-naive's float32 double backward of
+    a one-layer gdn with a key near 0 missed l0.fwd.w_k along u0 by 1.03 times the product room, the
+    loop's own double backward in float32 by 0.84. The rounding probe's second-order allowance
+    (the loop's H·u in float32; a single layer has no layer below to carry noise) grants it."""
+    row = rows("gdn-L1-uni-I4-H3-NH3-K2-longmem-T7-B1-len7-f32-s1843578612-glast-z", resolve_target("fla-naive"),
+               ["gradgrad"])["gradgrad"]
+    (granted,) = [t for t in row.tensors if t.drift]
+    assert row.status == "pass", row.message
+    assert granted.name == "l0.fwd.w_k.u0" and "within tolerance + drift allowance" in granted.message, granted.message
+    assert "fixed tolerance alone: l0.fwd.w_k.u0: the Hessian-vector product along u0: error 1.03 exceeds" in granted.message
 
 
 def test_mlstm_parallel_s_float64_products_pass_under_its_stabiliser_start():

@@ -29,7 +29,7 @@ from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.model.tolerances import Tolerances
 from isolation_targets import CHILD_RECORD_ENV
-from test_worker_environment import child_record, child_view  # noqa: F401 (child_record: a fixture)
+from test_worker_environment import child_record, child_view  # noqa: F401,F811 (child_record: a fixture)
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.

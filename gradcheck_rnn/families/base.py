@@ -247,8 +247,9 @@ class Family:
     jax_program = "step"
     # Why a correct kernel below float64 may miss this family's gradients by more than the fixed
     # tolerance on some cases, or "" when it may not: a non-empty reason makes the reference check
-    # re-judge a failing non-float64 case with the rounding probe's allowance
-    # (gradcheck_rnn.references.drift, "rounding probe"). Relu kinks have their own, exact allowance.
+    # re-judge a failing non-float64 case with the rounding probe's allowance, and the gradgrad check
+    # its Hessian-vector products with the probe's second-order form (gradcheck_rnn.references.drift,
+    # "rounding probe"). Relu kinks have their own, exact allowance.
     rounding_sensitive = ""
     # Whether the cell has a kink, a point where its derivative jumps (relu at 0; tanh and σ are
     # smooth): a correct low-precision kernel may put a unit on either side of one, and the drift

@@ -4,8 +4,9 @@ A sweep judges several targets with several checks on each case. Everything that
 on the case — both references and whether they agree, the ``jvp`` and ``gradgrad`` checks'
 products, and the truth a check's record names (``Check.truth``: the ``future`` check's pair of
 references, the ``fd`` check's witness) — is computed here on first use and shared by every
-check of every target of that case, and so is the drift allowance of low-precision relu kinks
-(:mod:`gradcheck_rnn.references.drift`), asked for only when a comparison fails without it.
+check of every target of that case, and so are the drift allowances (relu kinks, the rounding probe
+of first and second order: :mod:`gradcheck_rnn.references.drift`), asked for only when a comparison
+fails without them.
 """
 
 from __future__ import annotations
@@ -119,6 +120,16 @@ class CaseContext:
     def hvp(self) -> ProductTruth:
         """Both references' Hessian-vector products along the case's directions, and whether they agree."""
         return self._products(references.run_reference_hvp, self.gradient_names(), "Hessian-vector products")
+
+    @cached_property
+    def hvp_drift(self) -> list["DriftAllowance"]:
+        """Per direction, the rounding probe's allowance of the loop reference's Hessian-vector
+        products (:func:`gradcheck_rnn.references.drift.hvp_probe_allowance`): asked for only by a
+        failing ``gradgrad`` row of a rounding-sensitive family below float64."""
+        from ..references.drift import hvp_probe_allowance
+
+        return [hvp_probe_allowance(self.case, u, per_ref["loop"])
+                for u, per_ref in zip(self.hvp.directions, self.hvp.expected)]
 
     def _products(self, run, names: list[str], what: str) -> ProductTruth:
         directions = tangent_directions(self.case)

@@ -56,6 +56,15 @@ above (``SAFETY``, ``1 + rtol``), only for failing tensors. Where the problem is
 the change is itself at rounding level, so a wrong gradient still fails: on 300 float32 gdn cases
 every gdn mutant was flagged on exactly as many cases with the probe as without it.
 
+Its second-order form (:func:`hvp_probe_allowance`, the ``gradgrad`` check's): per element of a
+Hessian-vector product, the largest change of the float64 loop's own H·u along the same direction
+over the same noisy runs and over one run in the case dtype. The noisy runs carry rounding across
+layers; they cannot reach the rounding inside a layer, which a key near 0 amplifies too. On a
+one-layer gdn case the noisy runs move nothing, and the float32 run moves the failing element by
+0.84 of the product room. On a three-layer case the noisy runs move most elements 2-4 times as far as
+the float32 run. Both are taken, and the result is judged as above, for failing rows only
+(docs/findings/soak.md).
+
 The runs are float64 torch autograd one sequence at a time (like the ``loop`` reference). They
 take the family's pre-activations (:meth:`gradcheck_rnn.families.cudnn.CudnnFamily.pre_activations`,
 what its step sums) but apply the relu themselves, so the pins are exact: a pin replaces the
@@ -103,6 +112,8 @@ PROBE_RUNS = 8
 PROBE_ROUNDOFFS = 2.0
 # the probe's noise (salt 5 before issue 43, which was also the segments check's cut points)
 PROBE_SALT = claim(7, "the drift probe's rounding noise")
+# The torch dtype the second-order probe computes the loop reference's H·u in, per case dtype.
+TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -131,6 +142,7 @@ class DriftAllowance:
     usable: bool = True  # False when this module's float64 pass disagrees with the loop reference
     reason: str = ""
     probed: str = ""  # the family's rounding_sensitive reason, for an allowance of the rounding probe
+    runs_how: str = "float64 runs"  # what the runs counted in ``runs`` were, for the message
 
     def for_tensor(self, name: str) -> np.ndarray | None:
         """The allowance of one tensor, or None when no kink reaches it (or none may be granted)."""
@@ -144,7 +156,7 @@ class DriftAllowance:
     def describe(self) -> str:
         """E.g. ``3 relu kinks within f16 rounding of 0 (closest: l1 bwd b=2 t=1 unit 6, pre=1.2e-04, bound 3.1e-04)``."""
         if self.probed:
-            return f"rounding probe, layer outputs perturbed at {self.dtype} rounding: {self.probed}"
+            return f"rounding probe at {self.dtype} rounding: {self.probed}"
         if not self.kinks:
             return f"no relu unit within {self.dtype} rounding of 0"
         k = min(self.kinks, key=lambda k: abs(k.pre) / k.bound if k.bound else math.inf)
@@ -273,30 +285,70 @@ def needs_allowance(case: Case) -> bool:
                                                  and case.config.dtype != "f64")
 
 
+def rounding_noise(case: Case) -> Callable[[int, int, Tensor], Tensor]:
+    """The rounding probe's noise (a ``layer_noise`` of :mod:`gradcheck_rnn.references.loop`): each
+    layer output off by Gaussian noise of :data:`PROBE_ROUNDOFFS` unit roundoffs of the case dtype
+    times (|v| + the output's RMS) per element, from one generator seeded by the case (each call
+    draws afresh, so successive runs carry different noise)."""
+    u = UNIT_ROUNDOFF[case.config.dtype]
+    rng = case_rng(case.seed, PROBE_SALT)
+
+    def noise(layer: int, b: int, out: Tensor) -> Tensor:
+        scale = out.detach().abs() + out.detach().pow(2).mean().sqrt()
+        return out + PROBE_ROUNDOFFS * u * scale * torch.from_numpy(rng.standard_normal(tuple(out.shape)))
+
+    return noise
+
+
+def _largest_change(moved: dict[str, np.ndarray], run: Mapping[str, Any], base: Mapping[str, Any]) -> None:
+    """``moved[name]`` becomes the element-wise max of itself and |run − base|."""
+    for name in moved:
+        moved[name] = np.maximum(moved[name], np.abs(np.asarray(run[name], dtype=np.float64) - base[name]))
+
+
+def _finite(moved: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A non-finite change grants nothing (the comparison fails a non-finite value on its own)."""
+    return {name: np.nan_to_num(value, nan=0.0, posinf=0.0) for name, value in moved.items()}
+
+
 def probe_allowance(case: Case, loop: Mapping[str, Any] | None = None) -> DriftAllowance:
     """The rounding probe: per element, the largest change of every output and gradient of the
     float64 loop reference over :data:`PROBE_RUNS` runs whose layer outputs carry rounding-level
-    noise (seeded by the case). A smooth but ill-conditioned problem (a gated delta rule key near
+    noise (:func:`rounding_noise`). A smooth but ill-conditioned problem (a gated delta rule key near
     0) moves there as a correct kernel of the dtype does; a well-conditioned one does not, so the
     allowance stays at rounding level wherever the problem is not ill-conditioned. ``loop``: the
     loop reference's tensors when the caller has them (the per-case context), else it is run."""
     from .loop import run_loop_reference
 
-    u = UNIT_ROUNDOFF[case.config.dtype]
-    rng = case_rng(case.seed, PROBE_SALT)
-
-    def rounding_noise(layer: int, b: int, out: Tensor) -> Tensor:
-        scale = out.detach().abs() + out.detach().pow(2).mean().sqrt()
-        return out + PROBE_ROUNDOFFS * u * scale * torch.from_numpy(rng.standard_normal(tuple(out.shape)))
-
+    noise = rounding_noise(case)
     base = as_mapping(run_loop_reference(case)) if loop is None else loop
     moved = {name: np.zeros_like(value) for name, value in base.items()}
     for _ in range(PROBE_RUNS):
-        perturbed = as_mapping(run_loop_reference(case, rounding_noise))
-        for name in moved:
-            moved[name] = np.maximum(moved[name], np.abs(perturbed[name] - base[name]))
+        _largest_change(moved, as_mapping(run_loop_reference(case, noise)), base)
     return DriftAllowance(case.config.dtype, runs=PROBE_RUNS + (loop is None), probed=case.config.family.rounding_sensitive,
-                          tensors={name: np.nan_to_num(value, nan=0.0, posinf=0.0) for name, value in moved.items()})
+                          tensors=_finite(moved))
+
+
+def hvp_probe_allowance(case: Case, tangents: Mapping[str, np.ndarray], loop_hvp: Mapping[str, np.ndarray]) -> DriftAllowance:
+    """The rounding probe's second-order form: per element of each Hessian-vector product along
+    ``tangents``, the largest change of the float64 loop reference's own H·u (``loop_hvp``, by
+    gradient name) over (1) :data:`PROBE_RUNS` runs with the probe's noisy layer outputs (what
+    rounding in one layer moves in the layers after it; a one-layer case has none, so they are not
+    run) and (2) one run computed in the case dtype, which carries the rounding inside each layer
+    (a key near 0 under the L2 norm amplifies it within the layer: a one-layer gdn's float32 double
+    backward moved 0.84 of the product room where the noisy runs move nothing; docs/findings/soak.md).
+    Judged as the first order's (:func:`rejudge_with_drift`)."""
+    from .loop import run_loop_hvp
+
+    cfg = case.config
+    moved = {name: np.zeros_like(value) for name, value in loop_hvp.items()}
+    noisy = PROBE_RUNS if cfg.num_layers > 1 else 0
+    noise = rounding_noise(case)
+    for _ in range(noisy):
+        _largest_change(moved, run_loop_hvp(case, tangents, layer_noise=noise).grads, loop_hvp)
+    _largest_change(moved, run_loop_hvp(case, tangents, dtype=TORCH_DTYPES[cfg.dtype]).grads, loop_hvp)
+    return DriftAllowance(cfg.dtype, runs=noisy + 1, probed=cfg.family.rounding_sensitive, tensors=_finite(moved),
+                          runs_how=f"loop runs of H·u ({noisy} float64 with noisy layer outputs, 1 in {cfg.dtype})")
 
 
 def drift_allowance(case: Case, names: Iterable[str] | None = None,
@@ -392,7 +444,7 @@ def rejudge_with_drift(case: Case, actual: Mapping[str, Any], expected: Mapping[
         worst = worst_tensor([e for e in candidates if not e.passed] or candidates)
         verdict = "within" if worst.passed else "outside"
         worst.message = (f"{name}: {verdict} tolerance + drift allowance (max {worst.drift:.3g}; "
-                         f"{drift.describe()}; {drift.runs} float64 runs), ratio {worst.ratio:.3g}; "
+                         f"{drift.describe()}; {drift.runs} {drift.runs_how}), ratio {worst.ratio:.3g}; "
                          f"fixed tolerance alone: {errors[i].message}")
         errors[i] = worst
     return errors

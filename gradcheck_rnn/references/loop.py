@@ -48,8 +48,8 @@ def _run_sequence(case: Case, b: int, params: dict[str, Tensor], x: Tensor, h0: 
     layer_input = x[:length, b]
     finals_h: list[Tensor] = []
     finals_c: list[Tensor] = []
-    zeros_h = torch.zeros(cfg.h_size, dtype=torch.float64)
-    zeros_c = torch.zeros(cfg.c_size, dtype=torch.float64)
+    zeros_h = x.new_zeros(cfg.h_size)  # x's dtype: float64, or the case dtype (run_loop_hvp's dtype)
+    zeros_c = x.new_zeros(cfg.c_size)
     for layer in range(cfg.num_layers):
         outputs = []
         for d, direction in enumerate(directions(cfg)):
@@ -79,6 +79,11 @@ def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None, par
     sum(y·dy) + sum(hy·dhy) + sum(cy·dcy)); with ``base_cy``, the loss takes each sequence's cy in
     the form the case's gradient convention differentiates (``Family.reexpressed_cell_state``)."""
     cfg = case.config
+    dtype = x.dtype
+
+    def head(a: np.ndarray) -> Tensor:
+        return torch.from_numpy(a).to(dtype)
+
     y_rows, hy_cols, cy_cols = [], [], []
     for b in range(cfg.batch_size):
         y_b, h_b, c_b = _run_sequence(case, b, params, x, h0, c0, layer_noise, ops)
@@ -87,21 +92,21 @@ def _loss_terms(case: Case, x: Tensor, h0: Tensor | None, c0: Tensor | None, par
         if c_b:
             cy_b = torch.stack(c_b)
             if base_cy is not None and case.seq_lengths[b] > 0:
-                cy_b = cfg.family.reexpressed_cell_state(torch_ops(), cfg, cy_b, torch.from_numpy(base_cy[:, b]))
+                cy_b = cfg.family.reexpressed_cell_state(torch_ops(), cfg, cy_b, head(base_cy[:, b]))
             cy_cols.append(cy_b)
-    loss = torch.zeros((), dtype=torch.float64)
+    loss = torch.zeros((), dtype=dtype)
     for b, y_b in enumerate(y_rows):
-        loss = loss + (y_b * torch.from_numpy(case.dy[: y_b.shape[0], b])).sum()
+        loss = loss + (y_b * head(case.dy[: y_b.shape[0], b])).sum()
     hy_all = torch.stack(hy_cols, dim=1)
-    loss = loss + (hy_all * torch.from_numpy(case.dhy)).sum()
+    loss = loss + (hy_all * head(case.dhy)).sum()
     cy_all = torch.stack(cy_cols, dim=1) if cy_cols else None
     if cy_all is not None:
-        loss = loss + (cy_all * torch.from_numpy(case.dcy)).sum()
+        loss = loss + (cy_all * head(case.dcy)).sum()
     return y_rows, hy_all, cy_all, loss
 
 
-def _tensor(a: np.ndarray | None, requires_grad: bool = False) -> Tensor | None:
-    return None if a is None else torch.tensor(a, dtype=torch.float64, requires_grad=requires_grad)
+def _tensor(a: np.ndarray | None, requires_grad: bool = False, dtype: torch.dtype = torch.float64) -> Tensor | None:
+    return None if a is None else torch.tensor(a, dtype=dtype, requires_grad=requires_grad)
 
 
 def loop_loss(case: Case, base_cy: np.ndarray | None = None) -> float:
@@ -177,22 +182,25 @@ def run_loop_jvp(case: Case, tangents: Mapping[str, np.ndarray]) -> Outputs:
         return Outputs(y=ty, hy=tangent(hy_all), cy=None if cy_all is None else tangent(cy_all))
 
 
-def run_loop_hvp(case: Case, tangents: Mapping[str, np.ndarray], ops: Any = None) -> Outputs:
+def run_loop_hvp(case: Case, tangents: Mapping[str, np.ndarray], ops: Any = None,
+                 dtype: torch.dtype = torch.float64, layer_noise: LayerNoise | None = None) -> Outputs:
     """The Hessian-vector product of the loss sum(y·dy) + sum(hy·dhy) + sum(cy·dcy) along
     ``tangents`` (by gradient name; a requested input left out has a zero tangent): in ``grads``,
-    for every requested name, the derivative of its gradient along the tangents, in float64 by
-    double backward through the same one-sample-at-a-time forward (``ops``: a mutant's only)."""
-    x, h0, c0 = (_tensor(a, True) for a in (case.x, case.h0, case.c0))
-    params = {k: _tensor(v, True) for k, v in case.params.items()}
+    for every requested name, the derivative of its gradient along the tangents, by double backward
+    through the same one-sample-at-a-time forward, in float64 (``ops``: a mutant's only; ``dtype``
+    and ``layer_noise``: only the rounding allowance of second order computes it in the case dtype,
+    or with noisy layer outputs, :mod:`gradcheck_rnn.references.drift`); returned as float64 arrays."""
+    x, h0, c0 = (_tensor(a, True, dtype) for a in (case.x, case.h0, case.c0))
+    params = {k: _tensor(v, True, dtype) for k, v in case.params.items()}
     leaves = {"x": x, "h0": h0, "c0": c0, **params}
     wanted = {name: leaves[name] for name in sorted(case.wants)}
     with torch.enable_grad():
-        loss = _loss_terms(case, x, h0, c0, params, ops=ops)[3]
+        loss = _loss_terms(case, x, h0, c0, params, layer_noise=layer_noise, ops=ops)[3]
         grads = (torch.autograd.grad(loss, list(wanted.values()), create_graph=True, allow_unused=True)
                  if loss.requires_grad else [None] * len(wanted))
-        along = sum(((g * torch.from_numpy(np.asarray(tangents[n], dtype=np.float64))).sum()
-                     for n, g in zip(wanted, grads) if g is not None and n in tangents), torch.zeros((), dtype=torch.float64))
+        along = sum(((g * torch.from_numpy(np.asarray(tangents[n], dtype=np.float64)).to(dtype)).sum()
+                     for n, g in zip(wanted, grads) if g is not None and n in tangents), torch.zeros((), dtype=dtype))
         products = (torch.autograd.grad(along, list(wanted.values()), allow_unused=True) if along.requires_grad
                     else [None] * len(wanted))
-    return Outputs(y=None, hy=None, grads={n: np.zeros(leaf.shape) if p is None else p.numpy()
+    return Outputs(y=None, hy=None, grads={n: np.zeros(leaf.shape) if p is None else p.double().numpy()
                                            for (n, leaf), p in zip(wanted.items(), products)})
