@@ -29,7 +29,7 @@ from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.model.tolerances import Tolerances
 from isolation_targets import CHILD_RECORD_ENV
-from test_worker_environment import child_record, child_view  # noqa: F401,F811 (child_record: a fixture)
+from test_worker_environment import child_record, child_view  # noqa: F401 (child_record: a fixture)
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.
@@ -366,7 +366,7 @@ def set_environ(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
-def test_under_dask_a_target_s_child_sees_the_dask_worker_s_environment(child_record, dask_cluster):
+def test_under_dask_a_target_s_child_sees_the_dask_worker_s_environment(child_record, dask_cluster):  # noqa: F811
     """On a cluster the command's machine is not the worker's: the target sees its Dask worker's
     environment as that worker has it, with nothing of the tool's added. The shared cluster started
     before this test's fixture named the record file, so its workers are told it here."""
