@@ -22,10 +22,12 @@ as rich markup: a message such as ``ValueError("shape [/b] mismatch")`` must not
 
 from __future__ import annotations
 
+import contextlib
 import math
 import textwrap
+import time
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 from rich import box
@@ -40,13 +42,14 @@ from .document import (CHECK_VALUES, case_lengths, failing_tensors, failure_in_w
                        values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
-from ..rows.result import plural, row_field
+from ..rows.result import CaseResult, plural, row_field
 from ..rows.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
 from ..rows.tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line
 TENSORS_SHOWN = 3  # failing tensors detailed per failure line; the rest are named with their ratios
+BAR_UPDATE_SECONDS = 0.1  # how often the progress bar takes the rows counted since (it redraws at 10 Hz)
 
 
 def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
@@ -365,3 +368,35 @@ def per_unit_table(tensor: dict[str, Any], mode: str) -> Table | Text:
         where = str(worst * pool) if pool == 1 else f"{worst * pool}–{worst * pool + pool - 1}"
         table.add_row(label, fmt(value), where, "█" * width)
     return table
+
+
+class ProgressBar:
+    """The progress bar of a run: an observer of its rows (:class:`~gradcheck_rnn.run.RowObserver`)
+    that advances a rich bar. Rich redraws 10 times a second: rows are counted here and handed
+    over as often, not one update (a lock, a speed sample) per row in the supervisor's busiest loop."""
+
+    def __init__(self, bar: Any, task: Any) -> None:
+        self.bar, self.task = bar, task
+        self.pending, self.updated = 0, 0.0
+
+    def on_row(self, row: CaseResult) -> None:
+        self.pending += 1
+        if (now := time.monotonic()) - self.updated >= BAR_UPDATE_SECONDS:
+            self.bar.update(self.task, advance=self.pending, current=f"{row.target} {row.check} {row.case_id}")
+            self.pending, self.updated = 0, now
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+
+@contextlib.contextmanager
+def progress(console: Console, total: int) -> Iterator[ProgressBar]:
+    """A rich progress bar of ``total`` rows on ``console`` (stderr), gone when the run ends."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # target names and case ids are shown literally (markup=False): a name may hold brackets
+    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[current]}", markup=False), console=console, transient=True) as bar:
+        observer = ProgressBar(bar, bar.add_task("sweep", total=total, current=""))
+        yield observer
+        bar.update(observer.task, advance=observer.pending)

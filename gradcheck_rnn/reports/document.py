@@ -383,3 +383,22 @@ class DriftView:
     def of(cls, drift: dict[str, Any]) -> "DriftView":
         return cls(drift["baseline"], drift["compared"], len(drift["rows"]), drift["factor"], drift["floor"],
                    bool(drift.get("fail_on_drift")), tuple(DriftedTensor(*row) for row in drift_rows(drift["rows"])))
+
+
+class StoredTally:
+    """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
+    through the part of :class:`~gradcheck_rnn.rows.tally.Tally`'s interface the console's tables use: ``report`` prints
+    the run as it was counted, never a recount of its rows."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    def breakdown(self, key: str) -> list[dict[str, Any]]:
+        return self.document[f"by_{key}"]
+
+    def skip_reasons(self, top: int = 3) -> list[dict[str, Any]]:
+        """The stored skip reasons (the run kept its top 3 per target)."""
+        return self.document["skips"]
+
+    def mistrust(self) -> dict[str, int]:
+        return self.document["mistrusted"]

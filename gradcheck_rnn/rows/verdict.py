@@ -152,12 +152,13 @@ class VerdictRule(Protocol):
 
 
 def conclude(results: list[CaseResult], spec: Any, tally: Any, stop: StopReason = StopReason.COMPLETE,
-             rule: VerdictRule | None = None, drift: dict[str, Any] | None = None,
+             rule: VerdictRule | None = None, extra: dict[str, Any] | None = None,
              seconds: float | None = None) -> Run:
     """The judged run with its one verdict. A run a signal stopped is never a pass: it exits as a
     shell reports the signal (130, 143) and says how far it got. Otherwise ``rule`` decides when
-    given, else the sweep's verdict of the ``tally`` (:func:`~gradcheck_rnn.rows.verdict.tally_verdict`),
-    with the run's comparison with its baseline (``drift``, stored beside the rows)."""
+    given, else the sweep's verdict of the ``tally`` (:func:`~gradcheck_rnn.rows.verdict.tally_verdict`).
+    ``extra``: what the run's observers stored beside the rows (a baseline's ``"drift"``, which the
+    sweep's verdict reads), kept with what the rule stores."""
     if stop.signal is not None:
         results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
         run = Run(results, EXIT_INTERRUPTED[stop.signal], "", spec, stop, tally, seconds)
@@ -165,9 +166,10 @@ def conclude(results: list[CaseResult], spec: Any, tally: Any, stop: StopReason 
         found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
         run.reason = f"{stop.describe()}: {run.cases_judged} of {len(spec.indices)} cases judged{found}"
         return run
+    extra = dict(extra or {})
     if rule is not None:
-        code, reason, extra = rule(results, tally, spec)
+        code, reason, found = rule(results, tally, spec)
+        extra.update(found)
     else:
-        code, reason = tally_verdict(tally, spec.named_targets, drift, spec.strict_contracts)
-        extra = {} if drift is None else {"drift": drift}
+        code, reason = tally_verdict(tally, spec.named_targets, extra.get("drift"), spec.strict_contracts)
     return Run(results, code, reason, spec, stop, tally, seconds, extra)
