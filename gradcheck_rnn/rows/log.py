@@ -3,7 +3,7 @@
 A :class:`RowLog` opens the run's hidden staging folder ``<report dir>/.<run>.<pid>@<host>.<random>``
 when the run starts and appends each result row to ``results.jsonl`` there as it arrives, in the
 strict-JSON form results.json gives it (:func:`gradcheck_rnn.rows.result.document_row`). At the end,
-:func:`gradcheck_rnn.reports.write_reports` writes ``results.json`` and the other report files into the same folder
+:func:`gradcheck_rnn.reports.publish` writes ``results.json`` and the other report files into the same folder
 from that file, rows in case order, and renames the folder into place: a crash, Ctrl-C or SIGKILL
 leaves either the complete run or no run (only the hidden staging folder, which the next run
 clears, see :func:`clear_stale_staging`).
