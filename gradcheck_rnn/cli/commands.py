@@ -20,10 +20,8 @@ from rich.text import Text
 from ..reports import console as render
 from ..errors import UsageError
 from ..rows.numbers import plural
-from ..reports.document import StoredTally
 from ..rows.result import CaseResult
 from ..rows.statuses import STYLE, is_bad
-from ..rows.tally import Tally
 from ..rows.verdict import Run
 
 if TYPE_CHECKING:
@@ -71,28 +69,14 @@ def ensure_writable(report_dir: str) -> None:
                          f"choose another folder with --report-dir DIR") from None
 
 
-def print_run(rows: Iterable[dict[str, Any]], tally: Tally | StoredTally) -> None:
-    """Summary tables per target (from the run's tally), skip reasons, the failure list (from the
-    stored ``rows``, as the reports read them) and the mistrust note."""
-    for table in render.summary_tables(tally):
-        out.print(table)
-    render.print_lines(out, render.skipped_target_lines(tally) + render.failure_lines(rows)
-                       + render.mistrusted_lines(tally))
-
-
 def print_stored(document: dict[str, Any], next_step: str | None = None) -> None:
     """What a command prints of a stored run (a results document: the one a sweep, ``mutants``
     or ``merge`` just published, or the one ``report`` read): a detection run's table, any other's
-    summary tables and failure list (its stored tallies and rows) and its ``next:`` hint; then the
-    drifted rows of a run compared with a baseline."""
+    as the console renders a stored run (:func:`~gradcheck_rnn.reports.console.print_stored_run`)."""
     if document.get("mutants") is not None:
         print_detection(document)
     else:
-        print_run(document["results"], StoredTally(document))
-        if next_step:  # what to do for more coverage
-            render.print_lines(out, render.note_lines(next_step))
-    if document.get("drift") is not None:
-        print_drift(document["drift"])
+        render.print_stored_run(out, document, next_step)
 
 
 def verdict_line(code: int, reason: str, suffix: str = "") -> None:
@@ -307,29 +291,8 @@ def rerender_run(run_dir: str, fmt: str) -> int:
 
 
 def print_drift(drift: dict[str, Any]) -> None:
-    """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.workflows.baseline`), largest growth
-    first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
-    cut); or one line saying how many rows were compared and that none drifted, or that none was."""
-    from ..reports.document import DriftView
-    from ..rows.numbers import fmt
-
-    view = DriftView.of(drift)
-    compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"
-    rule = f"ratio grew past ×{view.factor:g}, ending above {view.floor:g}"
-    if not view.compared:
-        say(out, f"nothing was compared with the baseline {view.baseline}: no passing row has a row there, "
-                 f"so drift went unchecked", style="bold yellow")
-        return
-    if not view.drifted:
-        say(out, f"no drift: {compared}, none whose {rule}")
-        return
-    say(out, f"Drifted since the baseline: {plural(view.drifted, 'row')} ({compared}; {rule}), "
-             f"largest growth first:", style="bold yellow")
-    lines: dict[tuple[str, str, str], list[str]] = {}
-    for t in view.tensors:
-        lines.setdefault((t.case_id, t.target, t.check), []).append(f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
-    for (case_id, target, check), changes in lines.items():
-        say(out, Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(changes)}"))
+    """The drifted rows of a ``"drift"`` section (``diff``'s): :func:`~gradcheck_rnn.reports.console.drift_lines`."""
+    render.print_lines(out, render.drift_lines(drift))
 
 
 def diff_stored_runs(run_a: str, run_b: str, factor: float) -> int:

@@ -83,7 +83,7 @@ def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Published:
     :meth:`~gradcheck_rnn.run.spec.RunSpec.meta`) with the run's one verdict, how far it got and
     what its observers and verdict's rule stored beside the rows (:attr:`Run.extra`); every
     report file written in the staging folder, renamed into place, ``latest`` updated. An error
-    that keeps the files from being written is returned, not raised."""
+    that keeps the files from being written is returned, not raised, and leaves no folder."""
     meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
             "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
     document = None
@@ -91,6 +91,7 @@ def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Published:
         document = results_document(run.results, meta, run.extra or None, rows=log.rows(), tally=log.tally)
         return Published(document, write_document(document, log))
     except OSError as exc:
+        log.discard()
         return Published(document, unwritten=exc)
 
 

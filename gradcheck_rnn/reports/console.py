@@ -37,7 +37,7 @@ from rich.text import Text
 
 from ..judging.compare import expand_tensor
 from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (CHECK_VALUES, case_lengths, failing_tensors, failure_in_words, finding_rows_text, findings,
+from .document import (CHECK_VALUES, DriftView, StoredTally, case_lengths, failing_tensors, failure_in_words, finding_rows_text, findings,
                        location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
                        values_parts)
 from .markdown import sparkline
@@ -83,7 +83,7 @@ def packed(parts: list[str], indent: str = INDENT, width: int = WIDTH) -> list[s
     return lines
 
 
-def summary_tables(tally: Tally) -> list[Table]:
+def summary_tables(tally: Tally | StoredTally) -> list[Table]:
     """One table per target: its cases by mode, then by wants group, with verdicts and the worst
     ratio over every check that judged the target (pass ⇔ ≤ 1), from the run's tally."""
     tables = []
@@ -122,7 +122,7 @@ def summary_tables(tally: Tally) -> list[Table]:
     return tables
 
 
-def skipped_target_lines(tally: Tally, top: int = 3) -> list[Text]:
+def skipped_target_lines(tally: Tally | StoredTally, top: int = 3) -> list[Text]:
     """A warning per target that was judged on no case, then, for every target that skipped
     anything, how many results it skipped and its ``top`` reasons with their counts: a green run
     that skipped most of its rows must say so on the console. From the run's tally."""
@@ -148,10 +148,46 @@ def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Te
     return [Text.assemble(("note: ", "bold yellow"), stopped_early_text(cases_judged, cases_planned))]
 
 
-def mistrusted_lines(tally: Tally) -> list[Text]:
+def mistrusted_lines(tally: Tally | StoredTally) -> list[Text]:
     """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
     note = mistrust_note(tally.mistrust())
     return [] if note is None else note_lines(f"note: {note}")
+
+
+def print_stored_run(console: Console, document: dict[str, Any], next_step: str | None = None) -> None:
+    """A stored run on the console, as every file renders it from the same results document:
+    summary tables per target and the skip reasons (its stored tallies), the failure list (its
+    stored rows), the mistrust note, the ``next:`` hint of a judging command, and the drifted rows
+    of a run compared with a baseline."""
+    tally = StoredTally(document)
+    for table in summary_tables(tally):
+        console.print(table)
+    print_lines(console, skipped_target_lines(tally) + failure_lines(document["results"]) + mistrusted_lines(tally)
+                + (note_lines(next_step) if next_step else [])
+                + (drift_lines(document["drift"]) if document.get("drift") is not None else []))
+
+
+def drift_lines(drift: dict[str, Any]) -> list[Text]:
+    """The drifted rows (a ``"drift"`` section, :class:`~gradcheck_rnn.reports.document.DriftView`),
+    largest growth first, one unwrapped line each with every drifted tensor's ratio then → now (a
+    case id is never cut); or one line saying how many rows were compared and that none drifted,
+    or that none was."""
+    view = DriftView.of(drift)
+    compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"
+    rule = f"ratio grew past ×{view.factor:g}, ending above {view.floor:g}"
+    if not view.compared:
+        return [Text(f"nothing was compared with the baseline {view.baseline}: no passing row has a row there, "
+                     f"so drift went unchecked", style="bold yellow")]
+    if not view.drifted:
+        return [Text(f"no drift: {compared}, none whose {rule}")]
+    lines = [Text(f"Drifted since the baseline: {plural(view.drifted, 'row')} ({compared}; {rule}), "
+                  f"largest growth first:", style="bold yellow")]
+    changes: dict[tuple[str, str, str], list[str]] = {}
+    for t in view.tensors:
+        changes.setdefault((t.case_id, t.target, t.check), []).append(f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
+    for (case_id, target, check), tensors in changes.items():
+        lines.append(Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(tensors)}"))
+    return lines
 
 
 def note_lines(text: str) -> list[Text]:

@@ -169,9 +169,6 @@ class KeptRows:
         self.tally.add(stored_row(row))
         self.kept.append(row)
 
-    def extra(self) -> dict[str, Any]:
-        return {}
-
 
 class RowLog:
     """A run being written (:class:`~gradcheck_rnn.run.RunStore`): its staging folder, its rows
@@ -224,9 +221,6 @@ class RowLog:
         self.add(row)
         if is_shown(row.status):
             self.kept.append(row)
-
-    def extra(self) -> dict[str, Any]:
-        return {}
 
     def rows(self) -> StoredRows:
         """Every row added so far, in case order (flushes the file first)."""

@@ -280,13 +280,16 @@ class OnRow:
         return {}
 
 
-class RunStore(RowObserver, Protocol):
-    """The observer that keeps a run: its :class:`~gradcheck_rnn.rows.tally.Tally` (every row
-    counted, the one source of the verdict's and the reports' totals) and the rows it keeps in
-    memory (``kept``: every row, or those that did not pass when the rest are on disk)."""
+class RunStore(Protocol):
+    """What keeps a run, handed each row after its observers: its
+    :class:`~gradcheck_rnn.rows.tally.Tally` (every row counted, the one source of the verdict's
+    and the reports' totals) and the rows it keeps in memory (``kept``: every row, or those that
+    did not pass when the rest are on disk)."""
 
     tally: Any
     kept: list[CaseResult]
+
+    def on_row(self, row: CaseResult) -> None: ...
 
 
 def execute(spec: RunSpec, execution: Execution, targets: list | None = None, executor: Executor | None = None,
@@ -337,7 +340,7 @@ def judge_run(spec: RunSpec, execution: Execution, targets: list | None = None, 
         row.stored_line = None  # read: a row kept in memory (gr.sweep keeps every row) does not keep its line too
 
     def extra() -> dict[str, Any]:
-        return {key: value for listener in listeners for key, value in listener.extra().items()}
+        return {key: value for observer in observers for key, value in observer.extra().items()}
 
     # a reference per case (id, config, wants group), drawn as the executor reads it: workers
     # rebuild each case from its id

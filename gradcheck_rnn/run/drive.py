@@ -84,8 +84,9 @@ def judge_and_publish(plan: Plan, command: str, report_dir: str | os.PathLike[st
         with terminate_as_exception():
             run = judge(plan, observers, log)
             outcome = Outcome(run, publish(run, log, spec.meta(command)))
-            if advise and run.interrupted is None and run.exit_code in (0, 5):
-                outcome.next_step = next_step(spec, log.tally.coverage)
-            return outcome
-    finally:
-        log.discard()  # a no-op once published
+    except BaseException:
+        log.discard()  # an error or a second signal before the run was published: no folder left
+        raise
+    if advise and run.interrupted is None and run.exit_code in (0, 5):
+        outcome.next_step = next_step(spec, log.tally.coverage)
+    return outcome
