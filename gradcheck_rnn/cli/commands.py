@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -22,7 +22,6 @@ from ..errors import UsageError
 from ..rows.numbers import plural
 from ..rows.result import CaseResult
 from ..rows.statuses import STYLE, is_bad
-from ..rows.verdict import Run
 
 if TYPE_CHECKING:
     from ..run.drive import Outcome
@@ -67,16 +66,6 @@ def ensure_writable(report_dir: str) -> None:
     except OSError as exc:
         raise UsageError(f"--report-dir {report_dir!r} is not writable ({exc.strerror or exc}); "
                          f"choose another folder with --report-dir DIR") from None
-
-
-def print_stored(document: dict[str, Any], next_step: str | None = None) -> None:
-    """What a command prints of a stored run (a results document: the one a sweep, ``mutants``
-    or ``merge`` just published, or the one ``report`` read): a detection run's table, any other's
-    as the console renders a stored run (:func:`~gradcheck_rnn.reports.console.print_stored_run`)."""
-    if document.get("mutants") is not None:
-        print_detection(document)
-    else:
-        render.print_stored_run(out, document, next_step)
 
 
 def verdict_line(code: int, reason: str, suffix: str = "") -> None:
@@ -158,8 +147,12 @@ def judge_and_report(planned: Plan, command: str, report_dir: str, fmt: str = "c
     with render.progress(err, planned.spec.rows) as bar:
         observers = (bar,) if baseline is None else (baseline, bar)
         outcome = judge_and_publish(planned, command, report_dir, publish, observers, advise=planned.verdict is None)
-    if outcome.run.interrupted is None and outcome.published.document is not None:
-        print_stored(outcome.published.document, outcome.next_step)
+    document = outcome.published.document
+    if outcome.run.interrupted is None and document is not None:
+        if planned.verdict is not None:  # a detection run (its plan's own verdict rule)
+            print_detection(document)
+        else:
+            render.print_stored_run(out, document, outcome.next_step)
     return finish_outcome(outcome, report_dir, fmt)
 
 
@@ -176,7 +169,7 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
         run = merged_run(spec, results, drift, log)
         outcome = Outcome(run, publish(run, log, {**spec.meta("merge"), "shards": [str(f) for f in folders]}))
         if outcome.published.document is not None:
-            print_stored(outcome.published.document)
+            render.print_stored_run(out, outcome.published.document)
         return finish_outcome(outcome, report_dir, fmt)
     finally:
         log.discard()  # a no-op once published
@@ -194,10 +187,8 @@ def print_detection(document: dict[str, Any]) -> None:
 
 def judge_calibration(planned: Plan, margin: float) -> int:
     """``calibrate``: judge a correct target, print the error ratios and the proposal; the exit code."""
-    from ..run.drive import terminate_as_exception
+    from ..run.drive import judge, terminate_as_exception
     from ..workflows.calibrate import calibrate, calibration_table
-
-    from ..run.drive import judge
 
     spec = planned.spec
     with terminate_as_exception(), render.progress(err, spec.rows) as bar:
@@ -280,7 +271,10 @@ def rerender_run(run_dir: str, fmt: str) -> int:
 
     resolved = resolve_run_dir(run_dir)
     document = rerender(resolved)
-    print_stored(document)
+    if document.get("mutants") is not None:  # a detection run's stored table
+        print_detection(document)
+    else:
+        render.print_stored_run(out, document)
     publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
     say(out, f"re-rendered {files} from results.json in {resolved}")

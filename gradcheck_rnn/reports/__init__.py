@@ -88,7 +88,7 @@ def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Published:
             "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
     document = None
     try:
-        document = results_document(run.results, meta, run.extra or None, rows=log.rows(), tally=log.tally)
+        document = results_document(run.results, meta, run.extra or None, rows=log.rows(), totals=run.totals)
         return Published(document, write_document(document, log))
     except OSError as exc:
         log.discard()
@@ -110,7 +110,7 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
             log.discard()
             raise
     try:
-        document = results_document(results, meta, extra, rows=log.rows(), tally=log.tally)
+        document = results_document(results, meta, extra, rows=log.rows(), totals=log.tally.document_part())
     except BaseException:
         log.discard()
         raise

@@ -31,15 +31,15 @@ SCHEMA = 1
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],
                      extra: dict[str, Any] | None = None, rows: Iterable[dict[str, Any]] | None = None,
-                     tally: Tally | None = None) -> dict[str, Any]:
+                     totals: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``results.json`` object (schema: docs/reference/results-json.md), in strict-JSON form.
 
     ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
     the engine: every writer reads it from the document and none recomputes it. Its ``"results"``
     are ``rows`` when given (the rows of the run's row log, read back one at a time from its
-    results.jsonl by :class:`.stream.StoredRows`) and the tallies (summary, by_mode, ...) are then
-    ``tally``, the log's, made from those very rows as they were written; without them both are
-    made here from ``results``.
+    results.jsonl by :class:`~gradcheck_rnn.rows.log.StoredRows`) and the tallies (summary,
+    by_mode, ...) are then ``totals``, the judged run's (:attr:`~gradcheck_rnn.rows.verdict.Run.totals`,
+    its log's tally counted when its verdict was made); without them both are made here from ``results``.
     """
     verdict = meta.get("verdict")
     if not isinstance(verdict, dict) or not isinstance(verdict.get("exit_code"), int):
@@ -48,7 +48,7 @@ def results_document(results: list[CaseResult], meta: dict[str, Any],
         "tool": "gradcheck-rnn", "version": __version__, "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **meta,
-        **(tally or Tally.of_results(results)).document_part(),
+        **(totals if totals is not None else Tally.of_results(results).document_part()),
         "results": [],
         **(extra or {}),
     })

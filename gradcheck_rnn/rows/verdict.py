@@ -109,6 +109,21 @@ class Run:
     seconds: float | None = None  # the wall time of judging it (judge_run); None: not timed (a merged run)
     # what the verdict's rule adds to results.json beside the rows (a detection run's table, a baseline's drift)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Counted once, when the verdict is made, from the tally (the one place a run's tally is read
+    # after its store wrote it): how many rows and cases were judged, and the tallies results.json
+    # stores (:meth:`~gradcheck_rnn.rows.tally.Tally.document_part`; None without a tally).
+    rows: int = field(init=False)
+    cases_judged: int = field(init=False)
+    totals: dict[str, Any] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.tally is None:
+            self.rows = len(self.results)
+            self.cases_judged = len({r.case_id if r.case_index is None else r.case_index for r in self.results})
+            self.totals = None
+        else:
+            self.rows, self.cases_judged, self.totals = (self.tally.rows, self.tally.cases_judged,
+                                                         self.tally.document_part())
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -131,17 +146,6 @@ class Run:
         """``"SIGINT"`` or ``"SIGTERM"`` when a signal stopped the run, else None."""
         return self.stop.signal
 
-    @property
-    def rows(self) -> int:
-        """How many rows were judged (``results`` may hold only those that did not pass)."""
-        return len(self.results) if self.tally is None else self.tally.rows
-
-    @property
-    def cases_judged(self) -> int:
-        """Distinct cases with at least one row."""
-        if self.tally is not None:
-            return self.tally.cases_judged
-        return len({r.case_id if r.case_index is None else r.case_index for r in self.results})
 
 
 class VerdictRule(Protocol):
