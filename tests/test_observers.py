@@ -76,13 +76,15 @@ def test_each_stop_reason_describes_itself_and_a_signal_is_never_a_pass():
     for reason in (StopReason.SIGINT, StopReason.SIGTERM):
         run = conclude([], spec, Tally(), reason)
         assert run.stop is reason and not run.complete and run.interrupted == reason.value
-        assert run.exit_code == EXIT_INTERRUPTED[reason.value] and run.reason == f"{reason.describe()}: 0 of 3 cases judged"
+        assert run.exit_code == EXIT_INTERRUPTED[reason.value]
+        assert run.reason == f"{reason.describe()}: 0 of 3 cases judged"
     assert conclude([], spec, Tally(), StopReason.FAIL_FAST).stop.describe().startswith("stopped by --fail-fast")
 
 
 def test_a_fail_fast_run_says_why_it_stopped(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    spec, _ = RunSpec.build("ci", ("plugin_targets:zero_top_bhh",), Selection(cases=4, seed=11), Judging(("reference",)))
+    spec, _ = RunSpec.build("ci", ("plugin_targets:zero_top_bhh",), Selection(cases=4, seed=11),
+                            Judging(("reference",)))
     run = judge_run(spec, Execution(in_process=True, fail_fast=True))
     assert run.stop is StopReason.FAIL_FAST and not run.complete and run.exit_code == 1
     assert run.rows < spec.rows

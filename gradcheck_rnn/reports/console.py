@@ -37,9 +37,9 @@ from rich.text import Text
 
 from ..judging.compare import expand_tensor
 from ..rows.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (CHECK_VALUES, DriftView, StoredTally, case_lengths, failing_tensors, failure_in_words, finding_rows_text, findings,
-                       location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
-                       values_parts)
+from .document import (CHECK_VALUES, DriftView, StoredTally, case_lengths, failing_tensors, failure_in_words,
+                       finding_rows_text, findings, location_mark, message_shown, mistrust_note, significant_pair,
+                       stopped_early_text, values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
 from ..rows.result import CaseResult, plural, row_field
@@ -184,7 +184,8 @@ def drift_lines(drift: dict[str, Any]) -> list[Text]:
                   f"largest growth first:", style="bold yellow")]
     changes: dict[tuple[str, str, str], list[str]] = {}
     for t in view.tensors:
-        changes.setdefault((t.case_id, t.target, t.check), []).append(f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
+        changes.setdefault((t.case_id, t.target, t.check), []).append(
+            f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
     for (case_id, target, check), tensors in changes.items():
         lines.append(Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(tensors)}"))
     return lines

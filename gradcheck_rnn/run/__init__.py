@@ -33,7 +33,8 @@ from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
 __all__ = ["Execution", "Executor", "Judging", "RunSpec", "Selection", "busy_cores", "cpu_ticks", "default_workers",
-           "execute", "judge_run", "open_executor", "OnRow", "parse_shard", "RowObserver", "RunStore", "start_pool_early"]
+           "execute", "judge_run", "open_executor", "OnRow", "parse_shard", "RowObserver", "RunStore",
+           "start_pool_early"]
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
 CASES_PER_WORKER = 100
@@ -252,14 +253,13 @@ def open_executor(spec: RunSpec, execution: Execution, targets: list | None = No
 
 
 class RowObserver(Protocol):
-    """What listens to a run's rows, as pytest's plugins listen to its reports: the run's store
-    (:class:`~gradcheck_rnn.rows.log.RowLog`, :class:`~gradcheck_rnn.rows.log.KeptRows`), the
-    progress bar, the console of ``check``, and ``sweep --baseline``'s
+    """What listens to a run's rows, as pytest's plugins listen to its reports: the progress bar,
+    the tables ``check`` prints, and ``sweep --baseline``'s
     :class:`~gradcheck_rnn.workflows.baseline.Baseline`. :func:`judge_run` hands every finished
-    row to each observer in the order they were registered, then to the store: an observer that
-    marks a row (the baseline's ``drifted``) does so before the row is stored. What an observer
-    found is stored beside the rows (results.json's top level, e.g. ``"drift"``) and read by the
-    verdict: :meth:`extra`."""
+    row to each observer in the order they were registered, then to the run's store
+    (:class:`RunStore`): an observer that marks a row (the baseline's ``drifted``) does so before
+    the row is stored. What an observer found is stored beside the rows (results.json's top level,
+    e.g. ``"drift"``) and read by the verdict: :meth:`extra`."""
 
     def on_row(self, row: CaseResult) -> None: ...
 
