@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gradcheck_rnn.judging.checks.directions import ProductTolerances  # noqa: E402
 from gradcheck_rnn.judging.context import CaseContext  # noqa: E402
 from gradcheck_rnn.judging.judge import TargetCall  # noqa: E402
-from gradcheck_rnn.judging.tolerances import Tolerances  # noqa: E402
+from gradcheck_rnn.model.tolerances import Tolerances  # noqa: E402
 from gradcheck_rnn.model.case import Case, as_mapping  # noqa: E402
 from gradcheck_rnn.references.drift import TORCH_DTYPES, UNIT_ROUNDOFF  # noqa: E402
 from gradcheck_rnn.references.loop import run_loop_hvp, run_loop_reference  # noqa: E402

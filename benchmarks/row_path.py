@@ -7,8 +7,10 @@
 Each column is one fresh process that imports the package from one checkout (``PYTHONPATH``) and
 runs ``gradcheck-rnn sweep -n CASES --in-process`` (the ci profile, fused-cpu) through the command
 line's own entry point under a profiler hook. A *hand-off* is a call into a function of the
-package that receives rows (a ``CaseResult`` or a stored row dict, a list or tuple of them, the row
-log, its stored rows, a tally, or a results document) or a return from one that gives rows back. The hand-offs, in the order they happen, name a sequence of
+package that receives rows (a ``CaseResult`` or a stored row dict, a list or tuple of them, a run's
+store (the row log, ``KeptRows``), its stored rows, a tally (``Tally``, a stored run's
+``StoredTally``), or a results document, bare or ``Published``) or a return from one that gives
+rows back. The hand-offs, in the order they happen, name a sequence of
 modules (repeats in a row collapsed). Reported:
 
 - ``modules``: how many different modules the rows pass through;
@@ -42,7 +44,7 @@ PACKAGE = "gradcheck_rnn"
 sequence = []
 
 
-ROW_HOLDERS = {"CaseResult", "StoredRows", "RowLog", "Tally"}
+ROW_HOLDERS = {"CaseResult", "StoredRows", "RowLog", "KeptRows", "Tally", "StoredTally", "Published"}
 
 
 def row_like(value, depth=0):

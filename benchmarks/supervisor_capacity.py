@@ -74,11 +74,11 @@ def use_stand_in_workers(canned: list[list[Any]]) -> None:
 
 def judge_for_real(cases: int) -> tuple[list[list[Any]], float]:
     """The rows of ``cases`` ci cases by case, judged by one worker; its rows per second once running."""
-    from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
+    from gradcheck_rnn.run import Execution, OnRow, RunSpec, Selection, execute
 
     spec, _ = RunSpec.build("ci", TARGETS, Selection(cases=cases))
     arrivals: list[float] = []
-    rows = execute(spec, Execution(workers=1), on_result=lambda row: arrivals.append(time.perf_counter()))
+    rows = execute(spec, Execution(workers=1), observers=(OnRow(lambda row: arrivals.append(time.perf_counter())),))
     by_case: dict[int, list[Any]] = {}
     for row in rows:
         by_case.setdefault(row.case_index, []).append(row)
@@ -87,16 +87,18 @@ def judge_for_real(cases: int) -> tuple[list[list[Any]], float]:
 
 def replay_run(cases: int) -> tuple[int, float, float]:
     """A sweep of ``cases`` cases judged by one stand-in worker, as the command runs it: rows, wall, CPU."""
-    from gradcheck_rnn.cli.commands import progress
+    from rich.console import Console
+
     from gradcheck_rnn.reports import RowLog
+    from gradcheck_rnn.reports.console import progress
     from gradcheck_rnn.run import Execution, RunSpec, Selection, judge_run
 
     spec, _ = RunSpec.build("ci", TARGETS, Selection(cases=cases))
     with tempfile.TemporaryDirectory(prefix="supervisor-capacity-") as folder:
         log = RowLog(folder, "replay", notify=lambda *_: None)
         wall, cpu = time.perf_counter(), time.process_time()
-        with progress(spec.rows) as advance:  # as the command judges: its progress bar sees every row
-            run = judge_run(spec, Execution(workers=1), on_result=advance, log=log)
+        with progress(Console(stderr=True), spec.rows) as bar:  # as the command judges: its bar sees every row
+            run = judge_run(spec, Execution(workers=1), observers=(bar,), store=log)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         log.discard()
     return run.tally.rows, wall, cpu

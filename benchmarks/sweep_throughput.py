@@ -58,7 +58,7 @@ def _install_timers(spent: dict[str, float], counts: dict[str, int]) -> None:
     """Accumulate seconds per reference, per target and for JAX compilation; count JAX events."""
     import jax.monitoring
 
-    from gradcheck_rnn.references import jax_ref, loop
+    from gradcheck_rnn.references import jax_cudnn as jax_ref, loop
     from gradcheck_rnn.targets import Target
 
     def timed(key, func):
@@ -107,7 +107,7 @@ def _cache_entries(folder: str) -> int:
 def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
     """One run in this process (GRADCHECK_RNN_JAX_CACHE already set): wall time and breakdown."""
     start = time.perf_counter()  # imports count: a user's sweep pays them too
-    from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
+    from gradcheck_rnn.run import Execution, OnRow, RunSpec, Selection, execute
 
     try:  # 0 workers: judged in this process (--in-process); checkouts before it judged there with 1 worker
         execution = Execution(workers=max(1, workers), in_process=workers == 0)
@@ -131,7 +131,7 @@ def measure(profile: str, cases: int, workers: int) -> dict[str, object]:
         _install_timers(spent, counts)
     spec, _ = RunSpec.build(profile, TARGETS, Selection(cases=cases))
     first: list[float] = []
-    results = execute(spec, execution, on_result=lambda r: first or first.append(time.perf_counter()))
+    results = execute(spec, execution, observers=(OnRow(lambda r: first or first.append(time.perf_counter())),))
     wall = time.perf_counter() - start
     # The jax reference's time includes its compilation, which is listed on its own.
     spent["reference jax"] -= spent.get("jax compile", 0.0)

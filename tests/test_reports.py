@@ -144,7 +144,7 @@ def test_one_picture_draws_every_special_value(references):
     pytest.importorskip("matplotlib")
     result = judge_one(references, lambda _: outputs_of(special_values_outputs(references)), Tolerances())
     assert result.status == "fail"
-    page = WRITERS["report.html"](results_document([result], meta([result]))).decode()
+    page = WRITERS["report.html"].render(results_document([result], meta([result]))).decode()
     [png] = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert base64.b64decode(png).startswith(b"\x89PNG")
 
@@ -164,12 +164,12 @@ def test_special_values_flow_through_every_writer_and_table(references, data):
     assert result.status == "pass" or not passing, result.message
     assert all(t.status != "pass" for t in result.tensors if t.name in nan_tensors)
     document = results_document([result], meta([result]))
-    text = WRITERS["results.json"](document).decode()
+    text = WRITERS["results.json"].render(document).decode()
     json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict JSON token {token}"))
-    JUnitXml.fromstring(WRITERS["junit.xml"](document))
-    assert WRITERS["report.md"](document)
+    JUnitXml.fromstring(WRITERS["junit.xml"].render(document))
+    assert WRITERS["report.md"].render(document)
     with mock.patch.object(html_writer, "case_png", stub_picture):
-        page = WRITERS["report.html"](document).decode()
+        page = WRITERS["report.html"].render(document).decode()
     assert page.count("<img") == (result.status != "pass")
     github.annotations(document)
     console = Console(file=io.StringIO(), width=80)

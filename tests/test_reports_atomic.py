@@ -59,7 +59,7 @@ def blocking_target(case):
 
 if stage == "write":
     from gradcheck_rnn import reports
-    reports.WRITERS["report.html"] = block
+    reports.WRITERS["report.html"] = reports.Writer("html", "report.html", block)
 from gradcheck_rnn.cli import main
 
 target = "__main__:blocking_target" if stage == "judge" else "torch-native"

@@ -118,7 +118,7 @@ def test_a_logged_run_keeps_only_the_rows_that_did_not_pass_and_counts_every_row
     everything = judge_run(spec, Execution(in_process=True))
     log = RowLog(tmp_path, "20261203-120000-sweep-s11")
     try:
-        logged = judge_run(spec, Execution(in_process=True), log=log)
+        logged = judge_run(spec, Execution(in_process=True), store=log)
         assert len(everything.results) == everything.rows == logged.rows == len(log) == 4 * 2 * 2
         assert logged.results and all(is_bad(r.status) for r in logged.results)  # the plugin's bug
         assert [(r.case_id, r.target, r.check, r.worst.ratio) for r in logged.results] \

@@ -23,7 +23,7 @@ from gradcheck_rnn.judging.checks import check_names
 from gradcheck_rnn.judging.judge import judged_case_id
 from gradcheck_rnn.targets import resolve_target
 from gradcheck_rnn.model.narrowing import Narrowing
-from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
+from gradcheck_rnn.run import Execution, Judging, OnRow, RunSpec, Selection, execute
 from gradcheck_rnn.run.dask_executor import _pool, chunk_size, chunks, judge_chunk, lost_chunk_facts, lost_rows
 from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
@@ -208,9 +208,9 @@ def test_death_reasons_name_the_signal_or_the_exit_code():
 def test_worker_processes_give_the_serial_rows_in_case_order():
     spec, _ = RunSpec.build("ci", ("fused-cpu", "plugin_targets:zero_top_bhh"), Selection(cases=5, seed=11))
     serial = execute(spec, Execution(workers=1))
-    seen = []
-    pooled = execute(spec, Execution(workers=2), on_result=seen.append)
-    assert len(seen) == len(pooled) == 5 * 2 * len(spec.checks)  # the progress bar saw every row as it came
+    seen: list = []
+    pooled = execute(spec, Execution(workers=2), observers=(OnRow(seen.append),))  # as the progress bar is
+    assert len(seen) == len(pooled) == 5 * 2 * len(spec.checks)  # it saw every row as it came
     assert comparable(pooled) == comparable(serial)
     assert [r.case_index for r in pooled] == sorted(r.case_index for r in pooled)
     assert {"pass", "fail"} <= {r.status for r in pooled}  # the plugin's bug is found in the workers too

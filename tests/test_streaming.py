@@ -139,10 +139,10 @@ def test_rows_stream_to_the_staging_folder_and_results_json_is_built_from_them(t
 def test_a_failing_writer_leaves_no_run_and_no_staging(tmp_path, monkeypatch):
     from gradcheck_rnn import reports
 
-    def broken(document):
+    def broken(document, stream):
         raise OSError("disk full")
 
-    monkeypatch.setitem(reports.WRITERS, "report.md", broken)
+    monkeypatch.setitem(reports.WRITERS, "report.md", reports.Writer("markdown", "report.md", broken))
     with pytest.raises(OSError):
         write_reports([row(0, "a")], tmp_path, META)
     assert list(tmp_path.iterdir()) == []

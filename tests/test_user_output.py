@@ -405,8 +405,6 @@ def test_licence_file_and_package_metadata():
 def test_the_progress_bar_counts_every_row_though_it_takes_them_ten_times_a_second(monkeypatch):
     from rich.progress import Progress
 
-    from gradcheck_rnn.cli import commands as console
-
     handed: list[int] = []
     original = Progress.update
 
@@ -416,9 +414,9 @@ def test_the_progress_bar_counts_every_row_though_it_takes_them_ten_times_a_seco
 
     monkeypatch.setattr(Progress, "update", update)
     row = CaseResult("gru-L1-uni-I2-H3-T4-B1-len4-f64-s1", "fused-cpu", "pass", "gru", "f64", "all")
-    with console.progress(3000) as advance:
+    with render.progress(Console(file=io.StringIO()), 3000) as bar:  # an observer of the run's rows
         for _ in range(3000):
-            advance(row)
+            bar.on_row(row)
     assert sum(handed) == 3000  # every row is counted, the last ones when the bar closes
     assert len(handed) < 300  # not one update per row
 
@@ -503,7 +501,7 @@ def test_no_number_is_spelled_alike_on_the_console_and_in_the_reports():
 def test_report_re_renders_an_infinite_worst_ratio_as_the_files_spell_it():
     """``gradcheck-rnn report`` of a run whose worst ratio was infinite crashed: the console's
     summary compared results.json's "inf" with 1."""
-    from gradcheck_rnn.rows.tally import StoredTally
+    from gradcheck_rnn.reports.document import StoredTally
 
     document = results_document([row([tensor("x", math.inf, a=math.inf, b=1.0)])], META)
     [table] = render.summary_tables(StoredTally(document))

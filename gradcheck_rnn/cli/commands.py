@@ -1,19 +1,18 @@
 """What the judging commands print: tables, failure lines, the verdict line.
 
 The CLI's commands hand a plan to the engine (:mod:`gradcheck_rnn.run.drive`, which judges,
-stores and publishes) and print what it returns: a judged :class:`~gradcheck_rnn.rows.verdict.Run`
-(or the rows of one case), never recomputing its verdict. Target-provided text (messages, tracebacks,
+stores and publishes) with the console's observers of its rows (the progress bar, the tables of
+``check``), and print the stored run it returns (the results document, as ``report`` prints a
+stored one) and its verdict, never recomputing it. Target-provided text (messages, tracebacks,
 names) is always printed literally, never as rich markup.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -21,10 +20,8 @@ from rich.text import Text
 from ..reports import console as render
 from ..errors import UsageError
 from ..model.numbers import plural
-from ..rows.result import CaseResult, document_row
+from ..rows.result import CaseResult
 from ..model.statuses import STYLE, is_bad
-from ..rows.tally import StoredTally, Tally
-from ..rows.verdict import Run
 
 if TYPE_CHECKING:
     from ..run.drive import Outcome
@@ -40,7 +37,6 @@ out = Console(width=_width(sys.stdout))
 err = Console(stderr=True, width=_width(sys.stderr))
 
 VERDICT_STYLE = {0: "green", 5: "yellow"}
-BAR_UPDATE_SECONDS = 0.1  # how often the progress bar takes the rows counted since (it redraws at 10 Hz)
 
 
 def say(console: Console, text: str | Text, style: str = "") -> None:
@@ -72,15 +68,6 @@ def ensure_writable(report_dir: str) -> None:
                          f"choose another folder with --report-dir DIR") from None
 
 
-def print_run(rows: Iterable[dict[str, Any]], tally: Tally | StoredTally) -> None:
-    """Summary tables per target (from the run's tally), skip reasons, the failure list (from the
-    stored ``rows``, as the reports read them) and the mistrust note."""
-    for table in render.summary_tables(tally):
-        out.print(table)
-    render.print_lines(out, render.skipped_target_lines(tally) + render.failure_lines(rows)
-                       + render.mistrusted_lines(tally))
-
-
 def verdict_line(code: int, reason: str, suffix: str = "") -> None:
     say(out, Text.assemble((reason, VERDICT_STYLE.get(code, "red")), suffix))
 
@@ -90,17 +77,17 @@ def finish_outcome(outcome: Outcome, report_dir: str, fmt: str = "console") -> i
     pictures note and the verdict line; the exit code. The tables are already on the console: if
     the reports could not be written after all, say so in one sentence and return non-zero (1
     unless the verdict is worse)."""
-    run = outcome.run
+    run, published = outcome.run, outcome.published
     if not run.complete and not run.interrupted:  # an interrupted run's verdict line says how far it got
         render.print_lines(out, render.stopped_early_lines(run.cases_judged, run.spec.cases))
-    if outcome.run_dir is None:
-        exc = outcome.unwritten
+    if published.run_dir is None:
+        exc = published.unwritten
         print_error(f"the reports could not be written to {report_dir!r} ({getattr(exc, 'strerror', None) or exc}); "
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
-    publish_format(fmt, outcome.run_dir)
-    pictures_note(bool(run.failures), outcome.run_dir)
-    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {outcome.run_dir}")
+    publish_format(fmt, published.run_dir)
+    pictures_note(bool(run.failures), published.run_dir)
+    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {published.run_dir}")
     return run.exit_code
 
 
@@ -145,71 +132,34 @@ def print_case_result(row: dict[str, Any], per_step: bool) -> None:
     say(out, f"reproduce: {row['repro']}")
 
 
-@contextlib.contextmanager
-def progress(total: int) -> Iterator[Callable[[CaseResult], None]]:
-    """A rich progress bar on stderr; yields the per-result callback that advances it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    # target names and case ids are shown literally (markup=False): a name may hold brackets
-    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[current]}", markup=False), console=err, transient=True) as bar:
-        task = bar.add_task("sweep", total=total, current="")
-        pending, updated = 0, 0.0
-
-        def advance(result: CaseResult) -> None:
-            # rich redraws 10 times a second: rows are counted here and handed over as often, not
-            # one update (a lock, a speed sample) per row in the supervisor's busiest loop
-            nonlocal pending, updated
-            pending += 1
-            if (now := time.monotonic()) - updated >= BAR_UPDATE_SECONDS:
-                bar.update(task, advance=pending, current=f"{result.target} {result.check} {result.case_id}")
-                pending, updated = 0, now
-
-        yield advance
-        bar.update(task, advance=pending)
-
-
-def judge_with_progress(planned: Plan) -> Run:
-    """Judge a plan with a progress bar on stderr; the judged run (interrupted by a signal, too)."""
-    from ..run.drive import judge
-
-    with progress(planned.spec.rows) as advance:
-        return judge(planned, advance)
-
-
 def judge_and_report(planned: Plan, command: str, report_dir: str, fmt: str = "console",
                      baseline: Any = None) -> int:
-    """Judge a run with a progress bar, have it published, print it; the exit code (``sweep``, ``mutants``).
+    """Judge a run with a progress bar, have it published, print the stored run; the exit code
+    (``sweep``, ``mutants``). ``baseline``: ``sweep --baseline``'s observer, which marks drifted rows.
 
-    A detection run (its plan has its own verdict rule) prints its detection table, any other the
-    summary tables, the failure list, the ``next:`` hint and, with a ``baseline``, the drifted
-    rows. A run stopped by SIGINT or SIGTERM is published as judged so far with the verdict
+    A run stopped by SIGINT or SIGTERM is published as judged so far with the verdict
     ``interrupted``, and prints only its verdict line (exit 130 or 143).
     """
     from ..reports import publish
     from ..run.drive import judge_and_publish
 
     ensure_writable(report_dir)
-    detection = planned.verdict is not None
-    with progress(planned.spec.rows) as advance:
-        outcome = judge_and_publish(planned, command, report_dir, publish, advance, baseline, advise=not detection)
-    run = outcome.run
-    if run.interrupted is None:
-        if detection:
-            print_detection({**run.spec.meta(command), **run.extra})
+    with render.progress(err, planned.spec.rows) as bar:
+        observers = (bar,) if baseline is None else (baseline, bar)
+        outcome = judge_and_publish(planned, command, report_dir, publish, observers, advise=planned.verdict is None)
+    document = outcome.published.document
+    if outcome.run.interrupted is None and document is not None:
+        if planned.verdict is not None:  # a detection run (its plan's own verdict rule)
+            print_detection(document)
         else:
-            print_run(map(document_row, run.results), run.tally)
-            if outcome.next_step:  # what to do for more coverage
-                render.print_lines(out, render.note_lines(outcome.next_step))
-            if "drift" in run.extra:
-                print_drift(run.extra["drift"])
+            render.print_stored_run(out, document, outcome.next_step)
     return finish_outcome(outcome, report_dir, fmt)
 
 
 def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     """``merge``: join the shards, print the tables, write the merged run's reports; the exit code."""
     from ..reports import RowLog, publish, run_name
-    from ..run.drive import publish_judged
+    from ..run.drive import Outcome
     from ..workflows.merge import merge_shards, merged_run
 
     spec, results, folders, drift = merge_shards(run_dirs)
@@ -217,10 +167,9 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     log = RowLog(report_dir, run_name("merge", spec.seed))
     try:
         run = merged_run(spec, results, drift, log)
-        print_run(map(document_row, results), run.tally)
-        if drift is not None:
-            print_drift(drift)
-        outcome = publish_judged(run, log, {**spec.meta("merge"), "shards": [str(f) for f in folders]}, publish)
+        outcome = Outcome(run, publish(run, log, {**spec.meta("merge"), "shards": [str(f) for f in folders]}))
+        if outcome.published.document is not None:
+            render.print_stored_run(out, outcome.published.document)
         return finish_outcome(outcome, report_dir, fmt)
     finally:
         log.discard()  # a no-op once published
@@ -238,12 +187,12 @@ def print_detection(document: dict[str, Any]) -> None:
 
 def judge_calibration(planned: Plan, margin: float) -> int:
     """``calibrate``: judge a correct target, print the error ratios and the proposal; the exit code."""
-    from ..run.drive import terminate_as_exception
+    from ..run.drive import judge, terminate_as_exception
     from ..workflows.calibrate import calibrate, calibration_table
 
     spec = planned.spec
-    with terminate_as_exception():
-        run = judge_with_progress(planned)
+    with terminate_as_exception(), render.progress(err, spec.rows) as bar:
+        run = judge(planned, (bar,))
     if run.interrupted:
         verdict_line(run.exit_code, run.reason)
         return run.exit_code
@@ -258,10 +207,11 @@ def judge_calibration(planned: Plan, margin: float) -> int:
 def judge_case(planned: Plan, per_step: bool) -> int:
     """``check`` and ``repro``: judge a run of one case, print each row's full table as it
     arrives; the exit code (130/143 with one line when a signal stops it)."""
+    from ..run import OnRow
     from ..run.drive import judge, terminate_as_exception
 
-    with terminate_as_exception():
-        run = judge(planned, lambda row: print_case_result(row.to_json(), per_step))
+    with terminate_as_exception():  # each row's full table as it arrives
+        run = judge(planned, (OnRow(lambda row: print_case_result(row.to_json(), per_step)),))
     verdict_line(run.exit_code, run.reason)
     return run.exit_code
 
@@ -321,12 +271,10 @@ def rerender_run(run_dir: str, fmt: str) -> int:
 
     resolved = resolve_run_dir(run_dir)
     document = rerender(resolved)
-    if document.get("mutants") is not None:
+    if document.get("mutants") is not None:  # a detection run's stored table
         print_detection(document)
     else:
-        print_run(document["results"], StoredTally(document))
-    if document.get("drift") is not None:
-        print_drift(document["drift"])
+        render.print_stored_run(out, document)
     publish_format(fmt, resolved)
     files = ", ".join(name for name in WRITERS if name != "results.json")
     say(out, f"re-rendered {files} from results.json in {resolved}")
@@ -337,29 +285,8 @@ def rerender_run(run_dir: str, fmt: str) -> int:
 
 
 def print_drift(drift: dict[str, Any]) -> None:
-    """The drifted rows (``"drift"`` of results.json, :mod:`gradcheck_rnn.workflows.baseline`), largest growth
-    first, one unwrapped line each with every drifted tensor's ratio then → now (a case id is never
-    cut); or one line saying how many rows were compared and that none drifted, or that none was."""
-    from ..reports.document import DriftView
-    from ..model.numbers import fmt
-
-    view = DriftView.of(drift)
-    compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"
-    rule = f"ratio grew past ×{view.factor:g}, ending above {view.floor:g}"
-    if not view.compared:
-        say(out, f"nothing was compared with the baseline {view.baseline}: no passing row has a row there, "
-                 f"so drift went unchecked", style="bold yellow")
-        return
-    if not view.drifted:
-        say(out, f"no drift: {compared}, none whose {rule}")
-        return
-    say(out, f"Drifted since the baseline: {plural(view.drifted, 'row')} ({compared}; {rule}), "
-             f"largest growth first:", style="bold yellow")
-    lines: dict[tuple[str, str, str], list[str]] = {}
-    for t in view.tensors:
-        lines.setdefault((t.case_id, t.target, t.check), []).append(f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
-    for (case_id, target, check), changes in lines.items():
-        say(out, Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(changes)}"))
+    """The drifted rows of a ``"drift"`` section (``diff``'s): :func:`~gradcheck_rnn.reports.console.drift_lines`."""
+    render.print_lines(out, render.drift_lines(drift))
 
 
 def diff_stored_runs(run_a: str, run_b: str, factor: float) -> int:

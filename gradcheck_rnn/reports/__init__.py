@@ -11,14 +11,17 @@ to the staging folder's ``results.jsonl`` first and results.json is written from
 a time (:class:`~gradcheck_rnn.rows.log.RowLog`). ``<report dir>/latest`` then names the newest
 complete run: a relative symlink, or a one-line file holding the run's folder name where symlinks
 cannot be made. :func:`publish` does all of it for a judged run, in this module alone: the
-writers, the rename and ``latest``.
+writers (one registry of records, :data:`WRITERS`), the rename and ``latest``; the console renders
+the same stored run (:func:`gradcheck_rnn.reports.console.print_stored_run`).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -29,36 +32,75 @@ from .document import load_document, results_document
 from ..rows.log import ROWS_FILE, RowLog, clear_stale_staging, run_name  # noqa: F401  (run_name: its old place)
 from ..rows.verdict import Run
 
-__all__ = ["WRITERS", "RowLog", "clear_stale_staging", "latest_run", "load_document", "rerender", "resolve_run_dir",
-           "results_document", "run_name", "write_reports"]
+__all__ = ["WRITERS", "Published", "RowLog", "Writer", "clear_stale_staging", "latest_run", "load_document",
+           "publish", "rerender", "resolve_run_dir", "results_document", "run_name", "whole", "write_reports"]
 
-# File name -> writer; results.json first, so that a re-render reads what the others were made from.
-WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
-    "results.json": json.render, "junit.xml": junit.render, "report.md": markdown.render,
-    "report.html": html.render,
-}
+
+@dataclass(frozen=True)
+class Writer:
+    """One report file of a run: a name, its file name in the run folder, and the function that
+    writes it from the results document into a stream (row by row where the rows are many:
+    :func:`json.write`, :func:`junit.write`). It reads the stored verdict and tallies and never
+    recomputes them. A new format is one entry in :data:`WRITERS`."""
+
+    name: str
+    file_name: str
+    write: Callable[[dict[str, Any], IO[bytes]], Any]
+
+    def render(self, document: dict[str, Any]) -> bytes:
+        """The file's bytes."""
+        buffer = io.BytesIO()
+        self.write(document, buffer)
+        return buffer.getvalue()
+
+
+def whole(render: Callable[[dict[str, Any]], bytes]) -> Callable[[dict[str, Any], IO[bytes]], Any]:
+    """A writer's function from one that renders the whole file as bytes."""
+    return lambda document, stream: stream.write(render(document))
+
+
+# The one registry of report files, by file name; results.json first, so that a re-render reads
+# what the others were made from.
+WRITERS: dict[str, Writer] = {writer.file_name: writer for writer in (
+    Writer("json", "results.json", json.write), Writer("junit", "junit.xml", junit.write),
+    Writer("markdown", "report.md", whole(markdown.render)), Writer("html", "report.html", whole(html.render)))}
 LATEST = "latest"
 
 
-def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Path:
+@dataclass
+class Published:
+    """A judged run as stored: its results document (what every writer renders, the console
+    included) and its run folder, or the error that kept its files from being written (the
+    document and the run's verdict stand either way; None when not even the document was made)."""
+
+    document: dict[str, Any] | None
+    run_dir: Path | None = None
+    unwritten: OSError | None = None
+
+
+def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Published:
     """Publish a judged run from its row log: results.json's top level is ``meta`` (the spec's:
     :meth:`~gradcheck_rnn.run.spec.RunSpec.meta`) with the run's one verdict, how far it got and
-    what its verdict's rule stored beside the rows (:attr:`Run.extra`); every report file written
-    in the staging folder, renamed into place, ``latest`` updated (:func:`write_reports`). The run folder."""
+    what its observers and verdict's rule stored beside the rows (:attr:`Run.extra`); every
+    report file written in the staging folder, renamed into place, ``latest`` updated. An error
+    that keeps the files from being written is returned, not raised, and leaves no folder."""
     meta = {**meta, "verdict": run.verdict_json(), "complete": run.complete, "cases_judged": run.cases_judged,
             "interrupted": run.interrupted, **({} if run.seconds is None else {"seconds": round(run.seconds, 3)})}
-    return write_reports(run.results, log.root, meta, run.extra or None, log=log)
+    document = None
+    try:
+        document = results_document(run.results, meta, run.extra or None, rows=log.rows(), totals=run.totals)
+        return Published(document, write_document(document, log))
+    except OSError as exc:
+        log.discard()
+        return Published(document, unwritten=exc)
 
 
 def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str], meta: dict[str, Any],
                   extra: dict[str, Any] | None = None, log: RowLog | None = None) -> Path:
-    """Write every report file of a run into ``<report_dir>/<run>/`` atomically; return that folder.
-
-    ``log`` is the run's :class:`~.stream.RowLog` when the rows were streamed to it as they
-    arrived (it holds ``results`` already); without one, one is made here (which clears stale
-    staging folders) and given the rows. Either way results.json is written row by row from the
-    log's file, and the tallies are made from ``results``.
-    """
+    """Write every report file of ``results`` into ``<report_dir>/<run>/`` atomically; return that
+    folder. ``log``: the run's :class:`~gradcheck_rnn.rows.log.RowLog` when the rows were stored
+    in it as they arrived (it holds ``results`` already); without one, one is made here (which
+    clears stale staging folders) and given the rows."""
     if log is None:
         log = RowLog(report_dir, run_name(meta.get("command", "run"), meta.get("seed")))
         try:
@@ -68,13 +110,20 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
             log.discard()
             raise
     try:
-        document = results_document(results, meta, extra, rows=log.rows(), tally=log.tally)
+        document = results_document(results, meta, extra, rows=log.rows(), totals=log.tally.document_part())
+    except BaseException:
+        log.discard()
+        raise
+    return write_document(document, log)
+
+
+def write_document(document: dict[str, Any], log: RowLog) -> Path:
+    """Write every file of :data:`WRITERS` from ``document`` into the log's staging folder, rename
+    it into place and update ``latest``; the run folder. Results.json is written row by row from
+    the log's file (the document's rows are the log's :class:`~gradcheck_rnn.rows.log.StoredRows`)."""
+    try:
         log.close()
-        # the default writers of these two write row by row (a test may swap a writer for its own)
-        streaming = {name: write for name, (render, write) in
-                     {"results.json": (json.render, json.write), "junit.xml": (junit.render, junit.write)}.items()
-                     if WRITERS.get(name) is render}
-        _write_files(log.staging, document, WRITERS, streaming)
+        _write_files(log.staging, document)
         final = _rename_into_place(log)
     except BaseException:
         log.discard()
@@ -83,19 +132,15 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
     return final
 
 
-def _write_files(staging: Path, document: dict[str, Any], writers: dict[str, Callable[..., Any]],
-                 streaming: dict[str, Callable[[dict[str, Any], IO[bytes]], None]]) -> None:
-    """Render every report file into the staging folder; ``streaming`` writers get a file.
+def _write_files(staging: Path, document: dict[str, Any]) -> None:
+    """Render every report file into the staging folder.
 
     Each file appears under its name only once complete (written as ``.<name>.part``, then
     renamed), so a staging folder left by a killed run never holds a torn report."""
-    for file_name, writer in writers.items():
+    for file_name, writer in WRITERS.items():
         part = staging / f".{file_name}.part"
         with open(part, "wb") as stream:
-            if file_name in streaming:
-                streaming[file_name](document, stream)
-            else:
-                stream.write(writer(document))
+            writer.write(document, stream)
         os.replace(part, staging / file_name)
 
 
@@ -170,7 +215,7 @@ def rerender(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     for file_name, writer in WRITERS.items():
         if file_name == "results.json":
             continue
-        data = writer(document)
+        data = writer.render(document)
         handle, temporary = tempfile.mkstemp(prefix=f".{file_name}.", dir=run_dir)
         try:
             with os.fdopen(handle, "wb") as stream:

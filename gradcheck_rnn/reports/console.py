@@ -22,10 +22,12 @@ as rich markup: a message such as ``ValueError("shape [/b] mismatch")`` must not
 
 from __future__ import annotations
 
+import contextlib
 import math
 import textwrap
+import time
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 from rich import box
@@ -35,18 +37,19 @@ from rich.text import Text
 
 from ..model.compare import expand_tensor
 from ..model.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (case_lengths, check_values, failing_tensors, failure_in_words, finding_rows_text, findings,
-                       location_mark, message_shown, mistrust_note, significant_pair, stopped_early_text,
-                       values_parts)
+from .document import (DriftView, StoredTally, case_lengths, check_values, failing_tensors, failure_in_words,
+                       finding_rows_text, findings, location_mark, message_shown, mistrust_note, significant_pair,
+                       stopped_early_text, values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
-from ..rows.result import plural, row_field
+from ..rows.result import CaseResult, plural, row_field
 from ..model.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
 from ..rows.tally import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line
 TENSORS_SHOWN = 3  # failing tensors detailed per failure line; the rest are named with their ratios
+BAR_UPDATE_SECONDS = 0.1  # how often the progress bar takes the rows counted since (it redraws at 10 Hz)
 
 
 def print_lines(console: Console, lines: Iterable[Text | str]) -> None:
@@ -80,7 +83,7 @@ def packed(parts: list[str], indent: str = INDENT, width: int = WIDTH) -> list[s
     return lines
 
 
-def summary_tables(tally: Tally) -> list[Table]:
+def summary_tables(tally: Tally | StoredTally) -> list[Table]:
     """One table per target: its cases by mode, then by wants group, with verdicts and the worst
     ratio over every check that judged the target (pass ⇔ ≤ 1), from the run's tally."""
     tables = []
@@ -119,7 +122,7 @@ def summary_tables(tally: Tally) -> list[Table]:
     return tables
 
 
-def skipped_target_lines(tally: Tally, top: int = 3) -> list[Text]:
+def skipped_target_lines(tally: Tally | StoredTally, top: int = 3) -> list[Text]:
     """A warning per target that was judged on no case, then, for every target that skipped
     anything, how many results it skipped and its ``top`` reasons with their counts: a green run
     that skipped most of its rows must say so on the console. From the run's tally."""
@@ -145,10 +148,47 @@ def stopped_early_lines(cases_judged: int, cases_planned: int | None) -> list[Te
     return [Text.assemble(("note: ", "bold yellow"), stopped_early_text(cases_judged, cases_planned))]
 
 
-def mistrusted_lines(tally: Tally) -> list[Text]:
+def mistrusted_lines(tally: Tally | StoredTally) -> list[Text]:
     """A one-line note when comparisons were mistrusted (zeros would have passed them)."""
     note = mistrust_note(tally.mistrust())
     return [] if note is None else note_lines(f"note: {note}")
+
+
+def print_stored_run(console: Console, document: dict[str, Any], next_step: str | None = None) -> None:
+    """A stored run on the console, as every file renders it from the same results document:
+    summary tables per target and the skip reasons (its stored tallies), the failure list (its
+    stored rows), the mistrust note, the ``next:`` hint of a judging command, and the drifted rows
+    of a run compared with a baseline."""
+    tally = StoredTally(document)
+    for table in summary_tables(tally):
+        console.print(table)
+    print_lines(console, skipped_target_lines(tally) + failure_lines(document["results"]) + mistrusted_lines(tally)
+                + (note_lines(next_step) if next_step else [])
+                + (drift_lines(document["drift"]) if document.get("drift") is not None else []))
+
+
+def drift_lines(drift: dict[str, Any]) -> list[Text]:
+    """The drifted rows (a ``"drift"`` section, :class:`~gradcheck_rnn.reports.document.DriftView`),
+    largest growth first, one unwrapped line each with every drifted tensor's ratio then → now (a
+    case id is never cut); or one line saying how many rows were compared and that none drifted,
+    or that none was."""
+    view = DriftView.of(drift)
+    compared = f"{plural(view.compared, 'passing row')} compared with {view.baseline}"
+    rule = f"ratio grew past ×{view.factor:g}, ending above {view.floor:g}"
+    if not view.compared:
+        return [Text(f"nothing was compared with the baseline {view.baseline}: no passing row has a row there, "
+                     f"so drift went unchecked", style="bold yellow")]
+    if not view.drifted:
+        return [Text(f"no drift: {compared}, none whose {rule}")]
+    lines = [Text(f"Drifted since the baseline: {plural(view.drifted, 'row')} ({compared}; {rule}), "
+                  f"largest growth first:", style="bold yellow")]
+    changes: dict[tuple[str, str, str], list[str]] = {}
+    for t in view.tensors:
+        changes.setdefault((t.case_id, t.target, t.check), []).append(
+            f"{t.tensor} {fmt(t.then)} → {fmt(t.now)} ({t.growth})")
+    for (case_id, target, check), tensors in changes.items():
+        lines.append(Text.assemble(("  drifted ", "yellow"), f"{case_id} on {target} ({check}): {'; '.join(tensors)}"))
+    return lines
 
 
 def note_lines(text: str) -> list[Text]:
@@ -365,3 +405,35 @@ def per_unit_table(tensor: dict[str, Any], mode: str) -> Table | Text:
         where = str(worst * pool) if pool == 1 else f"{worst * pool}–{worst * pool + pool - 1}"
         table.add_row(label, fmt(value), where, "█" * width)
     return table
+
+
+class ProgressBar:
+    """The progress bar of a run: an observer of its rows (:class:`~gradcheck_rnn.run.RowObserver`)
+    that advances a rich bar. Rich redraws 10 times a second: rows are counted here and handed
+    over as often, not one update (a lock, a speed sample) per row in the supervisor's busiest loop."""
+
+    def __init__(self, bar: Any, task: Any) -> None:
+        self.bar, self.task = bar, task
+        self.pending, self.updated = 0, 0.0
+
+    def on_row(self, row: CaseResult) -> None:
+        self.pending += 1
+        if (now := time.monotonic()) - self.updated >= BAR_UPDATE_SECONDS:
+            self.bar.update(self.task, advance=self.pending, current=f"{row.target} {row.check} {row.case_id}")
+            self.pending, self.updated = 0, now
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+
+@contextlib.contextmanager
+def progress(console: Console, total: int) -> Iterator[ProgressBar]:
+    """A rich progress bar of ``total`` rows on ``console`` (stderr), gone when the run ends."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # target names and case ids are shown literally (markup=False): a name may hold brackets
+    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[current]}", markup=False), console=console, transient=True) as bar:
+        observer = ProgressBar(bar, bar.add_task("sweep", total=total, current=""))
+        yield observer
+        bar.update(observer.task, advance=observer.pending)

@@ -32,15 +32,15 @@ SCHEMA = 1
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],
                      extra: dict[str, Any] | None = None, rows: Iterable[dict[str, Any]] | None = None,
-                     tally: Tally | None = None) -> dict[str, Any]:
+                     totals: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``results.json`` object (schema: docs/reference/results-json.md), in strict-JSON form.
 
     ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
     the engine: every writer reads it from the document and none recomputes it. Its ``"results"``
     are ``rows`` when given (the rows of the run's row log, read back one at a time from its
-    results.jsonl by :class:`.stream.StoredRows`) and the tallies (summary, by_mode, ...) are then
-    ``tally``, the log's, made from those very rows as they were written; without them both are
-    made here from ``results``.
+    results.jsonl by :class:`~gradcheck_rnn.rows.log.StoredRows`) and the tallies (summary,
+    by_mode, ...) are then ``totals``, the judged run's (:attr:`~gradcheck_rnn.rows.verdict.Run.totals`,
+    its log's tally counted when its verdict was made); without them both are made here from ``results``.
     """
     verdict = meta.get("verdict")
     if not isinstance(verdict, dict) or not isinstance(verdict.get("exit_code"), int):
@@ -49,7 +49,7 @@ def results_document(results: list[CaseResult], meta: dict[str, Any],
         "tool": "gradcheck-rnn", "version": __version__, "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **meta,
-        **(tally or Tally.of_results(results)).document_part(),
+        **(totals if totals is not None else Tally.of_results(results).document_part()),
         "results": [],
         **(extra or {}),
     })
@@ -377,3 +377,22 @@ class DriftView:
     def of(cls, drift: dict[str, Any]) -> "DriftView":
         return cls(drift["baseline"], drift["compared"], len(drift["rows"]), drift["factor"], drift["floor"],
                    bool(drift.get("fail_on_drift")), tuple(DriftedTensor(*row) for row in drift_rows(drift["rows"])))
+
+
+class StoredTally:
+    """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
+    through the part of :class:`~gradcheck_rnn.rows.tally.Tally`'s interface the console's tables use: ``report`` prints
+    the run as it was counted, never a recount of its rows."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    def breakdown(self, key: str) -> list[dict[str, Any]]:
+        return self.document[f"by_{key}"]
+
+    def skip_reasons(self, top: int = 3) -> list[dict[str, Any]]:
+        """The stored skip reasons (the run kept its top 3 per target)."""
+        return self.document["skips"]
+
+    def mistrust(self) -> dict[str, int]:
+        return self.document["mistrusted"]

@@ -3,7 +3,7 @@
 A :class:`RowLog` opens the run's hidden staging folder ``<report dir>/.<run>.<pid>@<host>.<random>``
 when the run starts and appends each result row to ``results.jsonl`` there as it arrives, in the
 strict-JSON form results.json gives it (:func:`gradcheck_rnn.rows.result.document_row`). At the end,
-:func:`gradcheck_rnn.reports.write_reports` writes ``results.json`` and the other report files into the same folder
+:func:`gradcheck_rnn.reports.publish` writes ``results.json`` and the other report files into the same folder
 from that file, rows in case order, and renames the folder into place: a crash, Ctrl-C or SIGKILL
 leaves either the complete run or no run (only the hidden staging folder, which the next run
 clears, see :func:`clear_stale_staging`).
@@ -30,7 +30,7 @@ from typing import IO, Any, Callable, Iterator
 
 from ..model.statuses import is_shown
 from .tally import Tally
-from .result import stored_form
+from .result import CaseResult, stored_form, stored_row
 
 STALE_AFTER = 24 * 3600  # seconds without a write after which any staging folder is stale
 # .<run>.<pid>@<host>.<random>; <run> is run_name()'s <YYYYmmdd-HHMMSS>-<command>[-s<seed>], no dots.
@@ -155,11 +155,27 @@ class StoredRows:
                 yield stream.readline().rstrip(b"\n")
 
 
-class RowLog:
-    """A run being written: its staging folder, and its rows appended to ``results.jsonl``.
+class KeptRows:
+    """A run's store in memory (:class:`~gradcheck_rnn.run.RunStore`): every row kept as it
+    arrived, and their tally (of their stored form, as the row log makes it). The store of a run
+    that writes no run folder: ``gr.sweep``, ``gr.check``, ``check``, ``calibrate``, ``shrink``."""
 
-    Make it when the run starts (this clears stale staging folders and says so on stderr), call
-    :meth:`add` with each row as it arrives, then have it published once
+    def __init__(self) -> None:
+        self.tally = Tally()
+        self.kept: list[CaseResult] = []
+
+    def on_row(self, row: CaseResult) -> None:
+        """Count and keep one finished row."""
+        self.tally.add(stored_row(row))
+        self.kept.append(row)
+
+
+class RowLog:
+    """A run being written (:class:`~gradcheck_rnn.run.RunStore`): its staging folder, its rows
+    appended to ``results.jsonl`` and their tally, and the rows that did not pass kept in memory.
+
+    Make it when the run starts (this clears stale staging folders and says so on stderr), hand
+    it each row as it arrives (:meth:`on_row`; :meth:`add` stores a row without keeping it), then have it published once
     (:func:`gradcheck_rnn.reports.publish` writes the files into :attr:`staging` and renames it
     into place), or :meth:`discard` it.
     """
@@ -176,6 +192,7 @@ class RowLog:
         self._stream: IO[bytes] | None = open(self.staging / ROWS_FILE, "wb")
         self.tally = Tally()  # the run's totals, from exactly the rows written here
         self._failing: list[dict[str, Any]] = []  # rows that did not pass: the reports detail them
+        self.kept: list[CaseResult] = []  # the same rows as objects: the judged run's results
         self._keys = array("q")  # sweep index per row (-1: none)
         self._offsets = array("q")  # where each row starts in the file
         self._size = 0
@@ -184,7 +201,7 @@ class RowLog:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def add(self, result: Any) -> None:
+    def add(self, result: CaseResult) -> None:
         """Append one row (a CaseResult) as the document will hold it."""
         if self._stream is None:
             raise ValueError("this run was already published or discarded")
@@ -198,6 +215,12 @@ class RowLog:
         self._offsets.append(self._size)
         self._stream.write(line)
         self._size += len(line)
+
+    def on_row(self, row: CaseResult) -> None:
+        """Store one finished row, and keep it in memory when it did not pass."""
+        self.add(row)
+        if is_shown(row.status):
+            self.kept.append(row)
 
     def rows(self) -> StoredRows:
         """Every row added so far, in case order (flushes the file first)."""

@@ -163,21 +163,3 @@ class Tally:
         return {"summary": self.summary(), "mistrusted": self.mistrust(), "by_mode": self.breakdown("mode"),
                 "by_wants": self.breakdown("wants"), "skips": self.skip_reasons(), "by_check": self.by_check()}
 
-
-class StoredTally:
-    """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
-    through the part of :class:`Tally`'s interface the console's tables use: ``report`` prints
-    the run as it was counted, never a recount of its rows."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.document = document
-
-    def breakdown(self, key: str) -> list[dict[str, Any]]:
-        return self.document[f"by_{key}"]
-
-    def skip_reasons(self, top: int = 3) -> list[dict[str, Any]]:
-        """The stored skip reasons (the run kept its top 3 per target)."""
-        return self.document["skips"]
-
-    def mistrust(self) -> dict[str, int]:
-        return self.document["mistrusted"]

@@ -109,6 +109,21 @@ class Run:
     seconds: float | None = None  # the wall time of judging it (judge_run); None: not timed (a merged run)
     # what the verdict's rule adds to results.json beside the rows (a detection run's table, a baseline's drift)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Counted once, when the verdict is made, from the tally (the one place a run's tally is read
+    # after its store wrote it): how many rows and cases were judged, and the tallies results.json
+    # stores (:meth:`~gradcheck_rnn.rows.tally.Tally.document_part`; None without a tally).
+    rows: int = field(init=False)
+    cases_judged: int = field(init=False)
+    totals: dict[str, Any] | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.tally is None:
+            self.rows = len(self.results)
+            self.cases_judged = len({r.case_id if r.case_index is None else r.case_index for r in self.results})
+            self.totals = None
+        else:
+            self.rows, self.cases_judged, self.totals = (self.tally.rows, self.tally.cases_judged,
+                                                         self.tally.document_part())
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -131,17 +146,6 @@ class Run:
         """``"SIGINT"`` or ``"SIGTERM"`` when a signal stopped the run, else None."""
         return self.stop.signal
 
-    @property
-    def rows(self) -> int:
-        """How many rows were judged (``results`` may hold only those that did not pass)."""
-        return len(self.results) if self.tally is None else self.tally.rows
-
-    @property
-    def cases_judged(self) -> int:
-        """Distinct cases with at least one row."""
-        if self.tally is not None:
-            return self.tally.cases_judged
-        return len({r.case_id if r.case_index is None else r.case_index for r in self.results})
 
 
 class VerdictRule(Protocol):
@@ -152,12 +156,13 @@ class VerdictRule(Protocol):
 
 
 def conclude(results: list[CaseResult], spec: Any, tally: Any, stop: StopReason = StopReason.COMPLETE,
-             rule: VerdictRule | None = None, drift: dict[str, Any] | None = None,
+             rule: VerdictRule | None = None, extra: dict[str, Any] | None = None,
              seconds: float | None = None) -> Run:
     """The judged run with its one verdict. A run a signal stopped is never a pass: it exits as a
     shell reports the signal (130, 143) and says how far it got. Otherwise ``rule`` decides when
-    given, else the sweep's verdict of the ``tally`` (:func:`~gradcheck_rnn.rows.verdict.tally_verdict`),
-    with the run's comparison with its baseline (``drift``, stored beside the rows)."""
+    given, else the sweep's verdict of the ``tally`` (:func:`~gradcheck_rnn.rows.verdict.tally_verdict`).
+    ``extra``: what the run's observers stored beside the rows (a baseline's ``"drift"``, which the
+    sweep's verdict reads), kept with what the rule stores."""
     if stop.signal is not None:
         results = sorted(results, key=lambda r: -1 if r.case_index is None else r.case_index)  # stable
         run = Run(results, EXIT_INTERRUPTED[stop.signal], "", spec, stop, tally, seconds)
@@ -165,9 +170,10 @@ def conclude(results: list[CaseResult], spec: Any, tally: Any, stop: StopReason 
         found = "; so far " + ", ".join(f"{n} {status}" for status, n in bad.items()) if bad else ""
         run.reason = f"{stop.describe()}: {run.cases_judged} of {len(spec.indices)} cases judged{found}"
         return run
+    extra = dict(extra or {})
     if rule is not None:
-        code, reason, extra = rule(results, tally, spec)
+        code, reason, found = rule(results, tally, spec)
+        extra.update(found)
     else:
-        code, reason = tally_verdict(tally, spec.named_targets, drift, spec.strict_contracts)
-        extra = {} if drift is None else {"drift": drift}
+        code, reason = tally_verdict(tally, spec.named_targets, extra.get("drift"), spec.strict_contracts)
     return Run(results, code, reason, spec, stop, tally, seconds, extra)

@@ -27,18 +27,18 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Iterator, Protocol
+from typing import Any, Callable, Collection, Iterable, Iterator, Protocol, Sequence
 
 from ..errors import INTERRUPTS, UsageError, signal_name
-from ..rows.result import CaseResult, finish, normal_form, stored_row
-from ..model.statuses import is_bad, is_shown
+from ..rows.result import CaseResult, finish, normal_form
+from ..model.statuses import is_bad
 from ..rows.verdict import Run, StopReason, VerdictRule, conclude
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
-__all__ = ["EXECUTORS", "Execution", "Executor", "ExecutorEntry", "ExecutorOption", "Judging", "RunSpec", "Selection",
-           "busy_cores", "cpu_ticks", "default_workers", "execute", "judge_run", "open_executor", "parse_shard",
-           "register_executor", "start_pool_early"]
+__all__ = ["EXECUTORS", "Execution", "Executor", "ExecutorEntry", "ExecutorOption", "Judging", "OnRow", "RowObserver",
+           "RunSpec", "RunStore", "Selection", "busy_cores", "cpu_ticks", "default_workers", "execute", "judge_run",
+           "open_executor", "parse_shard", "register_executor", "start_pool_early"]
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
 CASES_PER_WORKER = 100
@@ -325,51 +325,79 @@ def open_executor(spec: RunSpec, execution: Execution, targets: list | None = No
     return EXECUTORS[execution.executor].open(setup, execution, jobs)
 
 
-class RowMarker(Protocol):
-    """What looks at each row before it is stored and may change its status (``sweep --baseline``:
-    :class:`~gradcheck_rnn.workflows.baseline.Baseline` marks a row whose ratios grew ``drifted``),
-    and its findings, stored as results.json's ``"drift"`` and read by the verdict."""
+class RowObserver(Protocol):
+    """What listens to a run's rows, as pytest's plugins listen to its reports: the progress bar,
+    the tables ``check`` prints, and ``sweep --baseline``'s
+    :class:`~gradcheck_rnn.workflows.baseline.Baseline`. :func:`judge_run` hands every finished
+    row to each observer in the order they were registered, then to the run's store
+    (:class:`RunStore`): an observer that marks a row (the baseline's ``drifted``) does so before
+    the row is stored. What an observer found is stored beside the rows (results.json's top level,
+    e.g. ``"drift"``) and read by the verdict: :meth:`extra`."""
 
-    def mark(self, row: CaseResult) -> None: ...
+    def on_row(self, row: CaseResult) -> None: ...
 
-    def to_json(self) -> dict[str, Any]: ...
+    def extra(self) -> dict[str, Any]: ...
 
 
-def execute(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
-            targets: list | None = None, executor: Executor | None = None,
-            jobs: Iterable[Job] | None = None) -> list[CaseResult]:
+@dataclass(frozen=True)
+class OnRow:
+    """An observer that calls a function with each row and stores nothing beside the rows: the
+    tables ``check`` prints as rows arrive, a benchmark's clock."""
+
+    call: Callable[[CaseResult], None]
+
+    def on_row(self, row: CaseResult) -> None:
+        self.call(row)
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+
+class RunStore(Protocol):
+    """What keeps a run, handed each row after its observers: its
+    :class:`~gradcheck_rnn.rows.tally.Tally` (every row counted, the one source of the verdict's
+    and the reports' totals) and the rows it keeps in memory (``kept``: every row, or those that
+    did not pass when the rest are on disk)."""
+
+    tally: Any
+    kept: list[CaseResult]
+
+    def on_row(self, row: CaseResult) -> None: ...
+
+
+def execute(spec: RunSpec, execution: Execution, targets: list | None = None, executor: Executor | None = None,
+            jobs: Iterable[Job] | None = None, observers: Sequence[RowObserver] = ()) -> list[CaseResult]:
     """Every row of ``spec`` (its shard only, if any) judged as ``execution`` says, in index
     order: :func:`judge_run`'s rows, for a caller that wants the rows only."""
-    return judge_run(spec, execution, on_result, targets, executor, jobs).results
+    return judge_run(spec, execution, targets, executor, jobs, observers).results
 
 
-def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResult], None] | None = None,
-              targets: list | None = None, executor: Executor | None = None,
-              jobs: Iterable[Job] | None = None, baseline: RowMarker | None = None, log: Any = None,
-              rule: VerdictRule | None = None) -> Run:
+def judge_run(spec: RunSpec, execution: Execution, targets: list | None = None, executor: Executor | None = None,
+              jobs: Iterable[Job] | None = None, observers: Sequence[RowObserver] = (),
+              store: RunStore | None = None, rule: VerdictRule | None = None) -> Run:
     """Judge a run and compute its one verdict (exit code, reason, stop reason), which every report
     stores and reads: :func:`~gradcheck_rnn.rows.verdict.conclude`'s, with ``rule`` for a run with
     its own (a detection run). ``run.complete`` is False when ``--fail-fast`` stopped it early.
 
     The one place rows are handled: each row the executor yields is put in its normal form
     (stamped with its index, slimmed: :func:`~gradcheck_rnn.rows.result.normal_form`), finished
-    (:func:`~gradcheck_rnn.rows.result.finish`), marked by the ``baseline`` (``sweep --baseline``),
-    stored, handed to ``on_result``, and stops the run under ``--fail-fast``.
+    (:func:`~gradcheck_rnn.rows.result.finish`), handed to the ``observers`` and then to the
+    ``store`` (one row event, :class:`RowObserver`), and stops the run under ``--fail-fast``.
 
     ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
     ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own draw.
 
-    The run's totals and verdict come from one :class:`~gradcheck_rnn.rows.tally.Tally`, made as the
-    rows arrive. With a ``log`` (the run's :class:`~gradcheck_rnn.rows.log.RowLog`) each row
-    goes to it, its tally is the run's, and ``run.results`` keeps only the rows that did not pass
-    (the log holds every row on disk): a run of any size keeps flat memory. Without one, every row
-    is kept and a tally of their stored form is made here. A signal raises out of here with the
-    run judged so far, its verdict ``interrupted``, as the exception's ``run``.
+    The run's totals and verdict come from the store's one :class:`~gradcheck_rnn.rows.tally.Tally`,
+    made as the rows arrive, and ``run.results`` are the rows it kept: the run's
+    :class:`~gradcheck_rnn.rows.log.RowLog` keeps only the rows that did not pass (it holds every
+    row on disk), so a run of any size keeps flat memory; without a store, every row is kept
+    (:class:`~gradcheck_rnn.rows.log.KeptRows`). A signal raises out of here with the run judged so
+    far, its verdict ``interrupted``, as the exception's ``run``.
     """
-    from ..rows.tally import Tally
+    from ..rows.log import KeptRows
 
-    tally = log.tally if log is not None else Tally()
-    arrived: list[CaseResult] = []
+    store = KeptRows() if store is None else store
+    listeners = (*observers, store)
     repro_options = spec.repro_options  # once: it is made from the spec's strings, for every row
     stopped = False
 
@@ -380,17 +408,12 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         if not spec.judges(row.case_id, row.target, row.check):  # a row of the product that --last-failed did not ask for
             return
         finish(row, repro_options, execution.case_timeout)
-        if baseline is not None:
-            baseline.mark(row)
-        if log is not None:
-            log.add(row)
-        else:
-            tally.add(stored_row(row))
+        for listener in listeners:
+            listener.on_row(row)
         row.stored_line = None  # read: a row kept in memory (gr.sweep keeps every row) does not keep its line too
-        if log is None or is_shown(row.status):
-            arrived.append(row)
-        if on_result is not None:
-            on_result(row)
+
+    def extra() -> dict[str, Any]:
+        return {key: value for observer in observers for key, value in observer.extra().items()}
 
     # a reference per case (id, config, wants group), drawn as the executor reads it: workers
     # rebuild each case from its id
@@ -401,12 +424,12 @@ def judge_run(spec: RunSpec, execution: Execution, on_result: Callable[[CaseResu
         for index, row in opened.judge(to_judge, lambda: stopped):
             receive(index, row)
     except INTERRUPTS as exc:  # the caller decides what an interrupt means; it gets what was judged
-        exc.run = conclude(arrived, spec, tally, StopReason(signal_name(exc)), seconds=time.perf_counter() - start)
+        exc.run = conclude(store.kept, spec, store.tally, StopReason(signal_name(exc)),
+                           seconds=time.perf_counter() - start)
         raise
     finally:
         if executor is None:
             opened.close()
-    arrived.sort(key=lambda row: row.case_index)  # stable: a case's rows keep their judging order
-    stop = StopReason.COMPLETE if tally.rows >= spec.rows else StopReason.FAIL_FAST
-    return conclude(arrived, spec, tally, stop, rule, None if baseline is None else baseline.to_json(),
-                    time.perf_counter() - start)
+    kept = sorted(store.kept, key=lambda row: row.case_index)  # stable: a case's rows keep their judging order
+    stop = StopReason.COMPLETE if store.tally.rows >= spec.rows else StopReason.FAIL_FAST
+    return conclude(kept, spec, store.tally, stop, rule, extra(), time.perf_counter() - start)

@@ -9,29 +9,28 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import INTERRUPTS
 from ..rows.log import RowLog, run_name
-from ..rows.result import CaseResult
 from ..rows.verdict import Run
-from . import RowMarker, judge_run
+from . import RowObserver, RunStore, judge_run
 from .plan import Plan
 
 # Publishes a judged run from its row log with the run's meta (results.json's top level): the
-# run folder. reports.publish is the one; the engine takes it as a value, as it is a later stage.
-Publish = Callable[[Run, RowLog, dict[str, Any]], Path]
+# stored run (reports.Published: the results document, and its folder or the error that kept it
+# from being written). reports.publish is the one; the engine takes it as a value, a later stage's.
+Publish = Callable[[Run, RowLog, dict[str, Any]], Any]
 
 
 @dataclass
 class Outcome:
-    """A judged run and what became of it: the run folder it was published to, or the error that
-    kept it from being written; the ``next:`` hint of a run that asked for one."""
+    """A judged run and what became of it: its publication (the stored run every writer, the
+    console included, renders: ``published.document``, ``published.run_dir`` or the error that
+    kept it from being written), and the ``next:`` hint of a run that asked for one."""
 
     run: Run
-    run_dir: Path | None = None
-    unwritten: OSError | None = None
+    published: Any = None
     next_step: str | None = None
 
 
@@ -59,46 +58,35 @@ def terminate_as_exception() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def judge(plan: Plan, on_result: Callable[[CaseResult], None] | None = None, log: RowLog | None = None,
-          baseline: RowMarker | None = None) -> Run:
-    """Judge a plan, its one verdict included; a run a signal stopped is returned (its verdict
+def judge(plan: Plan, observers: Sequence[RowObserver] = (), store: RunStore | None = None) -> Run:
+    """Judge a plan, its one verdict included, its rows handed to ``observers`` and ``store``
+    (:func:`~gradcheck_rnn.run.judge_run`); a run a signal stopped is returned (its verdict
     ``interrupted``), not raised. The caller holds :func:`terminate_as_exception` around it and
     whatever it does with the run."""
     try:
-        return judge_run(plan.spec, plan.execution, on_result, plan.targets, jobs=plan.jobs, baseline=baseline,
-                         log=log, rule=plan.verdict)
+        return judge_run(plan.spec, plan.execution, plan.targets, jobs=plan.jobs, observers=observers, store=store,
+                         rule=plan.verdict)
     except INTERRUPTS as exc:
         return exc.run
 
 
 def judge_and_publish(plan: Plan, command: str, report_dir: str | os.PathLike[str], publish: Publish,
-                      on_result: Callable[[CaseResult], None] | None = None, baseline: RowMarker | None = None,
-                      advise: bool = False) -> Outcome:
-    """Judge a plan with its rows logged as they arrive (the run's staging folder), then publish
-    it, interrupted or not: SIGINT and SIGTERM end the run as judged so far. ``advise``: a run
-    that passed or checked nothing gets its ``next:`` hint (:mod:`.advice`). A rerun's folder
-    says so (``<stamp>-rerun-s<the stored run's seed>``)."""
+                      observers: Sequence[RowObserver] = (), advise: bool = False) -> Outcome:
+    """Judge a plan with its rows logged as they arrive (the run's staging folder, its store),
+    then publish it, interrupted or not: SIGINT and SIGTERM end the run as judged so far.
+    ``advise``: a run that passed or checked nothing gets its ``next:`` hint (:mod:`.advice`). A
+    rerun's folder says so (``<stamp>-rerun-s<the stored run's seed>``)."""
     from .advice import next_step
 
     spec = plan.spec
     log = RowLog(report_dir, run_name("rerun" if spec.rerun_of else command, spec.seed))
     try:
         with terminate_as_exception():
-            run = judge(plan, on_result, log, baseline)
-            outcome = publish_judged(run, log, spec.meta(command), publish)
-            if advise and run.interrupted is None and run.exit_code in (0, 5):
-                outcome.next_step = next_step(spec, log.tally.coverage)
-            return outcome
-    finally:
-        log.discard()  # a no-op once published
-
-
-def publish_judged(run: Run, log: RowLog, meta: dict[str, Any], publish: Publish) -> Outcome:
-    """Publish a judged run (its rows in ``log``): the outcome, with the error that kept its
-    reports from being written, if any (the run's verdict stands either way)."""
-    outcome = Outcome(run)
-    try:
-        outcome.run_dir = publish(run, log, meta)
-    except OSError as exc:
-        outcome.unwritten = exc
+            run = judge(plan, observers, log)
+            outcome = Outcome(run, publish(run, log, spec.meta(command)))
+    except BaseException:
+        log.discard()  # an error or a second signal before the run was published: no folder left
+        raise
+    if advise and run.interrupted is None and run.exit_code in (0, 5):
+        outcome.next_step = next_step(spec, log.tally.coverage)
     return outcome

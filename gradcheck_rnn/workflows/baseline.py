@@ -123,8 +123,10 @@ class Baseline:
                     f"tolerances; only the rows both runs judged are compared")
         return None
 
-    def mark(self, row: CaseResult) -> None:
-        """Make a passing row ``drifted`` when a tensor's ratio grew past the factor since the baseline."""
+    def on_row(self, row: CaseResult) -> None:
+        """Make a passing row ``drifted`` when a tensor's ratio grew past the factor since the
+        baseline: an observer of the run (:class:`~gradcheck_rnn.run.RowObserver`), registered
+        before its store so that the row is stored as marked."""
         then = self.rows.get((row.case_id, row.target, row.check))
         if row.status != "pass" or then is None:
             return
@@ -138,6 +140,10 @@ class Baseline:
         """results.json's ``"drift"``: what was compared with which run, and the drifted rows."""
         return {"baseline": str(self.run_dir), "factor": self.factor, "floor": DRIFT_FLOOR,
                 "fail_on_drift": self.fail_on_drift, "compared": self.compared, "rows": self.drifted}
+
+    def extra(self) -> dict[str, Any]:
+        """What the run stores beside its rows, and its verdict reads: ``{"drift": ...}``."""
+        return {"drift": self.to_json()}
 
 
 def _tolerance_differences(then: RunSpec, now: RunSpec) -> str:

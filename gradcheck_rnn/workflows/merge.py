@@ -90,4 +90,4 @@ def merged_run(spec: RunSpec, results: list[CaseResult], drift: dict[str, Any] |
 
     for result in results:
         log.add(result)
-    return conclude(results, spec, log.tally, drift=drift)
+    return conclude(results, spec, log.tally, extra=None if drift is None else {"drift": drift})
