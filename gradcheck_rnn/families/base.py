@@ -47,6 +47,8 @@ class Option:
     simpler: bool | None = None
     # a required option's value where a case is built from flags that leave it out (``check --mode gla``)
     example: int | None = None
+    # an integer option's smallest valid value: shrink offers nothing below it (conv1d's window: 2)
+    minimum: int = 1
 
     @property
     def is_flag(self) -> bool:
@@ -189,7 +191,7 @@ class Family:
                     change = f"{'drop' if simpler == option.default else 'add'} -{option.pattern}"
                     yield change, {**values, option.name: simpler}
             elif value is not None:
-                for n in smaller(value):
+                for n in smaller(value, option.minimum):
                     yield f"{option.label} {value}→{n}", {**values, option.name: n}
 
     def initial_cell_state(self, config: RNNConfig, drawn: Any) -> Any:
@@ -323,9 +325,10 @@ def open_gate(params: Mapping[str, Any], bias_kinds: tuple[str, ...], gate: int,
     return held
 
 
-def smaller(n: int) -> list[int]:
-    """Values below n for shrink to try, smallest first: 1, n // 2, n - 1 (hypothesis's integer order)."""
-    return sorted({v for v in (1, n // 2, n - 1) if 1 <= v < n})
+def smaller(n: int, minimum: int = 1) -> list[int]:
+    """Values below n for shrink to try, smallest first: the minimum, n // 2, n - 1 (hypothesis's
+    integer order), none below the minimum."""
+    return sorted({v for v in (minimum, n // 2, n - 1) if minimum <= v < n})
 
 
 def param_key(layer: int, direction: str, kind: str) -> str:

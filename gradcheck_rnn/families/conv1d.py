@@ -56,7 +56,7 @@ MIN_WIDTH, MAX_WIDTH = 2, 4
 WIDTH, SILU_ON = "@width", "@silu"
 MIN_BUCKET_INPUT, MIN_BUCKET_HIDDEN = 8, 4
 
-CONV_WIDTH = Option("conv_width", r"W(\d+)", None, "W<window>, e.g. W3 (2..4)", example=3)
+CONV_WIDTH = Option("conv_width", r"W(\d+)", None, "W<window>, e.g. W3 (2..4)", example=3, minimum=MIN_WIDTH)
 SILU = Option("silu", "silu", False, "silu (optional: SiLU after the convolution)")
 
 
