@@ -99,10 +99,8 @@ def test_a_salt_has_one_owner():
 
 
 # Where a generator may be made from a seed: the streams module (a case's private streams), the
-# case's own data (model/case.py) and the draw (model/profiles.py, from the sweep seed). The issue
-# command's standalone script draws with numpy from the case seed by itself (workflows/issue.py).
-GENERATOR_MAKERS = {"model/streams.py", "model/case.py", "model/profiles.py", "model/narrowing.py",
-                    "workflows/issue.py"}
+# case's own data (model/case.py) and the draw (model/profiles.py, from the sweep seed).
+GENERATOR_MAKERS = {"model/streams.py", "model/case.py", "model/profiles.py", "model/narrowing.py"}
 
 
 def test_no_stream_is_made_outside_the_streams_module():

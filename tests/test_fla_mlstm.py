@@ -305,6 +305,25 @@ def test_an_issue_body_holds_a_standalone_script_that_shows_the_failure(mlstm_ke
     assert CliRunner().invoke(main, ["issue", f"{MLSTM}-z", "-t", "mlstm-custbw"]).exit_code == 1
 
 
+@pytest.mark.parametrize("case_id, target", [
+    ("mlstm-L1-uni-I2-H4-NH2-K2-minf-T6-B2-len6.3-f64-s3-z", "mlstm-parallel"),  # no state in or out
+    ("mlstm-L1-uni-I2-H4-NH2-K2-minf-T6-B2-len6.3-f64-s3-z", "mlstm-chunkwise"),  # m0 = −∞ as a literal
+    ("mlstm-L2-uni-I2-H4-NH2-K2-T6-B2-len6.3-f64-s3", "mlstm-chunkwise"),  # layer 0 under its own dh
+])
+def test_an_issue_script_runs_the_kernel_as_the_target_calls_it(mlstm_kernels, tmp_path, case_id, target):
+    """The script of a correct kernel's case finds nothing: the parallel kernel is called without
+    the initial state it refuses and judged through h alone, an empty memory under -minf starts its
+    stabiliser at −∞ (written as float('-inf')), and a deep case's layer 0 gets a head gradient."""
+    from gradcheck_rnn.workflows.issue import mlstm_script
+
+    script = tmp_path / "script.py"
+    script.write_text(mlstm_script(Case.from_id(case_id), target, "a correct kernel"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600,
+                         cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip().endswith("NOT REPRODUCED"), out.stdout + out.stderr
+
+
 @pytest.mark.slow
 def test_the_issue_script_of_an_fla_tail_shows_the_unwritten_rows(interpreted_fla, tmp_path):
     """gradcheck-rnn issue on fla-recurrent's out-of-contract tail: the contract quoted, and a script

@@ -25,11 +25,14 @@ import numpy as np
 
 from ..errors import UsageError
 from ..model.case import Case
+from ..model.streams import case_rng, claim
 from ..rows.result import CaseResult
 
 # the statuses whose row can be filed: the target's own failure, or what it does outside a contract
 FILED = ("fail", "nondeterministic", "out-of-contract")
 LIBRARIES = {"mlstm-": "mlstm_kernels", "fla-": "fla-core"}
+# a deep case's script judges layer 0 alone under a head gradient of its own (the literals carry it)
+SCRIPT_GRADIENT_SALT = claim(8, "an issue script's head gradient of layer 0")
 
 
 def library_of(target: str) -> str | None:
@@ -59,9 +62,15 @@ def versions(target: str) -> dict[str, str]:
 
 
 def _literal(array: Any) -> str:
-    """A float64 array as a torch.tensor literal that round-trips exactly."""
+    """A float64 array as a torch.tensor literal that round-trips exactly (−∞, the parallel form's
+    stabiliser start, as ``float('-inf')``: ``repr`` would write a bare ``-inf``)."""
+    def element(value: Any) -> str:
+        if isinstance(value, list):
+            return "[" + ", ".join(element(v) for v in value) + "]"
+        return repr(value) if math.isfinite(value) else f"float('{value}')"
+
     values = np.asarray(array, dtype=np.float64)
-    return f"torch.tensor({repr(values.tolist())}, dtype=torch.float64)"
+    return f"torch.tensor({element(values.tolist())}, dtype=torch.float64)"
 
 
 def _finite(value: float) -> str:
@@ -79,6 +88,7 @@ import torch
 from mlstm_kernels.torch import get_mlstm_kernel
 
 KERNEL, CHUNK, EPS, HEAD_NORM = {kernel!r}, {chunk}, 1e-6, {head_norm}
+PARALLEL = KERNEL.startswith("parallel")
 q, k, v = {q}, {k}, {v}
 i, f = {i}, {f}
 c0, n0, m0 = {c0}, {n0}, {m0}
@@ -108,20 +118,27 @@ def loop(q, k, v, i, f, c, n, m):
 
 
 def library(q, k, v, i, f, c, n, m):
+    if PARALLEL:  # no initial state in, no final state out ("c_initial is not supported")
+        return get_mlstm_kernel(KERNEL)(q, k, v, i, f, eps=EPS), (None, None, None)
     return get_mlstm_kernel(KERNEL)(q, k, v, i, f, c_initial=c, n_initial=n, m_initial=m,
                                     return_last_states=True, chunk_size=CHUNK, eps=EPS)
 
 
+# the parallel kernel's loss is through h alone, and its initial state is no input of it
+names = ("q", "k", "v", "i", "f") if PARALLEL else ("q", "k", "v", "i", "f", "c0", "n0", "m0")
+
+
 def grads(run, dtype):
-    leaves = [x.to(dtype).requires_grad_() for x in (q, k, v, i, f, c0, n0, m0)]
+    leaves = [x.to(dtype).requires_grad_() for x in (q, k, v, i, f)]
+    leaves += [x.to(dtype).requires_grad_(not PARALLEL) for x in (c0, n0, m0)]
     h, (c, n, m) = run(*leaves)
-    loss = ((head_norm(h) * dh.to(dtype)).sum() + (c * dc.to(dtype)).sum() + (n * dn.to(dtype)).sum()
-            + (m * dm.to(dtype)).sum())
-    found = torch.autograd.grad(loss, leaves, allow_unused=True)
+    loss = (head_norm(h) * dh.to(dtype)).sum()
+    if not PARALLEL:
+        loss = loss + (c * dc.to(dtype)).sum() + (n * dn.to(dtype)).sum() + (m * dm.to(dtype)).sum()
+    found = torch.autograd.grad(loss, leaves[:len(names)], allow_unused=True)
     return [torch.zeros_like(x).double() if g is None else g.double() for x, g in zip(leaves, found)]
 
 
-names = ("q", "k", "v", "i", "f", "c0", "n0", "m0")
 expected, actual = grads(loop, torch.float64), grads(library, torch.{dtype})
 wrong = []
 for name, a, b in zip(names, actual, expected):
@@ -152,8 +169,9 @@ def mlstm_script(case: Case, target: str, title: str) -> str:
     q, k, v, i, f = mlstm.layer_map(params, config, 0, x)
     heads, K = config.option("heads"), config.option("key_width")
     B, V = len(rows), v.shape[-1]
-    if case.h0 is None:
-        c0, n0, m0 = np.zeros((B, heads, K, V)), np.zeros((B, heads, K)), np.zeros((B, heads, 1))
+    if case.h0 is None:  # the empty memory; its stabiliser at −∞ under -minf (the target's start)
+        m_start = -math.inf if config.option("minus_inf_start") else 0.0
+        c0, n0, m0 = np.zeros((B, heads, K, V)), np.zeros((B, heads, K)), np.full((B, heads, 1), m_start)
     else:
         c0 = case.h0[0, rows].reshape(B, heads, K, V)
         n0 = case.c0[0, rows, :heads * K].reshape(B, heads, K)
@@ -164,8 +182,7 @@ def mlstm_script(case: Case, target: str, title: str) -> str:
         dn = case.dcy[0, rows, :heads * K].reshape(B, heads, K)
         dm = case.dcy[0, rows, heads * K:].reshape(B, heads, 1)
     else:  # the kernel of layer 0 alone, under the same kind of loss
-        rng = np.random.default_rng(case.seed)
-        dh = rng.standard_normal((B, heads, length, V))
+        dh = case_rng(case.seed, SCRIPT_GRADIENT_SALT).standard_normal((B, heads, length, V))
         dc, dn, dm = (np.zeros(s) for s in ((B, heads, K, V), (B, heads, K), (B, heads, 1)))
     kernel = mlstm.KERNELS[target.removeprefix("mlstm-").split("@")[0]]
     head_norm = bool(config.option("head_norm"))
@@ -279,7 +296,7 @@ def fla_script(case: Case, target: str, title: str) -> str:
     if config.num_layers == 1:
         do, dht = dy_packed.reshape(1, rows, heads, V), case.dhy[0].reshape(N, heads, K, V)
     else:  # the kernel of layer 0 alone, under the same kind of loss
-        rng = np.random.default_rng(case.seed)
+        rng = case_rng(case.seed, SCRIPT_GRADIENT_SALT)
         do, dht = rng.standard_normal((1, rows, heads, V)), rng.standard_normal((N, heads, K, V))
     literals = {name: _literal(maps[name].detach().numpy()) for name in ("q", "k", "v", "gk")}
     return FLA_SCRIPT.format(title=title, case_id=case.id, cu_seqlens=[int(n) for n in cu_seqlens],
