@@ -18,7 +18,7 @@ from gradcheck_rnn import Case, cli
 from gradcheck_rnn.cli import commands as console
 from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.rows.result import tally_verdict
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.log import Tally
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent

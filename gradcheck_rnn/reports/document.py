@@ -25,7 +25,7 @@ from ..errors import UsageError
 from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
 from ..model.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
-from ..rows.tally import Tally
+from ..rows.log import Tally
 
 SCHEMA = 1
 
@@ -381,7 +381,7 @@ class DriftView:
 
 class StoredTally:
     """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
-    through the part of :class:`~gradcheck_rnn.rows.tally.Tally`'s interface the console's tables use: ``report`` prints
+    through the part of :class:`~gradcheck_rnn.rows.log.Tally`'s interface the console's tables use: ``report`` prints
     the run as it was counted, never a recount of its rows."""
 
     def __init__(self, document: dict[str, Any]) -> None:

@@ -138,7 +138,7 @@ class CaseResult:
                     "wants": (self.wants, said.get("wants")), "seconds": (round(self.seconds, 3), 0),
                     "message": (self.message, ""), "importable": (self.importable, True)}
         row.update({key: value for key, (value, default) in optional.items() if value != default})
-        row = json_safe(row)
+        row = {key: json_safe(value) for key, value in row.items()}  # strict JSON as it is made, field by field
         if self.tensors:  # a skipped row compared none: no empty list on every skip
             row["tensors"] = [t.compact_json() for t in self.tensors]
         return row

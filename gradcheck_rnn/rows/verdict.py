@@ -58,7 +58,7 @@ def top_skip_reasons(skips: dict[str, Counter[str]], target: str | None = None, 
 def tally_verdict(tally: Any, named_targets: Iterable[str] = (), drift: dict[str, Any] | None = None,
                   strict_contracts: bool = False) -> tuple[int, str]:
     """The exit code of a judging command and its one-sentence reason (docs/contracts.md, "Exit
-    codes"), from the run's :class:`~gradcheck_rnn.rows.tally.Tally`: no row need be held.
+    codes"), from the run's :class:`~gradcheck_rnn.rows.log.Tally`: no row need be held.
 
     0 all passed (skips allowed); 1 any fail, error, reference disagreement or non-determinism,
     or a drifted row with ``--fail-on-drift``, or an out-of-contract row with ``--strict-contracts``; 5 nothing was checked — no result, every result a
@@ -103,7 +103,7 @@ class Run:
     reason: str
     spec: Any = None  # the gradcheck_rnn.run.RunSpec that was judged
     stop: StopReason = StopReason.COMPLETE
-    # the run's totals (gradcheck_rnn.rows.tally.Tally), made as its rows arrived: with a row log,
+    # the run's totals (gradcheck_rnn.rows.log.Tally), made as its rows arrived: with a row log,
     # ``results`` holds only the rows that did not pass, and the counts of every row are here
     tally: Any = None
     seconds: float | None = None  # the wall time of judging it (judge_run); None: not timed (a merged run)
@@ -111,7 +111,7 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
     # Counted once, when the verdict is made, from the tally (the one place a run's tally is read
     # after its store wrote it): how many rows and cases were judged, and the tallies results.json
-    # stores (:meth:`~gradcheck_rnn.rows.tally.Tally.document_part`; None without a tally).
+    # stores (:meth:`~gradcheck_rnn.rows.log.Tally.document_part`; None without a tally).
     rows: int = field(init=False)
     cases_judged: int = field(init=False)
     totals: dict[str, Any] | None = field(init=False)

@@ -355,7 +355,7 @@ class OnRow:
 
 class RunStore(Protocol):
     """What keeps a run, handed each row after its observers: its
-    :class:`~gradcheck_rnn.rows.tally.Tally` (every row counted, the one source of the verdict's
+    :class:`~gradcheck_rnn.rows.log.Tally` (every row counted, the one source of the verdict's
     and the reports' totals) and the rows it keeps in memory (``kept``: every row, or those that
     did not pass when the rest are on disk)."""
 
@@ -387,7 +387,7 @@ def judge_run(spec: RunSpec, execution: Execution, targets: list | None = None, 
     ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
     ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own draw.
 
-    The run's totals and verdict come from the store's one :class:`~gradcheck_rnn.rows.tally.Tally`,
+    The run's totals and verdict come from the store's one :class:`~gradcheck_rnn.rows.log.Tally`,
     made as the rows arrive, and ``run.results`` are the rows it kept: the run's
     :class:`~gradcheck_rnn.rows.log.RowLog` keeps only the rows that did not pass (it holds every
     row on disk), so a run of any size keeps flat memory; without a store, every row is kept

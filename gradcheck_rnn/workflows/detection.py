@@ -104,7 +104,7 @@ def home_cases(mutant_names: list[str], cases: int | None = None,
 def summarise(results: list[CaseResult], mutant_names: list[str], correct_names: list[str],
               tally: Any = None) -> tuple[list[Detection], list[Detection]]:
     """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows),
-    counting the cases each was judged on (not those where its every row is a skip). With the run's ``tally`` (:class:`~gradcheck_rnn.rows.tally.Tally`) the cases per target are its
+    counting the cases each was judged on (not those where its every row is a skip). With the run's ``tally`` (:class:`~gradcheck_rnn.rows.log.Tally`) the cases per target are its
     counts, and ``results`` need only hold the rows that did not pass."""
     from ..targets.kernel_bugs import mutant_doc
 
