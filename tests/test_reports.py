@@ -26,7 +26,7 @@ from hypothesis.extra.numpy import arrays
 from junitparser import Error, Failure, JUnitXml, Skipped
 from rich.console import Console
 
-from gradcheck_rnn.rows.log import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn import Case, Outputs
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.cli import main

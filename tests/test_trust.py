@@ -18,7 +18,7 @@ from gradcheck_rnn import Case, cli
 from gradcheck_rnn.cli import commands as console
 from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.rows.result import tally_verdict
-from gradcheck_rnn.rows.log import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
@@ -109,10 +109,10 @@ def test_calibrate_on_a_target_that_skips_every_case_exits_5_as_sweep_does():
 
 def test_the_fixture_fails_a_check_on_the_run_s_own_verdict(monkeypatch):
     """The fixture takes the verdict judge_run computed for the run; it never counts rows again."""
-    import gradcheck_rnn.rows.verdict
+    import gradcheck_rnn.rows.store
     from gradcheck_rnn.pytest_plugin import GradcheckFailed, RNNGradcheck
 
-    monkeypatch.setattr(gradcheck_rnn.rows.verdict, "tally_verdict", lambda *args: (1, "the run's own verdict"))
+    monkeypatch.setattr(gradcheck_rnn.rows.store, "tally_verdict", lambda *args: (1, "the run's own verdict"))
     with pytest.raises(GradcheckFailed, match="the run's own verdict"):
         RNNGradcheck().check("fused-cpu", "gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from gradcheck_rnn.rows.log import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn import Case, CaseResult
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.workflows.calibrate import calibrate, calibration_table

@@ -223,7 +223,7 @@ def shrink_case(planned: Plan, any_tensor: bool, max_steps: int, as_json: bool) 
 
     from ..model.case import Case
     from ..errors import INTERRUPTS, signal_name
-    from ..rows.verdict import EXIT_INTERRUPTED
+    from ..rows.store import EXIT_INTERRUPTED
     from ..run import judge_run, open_executor
     from ..run.drive import terminate_as_exception
     from ..workflows.shrink import DidNotReproduce, shrink, steps_lines

@@ -6,9 +6,9 @@ itself), ``junit.xml`` (:mod:`.junit`), ``report.md`` (:mod:`.markdown`) and ``r
 into a hidden staging folder beside the run folder, which is then renamed into place, so a crash,
 Ctrl-C or SIGKILL leaves either the complete run or no run (at most a hidden
 ``.<run>.<pid>@<host>.*`` staging folder, which the next run that writes into the same report dir
-removes once its writer is gone, saying so on stderr: :mod:`gradcheck_rnn.rows.log`). Rows go
+removes once its writer is gone, saying so on stderr: :mod:`gradcheck_rnn.rows.store`). Rows go
 to the staging folder's ``results.jsonl`` first and results.json is written from there one row at
-a time (:class:`~gradcheck_rnn.rows.log.RowLog`). ``<report dir>/latest`` then names the newest
+a time (:class:`~gradcheck_rnn.rows.store.RowLog`). ``<report dir>/latest`` then names the newest
 complete run: a relative symlink, or a one-line file holding the run's folder name where symlinks
 cannot be made. :func:`publish` does all of it for a judged run, in this module alone: the
 writers (one registry of records, :data:`WRITERS`), the rename and ``latest``; the console renders
@@ -29,8 +29,7 @@ from ..errors import UsageError
 from ..rows.result import CaseResult
 from . import html, json, junit, markdown
 from .document import load_document, results_document
-from ..rows.log import ROWS_FILE, RowLog, clear_stale_staging, run_name  # noqa: F401  (run_name: its old place)
-from ..rows.verdict import Run
+from ..rows.store import ROWS_FILE, RowLog, Run, clear_stale_staging, run_name  # noqa: F401  (run_name: its old place)
 
 __all__ = ["WRITERS", "Published", "RowLog", "Writer", "clear_stale_staging", "latest_run", "load_document",
            "publish", "rerender", "resolve_run_dir", "results_document", "run_name", "whole", "write_reports"]
@@ -98,7 +97,7 @@ def publish(run: Run, log: RowLog, meta: dict[str, Any]) -> Published:
 def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str], meta: dict[str, Any],
                   extra: dict[str, Any] | None = None, log: RowLog | None = None) -> Path:
     """Write every report file of ``results`` into ``<report_dir>/<run>/`` atomically; return that
-    folder. ``log``: the run's :class:`~gradcheck_rnn.rows.log.RowLog` when the rows were stored
+    folder. ``log``: the run's :class:`~gradcheck_rnn.rows.store.RowLog` when the rows were stored
     in it as they arrived (it holds ``results`` already); without one, one is made here (which
     clears stale staging folders) and given the rows."""
     if log is None:
@@ -120,7 +119,7 @@ def write_reports(results: list[CaseResult], report_dir: str | os.PathLike[str],
 def write_document(document: dict[str, Any], log: RowLog) -> Path:
     """Write every file of :data:`WRITERS` from ``document`` into the log's staging folder, rename
     it into place and update ``latest``; the run folder. Results.json is written row by row from
-    the log's file (the document's rows are the log's :class:`~gradcheck_rnn.rows.log.StoredRows`)."""
+    the log's file (the document's rows are the log's :class:`~gradcheck_rnn.rows.store.StoredRows`)."""
     try:
         log.close()
         _write_files(log.staging, document)

@@ -44,7 +44,7 @@ from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
 from ..rows.result import CaseResult, plural, row_field
 from ..model.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
-from ..rows.log import Tally
+from ..rows.store import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line

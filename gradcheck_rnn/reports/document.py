@@ -25,7 +25,7 @@ from ..errors import UsageError
 from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
 from ..model.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
-from ..rows.log import Tally
+from ..rows.store import Tally
 
 SCHEMA = 1
 
@@ -38,8 +38,8 @@ def results_document(results: list[CaseResult], meta: dict[str, Any],
     ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
     the engine: every writer reads it from the document and none recomputes it. Its ``"results"``
     are ``rows`` when given (the rows of the run's row log, read back one at a time from its
-    results.jsonl by :class:`~gradcheck_rnn.rows.log.StoredRows`) and the tallies (summary,
-    by_mode, ...) are then ``totals``, the judged run's (:attr:`~gradcheck_rnn.rows.verdict.Run.totals`,
+    results.jsonl by :class:`~gradcheck_rnn.rows.store.StoredRows`) and the tallies (summary,
+    by_mode, ...) are then ``totals``, the judged run's (:attr:`~gradcheck_rnn.rows.store.Run.totals`,
     its log's tally counted when its verdict was made); without them both are made here from ``results``.
     """
     verdict = meta.get("verdict")
@@ -381,7 +381,7 @@ class DriftView:
 
 class StoredTally:
     """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
-    through the part of :class:`~gradcheck_rnn.rows.log.Tally`'s interface the console's tables use: ``report`` prints
+    through the part of :class:`~gradcheck_rnn.rows.store.Tally`'s interface the console's tables use: ``report`` prints
     the run as it was counted, never a recount of its rows."""
 
     def __init__(self, document: dict[str, Any]) -> None:

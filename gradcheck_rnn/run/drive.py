@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import INTERRUPTS
-from ..rows.log import RowLog, run_name
-from ..rows.verdict import Run
+from ..rows.store import RowLog, Run, run_name
 from . import RowObserver, RunStore, judge_run
 from .plan import Plan
 
