@@ -167,6 +167,13 @@ def print_stored_run(console: Console, document: dict[str, Any], next_step: str 
                 + (drift_lines(document["drift"]) if document.get("drift") is not None else []))
 
 
+def present_stored_run(console: Console, bar: "ProgressBar", published: Any, next_step: str | None = None) -> None:
+    """A published run (:class:`~gradcheck_rnn.reports.Published`) on the console as the judging
+    command hands it over, its progress bar gone first: :func:`print_stored_run`."""
+    bar.close()
+    print_stored_run(console, published.document, next_step)
+
+
 def drift_lines(drift: dict[str, Any]) -> list[Text]:
     """The drifted rows (a ``"drift"`` section, :class:`~gradcheck_rnn.reports.document.DriftView`),
     largest growth first, one unwrapped line each with every drifted tensor's ratio then → now (a
@@ -424,6 +431,12 @@ class ProgressBar:
 
     def extra(self) -> dict[str, Any]:
         return {}
+
+    def close(self) -> None:
+        """The bar done and gone (it is transient), so that what is printed next is not drawn over."""
+        self.bar.update(self.task, advance=self.pending)
+        self.pending = 0
+        self.bar.stop()
 
 
 @contextlib.contextmanager
