@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 import html
 from collections import Counter
-from typing import Any
+from typing import IO, Any
 
 from ..model.compare import from_json_number
 from ..model.numbers import fmt, fmt_or_dash
-from .document import (DriftView, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
-                       message_shown, mistrust_note, progress_note,
-                       stored_verdict, tensor_line)
+from .document import (DriftView, by_check, case_lengths, failing_tensors, finding_rows_text, message_shown, mistrust_note,
+                       progress_note, stored_verdict, tensor_line)
 from .pictures import available, case_png
 
 DETAIL_CAP = 6  # failing rows drawn: each picture costs 0.4–0.8 s of matplotlib on one core
@@ -265,10 +264,14 @@ def _details(found: list[dict[str, Any]], pictures: bool) -> list[str]:
     return parts
 
 
-def render(document: dict[str, Any]) -> bytes:
-    """The HTML page of a results document."""
-    bad = failures(document)
-    found = findings(bad)
+def write(run: Any, stream: IO[bytes]) -> None:
+    """Write the HTML page of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`)."""
+    stream.write(render(run))
+
+
+def render(run: Any) -> bytes:
+    """The HTML page of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`)."""
+    document, bad, found = run.head, run.failing, run.findings
     counts = document.get("summary", {})
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")
