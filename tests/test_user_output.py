@@ -98,7 +98,7 @@ def test_failing_tensors_are_listed_worst_first():
     assert "… and 2 more tensors: x 3, y 2" in "\n".join(lines)
     result.message = "; ".join(f"{t.name}: error {t.ratio:g} exceeds tolerance" for t in result.tensors)
     document = results_document([result], META)
-    assert [t["name"] for t in failing_tensors(document["results"][0])] == ["l1.fwd.w_hh", "h0", "hy", "x", "y"]
+    assert [t["name"] for t in failing_tensors(document["results"][0]["tensors"])] == ["l1.fwd.w_hh", "h0", "hy", "x", "y"]
     page = markdown.render(StoredRun.of(document)).decode()
     assert page.index("- l1.fwd.w_hh: ratio 3.4e+08") < page.index("- h0: ratio 7") < page.index("- y: ratio 2")
     assert "exceeds tolerance" not in page  # the message in declaration order would repeat the lines
@@ -449,7 +449,7 @@ def test_every_writer_orders_tensors_worst_first_alike():
     result = row(tensors)
     expected = ["h0", "y", "hy", "cy", "x"]
     assert result.worst.name == "h0"
-    assert [t["name"] for t in failing_tensors(result.to_json())] == expected
+    assert [t["name"] for t in failing_tensors(result.to_json()["tensors"])] == expected
     text = failure_text([result])
     shown = [text.index(f"{name}: ") for name in expected[:3]]
     assert shown == sorted(shown) and "… and 2 more tensors: cy 50, x 2" in text, text

@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 from ..errors import UsageError
-from ..model.numbers import from_json_number
+from ..model.numbers import fmt, from_json_number
 from ..model.statuses import failure_order, is_shown
 from ..rows.result import CaseResult
 from ..rows.store import ROWS_FILE, RowLog, Run, clear_stale_staging, run_name  # noqa: F401  (run_name: its old place)
 from . import html, json, junit, markdown
 from .document import convention_of, document_head, failing_tensors, load_document, results_document
 
-__all__ = ["WRITERS", "Published", "RowLog", "StoredRun", "Writer", "clear_stale_staging", "failing_rows", "failures",
-           "findings", "latest_run", "load_document", "publish", "rerender", "resolve_run_dir", "results_document",
-           "run_name", "whole", "write_reports"]
+__all__ = ["WRITERS", "Published", "RowLog", "StoredRun", "Writer", "clear_stale_staging", "failing_rows",
+           "failures", "finding_rows_text", "findings", "latest_run", "load_document", "message_shown", "publish",
+           "rerender", "resolve_run_dir", "results_document", "run_name", "whole", "write_reports"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,9 @@ def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def findings(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows that did not pass, grouped into one finding per case × target × cause, worst first:
-    ``{"row": the worst row, "others": the rest of its rows, "cause": the cause in words}``. Rows of
+    ``{"row": the worst row, "others": the rest of its rows, "cause": the cause in words, "message":
+    the row's message where a report shows it (:func:`message_shown`), else "", "also": the other
+    rows in one line (:func:`finding_rows_text`), else ""}``, so that a writer needs no more. Rows of
     one case and target fail for one cause when they fail the same way: outside the same contract,
     by the same error, by a disagreement of the references, or on wrong (or non-deterministic)
     values, which the checks see one way each. Every writer shows findings (and a cause that is not
@@ -98,8 +100,25 @@ def findings(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             groups[key] = {"row": row, "others": []}
     for finding in groups.values():
-        finding["cause"] = _cause(finding["row"], finding["others"])
+        row, others = finding["row"], finding["others"]
+        finding.update(cause=_cause(row, others), message=row["message"] if message_shown(row) else "",
+                       also=finding_rows_text(others) if others else "")
     return list(groups.values())
+
+
+def finding_rows_text(others: list[dict[str, Any]]) -> str:
+    """The other rows of a finding in one line: ``also: linearity fail (l0.fwd.w_q 5e+03), …``."""
+    parts = []
+    for row in others:
+        name, ratio = row.get("worst_tensor"), row.get("worst_ratio")
+        parts.append(f"{row.get('check', 'reference')} {row['status']}" + (f" ({name} {fmt(ratio)})" if name else ""))
+    return "also: " + "; ".join(parts)
+
+
+def message_shown(row: dict[str, Any]) -> bool:
+    """Whether a report shows a row's message: an out-of-contract row's (the contract's statement),
+    or one without failing tensors (a fail's message only repeats its tensor lines)."""
+    return bool(row.get("message")) and (row["status"] == "out-of-contract" or not failing_tensors(row.get("tensors", ())))
 
 
 def _cause_kind(row: dict[str, Any]) -> str:
@@ -120,11 +139,11 @@ def _cause(row: dict[str, Any], others: list[dict[str, Any]]) -> str:
     if status == "reference-disagreement":
         return "the float64 references disagree with each other (never the target's fault)"
     rows = [row, *others]
-    tensors = list(dict.fromkeys(t["name"] for r in rows for t in failing_tensors(r) if t["status"] != "out-of-contract"))
+    tensors = list(dict.fromkeys(t["name"] for r in rows for t in failing_tensors(r.get("tensors", ())) if t["status"] != "out-of-contract"))
     words = lambda names: ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     if all(r["status"] == "nondeterministic" for r in rows):
         cause = f"two runs of the same case differ in {words(tensors)}"
-    elif all("non-finite" in t.get("message", "") for r in rows for t in failing_tensors(r)
+    elif all("non-finite" in t.get("message", "") for r in rows for t in failing_tensors(r.get("tensors", ()))
              if t["status"] != "out-of-contract") and tensors:
         cause = f"non-finite values in {words(tensors)}"
     elif tensors and set(tensors) <= {"h0", "c0"}:

@@ -38,7 +38,7 @@ from rich.text import Text
 from ..model.compare import expand_tensor
 from ..model.numbers import fmt, fmt_or_dash, from_json_number, location_text
 from .document import (DriftView, case_lengths, check_values, failing_tensors, failure_in_words,
-                       finding_rows_text, location_mark, message_shown, mistrust_note, significant_pair,
+                       location_mark, mistrust_note, significant_pair,
                        stopped_early_text, values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
@@ -286,18 +286,18 @@ def finding_lines(found: list[dict[str, Any]], limit: int = 50) -> list[Text]:
         lines += [Text(line) for line in wrapped(f"{r['target']} · {check} check")]
         if finding["cause"]:
             lines += [Text(line) for line in wrapped(f"cause: {finding['cause']}")]
-        failing = failing_tensors(r)
+        failing = failing_tensors(r.get("tensors", ()))
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, check, r["case_id"])]
         if not failing:
             details = wrapped(r.get("message") or status)
-        elif message_shown(r):
-            details = wrapped(r["message"]) + details
+        elif finding["message"]:
+            details = wrapped(finding["message"]) + details
         if len(failing) > TENSORS_SHOWN:
             rest = ", ".join(f"{t['name']} {t['status'] if t['status'] == 'missing' else fmt(t.get('ratio'))}"
                              for t in failing[TENSORS_SHOWN:])
             details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
-        if finding["others"]:
-            details += wrapped(finding_rows_text(finding["others"]))
+        if finding["also"]:
+            details += wrapped(finding["also"])
         lines.extend(Text(d) for d in details)
         lines.append(Text(f"{INDENT}{r['repro']}", style="cyan"))
     if len(found) > limit:

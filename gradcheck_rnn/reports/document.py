@@ -103,24 +103,9 @@ def convention_of(case_id: str) -> str | None:
     return " and ".join(declared) or None
 
 
-def finding_rows_text(others: list[dict[str, Any]]) -> str:
-    """The other rows of a finding in one line: ``also: linearity fail (l0.fwd.w_q 5e+03), …``."""
-    parts = []
-    for row in others:
-        name, ratio = row.get("worst_tensor"), row.get("worst_ratio")
-        parts.append(f"{row.get('check', 'reference')} {row['status']}" + (f" ({name} {fmt(ratio)})" if name else ""))
-    return "also: " + "; ".join(parts)
-
-
 def strict_contracts(document: dict[str, Any]) -> bool:
     """Whether the run failed on out-of-contract rows (``--strict-contracts``, stored in its spec)."""
     return bool((document.get("spec") or {}).get("strict_contracts"))
-
-
-def message_shown(row: dict[str, Any]) -> bool:
-    """Whether a report shows a row's message: an out-of-contract row's (the contract's statement),
-    or one without failing tensors (a fail's message only repeats its tensor lines)."""
-    return bool(row.get("message")) and (row["status"] == "out-of-contract" or not failing_tensors(row))
 
 
 def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:
@@ -218,10 +203,10 @@ def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[
     return line
 
 
-def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tensors of a row that did not pass, worst first (the worst must not hide in "… more")."""
-    return tensors_worst_first((t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "pass"),
-                               stored_facts)
+def failing_tensors(tensors: Iterable[Any]) -> list[dict[str, Any]]:
+    """The tensors of a row (its stored ``tensors``) that did not pass, worst first (the worst
+    must not hide in "… more")."""
+    return tensors_worst_first((t for t in map(expand_tensor, tensors) if t["status"] != "pass"), stored_facts)
 
 
 def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:

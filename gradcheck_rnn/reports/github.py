@@ -39,7 +39,7 @@ def annotation(row: dict[str, Any], strict: bool = False) -> str:
     whose contracts are not strict (it does not fail the run)."""
     title = f"gradcheck-rnn {row['status']}: {row['target']} [{row.get('check', 'reference')}]"
     lengths = case_lengths(row["case_id"])[0]
-    details = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)[:3]] \
+    details = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row.get("tensors", ()))[:3]] \
         or [row.get("message") or row["status"]]
     if row["status"] == "out-of-contract":
         details.insert(0, row.get("message", ""))

@@ -74,7 +74,7 @@ def failure_text(row: dict[str, Any]) -> str:
     """The body of a failure or error: message (errors), per-tensor lines (worst first), the
     target's traceback (errors), the repro command."""
     lengths = case_lengths(row["case_id"])[0]
-    lines = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)]
+    lines = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row.get("tensors", ()))]
     if not lines and row.get("message"):
         lines = [row["message"]]
     if row.get("traceback"):  # a target that raised: its own frames, file:line

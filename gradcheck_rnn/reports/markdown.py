@@ -10,7 +10,7 @@ from typing import IO, Any
 from ..model.compare import from_json_number
 from ..model.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
-from .document import (DriftView, case_lengths, failing_tensors, finding_rows_text, message_shown, mistrust_note, progress_note,
+from .document import (DriftView, case_lengths, failing_tensors, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -122,14 +122,14 @@ def render(run: Any, limit: int = 100) -> bytes:
         lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", ""]
         lines += [f"Cause: {_cell(finding['cause'])}", ""] if finding["cause"] else []
         lines += [f"    {row['repro']}", ""]
-        if finding["others"]:
-            lines += [_cell(finding_rows_text(finding["others"])), ""]
-        if message_shown(row):
-            lines += [_cell(row["message"]), ""]
+        if finding["also"]:
+            lines += [_cell(finding["also"]), ""]
+        if finding["message"]:
+            lines += [_cell(finding["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
             lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]
         lengths = case_lengths(row["case_id"])[0]
-        for tensor in failing_tensors(row):
+        for tensor in failing_tensors(row.get("tensors", ())):
             lines.append(f"- {_cell(tensor_line(tensor, row.get('check', 'reference'), lengths))}")
             steps = tensor.get("per_step")
             if steps:
