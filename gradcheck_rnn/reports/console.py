@@ -454,6 +454,7 @@ class ProgressBar:
     def __init__(self, bar: Any, task: Any) -> None:
         self.bar, self.task = bar, task
         self.pending, self.updated = 0, 0.0
+        self.closed = False
 
     def on_row(self, row: CaseResult) -> None:
         self.pending += 1
@@ -465,7 +466,11 @@ class ProgressBar:
         return {}
 
     def close(self) -> None:
-        """The bar done and gone (it is transient), so that what is printed next is not drawn over."""
+        """The bar done and gone (it is transient), so that what is printed next is not drawn over;
+        once (rich's ``Progress.stop`` ends a non-terminal's output with a line each time)."""
+        if self.closed:
+            return
+        self.closed = True
         self.bar.update(self.task, advance=self.pending)
         self.pending = 0
         self.bar.stop()
@@ -477,8 +482,11 @@ def progress(console: Console, total: int) -> Iterator[ProgressBar]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     # target names and case ids are shown literally (markup=False): a name may hold brackets
-    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[current]}", markup=False), console=console, transient=True) as bar:
-        observer = ProgressBar(bar, bar.add_task("sweep", total=total, current=""))
+    bar = Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[current]}", markup=False), console=console, transient=True)
+    bar.start()
+    observer = ProgressBar(bar, bar.add_task("sweep", total=total, current=""))
+    try:
         yield observer
-        bar.update(observer.task, advance=observer.pending)
+    finally:
+        observer.close()  # unless the run's presenter closed it first
