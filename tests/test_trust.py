@@ -176,7 +176,7 @@ def test_reports_that_fail_to_write_at_the_end_keep_the_tables_and_exit_non_zero
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("gradcheck_rnn.reports.write_document", disk_full)
+    monkeypatch.setattr("gradcheck_rnn.reports.write_stored", disk_full)
     code, output = invoke("sweep", "-t", "fused-cpu", "-n", 1, "--report-dir", tmp_path)
     assert code == 1 and "could not be written" in output and "No space left on device" in output
     assert "fused-cpu: 1 case" in output and "Traceback" not in output
