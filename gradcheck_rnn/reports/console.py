@@ -11,7 +11,7 @@ boundaries, never inside a word.
 Like every report writer, the console renders stored rows (the dict form results.json holds:
 :meth:`~gradcheck_rnn.rows.result.CaseResult.to_json`, :func:`~gradcheck_rnn.rows.result.document_row`),
 never result objects, with the writers' own functions for what is shared: the order of rows
-(:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
+(:func:`~gradcheck_rnn.reports.failing_rows`) and of tensors
 (:func:`~gradcheck_rnn.model.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.model.numbers.fmt`:
 "nan", "inf", "-inf" as in every file) and the tensor shown under a repro
 (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).

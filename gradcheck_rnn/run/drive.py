@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import INTERRUPTS
@@ -29,12 +30,12 @@ Present = Callable[[Any, "str | None"], Any]
 
 @dataclass
 class Outcome:
-    """A judged run and what became of it: its run folder, or the error that kept its files from
-    being written (None, None: not published, or an interrupted run), and the ``next:`` hint of a
-    run that asked for one. The published run itself went to the presenter."""
+    """A judged run and what became of it: its run folder (interrupted or not), or None and the
+    error that kept its files from being written, and the ``next:`` hint of a run that asked for
+    one. The published run itself went to the presenter."""
 
     run: Run
-    run_dir: Any = None
+    run_dir: Path | None = None
     unwritten: OSError | None = None
     next_step: str | None = None
 
@@ -101,6 +102,6 @@ def judge_and_publish(plan: Plan, command: str, report_dir: str | os.PathLike[st
     outcome = Outcome(run, published.run_dir, published.unwritten)
     if advise and run.interrupted is None and run.exit_code in (0, 5):
         outcome.next_step = next_step(spec, log.tally.coverage)
-    if present is not None and run.interrupted is None and published.document is not None:
+    if present is not None and run.interrupted is None and published.stored is not None:
         present(published, outcome.next_step)
     return outcome
