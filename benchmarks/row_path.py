@@ -9,7 +9,8 @@ runs ``gradcheck-rnn sweep -n CASES --in-process`` (the ci profile, fused-cpu) t
 line's own entry point under a profiler hook. A *hand-off* is a call into a function of the
 package that receives rows (a ``CaseResult`` or a stored row dict, a list or tuple of them, a run's
 store (the row log, ``KeptRows``), its stored rows, a tally (``Tally``, a stored run's
-``StoredTally``), or a results document, bare or ``Published``) or a return from one that gives
+``StoredTally``), a results document, bare or ``Published``, or the stored run the writers are
+handed, ``StoredRun``) or a return from one that gives
 rows back. The hand-offs, in the order they happen, name a sequence of
 modules (repeats in a row collapsed). Reported:
 
@@ -44,7 +45,7 @@ PACKAGE = "gradcheck_rnn"
 sequence = []
 
 
-ROW_HOLDERS = {"CaseResult", "StoredRows", "RowLog", "KeptRows", "Tally", "StoredTally", "Published"}
+ROW_HOLDERS = {"CaseResult", "StoredRows", "RowLog", "KeptRows", "Tally", "StoredTally", "Published", "StoredRun"}
 
 
 def row_like(value, depth=0):

@@ -19,6 +19,6 @@ from .api import check, sweep
 from .model.case import Case, Outputs, RNNConfig, make_case
 from .errors import UsageError
 from .rows.result import CaseResult
-from .rows.verdict import Run
+from .rows.store import Run
 
 __all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "Run", "UsageError", "check", "make_case", "sweep"]

@@ -32,6 +32,9 @@ MOVED: dict[str, str] = {
     "gradcheck_rnn.references.jax_ref": "gradcheck_rnn.references.jax_cudnn",
     "gradcheck_rnn.targets.mutants": "gradcheck_rnn.targets.kernel_bugs",
     "gradcheck_rnn.workflows.mutants": "gradcheck_rnn.workflows.detection",
+    "gradcheck_rnn.rows.log": "gradcheck_rnn.rows.store",
+    "gradcheck_rnn.rows.tally": "gradcheck_rnn.rows.store",
+    "gradcheck_rnn.rows.verdict": "gradcheck_rnn.rows.store",
 }
 
 

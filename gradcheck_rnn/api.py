@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from .model.case import Case
 from .errors import UsageError
 from .rows.result import CaseResult
-from .rows.verdict import Run
+from .rows.store import Run
 
 
 def _target_items(targets: Any) -> tuple:

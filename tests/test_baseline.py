@@ -17,7 +17,7 @@ from gradcheck_rnn.cli import main
 from gradcheck_rnn.errors import UsageError
 from gradcheck_rnn.rows.result import CaseResult, row_field, tally_verdict
 from gradcheck_rnn.run import Judging, RunSpec, Selection
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 
 KERNEL = "drift_targets:kernel"
 

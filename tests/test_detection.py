@@ -308,6 +308,7 @@ def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_ru
     its mutants leaves nothing out."""
     import shlex
 
+    from gradcheck_rnn.reports import StoredRun
     from gradcheck_rnn.reports.html import render
     from gradcheck_rnn.targets.kernel_bugs import (BLIND_SPOTS, FAMILY_MUTANTS, GPU_FAMILY_MUTANTS, GPU_MUTANTS, MUTANTS,
                                                PRODUCT_MUTANTS)
@@ -330,7 +331,7 @@ def test_what_the_default_run_leaves_out_is_named_with_why_and_a_command_that_ru
     document = {"command": "mutants", "verdict": {"exit_code": 0, "reason": "ok"}, "results": [],
                 "summary": {"total": 0}, "mutants": [{"target": "mutant:x", "cases": 1, "flagged": 1}],
                 "false_alarms": [], "left_out": groups}
-    page = render(document).decode()
+    page = render(StoredRun.of(document)).decode()
     assert all(name in page for name in named)
 
 

@@ -15,7 +15,7 @@ import drift_targets
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.judging.checks import check_names
 from gradcheck_rnn.model.profiles import CONFIG_DIR
-from gradcheck_rnn.reports import junit
+from gradcheck_rnn.reports import StoredRun, junit
 
 KERNEL = "drift_targets:kernel"
 CASE = "gru-L1-uni-I2-H3-T4-B2-len4.2-f32-s3"
@@ -49,7 +49,7 @@ def junit_of(fail_on_drift: bool | None) -> ET.Element:
     document = {"command": "sweep", "results": [drifted, passed], "verdict": {"exit_code": 0, "reason": "r"}}
     if fail_on_drift is not None:
         document["drift"] = {"fail_on_drift": fail_on_drift, "rows": []}
-    return ET.fromstring(junit.render(document))
+    return ET.fromstring(junit.render(StoredRun.of(document)))
 
 
 def test_junit_shows_a_drifted_row_as_a_failure_with_fail_on_drift():

@@ -21,7 +21,7 @@ from gradcheck_rnn.model.narrowing import Narrowing
 from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
 from gradcheck_rnn.model.profiles import profile_names
 from gradcheck_rnn.model.rnn_config import RNNConfig
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn.run import RunSpec, Selection
 
 

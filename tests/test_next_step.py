@@ -11,7 +11,7 @@ from gradcheck_rnn.model.profiles import CONFIG_DIR
 from gradcheck_rnn.model.narrowing import Narrowing
 from gradcheck_rnn.rows.result import CaseResult
 from gradcheck_rnn.run import Judging, RunSpec, Selection
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 
 NARROW = "narrow_targets:only_lstm_without_projections"
 
@@ -124,7 +124,7 @@ def test_the_tally_counts_case_shapes_so_its_coverage_stays_small_and_the_row_st
     import ast
     import inspect
 
-    import gradcheck_rnn.rows.tally as tally_module
+    import gradcheck_rnn.rows.store as tally_module
 
     imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(tally_module)))
                 if isinstance(node, ast.ImportFrom)}

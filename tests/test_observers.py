@@ -10,9 +10,13 @@ from typing import Any
 from click.testing import CliRunner
 
 from gradcheck_rnn.cli import main
-from gradcheck_rnn.rows.log import KeptRows
-from gradcheck_rnn.rows.tally import Tally
-from gradcheck_rnn.rows.verdict import EXIT_INTERRUPTED, StopReason, conclude
+from gradcheck_rnn.rows.store import (
+    EXIT_INTERRUPTED,
+    KeptRows,
+    StopReason,
+    Tally,
+    conclude,
+)
 from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, judge_run
 
 KERNEL = "fused-cpu"

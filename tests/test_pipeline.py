@@ -59,7 +59,7 @@ def test_the_reports_come_from_one_row_store_read_back_as_little_as_possible(mon
     import json
 
     from gradcheck_rnn.rows import log as stream
-    from gradcheck_rnn.rows.tally import Tally
+    from gradcheck_rnn.rows.store import Tally
 
     reads = _counting(monkeypatch, stream.StoredRows, "lines")
     result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "mutant:truncated-bptt",

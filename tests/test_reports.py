@@ -26,13 +26,14 @@ from hypothesis.extra.numpy import arrays
 from junitparser import Error, Failure, JUnitXml, Skipped
 from rich.console import Console
 
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn import Case, Outputs
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.reports import WRITERS, github, latest_run, write_reports
 from gradcheck_rnn.reports import html as html_writer
-from gradcheck_rnn.reports.document import findings, load_document, results_document
+from gradcheck_rnn.reports import StoredRun, findings
+from gradcheck_rnn.reports.document import load_document, results_document
 from gradcheck_rnn.reports.markdown import sparkline
 from gradcheck_rnn.judging.context import CaseContext
 from gradcheck_rnn.judging.judge import judge_one
@@ -385,13 +386,13 @@ def test_html_stays_readable_with_0_and_500_failures(failing_run, monkeypatch):
     document = load_document(failing_run[0])
     passing = copy.deepcopy(document)
     passing["results"] = [r for r in document["results"] if r["status"] == "pass"]
-    page = html_writer.render(passing).decode()
+    page = html_writer.render(StoredRun.of(passing)).decode()
     assert "No failures." in page and "<img" not in page
     failing = [r for r in document["results"] if r["status"] == "fail"]
     many = copy.deepcopy(document)
     many["results"] = [dict(failing[i % len(failing)], case_id=f"{failing[i % len(failing)]['case_id']}-{i}")
                        for i in range(500)]
-    page = html_writer.render(many).decode()
+    page = html_writer.render(StoredRun.of(many)).decode()
     assert page.count("<img") == html_writer.DETAIL_CAP
     assert page.count('<tr><td rowspan=2>') == page.count('<tr class="repro">') == html_writer.TABLE_CAP
     assert f"… and {500 - html_writer.TABLE_CAP} more" in page and "Failures (500 findings in 500 results, worst first)" in page
@@ -402,7 +403,7 @@ def test_html_stays_readable_with_0_and_500_failures(failing_run, monkeypatch):
 
 def test_html_without_matplotlib_says_so(failing_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    page = html_writer.render(load_document(failing_run[0])).decode()
+    page = html_writer.render(StoredRun.of(load_document(failing_run[0]))).decode()
     assert "<img" not in page and "pip install 'gradcheck-rnn[html]'" in page
 
 
@@ -477,10 +478,10 @@ def test_html_verdict_of_a_mutants_run_is_detection(failing_run, monkeypatch):
                     mutants=[{"target": "mutant:truncated-bptt", "cases": 4, "flagged": 3}],
                     false_alarms=[{"target": "fused-cpu", "cases": 4, "flagged": 0}],
                     verdict={"exit_code": 0, "reason": "every mutant caught on 4 cases"})
-    page = html_writer.render(document).decode()
+    page = html_writer.render(StoredRun.of(document)).decode()
     assert "every mutant caught, no false alarm" in page and "every mutant caught on 4 cases" in page
     document["mutants"][0]["flagged"] = 0
     document["verdict"] = {"exit_code": 1, "reason": "1 mutant survived: mutant:truncated-bptt"}
-    page = html_writer.render(document).decode()
+    page = html_writer.render(StoredRun.of(document)).decode()
     assert '<span class="fail">failed</span>' in page and "1 mutant survived: mutant:truncated-bptt" in page
     assert "<h2>Mutants</h2>" in page

@@ -14,7 +14,7 @@ from gradcheck_rnn.workflows.baseline import grown
 from gradcheck_rnn.model.case import Case, id_facts
 from gradcheck_rnn.model.compare import RatioMap, TensorError, expand_tensor, tensor_summary
 from gradcheck_rnn.rows.result import document_row, row_field, row_worst
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 
 CASE_ID = "lstm-L2-bi-I3-H5-P3-T7-B3-len7.4.1-f32-s9-winputs-gy"
 

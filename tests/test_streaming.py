@@ -19,7 +19,7 @@ from gradcheck_rnn.model.case import Case
 from gradcheck_rnn.cli import main
 from gradcheck_rnn.reports import RowLog, write_reports
 from gradcheck_rnn.reports.document import results_document
-from gradcheck_rnn.rows.log import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
+from gradcheck_rnn.rows.store import ROWS_FILE, STALE_AFTER, clear_stale_staging, host_name, staging_prefix
 from gradcheck_rnn import CaseResult
 from gradcheck_rnn.rows.result import slim
 from gradcheck_rnn.run import busy_cores, cpu_ticks, default_workers

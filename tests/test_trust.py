@@ -18,7 +18,7 @@ from gradcheck_rnn import Case, cli
 from gradcheck_rnn.cli import commands as console
 from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.rows.result import tally_verdict
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn.targets import resolve_target
 
 TESTS = Path(__file__).parent
@@ -109,10 +109,10 @@ def test_calibrate_on_a_target_that_skips_every_case_exits_5_as_sweep_does():
 
 def test_the_fixture_fails_a_check_on_the_run_s_own_verdict(monkeypatch):
     """The fixture takes the verdict judge_run computed for the run; it never counts rows again."""
-    import gradcheck_rnn.rows.verdict
+    import gradcheck_rnn.rows.store
     from gradcheck_rnn.pytest_plugin import GradcheckFailed, RNNGradcheck
 
-    monkeypatch.setattr(gradcheck_rnn.rows.verdict, "tally_verdict", lambda *args: (1, "the run's own verdict"))
+    monkeypatch.setattr(gradcheck_rnn.rows.store, "tally_verdict", lambda *args: (1, "the run's own verdict"))
     with pytest.raises(GradcheckFailed, match="the run's own verdict"):
         RNNGradcheck().check("fused-cpu", "gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
 
@@ -176,7 +176,7 @@ def test_reports_that_fail_to_write_at_the_end_keep_the_tables_and_exit_non_zero
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("gradcheck_rnn.reports.write_document", disk_full)
+    monkeypatch.setattr("gradcheck_rnn.reports.write_stored", disk_full)
     code, output = invoke("sweep", "-t", "fused-cpu", "-n", 1, "--report-dir", tmp_path)
     assert code == 1 and "could not be written" in output and "No space left on device" in output
     assert "fused-cpu: 1 case" in output and "Traceback" not in output

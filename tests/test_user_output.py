@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from gradcheck_rnn.rows.tally import Tally
+from gradcheck_rnn.rows.store import Tally
 from gradcheck_rnn import Case, CaseResult
+from gradcheck_rnn.reports import StoredRun
 from gradcheck_rnn.reports import console as render
 from gradcheck_rnn.workflows.calibrate import calibrate, calibration_table
 from gradcheck_rnn.model.compare import TensorError, compare_tensor
@@ -97,8 +98,8 @@ def test_failing_tensors_are_listed_worst_first():
     assert "… and 2 more tensors: x 3, y 2" in "\n".join(lines)
     result.message = "; ".join(f"{t.name}: error {t.ratio:g} exceeds tolerance" for t in result.tensors)
     document = results_document([result], META)
-    assert [t["name"] for t in failing_tensors(document["results"][0])] == ["l1.fwd.w_hh", "h0", "hy", "x", "y"]
-    page = markdown.render(document).decode()
+    assert [t["name"] for t in failing_tensors(document["results"][0]["tensors"])] == ["l1.fwd.w_hh", "h0", "hy", "x", "y"]
+    page = markdown.render(StoredRun.of(document)).decode()
     assert page.index("- l1.fwd.w_hh: ratio 3.4e+08") < page.index("- h0: ratio 7") < page.index("- y: ratio 2")
     assert "exceeds tolerance" not in page  # the message in declaration order would repeat the lines
 
@@ -142,7 +143,7 @@ def test_padded_steps_and_empty_sequences_are_marked():
     assert "hy: ratio 40 at l0 fwd b1 u0 (empty sequence)" in failure_text([empty])
     assert "padded" not in failure_text([valid]) and "empty" not in failure_text([valid])
     assert "(padded step)" in "\n".join(printed(*render.tensor_table(padded.to_json())))
-    page = markdown.render(results_document([padded, empty], META)).decode()
+    page = markdown.render(StoredRun.of(results_document([padded, empty], META))).decode()
     assert "(t=2,b=1,unit=0), padded step:" in page and "(layer=0,dir=fwd,b=1,unit=0), empty sequence:" in page
 
 
@@ -154,7 +155,7 @@ def test_worst_ratio_is_the_worst_over_every_check():
     assert "538" in table and "0.000392" not in table and "over every check" in table
     document = results_document(results, META)
     assert document["by_mode"][0]["worst_ratio"] == 538
-    assert "| 538 |" in markdown.render(document).decode()
+    assert "| 538 |" in markdown.render(StoredRun.of(document)).decode()
 
 
 def test_summary_says_1_case():
@@ -177,9 +178,9 @@ def test_top_skip_reasons_per_target_with_counts_everywhere():
     assert "2× computes in float16 only" in console and "1× needs CUDA" in console
     assert "fused-cpu" not in console  # it skipped nothing
     document = results_document(results, META)
-    page = markdown.render(document).decode()
+    page = markdown.render(StoredRun.of(document)).decode()
     assert "`half`: 3 of 3 results skipped — computes in float16 only ×2; needs CUDA ×1" in page
-    assert "computes in float16 only ×2; needs CUDA ×1" in html_writer.render(document).decode()
+    assert "computes in float16 only ×2; needs CUDA ×1" in html_writer.render(StoredRun.of(document)).decode()
 
 
 def test_an_early_stop_says_how_far_the_run_got():
@@ -188,11 +189,11 @@ def test_an_early_stop_says_how_far_the_run_got():
     document = results_document([row([tensor("x", 3.0)])], {**META, "cases": 20, "complete": False,
                                                             "cases_judged": 2})
     assert "**Stopped early:** the run stopped early (--fail-fast): 2 of 20 cases judged" in \
-        markdown.render(document).decode()
-    page = html_writer.render(document).decode()
+        markdown.render(StoredRun.of(document)).decode()
+    page = html_writer.render(StoredRun.of(document)).decode()
     assert "cases 2 of 20 judged" in page and "2 of 20 cases judged" in page
     complete = results_document([row([tensor("x", 3.0)])], {**META, "complete": True})
-    assert "stopped early" not in markdown.render(complete).decode()
+    assert "stopped early" not in markdown.render(StoredRun.of(complete)).decode()
 
 
 def test_github_annotations_say_the_run_stopped_early():
@@ -213,14 +214,14 @@ def test_nondeterministic_rows_fail_in_every_writer():
                             message="l0.fwd.w_ih: non-deterministic — two runs of the same case differ by up to 1e-09")
     results = [row([differing], status="nondeterministic", check="determinism"), row([tensor("y", 0.1)], status="pass")]
     document = results_document(results, META)
-    xml = JUnitXml.fromstring(junit.render(document))
+    xml = JUnitXml.fromstring(junit.render(StoredRun.of(document)))
     assert xml.failures == 1
     [failure] = next(case for suite in xml for case in suite if case.result).result
     assert isinstance(failure, Failure) and failure.type == "nondeterministic"
     suite = next(iter(xml))
     assert {p.name: p.value for p in suite.properties()}["verdict"] == "failures found: 1 fail (exit code 1)"
-    assert "| nondet |" in markdown.render(document).decode()
-    page = html_writer.render(document).decode()
+    assert "| nondet |" in markdown.render(StoredRun.of(document)).decode()
+    page = html_writer.render(StoredRun.of(document)).decode()
     assert "<th>nondet</th>" in page and '<span class="nondeterministic">nondeterministic</span>' in page
     assert "nondet." in failure_text(results)
 
@@ -232,12 +233,12 @@ def test_writers_show_the_stored_verdict_and_never_recompute_it():
     stored = {"exit_code": 5, "reason": "target half was judged on no case: every result was skipped"}
     document = results_document([row([tensor("x", 3.0)])], {**META, "verdict": stored})
     assert stored_verdict(document) == (5, stored["reason"])
-    page = html_writer.render(document).decode()
+    page = html_writer.render(StoredRun.of(document)).decode()
     assert '<span class="skip">nothing was checked</span>' in page and stored["reason"] in page
-    assert f"**Verdict:** {stored['reason']} (exit code 5)" in markdown.render(document).decode()
+    assert f"**Verdict:** {stored['reason']} (exit code 5)" in markdown.render(StoredRun.of(document)).decode()
     old = {k: v for k, v in document.items() if k != "verdict"}
     assert stored_verdict(old) == (1, "unknown verdict")
-    assert '<span class="fail">failed</span>' in html_writer.render(old).decode()
+    assert '<span class="fail">failed</span>' in html_writer.render(StoredRun.of(old)).decode()
 
 
 # --- literal text, 80 columns ----------------------------------------------------------------------
@@ -285,7 +286,7 @@ def test_console_lines_fit_80_columns_and_ids_and_repro_commands_stay_whole():
 # --- report.html -----------------------------------------------------------------------------------
 
 def test_html_legend_describes_the_colour_bar_and_ids_never_break():
-    page = html_writer.render(results_document([row([tensor("x", 3.0)])], META)).decode()
+    page = html_writer.render(StoredRun.of(results_document([row([tensor("x", 3.0)])], META))).decode()
     assert "white = the tolerance" not in page
     assert "ratio 1e-4 and below" in page and "blue turns red" in page
     assert "word-break:break-all" not in page and "td.id{text-align:left;white-space:nowrap}" in page
@@ -448,7 +449,7 @@ def test_every_writer_orders_tensors_worst_first_alike():
     result = row(tensors)
     expected = ["h0", "y", "hy", "cy", "x"]
     assert result.worst.name == "h0"
-    assert [t["name"] for t in failing_tensors(result.to_json())] == expected
+    assert [t["name"] for t in failing_tensors(result.to_json()["tensors"])] == expected
     text = failure_text([result])
     shown = [text.index(f"{name}: ") for name in expected[:3]]
     assert shown == sorted(shown) and "… and 2 more tensors: cy 50, x 2" in text, text
@@ -475,7 +476,7 @@ def test_the_check_table_and_report_md_give_a_row_s_tensors_in_one_order_and_one
     assert all(len(line) <= 80 or CASE_ID in line for line in lines), lines
     names = [t.name for t in result.tensors]
     cells = {line.split()[0]: line.split() for line in lines if line.split() and line.split()[0] in names}
-    page = markdown.render(results_document([result], META)).decode()
+    page = markdown.render(StoredRun.of(results_document([result], META))).decode()
     reported = re.findall(r"^- (\S+): ratio (\S+), .* a=(\S+) \(target\), b=(\S+) \(", page, re.MULTILINE)
     assert [name for name, *_ in reported] == ["x", "h0", "hy"], page
     assert [name for name in cells if cells[name][1] != "pass"] == ["x", "h0", "hy"], lines
@@ -492,22 +493,22 @@ def test_no_number_is_spelled_alike_on_the_console_and_in_the_reports():
     console_rows = [line.split("│") for line in printed(table) if line.startswith("│ lstm")]
     assert console_rows and all(cells[-2].strip() == "-" for cells in console_rows), console_rows
     document = results_document(results, META)
-    [md_row] = [line for line in markdown.render(document).decode().splitlines() if line.startswith("| fused-cpu |")]
+    [md_row] = [line for line in markdown.render(StoredRun.of(document)).decode().splitlines() if line.startswith("| fused-cpu |")]
     assert md_row.endswith("| - |"), md_row
-    page = html_writer.render(document).decode()
+    page = html_writer.render(StoredRun.of(document)).decode()
     assert re.search(r"<td class=l>fused-cpu</td>.*?<td>-</td></tr>", page), page
 
 
 def test_report_re_renders_an_infinite_worst_ratio_as_the_files_spell_it():
     """``gradcheck-rnn report`` of a run whose worst ratio was infinite crashed: the console's
     summary compared results.json's "inf" with 1."""
-    from gradcheck_rnn.reports.document import StoredTally
+    from gradcheck_rnn.reports.console import StoredTally
 
     document = results_document([row([tensor("x", math.inf, a=math.inf, b=1.0)])], META)
     [table] = render.summary_tables(StoredTally(document))
     console_rows = [line.split("│") for line in printed(table) if line.startswith("│ lstm")]
     assert console_rows and console_rows[0][-2].strip() == "inf", console_rows
-    [md_row] = [line for line in markdown.render(document).decode().splitlines() if line.startswith("| fused-cpu |")]
+    [md_row] = [line for line in markdown.render(StoredRun.of(document)).decode().splitlines() if line.startswith("| fused-cpu |")]
     assert md_row.endswith("| inf |"), md_row
 
 

@@ -6,8 +6,9 @@ import math
 
 from gradcheck_rnn.model.compare import TensorError
 from gradcheck_rnn.model.numbers import fmt, fmt_or_dash
+from gradcheck_rnn.reports import StoredRun, failures
 from gradcheck_rnn.reports.console import failure_lines
-from gradcheck_rnn.reports.document import failures, results_document
+from gradcheck_rnn.reports.document import results_document
 from gradcheck_rnn.reports.markdown import render as render_markdown
 from gradcheck_rnn.rows.result import CaseResult
 
@@ -47,7 +48,7 @@ def test_nan_and_inf_read_the_same_in_memory_and_from_results_json():
     assert fmt(math.inf) == fmt("inf") == "inf" and fmt(-math.inf) == fmt("-inf") == "-inf"
     assert fmt_or_dash(None) == "-" and fmt_or_dash(math.nan) == "nan"
     console = "\n".join(line.plain for line in failure_lines(STORED))
-    markdown = render_markdown(_document()).decode()
+    markdown = render_markdown(StoredRun.of(_document())).decode()
     for text in (console, markdown):
         assert "ratio nan" in text and "ratio inf" in text, text
 

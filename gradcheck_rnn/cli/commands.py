@@ -77,17 +77,17 @@ def finish_outcome(outcome: Outcome, report_dir: str, fmt: str = "console") -> i
     pictures note and the verdict line; the exit code. The tables are already on the console: if
     the reports could not be written after all, say so in one sentence and return non-zero (1
     unless the verdict is worse)."""
-    run, published = outcome.run, outcome.published
+    run = outcome.run
     if not run.complete and not run.interrupted:  # an interrupted run's verdict line says how far it got
         render.print_lines(out, render.stopped_early_lines(run.cases_judged, run.spec.cases))
-    if published.run_dir is None:
-        exc = published.unwritten
+    if outcome.run_dir is None:
+        exc = outcome.unwritten
         print_error(f"the reports could not be written to {report_dir!r} ({getattr(exc, 'strerror', None) or exc}); "
                     f"the verdict was: {run.reason}")
         return run.exit_code or 1
-    publish_format(fmt, published.run_dir)
-    pictures_note(bool(run.failures), published.run_dir)
-    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {published.run_dir}")
+    publish_format(fmt, outcome.run_dir)
+    pictures_note(bool(run.failures), outcome.run_dir)
+    verdict_line(run.exit_code, run.reason, f" — {plural(run.rows, 'result')}, reports in {outcome.run_dir}")
     return run.exit_code
 
 
@@ -140,19 +140,19 @@ def judge_and_report(planned: Plan, command: str, report_dir: str, fmt: str = "c
     A run stopped by SIGINT or SIGTERM is published as judged so far with the verdict
     ``interrupted``, and prints only its verdict line (exit 130 or 143).
     """
+    import functools
+
     from ..reports import publish
     from ..run.drive import judge_and_publish
 
     ensure_writable(report_dir)
     with render.progress(err, planned.spec.rows) as bar:
         observers = (bar,) if baseline is None else (baseline, bar)
-        outcome = judge_and_publish(planned, command, report_dir, publish, observers, advise=planned.verdict is None)
-    document = outcome.published.document
-    if outcome.run.interrupted is None and document is not None:
-        if planned.verdict is not None:  # a detection run (its plan's own verdict rule)
-            print_detection(document)
-        else:
-            render.print_stored_run(out, document, outcome.next_step)
+        # the published run goes from publishing to the console's printer, the bar gone first
+        present = functools.partial(present_detection if planned.verdict is not None else render.present_stored_run,
+                                    out, bar)
+        outcome = judge_and_publish(planned, command, report_dir, publish, observers, advise=planned.verdict is None,
+                                    present=present)
     return finish_outcome(outcome, report_dir, fmt)
 
 
@@ -167,12 +167,18 @@ def report_merged(run_dirs: list[str], report_dir: str, fmt: str) -> int:
     log = RowLog(report_dir, run_name("merge", spec.seed))
     try:
         run = merged_run(spec, results, drift, log)
-        outcome = Outcome(run, publish(run, log, {**spec.meta("merge"), "shards": [str(f) for f in folders]}))
-        if outcome.published.document is not None:
-            render.print_stored_run(out, outcome.published.document)
-        return finish_outcome(outcome, report_dir, fmt)
+        published = publish(run, log, {**spec.meta("merge"), "shards": [str(f) for f in folders]})
+        if published.document is not None:
+            render.print_stored_run(out, published.document)
+        return finish_outcome(Outcome(run, published.run_dir, published.unwritten), report_dir, fmt)
     finally:
         log.discard()  # a no-op once published
+
+
+def present_detection(console: Console, bar: Any, published: Any, next_step: str | None = None) -> None:
+    """``mutants``: a published detection run on the console, once its progress bar is gone."""
+    bar.close()
+    print_detection(published.document)
 
 
 def print_detection(document: dict[str, Any]) -> None:
@@ -223,7 +229,7 @@ def shrink_case(planned: Plan, any_tensor: bool, max_steps: int, as_json: bool) 
 
     from ..model.case import Case
     from ..errors import INTERRUPTS, signal_name
-    from ..rows.verdict import EXIT_INTERRUPTED
+    from ..rows.store import EXIT_INTERRUPTED
     from ..run import judge_run, open_executor
     from ..run.drive import terminate_as_exception
     from ..workflows.shrink import DidNotReproduce, shrink, steps_lines

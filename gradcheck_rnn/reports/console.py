@@ -11,7 +11,7 @@ boundaries, never inside a word.
 Like every report writer, the console renders stored rows (the dict form results.json holds:
 :meth:`~gradcheck_rnn.rows.result.CaseResult.to_json`, :func:`~gradcheck_rnn.rows.result.document_row`),
 never result objects, with the writers' own functions for what is shared: the order of rows
-(:func:`~gradcheck_rnn.reports.document.failing_rows`) and of tensors
+(:func:`~gradcheck_rnn.reports.failing_rows`) and of tensors
 (:func:`~gradcheck_rnn.model.statuses.tensors_worst_first`), numbers (:func:`~gradcheck_rnn.model.numbers.fmt`:
 "nan", "inf", "-inf" as in every file) and the tensor shown under a repro
 (:func:`~gradcheck_rnn.reports.pictures.stepped_tensors`).
@@ -37,14 +37,14 @@ from rich.text import Text
 
 from ..model.compare import expand_tensor
 from ..model.numbers import fmt, fmt_or_dash, from_json_number, location_text
-from .document import (DriftView, StoredTally, case_lengths, check_values, failing_tensors, failure_in_words,
-                       finding_rows_text, findings, location_mark, message_shown, mistrust_note, significant_pair,
+from .document import (DriftView, case_lengths, check_values, failing_tensors, failure_in_words,
+                       location_mark, mistrust_note, significant_pair,
                        stopped_early_text, values_parts)
 from .markdown import sparkline
 from .pictures import ratio_grid, stepped_tensors
 from ..rows.result import CaseResult, plural, row_field
 from ..model.statuses import LABEL, STYLE, stored_facts, tensors_worst_first, worst_tensor
-from ..rows.tally import Tally
+from ..rows.store import Tally
 
 WIDTH = 80  # the narrowest terminal every line is made for
 INDENT = " " * 9  # under the status column of a failure line
@@ -81,6 +81,26 @@ def packed(parts: list[str], indent: str = INDENT, width: int = WIDTH) -> list[s
         else:
             lines.append(indent + part)
     return lines
+
+
+class StoredTally:
+    """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
+    through the part of :class:`~gradcheck_rnn.rows.store.Tally`'s interface the console's tables
+    use (their only reader): the console prints a run as it was counted, never a recount of its
+    rows."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    def breakdown(self, key: str) -> list[dict[str, Any]]:
+        return self.document[f"by_{key}"]
+
+    def skip_reasons(self, top: int = 3) -> list[dict[str, Any]]:
+        """The stored skip reasons (the run kept its top 3 per target)."""
+        return self.document["skips"]
+
+    def mistrust(self) -> dict[str, int]:
+        return self.document["mistrusted"]
 
 
 def summary_tables(tally: Tally | StoredTally) -> list[Table]:
@@ -154,17 +174,29 @@ def mistrusted_lines(tally: Tally | StoredTally) -> list[Text]:
     return [] if note is None else note_lines(f"note: {note}")
 
 
-def print_stored_run(console: Console, document: dict[str, Any], next_step: str | None = None) -> None:
-    """A stored run on the console, as every file renders it from the same results document:
-    summary tables per target and the skip reasons (its stored tallies), the failure list (its
-    stored rows), the mistrust note, the ``next:`` hint of a judging command, and the drifted rows
-    of a run compared with a baseline."""
+def print_stored_run(console: Console, run: Any, next_step: str | None = None) -> None:
+    """A stored run (:class:`~gradcheck_rnn.reports.StoredRun`, or a results document) on the
+    console, as every file renders it: summary tables per target and the skip reasons (its stored
+    tallies), the failure list (its findings), the mistrust note, the ``next:`` hint of a judging
+    command, and the drifted rows of a run compared with a baseline."""
+    if isinstance(run, dict):
+        from . import StoredRun  # the package is imported before this module
+
+        run = StoredRun.of(run)
+    document = run.head
     tally = StoredTally(document)
     for table in summary_tables(tally):
         console.print(table)
-    print_lines(console, skipped_target_lines(tally) + failure_lines(document["results"]) + mistrusted_lines(tally)
+    print_lines(console, skipped_target_lines(tally) + finding_lines(run.findings) + mistrusted_lines(tally)
                 + (note_lines(next_step) if next_step else [])
                 + (drift_lines(document["drift"]) if document.get("drift") is not None else []))
+
+
+def present_stored_run(console: Console, bar: ProgressBar, published: Any, next_step: str | None = None) -> None:
+    """A published run (:class:`~gradcheck_rnn.reports.Published`) on the console as the judging
+    command hands it over, its progress bar gone first: :func:`print_stored_run`."""
+    bar.close()
+    print_stored_run(console, published.stored, next_step)
 
 
 def drift_lines(drift: dict[str, Any]) -> list[Text]:
@@ -229,11 +261,18 @@ def tensor_lines(tensor: dict[str, Any], check: str, case_id: str, indent: str =
 
 
 def failure_lines(rows: Iterable[dict[str, Any]], limit: int = 50) -> list[Text]:
-    """Every stored row that did not pass, as findings (:func:`~gradcheck_rnn.reports.document.findings`:
-    one per case × target × cause) in the reports' order (failing ones first): status and case id
-    on one line, then target and check of its worst row, its cause, the failing tensors worst first
-    (or the error), the finding's other rows, and the repro command."""
-    found = findings(rows)
+    """Every stored row that did not pass, as findings (:func:`~gradcheck_rnn.reports.findings`):
+    :func:`finding_lines`."""
+    from . import findings  # the package is imported before this module
+
+    return finding_lines(findings(rows), limit)
+
+
+def finding_lines(found: list[dict[str, Any]], limit: int = 50) -> list[Text]:
+    """The findings of a stored run (:func:`~gradcheck_rnn.reports.findings`: one per case ×
+    target × cause) in the reports' order (failing ones first): status and case id on one line,
+    then target and check of its worst row, its cause, the failing tensors worst first (or the
+    error), the finding's other rows, and the repro command."""
     if not found:
         return []
     results = sum(1 + len(f["others"]) for f in found)
@@ -247,18 +286,18 @@ def failure_lines(rows: Iterable[dict[str, Any]], limit: int = 50) -> list[Text]
         lines += [Text(line) for line in wrapped(f"{r['target']} · {check} check")]
         if finding["cause"]:
             lines += [Text(line) for line in wrapped(f"cause: {finding['cause']}")]
-        failing = failing_tensors(r)
+        failing = failing_tensors(r.get("tensors", ()))
         details = [line for t in failing[:TENSORS_SHOWN] for line in tensor_lines(t, check, r["case_id"])]
         if not failing:
             details = wrapped(r.get("message") or status)
-        elif message_shown(r):
-            details = wrapped(r["message"]) + details
+        elif finding["message"]:
+            details = wrapped(finding["message"]) + details
         if len(failing) > TENSORS_SHOWN:
             rest = ", ".join(f"{t['name']} {t['status'] if t['status'] == 'missing' else fmt(t.get('ratio'))}"
                              for t in failing[TENSORS_SHOWN:])
             details += wrapped(f"… and {len(failing) - TENSORS_SHOWN} more tensors: {rest}")
-        if finding["others"]:
-            details += wrapped(finding_rows_text(finding["others"]))
+        if finding["also"]:
+            details += wrapped(finding["also"])
         lines.extend(Text(d) for d in details)
         lines.append(Text(f"{INDENT}{r['repro']}", style="cyan"))
     if len(found) > limit:
@@ -415,6 +454,7 @@ class ProgressBar:
     def __init__(self, bar: Any, task: Any) -> None:
         self.bar, self.task = bar, task
         self.pending, self.updated = 0, 0.0
+        self.closed = False
 
     def on_row(self, row: CaseResult) -> None:
         self.pending += 1
@@ -425,6 +465,16 @@ class ProgressBar:
     def extra(self) -> dict[str, Any]:
         return {}
 
+    def close(self) -> None:
+        """The bar done and gone (it is transient), so that what is printed next is not drawn over;
+        once (rich's ``Progress.stop`` ends a non-terminal's output with a line each time)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.bar.update(self.task, advance=self.pending)
+        self.pending = 0
+        self.bar.stop()
+
 
 @contextlib.contextmanager
 def progress(console: Console, total: int) -> Iterator[ProgressBar]:
@@ -432,8 +482,11 @@ def progress(console: Console, total: int) -> Iterator[ProgressBar]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     # target names and case ids are shown literally (markup=False): a name may hold brackets
-    with Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[current]}", markup=False), console=console, transient=True) as bar:
-        observer = ProgressBar(bar, bar.add_task("sweep", total=total, current=""))
+    bar = Progress(TextColumn("[bold]checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[current]}", markup=False), console=console, transient=True)
+    bar.start()
+    observer = ProgressBar(bar, bar.add_task("sweep", total=total, current=""))
+    try:
         yield observer
-        bar.update(observer.task, advance=observer.pending)
+    finally:
+        observer.close()  # unless the run's presenter closed it first

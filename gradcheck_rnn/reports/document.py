@@ -1,10 +1,13 @@
-"""The results document: the one object every report writer renders (results.json's content).
+"""The results document (results.json's content) and the text every writer shares.
 
-``results_document`` builds it from the :class:`CaseResult` rows of a run; every writer
-(json, junit, markdown, html, github) then reads only the document, in its strict-JSON form
-(NaN as null, ±Inf as "inf"/"-inf"), so ``gradcheck-rnn report RUN_DIR`` re-renders byte-identical
-files from results.json alone. The console renders these rows too (:mod:`gradcheck_rnn.reports.console`),
-with the same functions for their order and their numbers.
+``document_head`` makes the document's top level (the run's meta, its stored verdict and
+tallies), ``results_document`` the whole document of a run's :class:`CaseResult` rows, and
+``load_document`` reads it back. Every writer (json, junit, markdown, html, github, the console)
+renders the stored run that :func:`gradcheck_rnn.reports.publish` hands it
+(:class:`~gradcheck_rnn.reports.StoredRun`: this top level, the rows, the failing rows and their
+findings), in its strict-JSON form (NaN as null, ±Inf as "inf"/"-inf"), so ``gradcheck-rnn report
+RUN_DIR`` re-renders byte-identical files from results.json alone, with the functions here for
+their tensor lines and numbers.
 """
 
 from __future__ import annotations
@@ -24,10 +27,27 @@ from ..model.compare import expand_tensor, json_safe
 from ..errors import UsageError
 from ..model.numbers import fmt, from_json_number, location_text
 from ..rows.result import CaseResult, document_row
-from ..model.statuses import failure_order, is_shown, stored_facts, tensors_worst_first
-from ..rows.tally import Tally
+from ..model.statuses import stored_facts, tensors_worst_first
+from ..rows.store import Tally
 
 SCHEMA = 1
+
+
+def document_head(meta: dict[str, Any], totals: dict[str, Any], extra: dict[str, Any] | None = None,
+                  results: bool = False) -> dict[str, Any]:
+    """The results document's top level, every key but its rows (``"results"``, an empty list in
+    its place when ``results``), in strict-JSON form: the tool, the run's ``meta`` with its
+    ``"verdict"`` (``{"exit_code", "reason"}``, computed once by the engine: every writer reads it
+    and none recomputes it), the tallies (``totals``) and what the run's observers and verdict
+    stored beside the rows (``extra``)."""
+    verdict = meta.get("verdict")
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("exit_code"), int):
+        raise ValueError("a results document needs the run's verdict: meta['verdict'] = {'exit_code', 'reason'}")
+    return json_safe({
+        "tool": "gradcheck-rnn", "version": __version__, "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **meta, **totals, **({"results": []} if results else {}), **(extra or {}),
+    })
 
 
 def results_document(results: list[CaseResult], meta: dict[str, Any],
@@ -38,21 +58,12 @@ def results_document(results: list[CaseResult], meta: dict[str, Any],
     ``meta`` must carry the run's ``"verdict"`` (``{"exit_code", "reason"}``), computed once by
     the engine: every writer reads it from the document and none recomputes it. Its ``"results"``
     are ``rows`` when given (the rows of the run's row log, read back one at a time from its
-    results.jsonl by :class:`~gradcheck_rnn.rows.log.StoredRows`) and the tallies (summary,
-    by_mode, ...) are then ``totals``, the judged run's (:attr:`~gradcheck_rnn.rows.verdict.Run.totals`,
+    results.jsonl by :class:`~gradcheck_rnn.rows.store.StoredRows`) and the tallies (summary,
+    by_mode, ...) are then ``totals``, the judged run's (:attr:`~gradcheck_rnn.rows.store.Run.totals`,
     its log's tally counted when its verdict was made); without them both are made here from ``results``.
     """
-    verdict = meta.get("verdict")
-    if not isinstance(verdict, dict) or not isinstance(verdict.get("exit_code"), int):
-        raise ValueError("a results document needs the run's verdict: meta['verdict'] = {'exit_code', 'reason'}")
-    document = json_safe({
-        "tool": "gradcheck-rnn", "version": __version__, "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        **meta,
-        **(totals if totals is not None else Tally.of_results(results).document_part()),
-        "results": [],
-        **(extra or {}),
-    })
+    document = document_head(meta, totals if totals is not None else Tally.of_results(results).document_part(), extra,
+                             results=True)
     document["results"] = [document_row(r) for r in results] if rows is None else rows
     return document
 
@@ -77,46 +88,6 @@ def load_document(run_dir: str | Path) -> dict[str, Any]:
     return document
 
 
-def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """The document's rows that did not pass or skip, worst first (:func:`failing_rows`)."""
-    return failing_rows(document["results"])
-
-
-def failing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored rows that did not pass or skip (out-of-contract ones last), worst first (:func:`gradcheck_rnn.model.statuses.failure_order`),
-    for the console and every report; a run's row log hands them over as kept when they arrived,
-    without reading every row again."""
-    bad = list(rows.failing) if hasattr(rows, "failing") else [r for r in rows if is_shown(r["status"])]
-    return sorted(bad, key=lambda r: failure_order(r["status"], from_json_number(r.get("worst_ratio")), r["case_id"],
-                                                   r["target"], r.get("check", "")))
-
-
-def findings(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows that did not pass, grouped into one finding per case × target × cause, worst first:
-    ``{"row": the worst row, "others": the rest of its rows, "cause": the cause in words}``. Rows of
-    one case and target fail for one cause when they fail the same way: outside the same contract,
-    by the same error, by a disagreement of the references, or on wrong (or non-deterministic)
-    values, which the checks see one way each. Every writer shows findings (and a cause that is not
-    ""); the counts by row stay in the tallies."""
-    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for row in failing_rows(rows):  # worst first: a group's first row is its worst
-        key = (row["case_id"], row["target"], _cause_kind(row))
-        if key in groups:
-            groups[key]["others"].append(row)
-        else:
-            groups[key] = {"row": row, "others": []}
-    for finding in groups.values():
-        finding["cause"] = _cause(finding["row"], finding["others"])
-    return list(groups.values())
-
-
-def _cause_kind(row: dict[str, Any]) -> str:
-    status = row["status"]
-    if status == "error":
-        return f"error: {row.get('message', '')}"
-    return {"out-of-contract": "contract", "reference-disagreement": "disagreement"}.get(status, "wrong")
-
-
 def convention_of(case_id: str) -> str | None:
     """The gradient conventions a row's case was judged under, as its target declared them
     (``normaliser_gradient='head_norm'``; several joined by "and"), or None for the family's
@@ -132,54 +103,9 @@ def convention_of(case_id: str) -> str | None:
     return " and ".join(declared) or None
 
 
-def _cause(row: dict[str, Any], others: list[dict[str, Any]]) -> str:
-    """The root cause of a finding, as far as its rows tell it; "" for one row that fails on wrong
-    values under no convention (its tensor lines say all there is)."""
-    status = row["status"]
-    if status == "out-of-contract":
-        return row.get("message", "").split("): ", 1)[0] + ")"
-    if status == "error":
-        return "the target raised or its process ended"
-    if status == "reference-disagreement":
-        return "the float64 references disagree with each other (never the target's fault)"
-    rows = [row, *others]
-    tensors = list(dict.fromkeys(t["name"] for r in rows for t in failing_tensors(r) if t["status"] != "out-of-contract"))
-    words = lambda names: ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    if all(r["status"] == "nondeterministic" for r in rows):
-        cause = f"two runs of the same case differ in {words(tensors)}"
-    elif all("non-finite" in t.get("message", "") for r in rows for t in failing_tensors(r)
-             if t["status"] != "out-of-contract") and tensors:
-        cause = f"non-finite values in {words(tensors)}"
-    elif tensors and set(tensors) <= {"h0", "c0"}:
-        cause = f"an initial-state gradient is wrong ({words(tensors)}); the outputs and the other gradients are right"
-    elif tensors and not set(tensors) & {"y", "hy", "cy", "x", "h0", "c0"}:
-        cause = f"parameter gradients are wrong ({words(tensors)}); the outputs and the input gradients are right"
-    else:  # nothing more to say of one row than its tensor lines say
-        cause = f"wrong values in {words(tensors) or 'its outputs'}" if others else ""
-    convention = convention_of(row["case_id"])
-    if convention:
-        cause = (cause or "wrong values") + f", judged under the target's convention {convention}"
-    return cause
-
-
-def finding_rows_text(others: list[dict[str, Any]]) -> str:
-    """The other rows of a finding in one line: ``also: linearity fail (l0.fwd.w_q 5e+03), …``."""
-    parts = []
-    for row in others:
-        name, ratio = row.get("worst_tensor"), row.get("worst_ratio")
-        parts.append(f"{row.get('check', 'reference')} {row['status']}" + (f" ({name} {fmt(ratio)})" if name else ""))
-    return "also: " + "; ".join(parts)
-
-
 def strict_contracts(document: dict[str, Any]) -> bool:
     """Whether the run failed on out-of-contract rows (``--strict-contracts``, stored in its spec)."""
     return bool((document.get("spec") or {}).get("strict_contracts"))
-
-
-def message_shown(row: dict[str, Any]) -> bool:
-    """Whether a report shows a row's message: an out-of-contract row's (the contract's statement),
-    or one without failing tensors (a fail's message only repeats its tensor lines)."""
-    return bool(row.get("message")) and (row["status"] == "out-of-contract" or not failing_tensors(row))
 
 
 def case_lengths(case_id: str) -> tuple[list[int] | None, int | None]:
@@ -277,10 +203,10 @@ def tensor_line(tensor: dict[str, Any], check: str = "reference", lengths: list[
     return line
 
 
-def failing_tensors(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tensors of a row that did not pass, worst first (the worst must not hide in "… more")."""
-    return tensors_worst_first((t for t in map(expand_tensor, row.get("tensors", [])) if t["status"] != "pass"),
-                               stored_facts)
+def failing_tensors(tensors: Iterable[Any]) -> list[dict[str, Any]]:
+    """The tensors of a row (its stored ``tensors``) that did not pass, worst first (the worst
+    must not hide in "… more")."""
+    return tensors_worst_first((t for t in map(expand_tensor, tensors) if t["status"] != "pass"), stored_facts)
 
 
 def stored_verdict(document: dict[str, Any]) -> tuple[int, str]:
@@ -377,22 +303,3 @@ class DriftView:
     def of(cls, drift: dict[str, Any]) -> "DriftView":
         return cls(drift["baseline"], drift["compared"], len(drift["rows"]), drift["factor"], drift["floor"],
                    bool(drift.get("fail_on_drift")), tuple(DriftedTensor(*row) for row in drift_rows(drift["rows"])))
-
-
-class StoredTally:
-    """A stored run's tallies as results.json holds them (:meth:`Tally.document_part`), read back
-    through the part of :class:`~gradcheck_rnn.rows.tally.Tally`'s interface the console's tables use: ``report`` prints
-    the run as it was counted, never a recount of its rows."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.document = document
-
-    def breakdown(self, key: str) -> list[dict[str, Any]]:
-        return self.document[f"by_{key}"]
-
-    def skip_reasons(self, top: int = 3) -> list[dict[str, Any]]:
-        """The stored skip reasons (the run kept its top 3 per target)."""
-        return self.document["skips"]
-
-    def mistrust(self) -> dict[str, int]:
-        return self.document["mistrusted"]

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import markdown
-from .document import case_lengths, failing_tensors, failures, progress_note, strict_contracts, tensor_line
+from . import StoredRun, failures
+from .document import case_lengths, failing_tensors, progress_note, strict_contracts, tensor_line
 
 ANNOTATION_CAP = 10
 SUMMARY_FAILURES = 20  # failures detailed in the step summary (GitHub caps it at 1 MiB)
@@ -38,7 +39,7 @@ def annotation(row: dict[str, Any], strict: bool = False) -> str:
     whose contracts are not strict (it does not fail the run)."""
     title = f"gradcheck-rnn {row['status']}: {row['target']} [{row.get('check', 'reference')}]"
     lengths = case_lengths(row["case_id"])[0]
-    details = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)[:3]] \
+    details = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row.get("tensors", ()))[:3]] \
         or [row.get("message") or row["status"]]
     if row["status"] == "out-of-contract":
         details.insert(0, row.get("message", ""))
@@ -61,7 +62,7 @@ def annotations(document: dict[str, Any], run_dir: str | os.PathLike[str] | None
 
 def step_summary(document: dict[str, Any], run_dir: str | os.PathLike[str] | None = None) -> str:
     """The markdown for ``$GITHUB_STEP_SUMMARY``: the report, with fewer failures detailed."""
-    text = markdown.render(document, limit=SUMMARY_FAILURES).decode("utf-8")
+    text = markdown.render(StoredRun.of(document), limit=SUMMARY_FAILURES).decode("utf-8")
     return text + (f"\nReports: `{run_dir}`\n" if run_dir is not None else "")
 
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 import html
 from collections import Counter
-from typing import Any
+from typing import IO, Any
 
 from ..model.compare import from_json_number
 from ..model.numbers import fmt, fmt_or_dash
-from .document import (DriftView, by_check, case_lengths, failing_tensors, failures, finding_rows_text, findings,
-                       message_shown, mistrust_note, progress_note,
-                       stored_verdict, tensor_line)
+from .document import (DriftView, by_check, case_lengths, failing_tensors, mistrust_note,
+                       progress_note, stored_verdict, tensor_line)
 from .pictures import available, case_png
 
 DETAIL_CAP = 6  # failing rows drawn: each picture costs 0.4–0.8 s of matplotlib on one core
@@ -247,12 +246,12 @@ def _details(found: list[dict[str, Any]], pictures: bool) -> list[str]:
                      f"<code>{_e(row['target'])}</code> ({_e(check)} check)</h3>")
         if finding["cause"]:
             parts.append(f"<p><b>Cause:</b> {_e(finding['cause'])}</p>")
-        if finding["others"]:
-            parts.append(f"<p>{_e(finding_rows_text(finding['others']))}</p>")
+        if finding["also"]:
+            parts.append(f"<p>{_e(finding['also'])}</p>")
         lengths, num_directions = case_lengths(row["case_id"])
-        lines = [tensor_line(t, check, lengths) for t in failing_tensors(row)]
-        if message_shown(row):
-            parts.append(f"<p>{_e(row['message'])}</p>")
+        lines = [tensor_line(t, check, lengths) for t in failing_tensors(row.get("tensors", ()))]
+        if finding["message"]:
+            parts.append(f"<p>{_e(finding['message'])}</p>")
         if lines:
             parts.append("<ul>" + "".join(f"<li><code>{_e(line)}</code></li>" for line in lines) + "</ul>")
         parts.append(f"<pre>{_e(row['repro'])}</pre>")
@@ -265,10 +264,14 @@ def _details(found: list[dict[str, Any]], pictures: bool) -> list[str]:
     return parts
 
 
-def render(document: dict[str, Any]) -> bytes:
-    """The HTML page of a results document."""
-    bad = failures(document)
-    found = findings(bad)
+def write(run: Any, stream: IO[bytes]) -> None:
+    """Write the HTML page of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`)."""
+    stream.write(render(run))
+
+
+def render(run: Any) -> bytes:
+    """The HTML page of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`)."""
+    document, bad, found = run.head, run.failing, run.findings
     counts = document.get("summary", {})
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")

@@ -9,21 +9,21 @@ from typing import IO, Any, Iterable, Iterator
 from ..model.compare import json_safe
 
 
-def write(document: dict[str, Any], stream: IO[bytes]) -> None:
+def write(run: Any, stream: IO[bytes]) -> None:
     """Write the document as strict JSON (non-finite numbers are already null / "inf"): the run's
     fields indented, then one compact, unindented line per result. Indenting every result made a 3000-case
     soak's document 247 MB; one line per result is 55 % of the indented size (a 40-case ci
     run: 2.8 MB → 1.5 MB), and each result stays one greppable line.
 
-    The results are written one at a time as the document's ``results`` iterable gives them
-    (a run's rows read back from its results.jsonl, :class:`.stream.StoredRows`): the text of
-    every row is never held at once."""
-    head = {key: value for key, value in document.items() if key != "results"}
+    ``run`` is the stored run (:class:`~gradcheck_rnn.reports.StoredRun`): its results are written one at a time as its rows are handed over (a run's rows read back
+    from its results.jsonl, :class:`~gradcheck_rnn.rows.store.StoredRows`): the text of every row
+    is never held at once."""
+    head = run.head
     text = json.dumps(json_safe(head), indent=2, allow_nan=False, ensure_ascii=False)
     stream.write(((text[:-2] + ",\n") if head else "{\n").encode("utf-8"))
     stream.write(b'  "results": [')
     first = True
-    for line in _row_lines(document.get("results", [])):
+    for line in _row_lines(run.rows):
         stream.write(b"\n" if first else b",\n")
         stream.write(line)
         first = False
@@ -40,8 +40,8 @@ def _row_lines(rows: Iterable[Any]) -> Iterator[bytes]:
         yield json.dumps(json_safe(row), separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
 
 
-def render(document: dict[str, Any]) -> bytes:
-    """The document as :func:`write` writes it, as bytes."""
+def render(run: Any) -> bytes:
+    """The stored run's document as :func:`write` writes it, as bytes."""
     buffer = io.BytesIO()
-    write(document, buffer)
+    write(run, buffer)
     return buffer.getvalue()

@@ -74,7 +74,7 @@ def failure_text(row: dict[str, Any]) -> str:
     """The body of a failure or error: message (errors), per-tensor lines (worst first), the
     target's traceback (errors), the repro command."""
     lengths = case_lengths(row["case_id"])[0]
-    lines = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row)]
+    lines = [tensor_line(t, row.get("check", "reference"), lengths) for t in failing_tensors(row.get("tensors", ()))]
     if not lines and row.get("message"):
         lines = [row["message"]]
     if row.get("traceback"):  # a target that raised: its own frames, file:line
@@ -112,14 +112,15 @@ def _open_tag(tag: str, attributes: dict[str, str], level: int) -> bytes:
     return b" " * level + text.replace(b" />", b">") + b"\n"
 
 
-def write(document: dict[str, Any], stream: IO[bytes]) -> None:
-    """Write the JUnit XML of a results document, one testcase at a time.
+def write(run: Any, stream: IO[bytes]) -> None:
+    """Write the JUnit XML of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`), one
+    testcase at a time.
 
     The rows are read twice, never held together: once to count each target's statuses (a
     ``<testsuite>`` carries its counts before its testcases), then once per target to write its
-    testcases (``document["results"]`` may be a run's rows read back from its results.jsonl).
+    testcases (the rows may be a run's rows read back from its results.jsonl).
     """
-    rows = document["results"]
+    rows, document = run.rows, run.head
     failing = failure_statuses(document)
     totals, suites = _Counts(failing), {}
     for row in rows:
@@ -148,8 +149,8 @@ def write(document: dict[str, Any], stream: IO[bytes]) -> None:
     stream.write(b"</testsuites>\n")
 
 
-def render(document: dict[str, Any]) -> bytes:
-    """The JUnit XML of a results document, as :func:`write` writes it."""
+def render(run: Any) -> bytes:
+    """The JUnit XML of a stored run, as :func:`write` writes it."""
     buffer = io.BytesIO()
-    write(document, buffer)
+    write(run, buffer)
     return buffer.getvalue()

@@ -5,12 +5,12 @@ also GitHub's step summary."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import IO, Any
 
 from ..model.compare import from_json_number
 from ..model.numbers import fmt, fmt_or_dash
 from ..model.narrowing import draw_flags
-from .document import (DriftView, case_lengths, failing_tensors, finding_rows_text, findings, message_shown, mistrust_note, progress_note,
+from .document import (DriftView, case_lengths, failing_tensors, mistrust_note, progress_note,
                        stored_verdict, tensor_line)
 
 SPARK = " ▁▂▃▄▅▆▇█"
@@ -101,12 +101,18 @@ def drift_lines(drift: dict[str, Any] | None, limit: int = 100) -> list[str]:
     return lines
 
 
-def render(document: dict[str, Any], limit: int = 100) -> bytes:
-    """The markdown report; at most ``limit`` findings (one per case × target × cause) are detailed,
-    the rest are counted."""
+def write(run: Any, stream: IO[bytes]) -> None:
+    """Write the markdown report of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`)."""
+    stream.write(render(run))
+
+
+def render(run: Any, limit: int = 100) -> bytes:
+    """The markdown report of a stored run (:class:`~gradcheck_rnn.reports.StoredRun`); at most
+    ``limit`` findings (one per case × target × cause) are detailed, the rest are counted."""
+    document = run.head
     lines = [f"# gradcheck-rnn {document.get('command', '')} report", ""] + summary_lines(document)
     lines += drift_lines(document.get("drift"))
-    bad = findings(document["results"])
+    bad = run.findings
     if bad:
         results = sum(1 + len(f["others"]) for f in bad)
         lines += ["", f"## Failures ({len(bad)} findings in {results} results, worst first)", ""]
@@ -116,14 +122,14 @@ def render(document: dict[str, Any], limit: int = 100) -> bytes:
         lines += [f"### {row['status']}: `{row['case_id']}` on `{row['target']}`{check}", ""]
         lines += [f"Cause: {_cell(finding['cause'])}", ""] if finding["cause"] else []
         lines += [f"    {row['repro']}", ""]
-        if finding["others"]:
-            lines += [_cell(finding_rows_text(finding["others"])), ""]
-        if message_shown(row):
-            lines += [_cell(row["message"]), ""]
+        if finding["also"]:
+            lines += [_cell(finding["also"]), ""]
+        if finding["message"]:
+            lines += [_cell(finding["message"]), ""]
         if row.get("traceback"):  # a target that raised: its own frames, file:line
             lines += ["```", "Traceback of the target (most recent call last):", row["traceback"], "```", ""]
         lengths = case_lengths(row["case_id"])[0]
-        for tensor in failing_tensors(row):
+        for tensor in failing_tensors(row.get("tensors", ())):
             lines.append(f"- {_cell(tensor_line(tensor, row.get('check', 'reference'), lengths))}")
             steps = tensor.get("per_step")
             if steps:

@@ -173,7 +173,7 @@ def stepped_tensors(row: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str
     ratio per unit that panel shows instead. A passing ``y`` beside a failing ``l0.fwd.w_hh``
     would say nothing about the failure; a missing tensor has no values to show."""
     stepped = [t for t in map(expand_tensor, row.get("tensors", [])) if t.get("per_step")]
-    failing = [t for t in failing_tensors(row) if t["status"] != "missing"]
+    failing = [t for t in failing_tensors(row.get("tensors", ())) if t["status"] != "missing"]
     if failing and not any(t.get("per_step") for t in failing):
         return [], failing[0]
     return [t for t in stepped if t["status"] != "pass"] or stepped, None

@@ -1,7 +1,7 @@
 """The result model: one row per case × target × check, its stored forms and its one finisher.
 
 The statuses a row can have, and which of them fail a run, are in :mod:`gradcheck_rnn.model.statuses`;
-the run's one verdict is :mod:`gradcheck_rnn.rows.verdict`'s.
+the run's one verdict is :mod:`gradcheck_rnn.rows.store`'s.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class CaseResult:
                     "wants": (self.wants, said.get("wants")), "seconds": (round(self.seconds, 3), 0),
                     "message": (self.message, ""), "importable": (self.importable, True)}
         row.update({key: value for key, (value, default) in optional.items() if value != default})
-        row = json_safe(row)
+        row = {key: json_safe(value) for key, value in row.items()}  # strict JSON as it is made, field by field
         if self.tensors:  # a skipped row compared none: no empty list on every skip
             row["tensors"] = [t.compact_json() for t in self.tensors]
         return row
@@ -276,7 +276,7 @@ def repro_options(config: str | None, rtol: float | None, atol: float | None, fa
 
 
 # Old places: plural is model/numbers.py's, the verdict, its exit codes and the judged Run are
-# rows/verdict.py's (which reads this module's rows, so it is looked up when first asked for here).
+# rows/store.py's (which reads this module's rows, so it is looked up when first asked for here).
 from ..model.numbers import plural  # noqa: E402,F401
 
 _MOVED_TO_VERDICT = {"EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_NOTHING_CHECKED", "EXIT_PASS", "EXIT_USAGE", "Run",
@@ -287,5 +287,5 @@ def __getattr__(name: str) -> Any:
     if name in _MOVED_TO_VERDICT:
         import importlib
 
-        return getattr(importlib.import_module(f"{__package__}.verdict"), name)
+        return getattr(importlib.import_module(f"{__package__}.store"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

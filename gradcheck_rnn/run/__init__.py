@@ -32,7 +32,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Protocol, Sequ
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..rows.result import CaseResult, finish, normal_form
 from ..model.statuses import is_bad
-from ..rows.verdict import Run, StopReason, VerdictRule, conclude
+from ..rows.store import KeptRows, Run, StopReason, VerdictRule, conclude
 from .spec import Job, Judging, RunSpec, Selection, parse_shard
 from .worker import WorkerSetup
 
@@ -355,7 +355,7 @@ class OnRow:
 
 class RunStore(Protocol):
     """What keeps a run, handed each row after its observers: its
-    :class:`~gradcheck_rnn.rows.tally.Tally` (every row counted, the one source of the verdict's
+    :class:`~gradcheck_rnn.rows.store.Tally` (every row counted, the one source of the verdict's
     and the reports' totals) and the rows it keeps in memory (``kept``: every row, or those that
     did not pass when the rest are on disk)."""
 
@@ -376,7 +376,7 @@ def judge_run(spec: RunSpec, execution: Execution, targets: list | None = None, 
               jobs: Iterable[Job] | None = None, observers: Sequence[RowObserver] = (),
               store: RunStore | None = None, rule: VerdictRule | None = None) -> Run:
     """Judge a run and compute its one verdict (exit code, reason, stop reason), which every report
-    stores and reads: :func:`~gradcheck_rnn.rows.verdict.conclude`'s, with ``rule`` for a run with
+    stores and reads: :func:`~gradcheck_rnn.rows.store.conclude`'s, with ``rule`` for a run with
     its own (a detection run). ``run.complete`` is False when ``--fail-fast`` stopped it early.
 
     The one place rows are handled: each row the executor yields is put in its normal form
@@ -387,15 +387,13 @@ def judge_run(spec: RunSpec, execution: Execution, targets: list | None = None, 
     ``executor``: one already open (kept open afterwards); otherwise one is opened and closed here.
     ``jobs``: cases given as objects (the Python API's ``Case``), instead of the spec's own draw.
 
-    The run's totals and verdict come from the store's one :class:`~gradcheck_rnn.rows.tally.Tally`,
+    The run's totals and verdict come from the store's one :class:`~gradcheck_rnn.rows.store.Tally`,
     made as the rows arrive, and ``run.results`` are the rows it kept: the run's
-    :class:`~gradcheck_rnn.rows.log.RowLog` keeps only the rows that did not pass (it holds every
+    :class:`~gradcheck_rnn.rows.store.RowLog` keeps only the rows that did not pass (it holds every
     row on disk), so a run of any size keeps flat memory; without a store, every row is kept
-    (:class:`~gradcheck_rnn.rows.log.KeptRows`). A signal raises out of here with the run judged so
+    (:class:`~gradcheck_rnn.rows.store.KeptRows`). A signal raises out of here with the run judged so
     far, its verdict ``interrupted``, as the exception's ``run``.
     """
-    from ..rows.log import KeptRows
-
     store = KeptRows() if store is None else store
     listeners = (*observers, store)
     repro_options = spec.repro_options  # once: it is made from the spec's strings, for every row

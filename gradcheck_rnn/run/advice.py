@@ -33,7 +33,7 @@ Coverage = dict[str, tuple[Counter[str], Counter[str]]]  # Tally.coverage: targe
 def next_step(spec: Any, coverage: Coverage) -> str | None:
     """The "next:" sentence of a run judged green or vacuous (exit 0 or 5), or None for a run of
     named cases; ``coverage`` is what the run's tally gathered from its rows (:attr:`Tally.coverage
-    <gradcheck_rnn.rows.tally.Tally.coverage>`: the case shapes each target refused and was judged on)."""
+    <gradcheck_rnn.rows.store.Tally.coverage>`: the case shapes each target refused and was judged on)."""
     if spec.case_ids:
         return None
     steps = _narrowing_steps(coverage) + _check_steps(spec) + _family_steps(spec)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .spec import Job, Judging, RunSpec, Selection
-from ..rows.verdict import VerdictRule
+from ..rows.store import VerdictRule
 
 if TYPE_CHECKING:
     from ..model.profiles import Profile

@@ -104,7 +104,7 @@ def home_cases(mutant_names: list[str], cases: int | None = None,
 def summarise(results: list[CaseResult], mutant_names: list[str], correct_names: list[str],
               tally: Any = None) -> tuple[list[Detection], list[Detection]]:
     """How each mutant and each correct kernel fared in ``results``: (mutant rows, correct rows),
-    counting the cases each was judged on (not those where its every row is a skip). With the run's ``tally`` (:class:`~gradcheck_rnn.rows.tally.Tally`) the cases per target are its
+    counting the cases each was judged on (not those where its every row is a skip). With the run's ``tally`` (:class:`~gradcheck_rnn.rows.store.Tally`) the cases per target are its
     counts, and ``results`` need only hold the rows that did not pass."""
     from ..targets.kernel_bugs import mutant_doc
 
@@ -161,7 +161,7 @@ def detection_verdict(mutant_rows: list[Detection], correct_rows: list[Detection
 @dataclass(frozen=True)
 class DetectionRule:
     """The verdict of a detection run (``gradcheck-rnn mutants``), which the engine computes in
-    place of a sweep's (:class:`~gradcheck_rnn.rows.verdict.VerdictRule`): every mutant flagged and
+    place of a sweep's (:class:`~gradcheck_rnn.rows.store.VerdictRule`): every mutant flagged and
     no correct kernel (:func:`detection_verdict`), with results.json's detection rows beside it.
     ``every_mutant``, ``home_profiles`` and ``left_out``: see :func:`detection_verdict`,
     :func:`home_cases` and :func:`left_out`."""

@@ -342,7 +342,7 @@ def write_issue(case_id: str, target_name: str, check: str = "reference", shrink
     """Judge ``case_id`` on ``target_name`` (shrunk first when asked) and make the issue body of its
     row: ``(0, body)``, or ``(1, why)`` when the row did not fail (nothing to file)."""
     from ..judging.judge import judge
-    from ..reports.document import findings, message_shown
+    from ..reports import findings, message_shown
     from ..rows.result import document_row
     from ..targets import resolve_target
     from .shrink import DidNotReproduce, shrink

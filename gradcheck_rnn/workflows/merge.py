@@ -86,7 +86,7 @@ def merged_run(spec: RunSpec, results: list[CaseResult], drift: dict[str, Any] |
     """The merged run of :func:`merge_shards`' rows, each added to the run's ``log`` as its shard
     finished it (:func:`~gradcheck_rnn.rows.result.finish`), with the engine's one verdict of the
     log's tally (the console's and the reports' tally too)."""
-    from ..rows.verdict import conclude
+    from ..rows.store import conclude
 
     for result in results:
         log.add(result)
