@@ -20,6 +20,8 @@ per step of each sequence:
   where the values lie near their average: rounding of C, n (u·|v| each) moves it by u times
   cond = ‖|C[:, j]| + |h_j|·|n|‖ / ‖C[:, j] − h_j·sign(nᵀq̃)·n‖ (the largest over j; 1 on e^−m's
   branch, where ∂h/∂q̃ = C[:, j] / d);
+- the cancellation in the read itself, cond = Σ_k |C[k, j] q̃_k| / |Σ_k C[k, j] q̃_k| (how far a
+  rounding of C moves h, in units of u·|h|);
 - |nᵀq̃| / e^−m (the max's branch: below 1, e^−m wins);
 - the gates: the largest ĩ − m (i' = exp of it) and the range of m.
 """
@@ -80,7 +82,8 @@ def noisy_step(site: str, scale: float, rng: np.random.Generator, trace: list | 
         n_prev, m_prev = c[..., :NH * K].reshape(c.shape[:-1] + (NH, K)), c[..., NH * K:]
         m = nz("m", ops.maximum(log_f + m_prev, gate_i))
         i_s, f_s = ops.exp(gate_i - m), ops.exp(log_f + m_prev - m)
-        memory = nz("C", f_s[..., None, None] * self.matrix(h, config) + i_s[..., None, None] * k[..., :, None] * v[..., None, :])
+        written = i_s[..., None, None] * k[..., :, None] * v[..., None, :]
+        memory = nz("C", f_s[..., None, None] * self.matrix(h, config) + written)
         n = nz("n", f_s[..., None] * n_prev + i_s[..., None] * k)
         q = q * self.scale(p, config)
         numerator = nz("numerator", (memory * q[..., :, None]).sum(-2))
@@ -88,8 +91,8 @@ def noisy_step(site: str, scale: float, rng: np.random.Generator, trace: list | 
         out = numerator / denominator[..., None]
         if trace is not None:
             trace.append({name: value.detach().numpy().copy() for name, value in
-                          (("v", v), ("gate_i", gate_i), ("m", m),
-                           ("h", out), ("nq", (n * q).sum(-1)), ("C", memory), ("n", n), ("d", denominator))})
+                          (("q", q), ("v", v), ("gate_i", gate_i), ("m", m),
+                           ("h", out), ("nq", (n * q).sum(-1)), ("C", memory), ("n", n))})
         return (out.reshape(out.shape[:-2] + (-1,)), memory.reshape(h.shape),
                 ops.cat([n.reshape(n.shape[:-2] + (-1,)), m], -1))
 
@@ -141,7 +144,8 @@ def main() -> None:
         mlstm_module.MLSTMFamily.step = original
 
         def between(layer, b, out):
-            return out + args.roundoffs * u * out.detach().abs() * torch.from_numpy(rng.standard_normal(tuple(out.shape)))
+            draw = torch.from_numpy(rng.standard_normal(tuple(out.shape)))
+            return out + args.roundoffs * u * out.detach().abs() * draw
 
         for only in range(0 if args.no_sites else cfg.num_layers - 1):
             def one_layer(layer, b, out, only=only):
@@ -186,9 +190,9 @@ def main() -> None:
             continue
         gi = np.array([s["gate_i"][head] for s in steps])
         vs = np.array([s["v"][head] for s in steps])
-        conds, branch = [], []
+        conds, reads, branch = [], [], []
         for s in steps:
-            memory, n, h, d = s["C"][head], s["n"][head], s["h"][head], s["d"][head]
+            memory, n, h = s["C"][head], s["n"][head], s["h"][head]
             numerator_branch = abs(s["nq"][head]) > math.exp(-s["m"][head])
             # ∂h_j/∂q̃ = (C[:, j] − h_j sign(nᵀq̃) n) / d on the |nᵀq̃| branch, C[:, j] / d on e^−m's
             n = np.sign(s["nq"][head]) * n
@@ -196,9 +200,13 @@ def main() -> None:
             size = np.abs(memory) + (np.abs(h[None, :]) * np.abs(n[:, None]) if numerator_branch else 0)
             conds.append(float(np.max(np.linalg.norm(size, axis=0) / np.linalg.norm(grad, axis=0))))
             branch.append(float(abs(s["nq"][head]) / math.exp(-s["m"][head])))
+            # the read itself: Cᵀq̃ = Σ_k C[k, j] q̃_k, whose terms cancel where h is small beside them
+            terms = memory * s["q"][head][:, None]
+            reads.append(float(np.max(np.abs(terms).sum(0) / np.abs(terms.sum(0)))))
         print(f"  b{b} len {length}: cond ∂h/∂q̃ {np.round(conds, 1).tolist()}")
         print(f"      terms of the gradient {np.round(own[:length], 3).tolist()}")
         own = own[length:]
+        print(f"      cond Cᵀq̃ {np.round(reads, 1).tolist()}")
         print(f"      |nᵀq̃|/e^−m {np.round(branch, 2).tolist()}")
         print(f"      max ĩ − m {float(np.max(gi - np.array([s['m'][head] for s in steps]))):.3g}, "
               f"m {float(min(s['m'][head] for s in steps)):.3g}..{float(max(s['m'][head] for s in steps)):.3g}, "

@@ -110,7 +110,8 @@ class NoisyLayers:
         rng = np.random.default_rng(self.seed)
 
         def noise(layer, b, out):
-            return out + self.roundoffs * 2.0**-24 * out.detach().abs() * torch.from_numpy(rng.standard_normal(tuple(out.shape)))
+            draw = torch.from_numpy(rng.standard_normal(tuple(out.shape)))
+            return out + self.roundoffs * 2.0**-24 * out.detach().abs() * draw
 
         return run_loop_reference(case, noise)
 
@@ -120,7 +121,8 @@ class NoisyLayers:
 # mlstm-chunkwise row (docs/findings/soak.md), 5-20 s; the second a one-sequence case of the same
 # kind (l0.fwd.w_k off by 2.8 rooms), about a second.
 ILL_CONDITIONED_F32 = [
-    pytest.param("mlstm-L3-uni-I3-H4-NH4-K4-longmem-T12-B4-len11.4.2.1-f32-s380348610-kc.chunk.4", marks=pytest.mark.slow),
+    pytest.param("mlstm-L3-uni-I3-H4-NH4-K4-longmem-T12-B4-len11.4.2.1-f32-s380348610-kc.chunk.4",
+                 marks=pytest.mark.slow),
     "mlstm-L3-uni-I3-H4-NH4-K4-longmem-T10-B1-len10-f32-s16",
 ]
 
