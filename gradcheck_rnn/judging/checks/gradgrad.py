@@ -19,7 +19,8 @@ Below float64 every tolerance has :data:`~.directions.PRODUCT_ROOM` times the fi
 layers, long memory) reached 1.85 times the first-order tolerance on 2 of 1,000 nightly cases.
 
 A family whose gradients are sensitive to rounding (``Family.rounding_sensitive``: gdn,
-deltaproduct, kda, rwkv7: a key near 0 under the L2 norm) gets below float64 what its first order
+deltaproduct, kda, rwkv7: a key near 0 under the L2 norm; mlstm: the memory read's derivative in
+the query cancels under long memory) gets below float64 what its first order
 gets, the rounding probe's allowance (:func:`gradcheck_rnn.references.drift.hvp_probe_allowance`,
 per direction: the largest change of the float64 loop's own H·u over runs with noisy layer outputs
 and one run in the case dtype), asked for only when a row failed without it: a failing tensor row
