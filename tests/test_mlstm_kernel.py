@@ -143,3 +143,16 @@ def test_a_float32_case_float32_cannot_hold_passes_with_the_rounding_probe_and_a
     assert all("within tolerance + drift allowance" in t.message and "rounding probe" in t.message for t in granted)
     (broken,) = judge(context, [resolve_target("mutant:mlstm-normalizer-grad-not-carried")], checks=["reference"])
     assert broken.status == "fail" and "outside tolerance + drift allowance" in broken.message, broken.message
+
+
+def test_the_rounding_probe_is_local_on_a_well_conditioned_mlstm_case_and_absent_in_float64():
+    """Where the read does not cancel the probe's allowance stays at float32 rounding, so a wrong
+    gradient there still fails; float64 mlstm cases are never re-judged."""
+    from gradcheck_rnn.references.drift import needs_allowance, probe_allowance
+
+    case = Case.from_id("mlstm-L2-uni-I3-H4-NH2-K2-T9-B3-len9.5.4-f32-s31")
+    allowance = probe_allowance(case)
+    for name, grad in loop_reference(case.id).items():
+        if name in case.wants:
+            assert np.max(allowance.tensors[name]) <= 1e-5 * (np.max(np.abs(grad)) + 1), name
+    assert needs_allowance(case) and not needs_allowance(Case.from_id(case.id.replace("-f32-", "-f64-")))
