@@ -2,17 +2,20 @@
 
 Usage::
 
-    python benchmarks/mlstm_float32_conditioning.py ID [--element l1.fwd.w_q 13 0] [--draws 8] [--roundoffs 2]
+    python benchmarks/mlstm_float32_conditioning.py ID [--element l1.fwd.w_q 13 0] [--draws 8]
+        [--roundoffs 2] [--sites C q ...] [--no-sites]
 
-For one mlstm case id it runs the float64 loop reference again with Gaussian noise of R unit
-roundoffs of the case dtype times |v| on one operation's values only, in every layer's step (the
-site), and prints, per site, how far the element moves (the largest change over ``--draws`` draws)
-in units of its room (atol + rtol·|b|, the case's tolerances; an element of a Hessian-vector product,
-``l2.fwd.w_q.u0``, along the gradgrad check's direction 0, under the product room). Sites: the layer input x, the
-projections q, k, v, the gate pre-activations ĩ and f̃, the stabiliser m, the memory C, the
-normaliser n, the numerator Cᵀq̃, the denominator max(|nᵀq̃|, e^−m) + ε, and the layer outputs
-between layers (the rounding probe's site). It then prints, for the element's layer and head,
-per step of each sequence:
+For one mlstm case id (default conventions) it runs the float64 loop reference again with Gaussian
+noise of R unit roundoffs of the case dtype times |v| on one operation's values only (the site), in
+every layer's steps and then in one layer's steps at a time, and prints how far the element moves
+(the largest change over ``--draws`` draws) in units of its room (atol + rtol·|b|, the case's
+tolerances; an element of a Hessian-vector product, ``l2.fwd.w_q.u0``, along the gradgrad check's
+direction 0, under the product room). Sites: the layer input x, the projections q, k, v, the gate
+pre-activations ĩ and f̃, the stabiliser m, the memory C, the normaliser n, the numerator Cᵀq̃, the
+denominator max(|nᵀq̃|, e^−m) + ε; then the layer outputs between layers (the rounding probe's
+site). It then prints the element's gradient as a sum of its layer's steps' terms (their sizes'
+sum over the element: the sum's cancellation) and, for the element's layer and head, per step of
+each sequence:
 
 - the cancellation in the read's derivative in the query: h = Cᵀq̃ / d, d = max(|nᵀq̃|, e^−m) + ε, is
   a weighted average of the stored values v_s (weights e^(ĩ_s + Σ log f) (k_s·q̃) / d), and on the
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -102,7 +106,9 @@ def noisy_step(site: str, scale: float, rng: np.random.Generator, trace: list | 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case_id", metavar="ID")
-    parser.add_argument("--element", nargs="+", default=["l1.fwd.w_q", "13", "0"])
+    parser.add_argument("--element", nargs="+", default=["l1.fwd.w_q", "13", "0"],
+                        help="a parameter gradient's element, lL.fwd.KIND ROW [COL], or a Hessian-vector "
+                             "product's, lL.fwd.KIND.uK ROW [COL]")
     parser.add_argument("--draws", type=int, default=8)
     parser.add_argument("--roundoffs", type=float, default=2.0)
     parser.add_argument("--sites", nargs="*", default=list(SITES), choices=SITES)
@@ -111,6 +117,8 @@ def main() -> None:
     case = Case.from_id(args.case_id)
     cfg = case.config
     name, index = args.element[0], tuple(int(i) for i in args.element[1:])
+    if not re.fullmatch(r"l\d+\.fwd\.\w+?(\.u\d+)?", name):
+        parser.error(f"--element {name}: a layer parameter's gradient (l1.fwd.w_q) or product (l1.fwd.w_q.u0)")
     u = UNIT_ROUNDOFF[cfg.dtype]
     if ".u" in name:  # a Hessian-vector product's element, along the gradgrad check's direction k
         gradient, k = name.rsplit(".u", 1)
