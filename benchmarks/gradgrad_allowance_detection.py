@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/gradgrad_allowance_detection.py [--cases 40] [--seed 201]
+    python benchmarks/gradgrad_allowance_detection.py [--cases 40] [--seed 201] [--mlstm]
 
 On the float32 cases of the matrix profile narrowed to the rounding-sensitive families (gdn,
 deltaproduct, kda, rwkv7: the sweep's ``--mode ... --dtype f32`` draw), it judges ``gradgrad`` for
@@ -12,6 +12,8 @@ float32:
 * ``correct``: as it is (a correct float32 double backward);
 * ``beta-second-order-dropped``: with the write strength β = σ(·) differentiated once only, so σ''
   never enters H·u (the ``hvp-gate-second-order-dropped`` mutant's bug, in these families' gate);
+  with ``--mlstm``, on mlstm's float32 cases, ``forget-second-order-dropped``: the forget gate's
+  log σ(·) differentiated once only (its second derivative −σ(1 − σ) never enters H·u);
 
 and prints, for each, on how many cases the check fails with the allowance (as the tool judges) and
 without it (the fixed product room alone). An allowance that hides nothing fails the mutant on as
@@ -37,9 +39,22 @@ from gradcheck_rnn.model.narrowing import Narrowing  # noqa: E402
 from gradcheck_rnn.model.profiles import draw_cases, load_profile  # noqa: E402
 from gradcheck_rnn.references import run_reference  # noqa: E402
 from gradcheck_rnn.references.loop import run_loop_hvp  # noqa: E402
-from gradcheck_rnn.targets.mutants import _FirstOrderSigmoid  # noqa: E402
+from gradcheck_rnn.targets.kernel_bugs import _FirstOrderSigmoid  # noqa: E402
 
 FAMILIES = ["gdn", "deltaproduct", "kda", "rwkv7"]
+
+
+class _FirstOrderLogSigmoid(torch.autograd.Function):
+    """log σ whose backward is not itself differentiated: its derivative σ(−a) is taken as a constant."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return torch.nn.functional.logsigmoid(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * torch.sigmoid(-ctx.saved_tensors[0].detach())
 
 
 class Float32DoubleBackward:
@@ -59,11 +74,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=40)
     parser.add_argument("--seed", type=int, default=201)
+    parser.add_argument("--mlstm", action="store_true", help="mlstm's cases, its forget gate's log σ once")
     args = parser.parse_args()
-    profile = Narrowing.build(modes=FAMILIES, dtypes=["f32"]).apply(load_profile("matrix"))
+    families, (mutant, op, first_order) = (
+        (["mlstm"], ("forget-second-order-dropped", "log_sigmoid", _FirstOrderLogSigmoid)) if args.mlstm else
+        (FAMILIES, ("beta-second-order-dropped", "sigmoid", _FirstOrderSigmoid)))
+    profile = Narrowing.build(modes=families, dtypes=["f32"]).apply(load_profile("matrix"))
     targets = {"correct": Float32DoubleBackward(),
-               "beta-second-order-dropped": Float32DoubleBackward(
-                   SimpleNamespace(**{**vars(torch_ops()), "sigmoid": _FirstOrderSigmoid.apply}))}
+               mutant: Float32DoubleBackward(SimpleNamespace(**{**vars(torch_ops()), op: first_order.apply}))}
     with_allowance = gradgrad.with_rounding_allowance
     failed = {(name, allowed): 0 for name in targets for allowed in (True, False)}
     judged = 0

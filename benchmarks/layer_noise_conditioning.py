@@ -18,7 +18,7 @@ gradients against the float64 loop reference, under the case's tolerances) and o
 An element that moves by about the target's error under a few roundoffs of noise is ill-conditioned
 at that dtype: a correct implementation whose layer outputs carry a few roundoffs fails it, so the
 failure says nothing about the target. One that barely moves while the target misses it points at
-the target. docs/findings/soak.md ("The open mlstm-chunkwise row") reads its output.
+the target. docs/findings/soak.md ("The mlstm-chunkwise float32 row") reads its output.
 """
 
 from __future__ import annotations

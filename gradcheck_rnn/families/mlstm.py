@@ -76,6 +76,10 @@ class MLSTMFamily(MatrixFamily):
     }
 
     decay_bias = "b_f"
+    rounding_sensitive = ("the read h = Cᵀq̃ / max(|nᵀq̃|, e^−m) is a weighted average of the stored values, so "
+                          "its derivative in the query, (C − h·nᵀ) / d, cancels where they lie near their average "
+                          "(~250x), and the query weights' gradient sums such steps of both signs (~17x): under long "
+                          "memory through layers, rounding of the memory C moves it by several float32 rooms")
 
     def gate_axes(self, config: RNNConfig) -> dict[str, tuple[str, ...]]:
         return {"w_i": (HEAD, IN), "b_i": (HEAD,), "w_f": (HEAD, IN), "b_f": (HEAD,)}

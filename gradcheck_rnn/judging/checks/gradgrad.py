@@ -19,10 +19,11 @@ Below float64 every tolerance has :data:`~.directions.PRODUCT_ROOM` times the fi
 layers, long memory) reached 1.85 times the first-order tolerance on 2 of 1,000 nightly cases.
 
 A family whose gradients are sensitive to rounding (``Family.rounding_sensitive``: gdn,
-deltaproduct, kda, rwkv7: a key near 0 under the L2 norm) gets below float64 what its first order
-gets, the rounding probe's allowance (:func:`gradcheck_rnn.references.drift.hvp_probe_allowance`,
-per direction: the largest change of the float64 loop's own H·u over runs with noisy layer outputs
-and one run in the case dtype), asked for only when a row failed without it: a failing tensor row
+deltaproduct, kda, rwkv7: a key near 0 under the L2 norm; mlstm: the memory read's derivative in
+the query cancels under long memory) gets below float64 what its first order gets, the rounding
+probe's allowance (:func:`gradcheck_rnn.references.drift.hvp_probe_allowance`, per direction: the
+largest change of the float64 loop's own H·u over runs with noisy layer outputs and one run in the
+case dtype), asked for only when a row failed without it: a failing tensor row
 is re-judged as the reference check's (``SAFETY``, ``1 + rtol``: :func:`~gradcheck_rnn.references.drift.rejudge_with_drift`),
 and a failing ``direction`` or ``symmetry`` row with each product's bound widened by the same
 allowance. A correct float32 double backward (fla-naive's gdn, one layer, a key near 0) reached
