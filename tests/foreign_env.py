@@ -18,6 +18,7 @@ it, since a broken set-up reported as a skip hides that the foreign targets went
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -39,6 +40,13 @@ _MARKER = ".gradcheck-rnn-complete"
 UNAVAILABLE = ("No matching distribution found", "Could not find a version that satisfies",
                "Failed to establish a new connection", "Temporary failure in name resolution",
                "Name or service not known", "Network is unreachable", "ProxyError")
+
+
+def installed(module: str, extra: str) -> None:
+    """Skip unless ``module`` is installed; never import it here: on CPU the targets import these
+    Triton libraries under the interpreter themselves (an import without it builds GPU kernels)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (extra: {extra})")
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ fla's Triton kernels run in Triton's interpreter on CPU (tens of seconds for a c
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from foreign_env import installed
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.judging.judge import judge, judge_one
@@ -44,13 +44,6 @@ def slip(name):
     import foreign_matrix_targets
 
     return getattr(foreign_matrix_targets, name)
-
-
-def installed(module: str, extra: str) -> None:
-    """Skip unless ``module`` is installed; never import it here: on CPU the targets import these
-    Triton libraries under the interpreter themselves (an import without it builds GPU kernels)."""
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed (extra: {extra})")
 
 
 @pytest.fixture(scope="module")

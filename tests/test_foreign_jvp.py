@@ -9,13 +9,13 @@ references' products in float64 (10-60 s a case on the shared 2-core machine).
 
 from __future__ import annotations
 
-import importlib.util
 import runpy
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from foreign_env import installed
 
 from gradcheck_rnn import Case
 from gradcheck_rnn.judging.context import CaseContext
@@ -77,16 +77,9 @@ def test_the_pipe_carries_forward_mode_and_second_order(flax_keras_python, forei
     assert plain["gradgrad"].status == "skip" and "offers no second order" in plain["gradgrad"].message
 
 
-# the package each library target imports, by the target name's first word; a target whose package
-# is not installed here is skipped (its extra: fla, mlstm), as tests/test_fla_mlstm.py does
-LIBRARY = {"fla": "fla", "mlstm": "mlstm_kernels", "flashrnn": "flashrnn"}
-
-
-def needs(module: str) -> None:
-    """Skip unless ``module`` is installed; it is not imported here (the targets import fla and
-    mlstm_kernels under Triton's interpreter themselves)."""
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed")
+# the package each library target imports and its extra, by the target name's first word; a target
+# whose package is not installed here is skipped, as in tests/test_fla_mlstm.py
+LIBRARY = {"fla": ("fla", "fla"), "mlstm": ("mlstm_kernels", "mlstm"), "flashrnn": ("flashrnn", "flashrnn")}
 
 
 @pytest.mark.parametrize("name, case_id", [
@@ -97,7 +90,7 @@ def needs(module: str) -> None:
     ("flashrnn-vanilla", "gru-L2-bi-I3-H4-T5-B3-len5.2.4-f32-s8"),
 ])
 def test_the_torch_library_targets_pass_where_autograd_runs_them(name, case_id):
-    needs(LIBRARY[name.split("-")[0]])
+    installed(*LIBRARY[name.split("-")[0]])
     for check, row in rows(case_id, resolve_target(name)).items():
         assert row.status == "pass", (name, check, row.message)
 
@@ -107,7 +100,7 @@ def test_fla_naive_s_float32_gdn_second_order_passes_where_a_key_near_0_amplifie
     a one-layer gdn with a key near 0 missed l0.fwd.w_k along u0 by 1.03 times the product room, the
     loop's own double backward in float32 by 0.84. The rounding probe's second-order allowance
     (the loop's H·u in float32; a single layer has no layer below to carry noise) grants it."""
-    needs("fla")
+    installed(*LIBRARY["fla"])
     row = rows("gdn-L1-uni-I4-H3-NH3-K2-longmem-T7-B1-len7-f32-s1843578612-glast-z", resolve_target("fla-naive"),
                ["gradgrad"])["gradgrad"]
     (granted,) = [t for t in row.tensors if t.drift]
@@ -121,7 +114,7 @@ def test_mlstm_parallel_s_float64_products_pass_under_its_stabiliser_start():
     functions ~1e-7 apart, which failed 4 of 20 float64 soak cases' products while they were judged
     against m₀ = 0. Under the convention it declares (-minf), its float64 tangents are judged and
     pass; a target declaring the other start fails (tests/test_fla_mlstm.py)."""
-    needs("mlstm_kernels")
+    installed(*LIBRARY["mlstm"])
     case_id = "mlstm-L2-uni-I5-H3-NH3-K3-T2-B2-len2.1-f64-s485721558-wx-z"
     judged = rows(case_id, resolve_target("mlstm-parallel"))
     assert {row.status for row in judged.values()} == {"pass"}, {c: r.message for c, r in judged.items()}
@@ -131,7 +124,7 @@ def test_mlstm_parallel_s_float64_products_pass_under_its_stabiliser_start():
 def test_hand_written_backwards_decline_forward_mode_in_torchs_words():
     """mlstm-custbw and flashrnn-fwbw: autograd.Functions without setup_context, which torch.func.jvp
     refuses; custbw's second order is declined for its convention."""
-    needs("mlstm_kernels")
+    installed(*LIBRARY["mlstm"])
     custbw = rows("mlstm-L1-uni-I3-H2-K2-T6-B2-len6.3-f32-s5", resolve_target("mlstm-custbw"))
     assert custbw["jvp"].status == "skip" and "must override the setup_context staticmethod" in custbw["jvp"].message
     assert custbw["gradgrad"].status == "skip" and "head_norm convention" in custbw["gradgrad"].message
