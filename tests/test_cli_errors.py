@@ -151,3 +151,38 @@ def test_the_mutant_names_known_without_torch_are_the_registered_ones():
     assert set(mutant_names.ALL) == {*mutants.MUTANTS, *mutants.FAMILY_MUTANTS, *mutants.GPU_MUTANTS,
                                      *mutants.GPU_FAMILY_MUTANTS, *mutants.BLIND_SPOTS, *mutants.PRODUCT_MUTANTS}
     assert len(mutant_names.ALL) == len(set(mutant_names.ALL))
+
+
+@pytest.mark.parametrize("raised, code", [(TypeError("expected a message argument"), 130),
+                                          (TypeError("a bug of ours"), 1)], ids=["after-ctrl-c", "no-signal"])
+def test_ctrl_c_that_an_extension_s_import_turns_into_another_error_is_still_one_line(
+        raised, code, monkeypatch, capsys):
+    """Issue 38 again: Ctrl-C while torch's C init runs came out of it as a TypeError and a
+    traceback. An error that escapes after a SIGINT is the interrupt; one without is a bug shown
+    as one (the second row: the same error, no signal)."""
+    import signal
+    import time
+
+    import gradcheck_rnn.run.plan as plan_module
+
+    def importing_torch(request):
+        if code == 130:
+            try:
+                signal.raise_signal(signal.SIGINT)
+                time.sleep(5)  # not reached: the signal is delivered at once
+            except KeyboardInterrupt:
+                raise raised from None  # what the extension's init made of it
+        raise raised
+
+    monkeypatch.setattr(plan_module, "plan", importing_torch)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a user's interpreter
+    try:
+        with pytest.raises(BaseException) as stopped:
+            main.main(["sweep", "-n", "1", "-t", "fused-cpu"], prog_name="gradcheck-rnn")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if code == 130:
+        assert isinstance(stopped.value, SystemExit) and stopped.value.code == 130
+        assert capsys.readouterr().err.strip() == "error: interrupted (SIGINT) before any case was judged"
+    else:
+        assert stopped.value is raised

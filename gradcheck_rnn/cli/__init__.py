@@ -7,7 +7,11 @@ Heavy imports (torch, jax) happen only when a command runs, so ``--help`` is fas
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -24,6 +28,20 @@ class OneLineErrors(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("standalone_mode", None)
+        with _sigint_seen() as interrupted:
+            try:
+                return self._main(*args, **kwargs)
+            except Exception:
+                # Ctrl-C inside a C extension's import (torch's, at start-up) surfaces as another
+                # exception, such as a TypeError from torch's init: still the user's Ctrl-C
+                if not interrupted():
+                    raise
+                from .commands import print_error
+
+                print_error("interrupted (SIGINT) before any case was judged")
+                sys.exit(130)
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as exc:
@@ -51,6 +69,28 @@ class OneLineErrors(click.Group):
 
             print_error("interrupted (SIGTERM) before any case was judged")
             sys.exit(143)
+
+
+@contextlib.contextmanager
+def _sigint_seen() -> Iterator[Any]:
+    """Whether SIGINT arrived while Python's default handler was the one to raise KeyboardInterrupt
+    (the handler is wrapped to note it, then raise as before; left alone where someone else's is set)."""
+    seen = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler or threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+
+    def noted(signum: int, frame: Any) -> None:
+        seen.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield seen.is_set
+    finally:
+        if signal.getsignal(signal.SIGINT) is noted:
+            signal.signal(signal.SIGINT, previous)
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
