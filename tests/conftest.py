@@ -1,6 +1,13 @@
 """Test-wide settings: one torch thread (see gradcheck_rnn.runtime.limit_torch_threads), judging
-commands in the test process, and a JAX cache of this test session's own (shared by its
-pytest-xdist workers), removed at its end, so tests never write outside their temporary folders.
+commands in the test process, and one JAX cache for the tests, kept from one run of the suite to
+the next in ``$GRADCHECK_RNN_CACHE_DIR/test-jax`` (``~/.cache/gradcheck-rnn/test-jax``), beside the
+venvs the tests make; never the user's own ``jax`` folder.
+
+The suite compiles about a hundred JAX programs, an eighth of its time on a fresh clone; a later
+run loads them (the tool's own warm path: an artifact's name carries the fingerprint of every
+source its program is read from, so an edit is a new program, never a stale one). Past
+``JAX_CACHE_LIMIT_BYTES`` the oldest files go. Tests that count compiles, or write into the
+default folder, use folders of their own.
 
 Judging commands run as with ``--in-process`` (GRADCHECK_RNN_IN_PROCESS=1): a worker process per
 command costs ~0.2 s more, over a suite with a time budget, and every executor gives the same
@@ -9,25 +16,47 @@ the default, isolated executor remove it (the ``worker_processes`` fixture); the
 each new worker the JAX programs an earlier one compiled.
 """
 
-import atexit
 import os
 from collections import Counter
-import shutil
-import tempfile
+from pathlib import Path
 
-if "PYTEST_XDIST_WORKER" not in os.environ or not os.environ.get("GRADCHECK_RNN_JAX_CACHE"):
-    _JAX_CACHE = tempfile.mkdtemp(prefix="gradcheck-rnn-test-jax-")
-    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
-    os.environ["GRADCHECK_RNN_JAX_CACHE"] = _JAX_CACHE
-# else: a pytest-xdist worker, started by the session that made the cache: every worker shares it
 os.environ["GRADCHECK_RNN_WORKERS"] = "1"
 os.environ["GRADCHECK_RNN_IN_PROCESS"] = "1"
 
 import pytest  # noqa: E402
 
-from gradcheck_rnn.runtime import limit_torch_threads  # noqa: E402
+from gradcheck_rnn import runtime  # noqa: E402
 
-limit_torch_threads()
+runtime.limit_torch_threads()
+
+# Past this size the cache's oldest files go at the start of a session (each edit of a reference's
+# sources adds its programs again; one cold run writes about 35 MB).
+JAX_CACHE_LIMIT_BYTES = 512 * 2**20
+
+
+def pytest_configure(config):
+    """The tests' JAX cache, set before pytest-xdist starts its workers, which inherit it."""
+    if "PYTEST_XDIST_WORKER" in os.environ and os.environ.get(runtime.JAX_CACHE_ENV):
+        return  # a worker: the session that started it chose the folder
+    folder = runtime.cache_dir() / "test-jax"
+    folder.mkdir(parents=True, exist_ok=True)
+    _trim(folder, JAX_CACHE_LIMIT_BYTES)
+    os.environ[runtime.JAX_CACHE_ENV] = str(folder)
+
+
+def _trim(folder: Path, limit: int) -> None:
+    """Delete the least recently written files of ``folder`` until it holds at most half ``limit``,
+    once it holds more than ``limit``."""
+    files = sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in files)
+    if total <= limit:
+        return
+    for path in files:
+        if total <= limit // 2:
+            break
+        total -= path.stat().st_size
+        path.unlink(missing_ok=True)
+
 
 # The foreign interpreters' fixtures (mxnet_python, flax_keras_python, foreign_path), for any test module.
 pytest_plugins = ["foreign_env"]
