@@ -3,7 +3,7 @@ commands in the test process, and one JAX cache for the tests, kept from one run
 the next in ``$GRADCHECK_RNN_CACHE_DIR/test-jax`` (``~/.cache/gradcheck-rnn/test-jax``), beside the
 venvs the tests make; never the user's own ``jax`` folder.
 
-The suite compiles about a hundred JAX programs, an eighth of its time on a fresh clone; a later
+The suite compiles 70 to 90 JAX programs, an eighth of its time on a fresh clone; a later
 run loads them (the tool's own warm path: an artifact's name carries the fingerprint of every
 source its program is read from, so an edit is a new program, never a stale one). Past
 ``JAX_CACHE_LIMIT_BYTES`` the oldest files go. Tests that count compiles, or write into the
