@@ -18,7 +18,7 @@ from . import _compat  # noqa: F401  (the old names of moved modules keep import
 from .api import check, sweep
 from .model.case import Case, Outputs, RNNConfig, make_case
 from .errors import UsageError
-from .model.result import CaseResult
+from .rows.result import CaseResult
 from .rows.store import Run
 
 __all__ = ["Case", "CaseResult", "Outputs", "RNNConfig", "Run", "UsageError", "check", "make_case", "sweep"]

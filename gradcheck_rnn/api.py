@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from .model.case import Case
 from .errors import UsageError
-from .model.result import CaseResult
+from .rows.result import CaseResult
 from .rows.store import Run
 
 

@@ -41,7 +41,7 @@ from .context import Arrays, CaseContext
 from ..errors import INTERRUPTS, TargetReported, UsageError
 from ..model.layouts import draw_kernel_config, kernel_config_refusal
 from ..model.streams import case_rng, claim
-from ..model.result import CaseResult
+from ..rows.result import CaseResult
 from ..targets import Target, as_target
 from ..targets.contracts import Contract, broken, declared_contracts, reached
 from ..model.tolerances import Tolerances
