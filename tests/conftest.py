@@ -91,6 +91,35 @@ def worker_processes(monkeypatch, fork_server_kept):
     monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def first_picture_only(request, monkeypatch):
+    """A report.html drawn in this process draws the error picture of its worst finding alone, not
+    of each of its ``DETAIL_CAP`` findings: a picture is 0.2–0.5 s of matplotlib, and drawing them
+    all was a seventh of the suite's CPU. Each report still draws one, so every kind of failing row
+    a test makes is still drawn; the tests marked ``pictures`` draw them all."""
+    if request.node.get_closest_marker("pictures"):
+        return
+    from gradcheck_rnn.reports import html
+
+    real_render, real_case_png = html.render, html.case_png
+    drawn: list[bytes] = []
+
+    def render(run):
+        drawn.clear()
+        return real_render(run)
+
+    def case_png(row, lengths, num_directions):
+        if drawn:
+            return None  # as for a row with nothing to draw
+        png = real_case_png(row, lengths, num_directions)
+        if png is not None:
+            drawn.append(png)
+        return png
+
+    monkeypatch.setattr(html, "render", render)
+    monkeypatch.setattr(html, "case_png", case_png)
+
+
 class _SharedCluster:
     """One real Dask LocalCluster (2 worker processes), started by the first test that asks for
     it and kept for the next: a cluster's workers import torch and JAX, seconds each. Closed

@@ -297,6 +297,7 @@ def test_annotation_line_format_and_escaping():
     assert lines[0].startswith("::error title=gradcheck-rnn fail%3A") and lines[1].startswith("::warning ")
 
 
+@pytest.mark.pictures  # compared with the pages the failing run drew, every picture in
 def test_report_command_re_renders_the_same_files_from_results_json(failing_run, tmp_path):
     run, sweep_output, _ = failing_run
     copy_ = tmp_path / "copy"
