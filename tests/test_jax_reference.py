@@ -132,7 +132,10 @@ def test_numpy_forward_pins_reverse_start():
 # --------------------------------------------------------------------------- finite differences
 
 FD_CONFIGS = [(mode, layers, bi) for mode in MODES for layers in (1, 2) for bi in (False, True)]
-FD_CONFIGS += [("lstm", 3, True), ("gru", 3, True), ("rnn_relu", 3, False)]
+# three layers: a middle layer (its input and its output both stacked) is what two layers lack;
+# rnn_relu's is the fast check, the gated modes' (0.9 s each) run in the slow suite
+FD_CONFIGS += [pytest.param("lstm", 3, True, marks=pytest.mark.slow), pytest.param("gru", 3, True, marks=pytest.mark.slow),
+               ("rnn_relu", 3, False)]
 
 
 @pytest.mark.parametrize("mode,layers,bi", FD_CONFIGS)
@@ -416,8 +419,9 @@ def test_an_incomplete_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch
 _SERIAL_CI = """
 import json
 import gradcheck_rnn.references.jax_cudnn as m
-from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
-rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3))[0], Execution(in_process=True))
+from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
+rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3), Judging(checks=("reference",)))[0],
+               Execution(in_process=True))
 print(json.dumps({"statuses": sorted({r.status for r in rows}), "rows": len(rows),
                   "reference": sorted({r.status for r in rows if r.check == "reference"}),
                   "compiled": m.compile_count(), "loaded": m.load_count()}))
@@ -431,10 +435,12 @@ def _reference_rows(rows) -> set[str]:
 def test_artifacts_written_by_forked_pool_workers_serve_a_new_process(tmp_path, monkeypatch):
     """The failure of 9be385b: workers forked from the pool's fork server write the artifacts;
     a new process loads them and every reference row passes."""
-    from gradcheck_rnn.run import Execution, RunSpec, Selection, execute
+    from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 
     monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
-    rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3))[0], Execution(workers=2))
+    # the reference check alone: its programs are the artifacts (the other checks' rows cost time, not evidence)
+    spec = RunSpec.build("ci", ("fused-cpu",), Selection(cases=3), Judging(checks=("reference",)))[0]
+    rows = execute(spec, Execution(workers=2))
     assert rows and {r.status for r in rows} <= {"pass", "skip"} and _reference_rows(rows) == {"pass"}
     assert list((tmp_path / "gradcheck-rnn-programs").glob("*.bin"))
     done = subprocess.run([sys.executable, "-c", _SERIAL_CI], env=_child_env(tmp_path), capture_output=True,

@@ -231,9 +231,10 @@ def _failure_table(found: list[dict[str, Any]]) -> list[str]:
                                  "more: see results.json or junit.xml")
 
 
-def _details(found: list[dict[str, Any]], pictures: bool) -> list[str]:
+def _details(found: list[dict[str, Any]]) -> list[str]:
     if not found:
         return []
+    pictures = available()  # imports matplotlib (~0.15 s): only a page with findings asks
     shown = found[:DETAIL_CAP]
     parts = [f"<h2>Findings, worst first ({len(shown)} of {len(found)})</h2>"]
     if not pictures:
@@ -275,7 +276,7 @@ def render(run: Any) -> bytes:
     counts = document.get("summary", {})
     title = (f"gradcheck-rnn {document.get('command', '')}: {len(bad)} of {counts.get('total', 0)} "
              f"not passed")
-    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(found) + _details(found, available())
+    body = _header(document) + _summary(document) + _drift(document.get("drift")) + _failure_table(found) + _details(found)
     body.append('<p class="meta">ratio = |a − b| / (atol + rtol·|b|), a = target, b = float64 reference '
                 "(the reference-free checks say what a and b are); pass ⇔ ratio ≤ 1. Pictures, colour = log10 of "
                 "the ratio: near-white blue at ratio 1e-4 and below, deepening blue up to the tolerance (ratio 1, "
