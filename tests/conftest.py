@@ -27,15 +27,17 @@ import pytest  # noqa: E402
 
 from gradcheck_rnn import runtime  # noqa: E402
 
-runtime.limit_torch_threads()
-
 # Past this size the cache's oldest files go at the start of a session (each edit of a reference's
 # sources adds its programs again; one cold run writes about 35 MB).
 JAX_CACHE_LIMIT_BYTES = 512 * 2**20
 
 
 def pytest_configure(config):
-    """The tests' JAX cache, set before pytest-xdist starts its workers, which inherit it."""
+    """One torch thread where tests run, and the tests' JAX cache, set before pytest-xdist starts
+    its workers, which inherit it. pytest-xdist's controller runs no test: it does not import
+    torch (~1.3 s before it can start the workers)."""
+    if config.getoption("numprocesses", None) in (None, 0) or "PYTEST_XDIST_WORKER" in os.environ:
+        runtime.limit_torch_threads()
     if "PYTEST_XDIST_WORKER" in os.environ and os.environ.get(runtime.JAX_CACHE_ENV):
         return  # a worker: the session that started it chose the folder
     folder = runtime.cache_dir() / "test-jax"
