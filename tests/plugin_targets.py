@@ -134,6 +134,20 @@ def segfaults(case):
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
+class SegfaultsOnThreeLayers:
+    """Crashes its worker on a case of three layers and skips the others: on a Dask worker each
+    crash costs its pool a new process (seconds of imports), and one shows the isolation."""
+
+    def supports(self, config):
+        return True if config.num_layers == 3 else "crashes on three layers only"
+
+    def run(self, case):
+        return segfaults(case)
+
+
+segfaults_on_three_layers = SegfaultsOnThreeLayers()
+
+
 def exits(case):
     """A library that calls os._exit: no exception, no traceback, the process is just gone."""
     import os
