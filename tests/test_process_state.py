@@ -40,10 +40,17 @@ print(json.dumps({"before": before, "after check": after_check, "after in-proces
                   "after sweep": state(), "statuses": [r.status for r in checked + here + run.results]}))
 """
 
-_IMPORT = _STATE + """
+# The import first, with the cache folder named (an import that read it could set jax.config),
+# then the variable gone again and the command line run in the same process (its own set-up).
+_CLI = _STATE + """
+os.environ["GRADCHECK_RNN_JAX_CACHE"] = sys.argv[2]
 before = state()
 import gradcheck_rnn.references.jax_cudnn
-print(json.dumps({"before": before, "after import": state()}))
+after = state()
+del os.environ["GRADCHECK_RNN_JAX_CACHE"]
+print(json.dumps({"before": before, "after import": after}))
+from gradcheck_rnn.cli import main
+main(["check", "--case-id", sys.argv[1], "-t", "fused-cpu", "--check", "reference"])
 """
 
 
@@ -84,23 +91,14 @@ def test_check_and_sweep_leave_threads_environment_and_jax_config_as_they_were(t
     assert list((tmp_path / ".cache" / "gradcheck-rnn" / "jax" / "gradcheck-rnn-programs").glob("*.bin"))
 
 
-def test_importing_the_jax_reference_leaves_jax_config_as_it_was(tmp_path):
-    child = _child(_IMPORT, tmp_path, GRADCHECK_RNN_JAX_CACHE=str(tmp_path / "cache"))
-    assert _changes(child["before"], child["after import"]) == {}
-
-
-_CLI = """
-import sys
-from gradcheck_rnn.cli import main
-main(["check", "--case-id", sys.argv[1], "-t", "fused-cpu", "--check", "reference"])
-"""
-
-
-def test_the_command_line_sets_up_its_own_process(tmp_path):
+def test_importing_the_jax_reference_leaves_jax_config_as_it_was_and_the_command_line_sets_up_its_process(tmp_path):
     """Only the command line keeps its set-up: its JAX programs land in the default cache folder."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("GRADCHECK_RNN_")}
     environ.update(HOME=str(tmp_path), JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", _CLI, CASE], env=environ, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _CLI, CASE, str(tmp_path / "cache")], env=environ, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    imported = json.loads(done.stdout.splitlines()[0])
+    assert _changes(imported["before"], imported["after import"]) == {}
     assert list((tmp_path / ".cache" / "gradcheck-rnn" / "jax" / "gradcheck-rnn-programs").glob("*.bin"))
+    assert not (tmp_path / "cache").exists()  # the folder named only while importing: never used

@@ -218,11 +218,11 @@ def test_worker_processes_give_the_serial_rows_in_case_order():
 
 def test_a_crash_an_exit_and_a_hang_are_error_rows_and_the_run_goes_on(tmp_path):
     # torch-native first: the hang then times out in the worker that already computed the references
-    # (their JAX compile comes before any row's deadline starts); 5 s leaves torch-native's first
-    # row a wide margin on a busy 2-core CI machine.
+    # (their JAX compile comes before any row's deadline starts); 3 s leaves torch-native's rows
+    # (~0.1 s each, ~1 s at worst on a busy 2-core CI machine) a wide margin.
     targets = ["torch-native", "plugin_targets:hangs", "plugin_targets:segfaults", "plugin_targets:exits"]
     code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 2, "-s", 4,
-                          *[a for t in targets for a in ("-t", t)], "--workers", 2, "--case-timeout", 5,
+                          *[a for t in targets for a in ("-t", t)], "--workers", 2, "--case-timeout", 3,
                           "--report-dir", tmp_path / "reports")
     assert code == 1, output
     rows = document(tmp_path / "reports")["results"]
@@ -231,7 +231,7 @@ def test_a_crash_an_exit_and_a_hang_are_error_rows_and_the_run_goes_on(tmp_path)
     assert all(r["status"] == "pass" for r in by_target["torch-native"])
     for target, words in (("plugin_targets:segfaults", "killed by signal 11"),
                           ("plugin_targets:exits", "exited with code 3"),
-                          ("plugin_targets:hangs", "timed out after 5 s")):
+                          ("plugin_targets:hangs", "timed out after 3 s")):
         assert all(r["status"] == "error" and words in r["message"] for r in by_target[target]), by_target[target]
 
 
