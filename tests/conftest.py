@@ -178,31 +178,19 @@ def pytest_unconfigure(config):
         os._exit(0)
 
 
-# Seconds a module takes (warm, benchmarks/suite_profile.py), where its tests start processes
-# and wait on them (fresh interpreters, worker pools, a Dask cluster, timeouts); any other module
-# counts SECONDS_PER_TEST a test.
-MODULE_SECONDS = {"tests/test_scale.py": 26, "tests/test_isolation.py": 21, "tests/test_jax_reference.py": 17,
-                  "tests/test_process_state.py": 14, "tests/test_foreign.py": 12, "tests/test_packaging.py": 6,
-                  "tests/test_reports_atomic.py": 4, "tests/test_program_store.py": 4,
-                  "tests/test_worker_environment.py": 3}
-SECONDS_PER_TEST = 0.1
-
-
 def pytest_collection_modifyitems(items):
     """Modules in the order pytest-xdist's ``--dist loadfile`` gives them out (pyproject's
-    ``--no-loadscope-reorder`` keeps this order): the longest first (``MODULE_SECONDS``), so that
-    no long one is left for the end while the other worker idles, and the tests that run pytest in
-    this process (pytester, one module: tests/test_pytest_plugin.py) last. A pytester run drops,
-    when it ends, the modules it imported, and a later test would import second copies of them
-    (another rich Segment class, another registry): no module runs after it on its worker."""
+    ``--no-loadscope-reorder`` keeps this order): the larger first, so that no large one is left
+    for the end while the other worker idles, and the tests that run pytest in this process
+    (pytester, one module: tests/test_pytest_plugin.py) last. A pytester run drops, when it ends,
+    the modules it imported, and a later test would import second copies of them (another rich
+    Segment class, another registry): no module runs after it on its worker. Longest measured
+    module first was slower (benchmarks/RESULTS.md): it starts the modules that wait on processes
+    together."""
     sizes = Counter(item.nodeid.split("::")[0] for item in items)
-    unknown = set(MODULE_SECONDS) - {str(p.relative_to(Path(__file__).parent.parent)) for p in
-                                     Path(__file__).parent.glob("test_*.py")}
-    assert not unknown, f"MODULE_SECONDS names modules that are gone: {sorted(unknown)}"
 
-    def order(item) -> tuple[bool, float, str]:
+    def order(item) -> tuple[bool, int, str]:
         module = item.nodeid.split("::")[0]
-        seconds = MODULE_SECONDS.get(module, SECONDS_PER_TEST * sizes[module])
-        return "pytester" in getattr(item, "fixturenames", ()), -seconds, module
+        return "pytester" in getattr(item, "fixturenames", ()), -sizes[module], module
 
     items.sort(key=order)  # stable: a module's tests keep their order
