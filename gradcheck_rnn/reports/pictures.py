@@ -119,7 +119,7 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
         broken = np.argwhere(np.isposinf(grid))
         if len(broken):
             ax.scatter(broken[:, 1], broken[:, 0], marker="x", color="black", s=18, linewidths=1)
-        ax.set_title(title, fontsize=9)
+        _title(ax, title)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
@@ -166,6 +166,13 @@ def _case_png(row: dict[str, Any], lengths: list[int] | None, num_directions: in
     return buffer.getvalue()
 
 
+def _title(ax: Any, text: str) -> None:
+    """The panel's title at the top of its axes. Given, not left to matplotlib's automatic placement,
+    which measures every tick label of the axes to clear the ones on top (there are none here),
+    about a tenth of a picture's drawing time for the same pixels."""
+    ax.set_title(text, fontsize=9, y=1.0)
+
+
 def stepped_tensors(row: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """What the error-per-step panel (and the console's picture under a repro) shows: the failing
     tensors with a time axis (every one with a time axis when none fails), or — when the failing
@@ -185,7 +192,7 @@ def _ratio_panel(ax: Any, tensor: dict[str, Any], gate_names: tuple[str, ...], n
     ratio_map = tensor.get("ratio_map")
     if not ratio_map:  # a tensor of a shape the maps do not know: its worst element in words
         ax.set_axis_off()
-        ax.set_title(f"{tensor['name']}: no time axis", fontsize=9)
+        _title(ax, f"{tensor['name']}: no time axis")
         ratio = from_json_number(tensor.get("ratio"))
         ax.text(0.5, 0.5, f"worst ratio {ratio:.3g} at {location_text(tensor.get('location'))}", ha="center",
                 va="center", fontsize=8, transform=ax.transAxes, wrap=True)
@@ -201,7 +208,7 @@ def _ratio_panel(ax: Any, tensor: dict[str, Any], gate_names: tuple[str, ...], n
     ax.set_yscale("log")
     pool = tuple(ratio_map.get("pool", (1, 1)))
     pooled = "" if pool == (1, 1) else f" (max over {pool[1]})"
-    ax.set_title(f"{tensor['name']}: ratio per {across}{pooled}", fontsize=9)
+    _title(ax, f"{tensor['name']}: ratio per {across}{pooled}")
     ax.set_xlabel(f"{across} (no time axis)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.set_xlim(-0.5, grid.shape[1] - 0.5)
@@ -271,7 +278,7 @@ def _steps_panel(ax: Any, tensors: list[dict[str, Any]]) -> None:
         if len(broken):
             ax.scatter(broken, np.full(len(broken), 1.0), marker="x", color=line.get_color(),
                        transform=ax.get_xaxis_transform(), clip_on=False)
-    ax.set_title("max |a − b| per time step", fontsize=9)
+    _title(ax, "max |a − b| per time step")
     if not drawn:
         ax.set_xticks([])
         ax.set_yticks([])
