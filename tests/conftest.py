@@ -36,7 +36,7 @@ JAX_CACHE_LIMIT_BYTES = 512 * 2**20
 def pytest_configure(config):
     """One torch thread where tests run, and the tests' JAX cache, set before pytest-xdist starts
     its workers, which inherit it. pytest-xdist's controller runs no test: it does not import
-    torch (~1.3 s before it can start the workers)."""
+    torch, which would delay the start of the workers."""
     if config.getoption("numprocesses", None) in (None, 0) or "PYTEST_XDIST_WORKER" in os.environ:
         runtime.limit_torch_threads()
     if "PYTEST_XDIST_WORKER" in os.environ and os.environ.get(runtime.JAX_CACHE_ENV):
@@ -97,9 +97,9 @@ def worker_processes(monkeypatch, fork_server_kept):
 @pytest.fixture(autouse=True)
 def first_picture_only(request, monkeypatch):
     """A report.html drawn in this process draws the error picture of its worst finding alone, not
-    of each of its ``DETAIL_CAP`` findings: a picture is 0.2–0.5 s of matplotlib, and drawing them
-    all was a seventh of the suite's CPU. Each report still draws one, so every kind of failing row
-    a test makes is still drawn; the tests marked ``pictures`` draw them all."""
+    of each of its ``DETAIL_CAP`` findings: drawing them all was a seventh of the suite's CPU
+    (benchmarks/RESULTS.md). Each report still draws one, so every kind of failing row a test makes
+    is still drawn; the tests marked ``pictures`` draw them all."""
     if request.node.get_closest_marker("pictures"):
         return
     from gradcheck_rnn.reports import html
@@ -170,8 +170,8 @@ def pytest_sessionfinish(session):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """A pytest-xdist worker ends here: it has sent the controller everything (``workerfinished``,
-    at the end of its session), and tearing down torch's, JAX's and the pools' state in the
-    interpreter's finalization took ~2.5 s, which the controller waits for with the cores idle."""
+    at the end of its session), and the interpreter's teardown of torch's, JAX's and the pools'
+    state, which the controller waits for with the cores idle, took seconds (benchmarks/RESULTS.md)."""
     if "PYTEST_XDIST_WORKER" in os.environ:
         sys.stdout.flush()
         sys.stderr.flush()

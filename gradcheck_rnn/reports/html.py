@@ -234,7 +234,7 @@ def _failure_table(found: list[dict[str, Any]]) -> list[str]:
 def _details(found: list[dict[str, Any]]) -> list[str]:
     if not found:
         return []
-    pictures = available()  # imports matplotlib (~0.15 s): only a page with findings asks
+    pictures = available()  # imports matplotlib: only a page with findings to draw pays for it
     shown = found[:DETAIL_CAP]
     parts = [f"<h2>Findings, worst first ({len(shown)} of {len(found)})</h2>"]
     if not pictures:
