@@ -94,14 +94,24 @@ def worker_processes(monkeypatch, fork_server_kept):
     monkeypatch.delenv("GRADCHECK_RNN_IN_PROCESS", raising=False)
 
 
+# The pictures drawn by the unmarked tests of this process, by what they were drawn from (below).
+_PICTURES_DRAWN: dict[str, bytes | None] = {}
+
+
 @pytest.fixture(autouse=True)
 def first_picture_only(request, monkeypatch):
     """A report.html drawn in this process draws the error picture of its worst finding alone, not
     of each of its ``DETAIL_CAP`` findings: drawing them all was a seventh of the suite's CPU
     (benchmarks/RESULTS.md). Each report still draws one, so every kind of failing row a test makes
-    is still drawn; the tests marked ``pictures`` draw them all."""
+    is still drawn; the tests marked ``pictures`` draw them all.
+
+    A picture is drawn once per process from the same row (its judging time aside): many tests fail
+    the same mutant on the same case, and drawing it again gives the same bytes (the ``pictures``
+    tests compare redrawn pages byte for byte)."""
     if request.node.get_closest_marker("pictures"):
         return
+    import json
+
     from gradcheck_rnn.reports import html
 
     real_render, real_case_png = html.render, html.case_png
@@ -114,7 +124,11 @@ def first_picture_only(request, monkeypatch):
     def case_png(row, lengths, num_directions):
         if drawn:
             return None  # as for a row with nothing to draw
-        png = real_case_png(row, lengths, num_directions)
+        drawn_from = {name: value for name, value in row.items() if name != "seconds"}  # the judging time
+        key = json.dumps([drawn_from, lengths, num_directions], sort_keys=True, default=repr)
+        if key not in _PICTURES_DRAWN:
+            _PICTURES_DRAWN[key] = real_case_png(row, lengths, num_directions)
+        png = _PICTURES_DRAWN[key]
         if png is not None:
             drawn.append(png)
         return png
