@@ -94,6 +94,44 @@ def test_default_workers_follow_cases_and_busy_cores_and_say_why(monkeypatch):
     assert default_workers(200, idle) == (2, "default: one per idle core, 2 of 2")
 
 
+def test_a_case_of_a_heavier_family_counts_as_several_for_the_default_worker_count(monkeypatch):
+    """A matrix-memory case is several cuDNN-cell cases' work (``Family.case_work``, measured by
+    benchmarks/case_work.py): the matrix profile's default 72 cases take both idle cores, as 200
+    cases of the cells do, where counting cases alone gave one worker."""
+    from gradcheck_rnn.cli import options as cli_options
+    from gradcheck_rnn.families import CUDNN_MODES, family
+    from gradcheck_rnn.model.profiles import draw_case_ref, load_profile
+    from gradcheck_rnn.run import Selection, mean_case_work
+
+    assert mean_case_work(load_profile("ci").modes) == 1.0
+    matrix = mean_case_work(load_profile("matrix").modes)
+    assert 3 < matrix < 7 and matrix == pytest.approx(
+        sum(family(m).case_work for m in ("mlstm", "gla", "gdn", "deltaproduct", "rwkv7", "kda")) / 6)
+    assert mean_case_work({"lstm": 1, "deltaproduct": 1}) == (1 + family("deltaproduct").case_work) / 2
+    assert all(family(m).case_work == 1 for m in CUDNN_MODES)
+    idle = lambda: 0.0  # noqa: E731
+    assert default_workers(40, idle, per_case=matrix) == (1, f"default: at most one per 100 cases, each counted as {matrix:.2g}")
+
+    monkeypatch.delenv("GRADCHECK_RNN_WORKERS", raising=False)
+    monkeypatch.setattr("gradcheck_rnn.run.usable_cores", lambda: 2)
+    monkeypatch.setattr("gradcheck_rnn.run.idle_cores", lambda cores, busy_now: cores)  # an idle machine
+    monkeypatch.setattr("gradcheck_rnn.run.start_pool_early", lambda execution: None)
+    monkeypatch.setattr("gradcheck_rnn.runtime.set_up_process", lambda: None)
+
+    def workers(selection=None, **values):
+        return cli_options.build_run({"targets": ("fused-cpu",), **values}, selection).execution.workers
+
+    assert workers(config="matrix") == 2  # its 72 cases
+    assert workers(config="ci", cases=72) == 1
+    assert workers(config="matrix", cases=40) == 1
+    assert workers(config="matrix", cases=40, modes=("deltaproduct",)) == 2  # the narrowed draw's family
+    # named cases count by the families their ids name (a rerun of a matrix run's cases)
+    profile = load_profile("matrix")
+    ids = tuple(draw_case_ref(profile, profile.seed, i).id for i in range(72))
+    assert workers(Selection(case_ids=ids)) == 2
+    assert workers(Selection(case_ids=ids[:30])) == 1
+
+
 def test_busy_cores_are_the_busy_share_of_cpu_time_while_the_command_waits(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     ticks = iter([(1000, 4000), (1015, 4020)])  # (busy, total) ticks: 15 of the 20 since were busy

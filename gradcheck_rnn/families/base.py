@@ -99,6 +99,10 @@ class Family:
     # what -longmem needs, for the refusal's sentence (a family with a long-memory regime says when it has one)
     long_memory_needs: str = "the family has no long-memory regime"
     conventions: tuple[Convention, ...] = ()
+    # what judging one case of this family costs, in cases of cuDNN's cells (roughly: the measured
+    # ratio on the family's home profile, benchmarks/RESULTS.md): the default worker count weighs a
+    # run's cases by it (gradcheck_rnn.run.default_workers)
+    case_work: float = 1.0
 
     # ------------------------------------------------------------------ shapes
     @property

@@ -179,4 +179,4 @@ def _up(n: int, least: int) -> int:
     return max(least, 1 << (int(n) - 1).bit_length())
 
 
-CONV1D = Conv1dFamily(token="conv1d", gates=("u",), bidirectional=False, options=(CONV_WIDTH, SILU))
+CONV1D = Conv1dFamily(token="conv1d", case_work=1.5, gates=("u",), bidirectional=False, options=(CONV_WIDTH, SILU))

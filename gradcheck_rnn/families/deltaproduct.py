@@ -114,6 +114,6 @@ class DeltaProductFamily(GDNFamily):
 
 
 DELTAPRODUCT = DeltaProductFamily(
-    token="deltaproduct", gates=("a", "b"), bidirectional=False,
+    token="deltaproduct", case_work=7, gates=("a", "b"), bidirectional=False,
     long_memory_needs="it holds the decay near 1 through the decay bias b_a, so it needs it (not with -nobias)",
     options=(HEADS, KEY_WIDTH, HOUSEHOLDER, STRONG_DECAY))

@@ -75,6 +75,6 @@ class GDNFamily(MatrixFamily):
 
 
 GDN = GDNFamily(
-    token="gdn", gates=("a", "b"), bidirectional=False,
+    token="gdn", case_work=3.5, gates=("a", "b"), bidirectional=False,
     long_memory_needs="it holds the decay near 1 through the decay bias b_a, so it needs it (not with -nobias)",
     options=(HEADS, KEY_WIDTH, STRONG_DECAY))

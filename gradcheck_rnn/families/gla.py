@@ -76,7 +76,7 @@ class GLAFamily(MatrixFamily):
 
 
 GLA = GLAFamily(
-    token="gla", gates=("a",), bidirectional=False,
+    token="gla", case_work=4, gates=("a",), bidirectional=False,
     long_memory_needs="it holds the decay near 1 through the decay bias b_a, so it needs it (not with -nobias)",
     options=(HEADS, KEY_WIDTH, Option("decay_rank", r"R(\d+)", None, "R<rank of the decay map>, e.g. R1", example=1),
              Option("head_decay", "headdecay", False, "headdecay (optional: one decay per head, SSD)"),

@@ -114,7 +114,7 @@ class KDAFamily(MatrixFamily):
 
 
 KDA = KDAFamily(
-    token="kda", gates=("a", "b"), bidirectional=False,
+    token="kda", case_work=5, gates=("a", "b"), bidirectional=False,
     long_memory_needs="it holds the decay near 1 through the decay bias b_a, so it needs it (not with -nobias)",
     options=(HEADS, KEY_WIDTH, Option("decay_rank", r"R(\d+)", None, "R<rank of the decay map>, e.g. R1", example=1),
              STRONG_DECAY, CONVERGED))

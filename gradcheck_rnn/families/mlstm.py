@@ -135,7 +135,7 @@ class MLSTMFamily(MatrixFamily):
 
 
 MLSTM = MLSTMFamily(
-    token="mlstm", gates=("i", "f"), cell_state=True, bidirectional=False,
+    token="mlstm", case_work=5.5, gates=("i", "f"), cell_state=True, bidirectional=False,
     long_memory_needs="it opens the forget gate through its bias b_f, so it needs it (not with -nobias)",
     options=(HEADS, KEY_WIDTH, STRONG_DECAY, HEAD_NORM, MINUS_INF_START),
     conventions=(Convention("normaliser_gradient", "head_norm", {"true": False, "head_norm": True}, heads="y"),

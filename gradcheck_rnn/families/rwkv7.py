@@ -104,6 +104,6 @@ class RWKV7Family(MatrixFamily):
 
 
 RWKV7 = RWKV7Family(
-    token="rwkv7", gates=("d", "a"), bidirectional=False,
+    token="rwkv7", case_work=3, gates=("d", "a"), bidirectional=False,
     long_memory_needs="it holds the decay near 1 through the decay logits' bias b_d, so it needs it (not with -nobias)",
     options=(HEADS, KEY_WIDTH, STRONG_DECAY))

@@ -197,7 +197,7 @@ def _blocks(R: int, N: int) -> tuple[slice, slice, slice]:
 
 
 S6 = S6Family(
-    token="s6", gates=("u", "z"), bidirectional=False,
+    token="s6", case_work=1.5, gates=("u", "z"), bidirectional=False,
     options=(Option("state_dim", r"N(\d+)", None, "N<state size>, e.g. N2", example=2),
              Option("dt_rank", r"R(\d+)", None, "R<rank of the Δ map>, e.g. R1", example=1),
              Option("softplus", "nosoftplus", True, "nosoftplus (optional)"),

@@ -225,7 +225,7 @@ def _up(n: int) -> int:
 
 
 SLSTM = SLSTMFamily(
-    token="slstm", gates=GATES, cell_state=True,
+    token="slstm", case_work=3, gates=GATES, cell_state=True,
     long_memory_needs="it opens the sigmoid forget gate through the bias, so it needs it (not with -nobias or -expf)",
     options=(Option("heads", r"NH(\d+)", 1, "NH<heads>, e.g. NH2 (optional; NH divides H)", divides="hidden_size"),
              Option("exp_forget", "expf", False, "expf (optional: the exponential forget gate)"),

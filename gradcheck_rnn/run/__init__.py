@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import INTERRUPTS, UsageError, signal_name
 from ..rows.result import CaseResult, finish, normal_form
@@ -38,7 +38,7 @@ from .worker import WorkerSetup
 
 __all__ = ["EXECUTORS", "Execution", "Executor", "ExecutorEntry", "ExecutorOption", "Judging", "OnRow", "RowObserver",
            "RunSpec", "RunStore", "Selection", "busy_cores", "cpu_ticks", "default_workers", "execute", "judge_run",
-           "open_executor", "parse_shard", "register_executor", "start_pool_early"]
+           "mean_case_work", "open_executor", "parse_shard", "register_executor", "start_pool_early"]
 
 # Cases each worker process must have before one more pays for itself; see default_workers.
 CASES_PER_WORKER = 100
@@ -98,8 +98,17 @@ def idle_cores(cores: int, busy_now: Callable[[], float | None] = busy_cores) ->
     return max(1, min(cores, cores - int(busy)))
 
 
+def mean_case_work(modes: Mapping[str, float]) -> float:
+    """What judging a case drawn with these mode weights costs, in cases of cuDNN's cells: the
+    weighted mean of the families' ``case_work`` (a matrix-memory case is several cells' work)."""
+    from ..families import family
+
+    total = sum(modes.values())
+    return sum(weight * family(mode).case_work for mode, weight in modes.items()) / total if total else 1.0
+
+
 def default_workers(cases: int | None = None, busy_now: Callable[[], float | None] = busy_cores,
-                    per_case: int = 1) -> tuple[int, str]:
+                    per_case: float = 1.0) -> tuple[int, str]:
     """How many worker processes judge a run of ``cases`` cases when ``--workers`` is not given,
     and why (the run's header prints it).
 
@@ -108,22 +117,26 @@ def default_workers(cases: int | None = None, busy_now: Callable[[], float | Non
     fewer cases (benchmarks/sweep_throughput.py; the figures are in benchmarks/RESULTS.md). On a
     core that another process keeps busy, two workers only take turns, so busy cores do not count.
     A run that takes one worker whatever the cores does not wait to count them. ``per_case``: how
-    many sweep cases' work one case of this run is (a detection run judges each case with every
-    mutant besides the correct kernels: ``gradcheck-rnn mutants``).
+    many cases of cuDNN's cells one case of this run is worth: its families' work
+    (:func:`mean_case_work`), times the targets of a detection run, which judges each case with
+    every mutant besides the correct kernels (``gradcheck-rnn mutants``).
     """
     cores = usable_cores()
     if cases is None:
         return cores, f"{cores} usable cores"
-    work = cases * max(1, per_case)
-    if work // CASES_PER_WORKER < 2:
-        return 1, f"default: at most one per {CASES_PER_WORKER} cases"
+    per_case = max(1.0, per_case)
+    work = int(cases * per_case) // CASES_PER_WORKER
+    at_most = f"default: at most one per {CASES_PER_WORKER} cases" + (
+        f", each counted as {per_case:.2g}" if per_case != 1 else "")
+    if work < 2:
+        return 1, at_most
     idle = idle_cores(cores, busy_now)
-    workers = max(1, min(idle, work // CASES_PER_WORKER))
+    workers = max(1, min(idle, work))
     if workers == idle and idle > 1:
         return workers, f"default: one per idle core, {idle} of {cores}"
     if idle == 1:
         return 1, f"default: 1 idle core of {cores}"
-    return workers, f"default: at most one per {CASES_PER_WORKER} cases"
+    return workers, at_most
 
 
 @dataclass(frozen=True)

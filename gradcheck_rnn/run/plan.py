@@ -45,7 +45,7 @@ class RunRequest:
     case_timeout: float | None = None
     fail_fast: bool = False
     in_process: bool = False
-    per_case: int = 1
+    per_case: float = 1.0
     command_line: bool = False
     cases: tuple[Any, ...] = ()
     unshipped_families: tuple[str, ...] = ()
@@ -114,6 +114,19 @@ def _in_process_fallback(request: RunRequest, resolved: list, execution: Any) ->
     return dataclasses.replace(execution, in_process=True)
 
 
+def _case_work(selection: Selection, profile: Profile) -> float:
+    """What a case of this run costs to judge, in cases of cuDNN's cells
+    (:func:`~gradcheck_rnn.run.mean_case_work`): of the named cases' families, or of the families
+    the narrowed profile draws, in its proportions. A case id starts with its family's token."""
+    from collections import Counter
+
+    from . import mean_case_work
+
+    if selection.case_ids:
+        return mean_case_work(Counter(case_id.strip().split("-")[0] for case_id in selection.case_ids))
+    return mean_case_work(selection.narrowing.apply(profile).modes)
+
+
 def plan(request: RunRequest) -> Plan:
     """The plan of ``request``: its execution made (and validated) first; for a command line, the
     pool's fork server started and the process set up; then the spec built (profile, targets, cases
@@ -130,7 +143,7 @@ def plan(request: RunRequest) -> Plan:
     if workers is None:
         planned = len(selection.case_ids) or RunSpec.count_cases(cases=selection.cases, shard=selection.shard,
                                                                  profile=profile)
-        workers, why = default_workers(planned, per_case=request.per_case)
+        workers, why = default_workers(planned, per_case=request.per_case * _case_work(selection, profile))
     execution = Execution(workers=workers, executor=request.executor, options=request.executor_options,
                           case_timeout=request.case_timeout, fail_fast=request.fail_fast,
                           in_process=request.in_process)
