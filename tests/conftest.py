@@ -137,48 +137,24 @@ def first_picture_only(request, monkeypatch):
     monkeypatch.setattr(html, "case_png", case_png)
 
 
-class _SharedCluster:
-    """One real Dask LocalCluster (2 worker processes), started by the first test that asks for
-    it and kept for the next: a cluster's workers import torch and JAX, seconds each. Closed
-    before a pytester test (below): the cluster's threads import modules now and then, and
-    pytester's teardown, which walks ``sys.modules``, fails when one does meanwhile."""
-
-    cluster = None
-
-    @classmethod
-    def get(cls):
-        distributed = pytest.importorskip("distributed")
-        import dask
-
-        if cls.cluster is None:
-            # no retries: a lost worker's chunk becomes error rows at once; the nanny restarts
-            # the worker for the next test
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-                cls.cluster = distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                                       dashboard_address=None)
-        return cls.cluster
-
-    @classmethod
-    def close(cls):
-        if cls.cluster is not None:
-            cls.cluster.close()
-            cls.cluster = None
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def dask_cluster():
-    """The shared Dask LocalCluster. Every test that asks for it lives in tests/test_scale.py, which
-    pyproject's ``--dist loadfile`` runs on one pytest worker: one cluster for the session."""
-    return _SharedCluster.get()
+    """One real Dask LocalCluster (2 worker processes), started by the first test of a module that
+    asks for it, kept for the module's next ones (its workers import torch and JAX, seconds each),
+    and closed when the module is done: an idle cluster's heartbeats keep using CPU, and this one
+    would idle until the session's end (benchmarks/RESULTS.md). Every test that asks for it lives
+    in tests/test_scale.py."""
+    distributed = pytest.importorskip("distributed")
+    import dask
 
-
-def pytest_runtest_setup(item):
-    if "pytester" in getattr(item, "fixturenames", ()):
-        _SharedCluster.close()
-
-
-def pytest_sessionfinish(session):
-    _SharedCluster.close()
+    # no retries: a lost worker's chunk becomes error rows at once; the nanny restarts the worker
+    # for the next test
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.hookimpl(trylast=True)
