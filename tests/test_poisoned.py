@@ -13,6 +13,7 @@ from gradcheck_rnn.judging.judge import judge_one
 from gradcheck_rnn.kernels.fused_cpu import FusedCPUTarget
 from gradcheck_rnn.runtime import poisoned_memory
 from gradcheck_rnn.targets import resolve_target
+from gradcheck_rnn.targets.kernel_bugs import PackedTailFromEmpty
 
 TAIL_CASE = "gla-L2-uni-I2-H4-NH2-K2-R1-T7-B3-len7.3.2-f64-s4-tail3"
 
@@ -30,6 +31,12 @@ def test_first_axis_ranges_names_the_rows_that_hold_a_set_element():
     assert first_axis_ranges(mask) == "7–9, 11"
 
 
+def named_rows(message: str, tensor: str) -> set[int]:
+    """The rows a "reads memory it never wrote: <tensor> rows 0–1, 3" message names."""
+    ranges = message.split(f"reads memory it never wrote: {tensor} rows ", 1)[1].split(" (", 1)[0]
+    return {i for span in ranges.split(", ") for i in range(int(span.split("–")[0]), int(span.split("–")[-1]) + 1)}
+
+
 @pytest.mark.parametrize("check", ["poisoned", "determinism", "stateless"])
 def test_an_unwritten_tail_fails_in_words_and_is_never_nondeterministic(check):
     case = Case.from_id(TAIL_CASE)
@@ -37,11 +44,39 @@ def test_an_unwritten_tail_fails_in_words_and_is_never_nondeterministic(check):
     if check == "poisoned":  # poisoned memory is NaN every time
         assert row.status == "fail", row
     # the others compare two plain runs, whose unwritten memory may hold the same bytes twice:
-    # then they agree (pass); when they differ, the poisoned run names the read, in words
+    # then they agree (pass); when they differ, the poisoned run names the read, in words. The
+    # plain runs' unwritten memory holds what the allocator had, NaN now and then (an earlier
+    # poisoned run's): a row NaN in every plain run is not evidence, so the rows named are some
+    # of the tail's three, or the plain run fails as non-finite first (a fail either way)
     assert row.status in ("fail", "pass"), row
-    if row.status == "fail":
-        assert "reads memory it never wrote: x[tail] rows 0–2" in row.message, row.message
+    if row.status == "fail" and "non-finite value(s) in the target" not in row.message:
+        assert named_rows(row.message, "x[tail]") <= {0, 1, 2}, row.message
     assert judge_one(case, resolve_target("fused-cpu"), check=check).status == "pass"
+
+
+class ScriptedGarbage(PackedTailFromEmpty):
+    """The tail mutant, its unwritten rows holding scripted bytes instead of the allocator's: NaN
+    in its first plain run (as left by an earlier poisoned run), then a new finite value in each
+    next one; NaN under poisoned memory, as torch fills it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain_runs = 0
+
+    def input_grad_buffer(self, x_packed: np.ndarray) -> np.ndarray:
+        if torch.utils.deterministic.fill_uninitialized_memory and torch.are_deterministic_algorithms_enabled():
+            return super().input_grad_buffer(x_packed)
+        self.plain_runs += 1
+        return np.full(x_packed.shape, np.nan if self.plain_runs == 1 else float(self.plain_runs))
+
+
+@pytest.mark.parametrize("check", ["determinism", "stateless"])
+def test_an_unwritten_read_is_named_whole_when_one_plain_run_met_nan(check):
+    """Two plain runs differ in the tail, the first NaN there and the second finite: the read is
+    named from both runs, all three rows, not taken for state carried between calls or for
+    non-determinism (the first run alone is no evidence there)."""
+    row = judge_one(Case.from_id(TAIL_CASE), ScriptedGarbage(), check=check)
+    assert row.status == "fail" and named_rows(row.message, "x[tail]") == {0, 1, 2}, row
 
 
 class EmptyOutput:

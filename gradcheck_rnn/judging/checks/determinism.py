@@ -20,12 +20,13 @@ def check_determinism(context, call, tolerances: Tolerances) -> list[TensorError
     first = call.latest_run_of(case)  # the base run, when determinism follows reference
     if first is None:
         first = call.run(case)
-    rows = differences(case, first, call.run(case))
+    second = call.run(case)
+    rows = differences(case, first, second)
     differing = [row for row in rows if not row.passed]
     for row in differing:
         row.message = f"{row.name}: two runs of the same case differ by up to {row.max_abs:.3g}"
     if differing:
-        unwritten = unwritten_reads(call, case, first, tolerances)
+        unwritten = unwritten_reads(call, case, (first, second), tolerances)
         if unwritten:  # what differed is whatever the allocator held: a read of unwritten memory
             return unwritten
         raise Nondeterministic("; ".join(row.message for row in differing[:3]), rows)

@@ -22,6 +22,8 @@ passes without proving anything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ...model.case import Case
@@ -42,9 +44,15 @@ def first_axis_ranges(mask: np.ndarray) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
-def compare_poisoned(case: Case, poisoned: Arrays, clean: Arrays, tolerances: Tolerances) -> list[TensorError]:
+def compare_poisoned(case: Case, poisoned: Arrays, clean: Arrays, tolerances: Tolerances,
+                     witnesses: Sequence[Arrays] = ()) -> list[TensorError]:
     """Each tensor of the poisoned run against the clean run: non-finite where the clean run is
-    finite fails as an unwritten read; otherwise within the sum of the two runs' bounds."""
+    finite fails as an unwritten read; otherwise within the sum of the two runs' bounds.
+
+    ``witnesses``: other runs without poison. The memory a clean run never wrote holds what the
+    allocator held, which can be NaN too (left by an earlier poisoned run): an element finite in
+    any of them is evidence as well, so the read is named whole, never mistaken for state or
+    non-determinism."""
     rows = []
     for name, value in clean.items():
         got = poisoned.get(name)
@@ -53,7 +61,12 @@ def compare_poisoned(case: Case, poisoned: Arrays, clean: Arrays, tolerances: To
         tol = tolerances.for_tensor(case.config.dtype, name)
         row = compare_tensor(name, got, value, tol, case.config, terms=[got, value])
         if got.shape == value.shape:
-            unwritten = ~np.isfinite(got) & np.isfinite(value)
+            finite = np.isfinite(value)
+            for witness in witnesses:
+                other = witness.get(name)
+                if other is not None and other.shape == value.shape:
+                    finite |= np.isfinite(other)
+            unwritten = ~np.isfinite(got) & finite
             if unwritten.any():
                 row.status = "fail"
                 row.message = (f"reads memory it never wrote: {name} rows {first_axis_ranges(unwritten)} "
@@ -63,15 +76,16 @@ def compare_poisoned(case: Case, poisoned: Arrays, clean: Arrays, tolerances: To
     return rows
 
 
-def unwritten_reads(call, case: Case, clean: Arrays, tolerances: Tolerances) -> list[TensorError]:
-    """The rows of :func:`compare_poisoned` that read unwritten memory ([] when none does, or when
-    the poisoned run raises): what a check that found two runs differing asks before it calls them
-    non-deterministic."""
+def unwritten_reads(call, case: Case, runs: Sequence[Arrays], tolerances: Tolerances) -> list[TensorError]:
+    """The rows of :func:`compare_poisoned` (against the first of ``runs``, the others its
+    witnesses) that read unwritten memory ([] when none does, or when the poisoned run raises):
+    what a check that found two runs differing asks, with both, before it calls them
+    non-deterministic or stateful."""
     try:
         poisoned, _ = call.run_poisoned(case)
     except Exception:  # noqa: BLE001 - a run that raises poisoned says nothing of unwritten memory
         return []
-    return [row for row in compare_poisoned(case, poisoned, clean, tolerances)
+    return [row for row in compare_poisoned(case, poisoned, runs[0], tolerances, runs[1:])
             if row.message.startswith("reads memory it never wrote")]
 
 

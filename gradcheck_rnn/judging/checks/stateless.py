@@ -32,7 +32,7 @@ def check_stateless(context, call, tolerances: Tolerances) -> list[TensorError]:
     if all(row.passed for row in rows):
         return rows
     # asked before the back-to-back runs: two of those can meet the same garbage and agree
-    unwritten = unwritten_reads(call, case, first, tolerances)
+    unwritten = unwritten_reads(call, case, (first, again), tolerances)
     if unwritten:  # what differed is whatever the allocator held: a read of unwritten memory
         return unwritten
     back_to_back = differences(case, again, call.run(case))
