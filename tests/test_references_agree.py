@@ -48,3 +48,24 @@ def test_disagreeing_references_are_their_own_status(monkeypatch):
     result = judge_one(case, resolve_target("torch-native"))
     assert result.status == "reference-disagreement" and "x" in result.message
     assert np.isfinite(result.tensors[0].ratio)
+
+
+@pytest.mark.parametrize("broken", ["loop", "jax"])
+def test_a_non_finite_reference_is_a_disagreement_and_no_target_passes_by_it(monkeypatch, broken):
+    """NaN in one reference where the other is finite: the comparison bounds nothing where the
+    side compared against is NaN, so a loop reference's NaN would have let every target pass
+    there. Either side's NaN is reference-disagreement."""
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
+    real = references.run_reference
+
+    def nan_in(name, case):
+        out = real(name, case)
+        if name != broken:
+            return out
+        x = np.array(out.grads["x"], dtype=np.float64)
+        x[0, 0, 0] = np.nan
+        return Outputs(out.y, out.hy, out.cy, dict(out.grads, x=x))
+
+    monkeypatch.setattr(references, "run_reference", nan_in)
+    result = judge_one(case, resolve_target("torch-native"))
+    assert result.status == "reference-disagreement" and "x" in result.message, result

@@ -94,10 +94,16 @@ class CaseContext:
 
     @cached_property
     def disagreement(self) -> TensorError | None:
-        """The first tensor on which the two references disagree (tight float64 tolerance), or None."""
+        """The first tensor on which the two references disagree (tight float64 tolerance), or None.
+        A non-finite value of either is a disagreement: the comparison fails JAX's, and the loop
+        reference's, the side compared against, would bound nothing (every target would pass there)."""
         loop, jax = (self.expected[n] for n in REFERENCE_NAMES)
         for name in self.tensor_names():
             error = compare_tensor(name, jax.get(name), loop[name], REFERENCE_AGREEMENT, self.case.config)
+            unbounded = int((~np.isfinite(loop[name])).sum())
+            if error.passed and unbounded:
+                error.status = "fail"
+                error.message = f"{name}: {unbounded} non-finite value(s) in the loop reference"
             if not error.passed:
                 error.reference = "jax vs loop"
                 return error
