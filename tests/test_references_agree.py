@@ -69,3 +69,21 @@ def test_a_non_finite_reference_is_a_disagreement_and_no_target_passes_by_it(mon
     monkeypatch.setattr(references, "run_reference", nan_in)
     result = judge_one(case, resolve_target("torch-native"))
     assert result.status == "reference-disagreement" and "x" in result.message, result
+
+
+def test_a_non_finite_loop_output_tangent_is_a_disagreement_of_the_jvp_check(monkeypatch):
+    """The references' output tangents are compared the same way (jvp; gradgrad's products too)."""
+    case = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1")
+    real = references.run_reference_jvp
+
+    def nan_in_loop(name, case, tangents):
+        out = real(name, case, tangents)
+        if name != "loop":
+            return out
+        y = np.array(out.y, dtype=np.float64)
+        y[0, 0, 0] = np.nan
+        return Outputs(y, out.hy, out.cy, out.grads)
+
+    monkeypatch.setattr(references, "run_reference_jvp", nan_in_loop)
+    result = judge_one(case, resolve_target("fused-cpu"), check="jvp")
+    assert result.status == "reference-disagreement" and "y" in result.message, result

@@ -60,6 +60,18 @@ class ProductTruth:
     disagreement: TensorError | None
 
 
+def _agreement(name: str, jax: Any, loop: np.ndarray, config: Any) -> TensorError:
+    """The two references' values of one tensor compared (tight float64 tolerance). A non-finite
+    value of either fails: the comparison fails JAX's, and the loop reference's, the side compared
+    against, would bound nothing (every target would pass there)."""
+    error = compare_tensor(name, jax, loop, REFERENCE_AGREEMENT, config)
+    unbounded = int((~np.isfinite(loop)).sum())
+    if error.passed and unbounded:
+        error.status = "fail"
+        error.message = f"{name}: {unbounded} non-finite value(s) in the loop reference"
+    return error
+
+
 class CaseContext:
     """The truth of one case, each part computed on first use (see the module docstring)."""
 
@@ -94,16 +106,10 @@ class CaseContext:
 
     @cached_property
     def disagreement(self) -> TensorError | None:
-        """The first tensor on which the two references disagree (tight float64 tolerance), or None.
-        A non-finite value of either is a disagreement: the comparison fails JAX's, and the loop
-        reference's, the side compared against, would bound nothing (every target would pass there)."""
+        """The first tensor on which the two references disagree (:func:`_agreement`), or None."""
         loop, jax = (self.expected[n] for n in REFERENCE_NAMES)
         for name in self.tensor_names():
-            error = compare_tensor(name, jax.get(name), loop[name], REFERENCE_AGREEMENT, self.case.config)
-            unbounded = int((~np.isfinite(loop[name])).sum())
-            if error.passed and unbounded:
-                error.status = "fail"
-                error.message = f"{name}: {unbounded} non-finite value(s) in the loop reference"
+            error = _agreement(name, jax.get(name), loop[name], self.case.config)
             if not error.passed:
                 error.reference = "jax vs loop"
                 return error
@@ -147,8 +153,7 @@ class CaseContext:
                 per_ref[ref] = {n: to_float64(named[n]) for n in names}
             expected.append(per_ref)
             for name in names:
-                error = compare_tensor(name, per_ref["jax"][name], per_ref["loop"][name], REFERENCE_AGREEMENT,
-                                       self.case.config)
+                error = _agreement(name, per_ref["jax"][name], per_ref["loop"][name], self.case.config)
                 if disagreement is None and not error.passed:
                     error.reference, error.message = "jax vs loop", f"{what}: {error.message}"
                     disagreement = error
