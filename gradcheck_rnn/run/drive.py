@@ -90,7 +90,11 @@ def judge_and_publish(plan: Plan, command: str, report_dir: str | os.PathLike[st
     log = RowLog(report_dir, run_name("rerun" if spec.rerun_of else command, spec.seed))
     try:
         with terminate_as_exception():
-            run = judge(plan, observers, store=log)
+            try:
+                run = judge_run(plan.spec, plan.execution, plan.targets, jobs=plan.jobs, observers=observers,
+                                store=log, rule=plan.verdict)
+            except INTERRUPTS as exc:
+                run = exc.run
             published = publish(run, log, spec.meta(command))
     except BaseException:
         log.discard()  # an error or a second signal before the run was published: no folder left
