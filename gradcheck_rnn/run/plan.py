@@ -117,13 +117,14 @@ def _in_process_fallback(request: RunRequest, resolved: list, execution: Any) ->
 def _case_work(selection: Selection, profile: Profile) -> float:
     """What a case of this run costs to judge, in cases of cuDNN's cells
     (:func:`~gradcheck_rnn.run.mean_case_work`): of the named cases' families, or of the families
-    the narrowed profile draws, in its proportions. A case id starts with its family's token."""
+    the narrowed profile draws, in its proportions (the ids were checked: each names its family)."""
     from collections import Counter
 
+    from ..model.case import id_facts
     from . import mean_case_work
 
     if selection.case_ids:
-        return mean_case_work(Counter(case_id.strip().split("-")[0] for case_id in selection.case_ids))
+        return mean_case_work(Counter(id_facts(case_id.strip())["mode"] for case_id in selection.case_ids))
     return mean_case_work(selection.narrowing.apply(profile).modes)
 
 
