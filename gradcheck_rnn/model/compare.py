@@ -355,6 +355,14 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
     return error
 
 
+def unbounded(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Where :func:`compare_tensor` bounds nothing: the expected value is not finite (its bound
+    atol + rtol·|b| is no number) and the actual one is, which passes there whatever it is. A
+    caller whose expected side may be non-finite (a run of the target, the loop reference) fails
+    these elements itself."""
+    return ~np.isfinite(expected) & np.isfinite(actual)
+
+
 def _ratio(diff: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """diff / bound per element, where a bound that is not > 0 (zero, or NaN) gives inf for a
     non-zero difference and 0 for none. Call under ``np.errstate(all="ignore")``."""
