@@ -1,4 +1,5 @@
-"""The pytest plugin: the rnn_gradcheck fixture, its failure messages, vacuity and --gradcheck-rnn-cases."""
+"""The pytest plugin: the rnn_gradcheck fixture, its failure messages, vacuity, --gradcheck-rnn-cases
+and the regression tests `repro --emit-test` writes, run under pytest."""
 
 import re
 from pathlib import Path
@@ -126,3 +127,48 @@ def test_sweep_narrows_the_draw_like_the_command_line(pytester):
             assert sum(r.status == "pass" for r in results) >= 3  # narrowed: not a quarter of the cases
     """)
     result.assert_outcomes(passed=1)
+
+
+
+TRUNCATED = "mutant:truncated-bptt"
+# The future check's minimal case (tests/test_shrink.py): one step of a two-step T, which the
+# reference comparison passes (no future inside the sequence) and the future check fails.
+FUTURE = "gru-L1-uni-I1-H1-T2-B1-len1-f64-s2-wx"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def emitted_tests(tmp_path_factory):
+    """``repro --emit-test`` files, written before this module's first pytester run: a run drops
+    the modules it imported, and the command line would then print with second copies of rich's."""
+    from click.testing import CliRunner
+
+    from gradcheck_rnn.cli import main
+
+    folder = tmp_path_factory.mktemp("emitted")
+    emitted = {"test_mutant.py": (MINIMAL, [TRUNCATED]), "test_fused.py": (MINIMAL, ["fused-cpu"]),
+               "test_future.py": (FUTURE, [TRUNCATED, "--check", "future"])}
+    codes = {}
+    for name, (case_id, args) in emitted.items():
+        command = ["repro", case_id, "--target", *args, "--rtol", "0.001", "--emit-test", str(folder / name)]
+        codes[name] = CliRunner().invoke(main, command).exit_code
+    return codes, {name: (folder / name).read_text() for name in emitted}
+
+
+def test_emitted_tests_fail_for_the_mutant_and_pass_for_the_correct_kernel(pytester, emitted_tests):
+    """``repro --emit-test`` writes a pytest file per case; run under pytest, the mutant's fails and
+    fused-cpu's passes, and the future check's test fails where the reference comparison passes."""
+    codes, sources = emitted_tests
+    assert codes == {"test_mutant.py": 1, "test_fused.py": 0, "test_future.py": 1}
+    assert f"CASE_ID = {MINIMAL!r}" in sources["test_mutant.py"]
+    assert "'output': 0.001," in sources["test_mutant.py"]  # the override is in force
+    assert f"gradcheck-rnn repro {MINIMAL} --target {TRUNCATED} --rtol 0.001" in sources["test_mutant.py"]
+    for name, source in sources.items():
+        (pytester.path / name).write_text(source)
+    result = pytester.runpytest("-rA", "-p", "no:cacheprovider")
+    report = result.stdout.str()
+    result.assert_outcomes(failed=2, passed=2)
+    assert re.search(r"PASSED test_fused\.py::test_\w+\[reference\]", report), report
+    assert re.search(r"FAILED test_mutant\.py::test_\w+\[reference\]", report), report
+    assert re.search(r"PASSED test_future\.py::test_\w+\[reference\]", report), report
+    assert re.search(r"FAILED test_future\.py::test_\w+\[future\]", report), report
+    assert f"reproduce: gradcheck-rnn repro {MINIMAL} --target {TRUNCATED}" in report
