@@ -131,7 +131,11 @@ def test_numpy_forward_pins_reverse_start():
 
 # --------------------------------------------------------------------------- finite differences
 
-FD_CONFIGS = [(mode, layers, bi) for mode in MODES for layers in (1, 2) for bi in (False, True)]
+# each mode stays in the default suite one layer unidirectional and two layers bidirectional (a stacked
+# input, the reverse direction); its other two corners add no behaviour and run in the slow suite
+FD_CONFIGS = [(mode, layers, bi) if layers == 1 + bi else
+              pytest.param(mode, layers, bi, marks=pytest.mark.slow)  # test_gradients_match_central_differences[mode-1-False] and [mode-2-True]
+              for mode in MODES for layers in (1, 2) for bi in (False, True)]
 # three layers: a middle layer (its input and its output both stacked) is what two layers lack;
 # rnn_relu's is the fast check, the gated modes' (0.9 s each) run in the slow suite
 FD_CONFIGS += [pytest.param("lstm", 3, True, marks=pytest.mark.slow), pytest.param("gru", 3, True, marks=pytest.mark.slow),
@@ -145,7 +149,8 @@ def test_gradients_match_central_differences(mode, layers, bi):
 
 
 @pytest.mark.parametrize("config, lengths", [
-    (RNNConfig("lstm", 2, True, 2, 3, 3, 3, proj_size=2), [2, 3, 1]),
+    # projected and bidirectional, as lstm-P2-zero-length is (with a length-0 sequence besides)
+    pytest.param(RNNConfig("lstm", 2, True, 2, 3, 3, 3, proj_size=2), [2, 3, 1], marks=pytest.mark.slow),
     (RNNConfig("lstm", 1, False, 2, 3, 3, 3, proj_size=1, bias=False), [2, 3, 1]),
     (RNNConfig("gru", 2, True, 2, 2, 3, 3, bias=False), [2, 3, 1]),
     (RNNConfig("rnn_tanh", 2, True, 2, 2, 3, 4), [2, 3, 1, 0]),
@@ -315,10 +320,11 @@ import gradcheck_rnn.references.jax_cudnn as m
 exec(sys.argv[2] if len(sys.argv) > 2 else "")  # a test's own set-up
 out = m.run_jax_reference(Case.from_id(sys.argv[1]))
 counted = dict(events)  # the reference's own (jnp.zeros below traces a program too)
-print(json.dumps({"cache_dir": jax.config.jax_compilation_cache_dir, "x64": bool(jax.config.jax_enable_x64),
-                  "user_dtype": str(jnp.zeros(1).dtype), "compiled": m.compile_count(), "loaded": m.load_count(),
-                  "written": m.write_count(), **counted,
-                  "y": out.y.tolist(), "dx": out.grads["x"].tolist()}))
+result = {"cache_dir": jax.config.jax_compilation_cache_dir, "x64": bool(jax.config.jax_enable_x64),
+          "user_dtype": str(jnp.zeros(1).dtype), "compiled": m.compile_count(), "loaded": m.load_count(),
+          "written": m.write_count(), **counted, "y": out.y.tolist(), "dx": out.grads["x"].tolist()}
+exec(sys.argv[3] if len(sys.argv) > 3 else "")  # a test's own follow-up, in the same process
+print(json.dumps(result))
 """
 
 
@@ -330,39 +336,13 @@ def _child_env(cache) -> dict[str, str]:
     return env
 
 
-def _child(cache, case_id: str, setup: str = "") -> dict:
-    """The reference of ``case_id`` in a new process with the cache folder ``cache``."""
-    done = subprocess.run([sys.executable, "-c", _CHILD, case_id, setup], env=_child_env(cache),
-                          capture_output=True, text=True, timeout=120)
+def _child(cache, case_id: str, setup: str = "", after: str = "") -> dict:
+    """The reference of ``case_id`` in a new process with the cache folder ``cache`` (``setup``
+    runs before it, ``after`` after it, adding to its ``result``)."""
+    done = subprocess.run([sys.executable, "-c", _CHILD, case_id, setup, after], env=_child_env(cache),
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_scoped_x64_and_a_warm_process_gives_the_same_numbers(tmp_path, monkeypatch):
-    """The reference computes in float64 without switching the process to x64 (a JAX user target
-    keeps float32 defaults), and a new process with the cache folder gives bit-identical numbers."""
-    import jax
-    import jax.numpy as jnp
-
-    case_id = "gru-L2-bi-I3-H4-T5-B2-len5.2-f32-s3"
-    x64_before = bool(jax.config.jax_enable_x64)
-    here = run_jax_reference(Case.from_id(case_id))
-    assert bool(jax.config.jax_enable_x64) == x64_before
-    if not x64_before:
-        assert jnp.zeros(1).dtype == np.float32
-
-    for run in ("cold", "warm"):
-        child = _child(tmp_path, case_id)
-        # the cache folder serves the reference's compiles while jax.config stays the process's own
-        assert child["cache_dir"] is None and any(tmp_path.glob("jit_gradcheck_rnn_*"))
-        assert (child["x64"], child["user_dtype"]) == (False, "float32")
-        np.testing.assert_array_equal(np.array(child["y"]), here.y)
-        np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
-        if run == "cold":  # compiled, and written beside the compilation cache
-            assert (child["compiled"], child["loaded"], child["written"]) == (1, 0, 1)
-            assert len(list((tmp_path / "gradcheck-rnn-programs").glob("*.bin"))) == 1
-        else:  # loaded: _forward_backward neither traced nor lowered
-            assert (child["compiled"], child["loaded"], child["traced"], child["lowered"]) == (0, 1, 0, 0)
 
 
 # The old rule (before 9be385b): serialize whatever .compile() returned, here a program that XLA
@@ -385,18 +365,8 @@ def _planted_artifact(tmp_path, monkeypatch, case_id):
     return here, artifact
 
 
-def test_a_garbage_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch):
-    """Garbage bytes are compiled again and rewritten, with the numbers of a fresh compile."""
-    case_id = "lstm-L1-uni-I2-H3-T4-B2-len4.3-f32-s5"
-    here, artifact = _planted_artifact(tmp_path, monkeypatch, case_id)
-    artifact.write_bytes(os.urandom(4096))
-    child = _child(tmp_path, case_id)
-    assert (child["compiled"], child["loaded"], child["written"]) == (1, 0, 1)
-    np.testing.assert_array_equal(np.array(child["y"]), here.y)
-    np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
-
-
-@pytest.mark.slow  # four fresh processes, each importing jax: the garbage case above is the fast check
+@pytest.mark.slow  # four fresh processes, each importing jax: the garbage artifact of
+# test_forked_pool_workers_artifacts_serve_a_new_process_in_scoped_x64_and_garbage_is_replaced is the fast check
 def test_an_incomplete_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch):
     """An incomplete executable that deserializes and then fails when called ("NOT_FOUND:
     Function wrapped_iota not found") is compiled again (past the compilation cache, which holds
@@ -416,15 +386,14 @@ def test_an_incomplete_artifact_falls_back_and_is_replaced(tmp_path, monkeypatch
     np.testing.assert_array_equal(np.array(child["y"]), here.y)
 
 
+# After the reference in _CHILD: the ci profile's reference check in that process, serially.
 _SERIAL_CI = """
-import json
-import gradcheck_rnn.references.jax_cudnn as m
 from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
 rows = execute(RunSpec.build("ci", ("fused-cpu",), Selection(cases=3), Judging(checks=("reference",)))[0],
                Execution(in_process=True))
-print(json.dumps({"statuses": sorted({r.status for r in rows}), "rows": len(rows),
-                  "reference": sorted({r.status for r in rows if r.check == "reference"}),
-                  "compiled": m.compile_count(), "loaded": m.load_count()}))
+result.update({"statuses": sorted({r.status for r in rows}), "rows": len(rows),
+               "reference": sorted({r.status for r in rows if r.check == "reference"}),
+               "compiled_with_ci": m.compile_count(), "loaded_with_ci": m.load_count()})
 """
 
 
@@ -432,24 +401,55 @@ def _reference_rows(rows) -> set[str]:
     return {r.status for r in rows if r.check == "reference"}
 
 
-def test_artifacts_written_by_forked_pool_workers_serve_a_new_process(tmp_path, monkeypatch):
-    """The failure of 9be385b: workers forked from the pool's fork server write the artifacts;
-    a new process loads them and every reference row passes."""
+def test_forked_pool_workers_artifacts_serve_a_new_process_in_scoped_x64_and_garbage_is_replaced(
+        tmp_path, monkeypatch, fork_server_kept):
+    """One cache folder, one pool and two new processes for three claims (each new process
+    imports jax, seconds):
+
+    - the failure of 9be385b: workers forked from the pool's fork server write the artifacts; a
+      new process loads them (no trace, no lowering) and every reference row passes;
+    - the reference computes in float64 without switching the process to x64 (a JAX user target
+      keeps float32 defaults), and a new process with the cache folder gives bit-identical numbers;
+    - garbage bytes in the artifact's place are compiled again and rewritten, with the numbers of
+      a fresh compile."""
+    import jax
+    import jax.numpy as jnp
+
     from gradcheck_rnn.run import Execution, Judging, RunSpec, Selection, execute
+
+    case_id = "gru-L2-bi-I3-H4-T5-B2-len5.2-f32-s3"  # in the bucket of the ci profile's cases
+    x64_before = bool(jax.config.jax_enable_x64)
+    here = run_jax_reference(Case.from_id(case_id))  # the suite's cache
+    assert bool(jax.config.jax_enable_x64) == x64_before
+    if not x64_before:
+        assert jnp.zeros(1).dtype == np.float32
 
     monkeypatch.setenv("GRADCHECK_RNN_JAX_CACHE", str(tmp_path))
     # the reference check alone: its programs are the artifacts (the other checks' rows cost time, not evidence)
     spec = RunSpec.build("ci", ("fused-cpu",), Selection(cases=3), Judging(checks=("reference",)))[0]
     rows = execute(spec, Execution(workers=2))
     assert rows and {r.status for r in rows} <= {"pass", "skip"} and _reference_rows(rows) == {"pass"}
-    assert list((tmp_path / "gradcheck-rnn-programs").glob("*.bin"))
-    done = subprocess.run([sys.executable, "-c", _SERIAL_CI], env=_child_env(tmp_path), capture_output=True,
-                          text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
-    child = json.loads(done.stdout.strip().splitlines()[-1])
-    assert child["statuses"] == sorted({r.status for r in rows}) and child["rows"] == len(rows)
-    assert child["reference"] == ["pass"]
-    assert (child["compiled"], child["loaded"]) == (0, 1)
+    with jax_ref.x64():
+        artifact = jax_ref.PROGRAMS.artifact(jax_ref.artifact_name(jax_ref.bucket_key(Case.from_id(case_id).config)))
+    assert list((tmp_path / "gradcheck-rnn-programs").glob("*.bin")) == [artifact]
+
+    warm = _child(tmp_path, case_id, after=_SERIAL_CI)
+    assert warm["statuses"] == sorted({r.status for r in rows}) and warm["rows"] == len(rows)
+    assert warm["reference"] == ["pass"]
+    # loaded: _forward_backward neither traced nor lowered, and the ci rows used the same program
+    assert (warm["compiled"], warm["loaded"], warm["traced"], warm["lowered"]) == (0, 1, 0, 0)
+    assert (warm["compiled_with_ci"], warm["loaded_with_ci"]) == (0, 1)
+
+    artifact.write_bytes(os.urandom(4096))
+    fresh = _child(tmp_path, case_id)
+    assert (fresh["compiled"], fresh["loaded"], fresh["written"]) == (1, 0, 1)
+    assert list((tmp_path / "gradcheck-rnn-programs").glob("*.bin")) == [artifact]
+    for child in (warm, fresh):
+        # the cache folder serves the reference's compiles while jax.config stays the process's own
+        assert child["cache_dir"] is None and any(tmp_path.glob("jit_gradcheck_rnn_*"))
+        assert (child["x64"], child["user_dtype"]) == (False, "float32")
+        np.testing.assert_array_equal(np.array(child["y"]), here.y)
+        np.testing.assert_array_equal(np.array(child["dx"]), here.grads["x"])
 
 
 def test_zero_length_sequence():
