@@ -31,9 +31,10 @@ def state():
 # fork server of the pool its preload, seconds). First the import, with the cache folder named (an
 # import that read it could set jax.config), then the variable gone again; then the library's
 # calls; then, the default cache folder moved aside, the command line in the same process (its own
-# set-up, so it comes last). One fork server serves the calls and the command line: each of them
-# would start and stop its own, and a second start adds no claim (the first is inside the check's
-# window, the stop inside the sweep's).
+# set-up, so it comes last). One fork server serves the calls and the command line (each would
+# start and stop its own): its start is inside the check's window; its stop, which only kills and
+# reaps it, comes at the end. That a call leaves no server behind is
+# tests/test_isolation.py::test_a_run_leaves_no_process_behind_and_the_library_no_fork_server.
 _SCRIPT = _STATE + """
 import shutil
 from pathlib import Path
