@@ -29,7 +29,7 @@ from gradcheck_rnn.run.pool import death_reason, group_jobs, shape_group
 from gradcheck_rnn.run.worker import WorkerSetup
 from gradcheck_rnn.model.tolerances import Tolerances
 from isolation_targets import CHILD_RECORD_ENV
-from test_worker_environment import child_record, child_view  # noqa: F401 (child_record: a fixture)
+from test_worker_environment import child_record  # noqa: F401 (a fixture)
 
 TESTS = Path(__file__).parent
 # A profile of the default draw that runs the reference comparison only: one row per case × target.
@@ -219,14 +219,17 @@ def test_worker_processes_give_the_serial_rows_in_case_order():
 def test_a_crash_an_exit_and_a_hang_are_error_rows_and_the_run_goes_on(tmp_path):
     # torch-native first: the hang then times out in the worker that already computed the references
     # (their JAX compile comes before any row's deadline starts); 3 s leaves torch-native's rows
-    # (~0.1 s each, ~1 s at worst on a busy 2-core CI machine) a wide margin.
+    # (~0.1 s each, ~1 s at worst on a busy 2-core CI machine) a wide margin. One case: each target
+    # after the hang is judged by a worker that replaced a lost one (a new worker per lost one, each
+    # computing the case's references again); the rows of several cases in case order from several
+    # workers are test_worker_processes_give_the_serial_rows_in_case_order's.
     targets = ["torch-native", "plugin_targets:hangs", "plugin_targets:segfaults", "plugin_targets:exits"]
-    code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 2, "-s", 4,
-                          *[a for t in targets for a in ("-t", t)], "--workers", 2, "--case-timeout", 3,
+    code, output = invoke("sweep", "-c", reference_only_profile(tmp_path), "-n", 1, "-s", 4,
+                          *[a for t in targets for a in ("-t", t)], "--case-timeout", 3,
                           "--report-dir", tmp_path / "reports")
     assert code == 1, output
     rows = document(tmp_path / "reports")["results"]
-    assert [(r["case_index"], r["target"]) for r in rows] == [(i, t) for i in (0, 1) for t in targets]
+    assert [(r["case_index"], r["target"]) for r in rows] == [(0, t) for t in targets]
     by_target = {t: [r for r in rows if r["target"] == t] for t in targets}
     assert all(r["status"] == "pass" for r in by_target["torch-native"])
     for target, words in (("plugin_targets:segfaults", "killed by signal 11"),
@@ -322,21 +325,58 @@ def scheduler(dask_cluster):
     return dask_cluster.scheduler_address
 
 
-def test_dask_gives_the_serial_rows_and_isolates_a_segfault(tmp_path, scheduler, monkeypatch):
+def test_dask_gives_the_serial_rows_isolates_a_segfault_and_a_target_s_child_sees_the_dask_worker_s_environment(
+        tmp_path, child_record, dask_cluster, monkeypatch):  # noqa: F811
+    """Dask gives the rows of a serial run, and a target that segfaults is its error row there too.
+    On a cluster the command's machine is not the worker's: a target's child interpreter sees its
+    Dask worker's environment as that worker has it, with nothing of the tool's added. One Dask
+    sweep for both claims: each of its targets costs the Dask worker's worker process nothing more,
+    a second sweep a new one (torch and jax imported again). The shared cluster started before this
+    test's fixture named the record file, so its workers are told it here. The serial run is judged
+    in this process: its rows are the reference the Dask rows must equal (every executor gives the
+    same rows, tests/test_isolation.py), not what is tested."""
+    distributed = pytest.importorskip("distributed")
     monkeypatch.setattr("gradcheck_rnn.run.dask_executor.WINDOW_PER_SLOT", 1)  # later chunks wait for a slot
+
+    # Run on each Dask worker, so defined in here: Dask sends a local function by value, and one of
+    # this module by name, which made each Dask worker import this module (torch, jax: seconds each)
+    def set_environ(name: str, value: str | None) -> None:
+        """Set (or, for None, remove) one variable in this process's environment."""
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
     profile = reference_only_profile(tmp_path)
     args = ["-c", profile, "-n", 3, "-s", 5, "-t", "fused-cpu", "-t", "plugin_targets:zero_top_bhh"]
-    serial_code, _ = invoke("sweep", *args, "--workers", 1, "--report-dir", tmp_path / "serial")
-    # one of the three cases has three layers (seed 5): the crash comes in the middle of the run
-    code, output = invoke("sweep", *args, "-t", "plugin_targets:segfaults_on_three_layers", "--executor", "dask",
-                          "--scheduler", scheduler, "--report-dir", tmp_path / "dask")
+    serial_code, _ = invoke("sweep", *args, "--in-process", "--report-dir", tmp_path / "serial")
+    recording, crashing_target = "isolation_targets:records_a_child_interpreter", "plugin_targets:segfaults_on_three_layers"
+    with distributed.Client(dask_cluster) as client:
+        client.run(set_environ, CHILD_RECORD_ENV, str(child_record))
+        try:
+            environs = list(client.run(lambda: dict(os.environ)).values())
+            # one of the three cases has three layers (seed 5): the crash comes in the middle of the
+            # run, as its case's last row (the recording target before it: no new worker process
+            # just to finish that case)
+            code, output = invoke("sweep", *args, "-t", recording, "-t", crashing_target, "--executor", "dask",
+                                  "--scheduler", dask_cluster.scheduler_address, "--report-dir", tmp_path / "dask")
+        finally:
+            client.run(set_environ, CHILD_RECORD_ENV, None)
     assert code == serial_code == 1, output
     rows = document(tmp_path / "dask")["results"]
-    crashing = [r for r in rows if r["target"] == "plugin_targets:segfaults_on_three_layers"]
+    crashing = [r for r in rows if r["target"] == crashing_target]
     crashed = [r for r in crashing if r["status"] != "skip"]
     assert len(crashing) == 3 and len(crashed) == 1, crashing
     assert all(r["status"] == "error" and "killed by signal 11" in r["message"] for r in crashed)
-    assert comparable([r for r in rows if r not in crashing]) == comparable(document(tmp_path / "serial")["results"])
+    recorded = [r for r in rows if r["target"] == recording]
+    assert len(recorded) == 3 and {r["status"] for r in recorded} == {"pass"}, recorded
+    assert comparable([r for r in rows if r not in crashing and r not in recorded]) == comparable(
+        document(tmp_path / "serial")["results"])
+    # what the target's child saw: the environment of the Dask worker that judged it, whichever of
+    # the cluster's (the two may differ in what their nannies set)
+    seen = json.loads(child_record.read_text())
+    assert seen["environ"] in environs, (seen["environ"], environs)
+    assert seen["environ"].get("PYTHONPATH") == os.environ.get("PYTHONPATH")
 
 
 @pytest.mark.slow  # the lost chunk's test below asserts the same of its row, and costs the same worker restart
@@ -359,32 +399,6 @@ def test_a_lost_dask_chunk_s_rows_are_finished_with_their_target_s_repro_environ
     assert row["status"] == "error" and "Dask worker" in row["message"], row
     assert row["repro_env"] == "PLUGIN_TARGETS_MODE=kill" and "--rtol 0.5" in row["repro_options"], row
     assert row["repro"].startswith("PLUGIN_TARGETS_MODE=kill gradcheck-rnn repro "), row["repro"]
-
-
-def set_environ(name: str, value: str | None) -> None:
-    """Set (or, for None, remove) one variable in this process's environment: run on each Dask worker."""
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
-def test_under_dask_a_target_s_child_sees_the_dask_worker_s_environment(child_record, dask_cluster):  # noqa: F811
-    """On a cluster the command's machine is not the worker's: the target sees its Dask worker's
-    environment as that worker has it, with nothing of the tool's added. The shared cluster started
-    before this test's fixture named the record file, so its workers are told it here."""
-    distributed = pytest.importorskip("distributed")
-    with distributed.Client(dask_cluster) as client:
-        client.run(set_environ, CHILD_RECORD_ENV, str(child_record))
-        try:
-            environs = list(client.run(lambda: dict(os.environ)).values())
-            seen = child_view(child_record, "--executor", "dask", "--scheduler", dask_cluster.scheduler_address)
-        finally:
-            client.run(set_environ, CHILD_RECORD_ENV, None)
-    # the worker that judged it, whichever of the cluster's (a worker restarted by an earlier test
-    # may differ from the other in what its nanny set)
-    assert seen["environ"] in environs, (seen["environ"], environs)
-    assert seen["environ"].get("PYTHONPATH") == os.environ.get("PYTHONPATH")
 
 
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path, monkeypatch):
