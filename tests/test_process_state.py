@@ -34,7 +34,7 @@ def state():
 # set-up, so it comes last). One fork server serves the calls and the command line (each would
 # start and stop its own): its start is inside the check's window; its stop, which only kills and
 # reaps it, comes at the end. That a call leaves no server behind is
-# tests/test_isolation.py::test_a_run_leaves_no_process_behind_and_the_library_no_fork_server.
+# tests/test_isolation.py::test_a_signal_publishes_what_was_judged_as_interrupted_and_no_run_leaves_a_process_behind.
 _SCRIPT = _STATE + """
 import shutil
 from pathlib import Path
