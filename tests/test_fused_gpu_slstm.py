@@ -9,6 +9,7 @@ families sweep and the GPU slstm mutants. Cases stay tiny: each launch costs ~10
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import subprocess
 import sys
@@ -70,11 +71,17 @@ def test_each_wants_group_computes_what_it_requests_and_equals_the_cpu_kernel():
         assert_close(got, want, rtol=1e-12, atol=1e-13)
 
 
+@functools.cache
+def correct_on_the_mutant_case() -> tuple[dict, dict]:
+    """both() of MUTANT_CASE, the true derivative, once for the two tests below that compare with it."""
+    return both(Case.from_id(MUTANT_CASE))
+
+
 def test_held_stabilizer_equals_the_cpu_kernel_and_differs_from_the_true_derivative():
     case = Case.from_id(MUTANT_CASE)
     held, want = both(case, hold_stabilizer=True)
     assert_close(held, want, rtol=1e-12, atol=1e-13)
-    true, _ = both(case)
+    true, _ = correct_on_the_mutant_case()
     assert not np.allclose(held["x"], true["x"])  # the head gradient on cy reaches x only through m
 
 
@@ -97,7 +104,7 @@ def test_the_gpu_stabilizer_mutant_is_the_cpu_one():
     case = Case.from_id(MUTANT_CASE)
     got, want = ({k: v.numpy() for k, v in as_mapping(t.run(case)).items()} for t in (gpu, cpu))
     assert_close(got, want, rtol=1e-12, atol=1e-13)
-    correct, _ = both(case)
+    correct, _ = correct_on_the_mutant_case()
     assert not np.allclose(got["x"], correct["x"])
 
 
@@ -111,9 +118,11 @@ def run_document(tmp_path) -> dict:
     return json.loads((run / "results.json").read_text())
 
 
-# Seed 260 draws two small slstm cases of the families profile (f32 T2; f64 T4 with lengths 4.3.2.1),
-# so that every check judges fused-gpu at least once in a few seconds of interpreted launches.
-SMALL = ("-c", "families", "--mode", "slstm", "-n", 2, "-s", 260)
+# Seed 869 draws one small f64 slstm case of the families profile (T3, two heads, lengths 1.1.3) on
+# which every check judges fused-gpu (fd needs float64; future a sequence shorter than T), in about a
+# second of interpreted launches; seed 260's first case (f32 T2) is where the stabilizer mutant shows.
+SMALL = ("-c", "families", "--mode", "slstm", "-n", 1, "-s", 869)
+MUTANT_SMALL = ("-c", "families", "--mode", "slstm", "-n", 1, "-s", 260)
 
 
 def test_a_short_families_sweep_passes_with_every_check(tmp_path):
@@ -127,7 +136,7 @@ def test_a_short_families_sweep_passes_with_every_check(tmp_path):
 
 
 def test_the_gpu_stabilizer_mutant_is_caught_and_fused_gpu_has_no_false_alarm(tmp_path):
-    code, output = invoke("mutants", *SMALL, "-m", "gpu-slstm-stabilizer-grad-to-forget", "--check", "reference",
+    code, output = invoke("mutants", *MUTANT_SMALL, "-m", "gpu-slstm-stabilizer-grad-to-forget", "--check", "reference",
                           "--report-dir", tmp_path)
     assert code == 0, output
     document = run_document(tmp_path)
