@@ -23,6 +23,7 @@ pytest.importorskip("triton")
 
 from test_fused_gpu import interpreter  # noqa: F401  (TRITON_INTERPRET=1 for the whole module)
 
+import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.model.case import as_mapping, with_changes
 from gradcheck_rnn.cli import main
@@ -125,10 +126,18 @@ SMALL = ("-c", "families", "--mode", "slstm", "-n", 1, "-s", 869)
 MUTANT_SMALL = ("-c", "families", "--mode", "slstm", "-n", 1, "-s", 260)
 
 
+# seed 260's first case, in float32: every check judges fused-gpu in both dtypes
+SMALL_F32 = "slstm-L1-uni-I1-H4-NH2-T2-B3-len2.1.1-f32-s1137158013"
+
+
 def test_a_short_families_sweep_passes_with_every_check(tmp_path):
     code, output = invoke("sweep", "-t", "fused-gpu", *SMALL, "--report-dir", tmp_path)
     assert code == 0, output
     rows = run_document(tmp_path)["results"]
+    f32 = gr.check("fused-gpu", SMALL_F32, config="families")
+    # float32: every check but fd (float64 only), jvp and gradgrad passes
+    assert {r.check for r in f32 if r.status == "pass"} == set(check_names()) - {"fd", "jvp", "gradgrad"}, f32
+    rows += [{"case_id": r.case_id, "status": r.status, "check": r.check} for r in f32]
     assert {r["case_id"].split("-")[0] for r in rows} == {"slstm"}
     assert {r["status"] for r in rows} <= {"pass", "skip"}
     # every check but jvp and gradgrad: fused-gpu offers neither (skips that say so)
