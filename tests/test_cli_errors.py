@@ -15,17 +15,34 @@ def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
-@pytest.mark.parametrize("args, words", [
-    # the pointer to --help is left out where the line would not fit 80 columns
-    (["sweep", "--cases", "0"], "Invalid value for '--cases' / '-n': 0 is not in the range x>=1"),
-    (["nosuch"], "No such command 'nosuch'; see 'gradcheck-rnn --help'"),
-    (["repro"], "Missing argument 'CASE_ID'; see 'gradcheck-rnn repro --help'"),
-])
-def test_click_usage_errors_are_one_line_in_the_project_style(args, words):
-    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'gradcheck-rnn'; "
-                           "from gradcheck_rnn.cli import main; main()", *args], capture_output=True, text=True)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"error: {words}"], done.stderr
+# the pointer to --help is left out where the line would not fit 80 columns
+USAGES = [(["sweep", "--cases", "0"], "Invalid value for '--cases' / '-n': 0 is not in the range x>=1"),
+          (["nosuch"], "No such command 'nosuch'; see 'gradcheck-rnn --help'"),
+          (["repro"], "Missing argument 'CASE_ID'; see 'gradcheck-rnn repro --help'")]
+
+
+def test_click_usage_errors_are_one_line_in_the_project_style():
+    """Each usage error, through the console script's main() in a fresh interpreter (one for all
+    three: each child costs ~0.6 s), exits 2 with one `error: ...` line on stderr."""
+    probe = ("import contextlib, io, json, sys; sys.argv[0] = 'gradcheck-rnn'; from gradcheck_rnn.cli import main\n"
+             "done = []\n"
+             "for args in json.loads(sys.argv[1]):\n"
+             "    err = io.StringIO()\n"
+             "    with contextlib.redirect_stderr(err):\n"
+             "        try:\n"
+             "            main(args)\n"
+             "        except SystemExit as exc:\n"
+             "            done.append([exc.code, err.getvalue()])\n"
+             "        else:\n"
+             "            done.append([0, err.getvalue()])\n"
+             "print(json.dumps(done))")
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps([args for args, _ in USAGES])],
+                          capture_output=True, text=True, timeout=120)
+    results = json.loads(done.stdout)
+    assert len(results) == len(USAGES), done.stderr
+    for (args, words), (code, stderr) in zip(USAGES, results):
+        assert code == 2, (args, code, stderr)
+        assert stderr.strip().splitlines() == [f"error: {words}"], (args, stderr)
 
 
 def test_help_still_exits_0():

@@ -2,6 +2,7 @@
 literal target text, object targets' repro lines, and no import cycles (issue: one judging engine)."""
 
 import ast
+import functools
 import json
 import sys
 from pathlib import Path
@@ -176,6 +177,7 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache  # the two tests below only read it: the package is parsed once
 def _import_edges() -> dict[str, set[str]]:
     """Every import of every module, lazy ones inside functions included: module -> the package's
     modules it imports. The foreign-target client is left out: it is a standalone script that runs

@@ -85,7 +85,7 @@ def test_bucketed_jvp_programs_equal_the_exact_shape_ones():
 def test_fused_cpu_forward_mode_passes_on_ci_cases():
     target = resolve_target("fused-cpu")
     judged = 0
-    for case in ci_cases(24, seed=5):
+    for case in ci_cases(12, seed=5):  # the four modes, bi and uni, 1-3 layers, f32 and f64, P1, nobias, len 0
         (row,) = jvp_rows(case, target)
         assert row.status == "pass", (case.id, row.message)
         names = [t.name for t in row.tensors]

@@ -66,12 +66,14 @@ def invoke(*args, env=None):
 
 @pytest.fixture(scope="module")
 def failing_run(tmp_path_factory):
-    """A real failing sweep (truncated BPTT, 4 cases, every check) with GitHub output on."""
+    """A real failing sweep (truncated BPTT, 2 cases, every check) with GitHub output on: its 4
+    failing rows hold each kind the pages show (reference, segments, and a one-step future row
+    that draws no picture) in 2 findings; 4 cases drew twice the pictures for no other kind."""
     report_dir = tmp_path_factory.mktemp("reports")
     summary = report_dir.parent / "step-summary.md"
     runner = CliRunner()
     sys.path.insert(0, str(TESTS))
-    result = runner.invoke(main, ["sweep", "-t", "mutant:truncated-bptt", "-n", "4", "--report-dir", str(report_dir)],
+    result = runner.invoke(main, ["sweep", "-t", "mutant:truncated-bptt", "-n", "2", "--report-dir", str(report_dir)],
                            env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
                            catch_exceptions=False)
     assert result.exit_code == 1, result.output

@@ -58,7 +58,7 @@ def test_torch_native_sweep_passes_and_writes_reports(tmp_path):
 
 
 def test_zeroed_top_bias_gradient_is_caught_and_named(tmp_path):
-    code, output = invoke("sweep", "--target", "plugin_targets:zero_top_bhh", "--cases", 10, "--seed", 1,
+    code, output = invoke("sweep", "--target", "plugin_targets:zero_top_bhh", "--cases", 5, "--seed", 1,  # 4 fail: L1, L2, L3
                           "--report-dir", tmp_path)
     assert code == 1
     failing = {m for m in re.findall(r"l(\d)\.fwd\.b_hh", output)}
