@@ -34,7 +34,7 @@ def test_a_sweep_reads_its_profile_and_resolves_its_targets_once_and_draws_no_ar
     hinted = _counting(monkeypatch, advice, "load")
     resolved = _counting(monkeypatch, targets, "resolve_target")
     drawn = _counting(monkeypatch, case_module, "make_case")  # the supervisor's draws; workers are other processes
-    result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "torch-native",
+    result = CliRunner().invoke(main, ["sweep", "-n", "2", "-t", "fused-cpu", "-t", "torch-native",
                                        "--report-dir", str(tmp_path)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert len(loads) - len(set(hinted)) == 1 and len(resolved) == 2 and drawn == []
@@ -62,7 +62,7 @@ def test_the_reports_come_from_one_row_store_read_back_as_little_as_possible(mon
     from gradcheck_rnn.rows.store import Tally
 
     reads = _counting(monkeypatch, stream.StoredRows, "lines")
-    result = CliRunner().invoke(main, ["sweep", "-n", "3", "-t", "fused-cpu", "-t", "mutant:truncated-bptt",
+    result = CliRunner().invoke(main, ["sweep", "-n", "2", "-t", "fused-cpu", "-t", "mutant:truncated-bptt",
                                        "--report-dir", str(tmp_path)], catch_exceptions=False)
     assert result.exit_code == 1, result.output
     assert len(reads) <= 4  # results.json copies the lines once; junit.xml counts, then writes per target
@@ -89,7 +89,7 @@ def test_an_unreachable_dask_scheduler_is_exit_2_and_leaves_no_report_folder(mon
     pytest.importorskip("distributed")
     from gradcheck_rnn.run import dask_executor
 
-    monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT", 1)
+    monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT", 0.2)
     folder = tmp_path / "new" / "reports"
     result = CliRunner().invoke(main, ["sweep", "-n", "1", "-t", "fused-cpu", "--executor", "dask", "--scheduler",
                                        "tcp://127.0.0.1:9", "--report-dir", str(folder)], catch_exceptions=False)

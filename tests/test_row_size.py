@@ -201,7 +201,7 @@ def test_rows_stored_from_workers_lines_are_the_rows_stored_in_process(tmp_path,
 
     def stored(*how: str) -> tuple[list[dict], dict]:
         folder = tmp_path / how[-1].lstrip("-")
-        result = CliRunner().invoke(main, ["sweep", "-n", "4", "--report-dir", str(folder), *how])
+        result = CliRunner().invoke(main, ["sweep", "-n", "2", "--report-dir", str(folder), *how])
         assert result.exit_code == 0, result.output
         document = json.loads((folder / "latest" / "results.json").read_text())
         return [{k: v for k, v in row.items() if k != "seconds"} for row in document["results"]], document["summary"]
