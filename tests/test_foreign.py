@@ -234,15 +234,18 @@ def test_mxnet_declines_what_mxnet_refuses(mxnet_targets):
     assert native.supports_case(Case.from_id("lstm-L1-uni-I2-H3-P2-T4-B1-len4-f32-s3")) == mxnet_target.PROJECTION_REFUSED
 
 
-def test_a_short_mxnet_sweep_fails_only_on_the_documented_mxnet_behaviours(mxnet_python, tmp_path):
-    specs = {f"mxnet-native@{mxnet_python}": "native", f"mxnet@{mxnet_python}": "default"}
+def test_a_short_mxnet_sweep_fails_only_on_the_documented_mxnet_behaviours(mxnet_targets, tmp_path):
+    """Swept through the module's two MXNet clients (gr.sweep takes the target objects): the sweep
+    starts no third and fourth MXNet interpreter (an import of MXNet, ~1 s each)."""
+    import gradcheck_rnn as gr
+
+    specs = {mxnet_targets[0].name: "native", mxnet_targets[1].name: "default"}
     draw = ("lengths = { all_full = 3, random = 1 }\nlayers = [1, 2]\ndtypes = { f32 = 1 }\nproj = 0.0\n"
             "wants = { all = 1, x = 1, params = 1 }\nmodes = { gru = 1, rnn_tanh = 1, lstm = 1 }")
-    args = [a for spec in specs for a in ("--target", spec)]
-    code, output = invoke("sweep", "--config", profile(tmp_path, draw, cases=6), "--seed", 0, *args,
-                          "--report-dir", tmp_path / "reports")
-    rows = results(tmp_path / "reports")
-    assert code == 1 and not [r for r in rows if r["status"] not in ("pass", "fail", "skip")], output
+    run = gr.sweep(list(mxnet_targets), config=profile(tmp_path, draw, cases=6), seed=0)
+    rows = [row.to_json() for row in run.results]
+    assert run.exit_code == 1 and not [r for r in rows if r["status"] not in ("pass", "fail", "skip")], run.reason
+    assert len(rows) == 2 * 6 and set(specs) == {r["target"] for r in rows}
     for row in rows:
         case = Case.from_id(row["case_id"])
         variable = bool((case.seq_lengths != case.config.max_len).any())

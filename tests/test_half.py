@@ -40,8 +40,10 @@ def judge(target, case_id: str):
     return check_case(Case.from_id(case_id), resolve_target(target) if isinstance(target, str) else target)
 
 
-@pytest.mark.parametrize("target, case_id", [("fused-cpu", F16_ID), ("fused-cpu", BF16_ID),
-                                             ("torch-native", F16_ID)])
+@pytest.mark.parametrize("target, case_id", [
+    ("fused-cpu", F16_ID),
+    pytest.param("fused-cpu", BF16_ID, marks=pytest.mark.slow),  # test_bf16_id_passes_because_of_the_allowance_and_says_so judges the same and asserts the pass
+    ("torch-native", F16_ID)])
 def test_issue_21_ids_pass_on_correct_kernels(target, case_id):
     """The quoted false alarms pass (torch-native declines bf16, so it runs the f16 one only)."""
     result = judge(target, case_id)
@@ -203,11 +205,18 @@ def test_half_soak_has_no_false_alarm():
 def test_future_allows_the_drift_of_relu_kinks_and_still_catches_truncated_bptt():
     """The half soak's one `future` false alarm (torch-native, ratio 1.13 under the fixed slack):
     both runs of the pair may flip relu units within f16 rounding of 0; the check widens its bound
-    by the drift those flips cause in dx, and truncated BPTT still fails by far."""
-    import gradcheck_rnn as gr
+    by the drift those flips cause in dx, and truncated BPTT still fails by far. Both targets are
+    judged on one case context under the half profile's tolerances (what gr.check(config="half")
+    judges with), so that the pair's float64 drift allowance, the most of its time, is computed once."""
+    from gradcheck_rnn.judging.context import CaseContext
+    from gradcheck_rnn.judging.judge import judge as judge_rows
+    from gradcheck_rnn.model.profiles import load_profile
+    from gradcheck_rnn.targets import resolve_target
 
     case_id = "rnn_relu-L4-bi-I9-H12-T18-B5-len6.3.12.9.13-f16-s456255476-winputs-z"
-    [correct] = gr.check("torch-native", case_id, checks=["future"], config="half")
+    targets = [resolve_target(name) for name in ("torch-native", "mutant:truncated-bptt")]
+    correct, truncated = judge_rows(CaseContext(Case.from_id(case_id)), targets, load_profile("half").tolerance_table(),
+                                    checks=["future"])
+    assert correct.target == "torch-native" and truncated.target == "mutant:truncated-bptt"
     assert correct.status == "pass" and correct.tensors[0].drift > 0, correct.message
-    [truncated] = gr.check("mutant:truncated-bptt", case_id, checks=["future"], config="half")
     assert truncated.status == "fail" and truncated.tensors[0].ratio > 2
