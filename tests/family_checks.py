@@ -1,9 +1,11 @@
 """Checks every family with a step function gets in its own test file (tests/test_s6.py,
 tests/test_slstm.py): both references against central differences of the loop forward, and the
-bucketed JAX program against the exact-shape one."""
+bucketed JAX program against the exact-shape one; and each mutant of a family caught where its
+correct kernel passes (tests/test_gdn_kernel.py, test_kda_family.py, test_mlstm_kernel.py)."""
 
 import numpy as np
 
+import gradcheck_rnn as gr
 from gradcheck_rnn import Case
 from gradcheck_rnn.model.case import as_mapping, with_changes
 from gradcheck_rnn.references import run_reference
@@ -47,3 +49,13 @@ def assert_one_bucketed_program_is_exact(ids: list[str], exact: list[str]) -> No
         for name, value in got.items():
             assert value.shape == expected[name].shape, name
             np.testing.assert_allclose(value, expected[name], rtol=1e-13, atol=1e-14, err_msg=f"{case_id} {name}")
+
+
+def assert_mutants_fail_where_fused_cpu_passes(mutants: list[str], case_id: str, **check_options) -> None:
+    """Each of ``mutants`` fails the reference check on ``case_id`` and fused-cpu passes it, judged
+    in one call: they share the case's references (and the rounding probe, for a family that declares one)."""
+    rows = gr.check([*(f"mutant:{name}" for name in mutants), "fused-cpu"], case_id, checks=["reference"],
+                    **check_options)
+    assert {r.target: r.status for r in rows} == {**{f"mutant:{name}": "fail" for name in mutants},
+                                                  "fused-cpu": "pass"}, [(r.target, r.status, r.message) for r in rows]
+    assert len(rows) == len(mutants) + 1

@@ -7,6 +7,7 @@ caught where the correct kernel passes."""
 import numpy as np
 import pytest
 import torch
+from family_checks import assert_mutants_fail_where_fused_cpu_passes
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
@@ -133,12 +134,7 @@ MUTANTS = ["kda-state-grad-first-head-decay", "kda-norm-backward-from-rounded-ou
 
 @pytest.mark.parametrize("case_id", MUTANT_IDS)
 def test_each_kda_mutant_is_caught_and_the_correct_kernel_passes_where_they_are_caught(case_id):
-    """Judged in one call: the mutants and fused-cpu share the case's references."""
-    rows = gr.check([*(f"mutant:{name}" for name in MUTANTS), "fused-cpu"], case_id, config="matrix",
-                    checks=["reference"])
-    assert {r.target: r.status for r in rows} == {**{f"mutant:{name}": "fail" for name in MUTANTS},
-                                                  "fused-cpu": "pass"}, [(r.target, r.status, r.message) for r in rows]
-    assert len(rows) == len(MUTANTS) + 1
+    assert_mutants_fail_where_fused_cpu_passes(MUTANTS, case_id, config="matrix")
 
 
 def test_the_first_head_mutant_hides_with_one_head():

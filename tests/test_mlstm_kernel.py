@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import pytest
 import torch
+from family_checks import assert_mutants_fail_where_fused_cpu_passes
 
 import gradcheck_rnn as gr
 from gradcheck_rnn import Case
@@ -81,12 +82,7 @@ def test_fused_cpu_runs_mlstm_with_only_the_requested_gradients_in_f64_and_f32_o
 
 @pytest.mark.parametrize("case_id", MUTANT_IDS)
 def test_each_mlstm_mutant_is_caught_where_the_kernel_passes(case_id):
-    """Judged in one call: the mutants and fused-cpu share the case's references."""
-    rows = gr.check([*(f"mutant:{name}" for name in MUTANTS), "fused-cpu"], case_id, checks=["reference"],
-                    config="matrix", in_process=True)
-    assert {r.target: r.status for r in rows} == {**{f"mutant:{name}": "fail" for name in MUTANTS},
-                                                  "fused-cpu": "pass"}, [(r.target, r.status, r.message) for r in rows]
-    assert len(rows) == len(MUTANTS) + 1
+    assert_mutants_fail_where_fused_cpu_passes(MUTANTS, case_id, config="matrix", in_process=True)
 
 
 @pytest.mark.parametrize("name", MUTANTS)
