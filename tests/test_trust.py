@@ -297,6 +297,26 @@ def test_non_finite_values_never_pass_the_comparison():
         assert compare_tensor("y", actual, expected, Tolerance(1.0, 1.0), config).status == "fail"
 
 
+@pytest.mark.parametrize("tolerance", [(1e-5, 1e-6), (0.0, 0.0)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_finite_value_never_passes_against_a_non_finite_one(bad, tolerance):
+    """The side compared against (a reference, or another run of the target) bounds nothing where
+    it is not finite (atol + rtol·|NaN| is no number): the element fails, bound by the values
+    alone, by the sum of runs' bounds, or bit for bit."""
+    from gradcheck_rnn.model.compare import compare_tensor
+    from gradcheck_rnn.model.tolerances import Tolerance
+
+    config = Case.from_id("gru-L1-uni-I2-H3-T4-B2-len4.2-f64-s1").config
+    actual = np.zeros((4, 2, 3))
+    expected = actual.copy()
+    expected[1, 1, 1] = bad
+    for terms in (None, [actual, expected]):
+        error = compare_tensor("y", actual, expected, Tolerance(*tolerance), config, terms=terms)
+        assert error.status == "fail" and error.ratio == np.inf, (terms is None, error)
+        assert "1 finite value(s) where the values compared against are not" in error.message
+        assert "t=1,b=1" in error.location_text()
+
+
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_per_tensor_table_of_repro_fits_the_terminal(monkeypatch, width):
     case_id = "lstm-L2-bi-I3-H5-T7-B3-len7.4.1-f32-s918273"

@@ -297,7 +297,9 @@ def term_bound(tol: Tolerance, terms: Sequence[np.ndarray]) -> np.ndarray:
 def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
                    config: RNNConfig, allowance: np.ndarray | None = None,
                    terms: Sequence[np.ndarray] | None = None) -> TensorError:
-    """Compare one target tensor with its reference; NaN or Inf in the target always fails.
+    """Compare one target tensor with its reference; NaN or Inf in the target always fails, and
+    so does a finite value where the reference is not (no bound can hold there: atol + rtol·|NaN|
+    is no number, and a finite value never equals an infinite one).
 
     ``allowance`` (optional, shaped like the tensor, finite and >= 0) widens each element's bound
     to atol + rtol·|b| + allowance: the drift a correct kernel of the dtype can have there
@@ -330,6 +332,10 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
             extra = np.nan_to_num(np.asarray(allowance, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
             bound = bound + np.broadcast_to(np.maximum(extra, 0.0), bound.shape)
         ratios = _ratio(diff, bound)
+        expected_finite = np.isfinite(b)
+        unbound = 0 if expected_finite.all() else int(np.count_nonzero(finite & ~expected_finite))
+        if unbound:
+            diff[finite & ~expected_finite] = ratios[finite & ~expected_finite] = np.inf
         rel_max = float(_ratio(diff, abs_b).max())
     worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
     ratio = float(ratios[worst])
@@ -342,6 +348,9 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
         error.drift = float(np.max(extra))
     if not all_finite:
         error.message = f"{name}: {int((~finite).sum())} non-finite value(s) in the target"
+    elif unbound:
+        error.message = (f"{name}: {unbound} finite value(s) where the values compared against are not. "
+                         f"Location of maximum error: {error.location_text()}, a={error.a:.9g}, b={error.b:.9g}")
     elif not passed:
         widened = "" if allowance is None else f" + drift allowance (max {error.drift:.3g})"
         widened += "" if terms is None else f" summed over its {len(terms)} terms"
@@ -353,14 +362,6 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
     error.mistrusted = bool(np.count_nonzero(abs_b <= bound) / b.size >= MISTRUST_SHARE)
     error.ratio_map = ratio_map(name, ratios, config)
     return error
-
-
-def unbounded(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    """Where :func:`compare_tensor` bounds nothing: the expected value is not finite (its bound
-    atol + rtol·|b| is no number) and the actual one is, which passes there whatever it is. A
-    caller whose expected side may be non-finite (a run of the target, the loop reference) fails
-    these elements itself."""
-    return ~np.isfinite(expected) & np.isfinite(actual)
 
 
 def _ratio(diff: np.ndarray, bound: np.ndarray) -> np.ndarray:

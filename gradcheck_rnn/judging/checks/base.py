@@ -21,7 +21,7 @@ import numpy as np
 from ...model.case import Case
 from ...model.streams import case_rng as stream
 from ...model.streams import claim
-from ...model.compare import TensorError, compare_tensor, unbounded
+from ...model.compare import TensorError, compare_tensor
 from ...model.tolerances import Tolerance, Tolerances
 
 # The engine's types (context.CaseContext, judge.TargetCall, context.Arrays) are not imported
@@ -108,18 +108,8 @@ def compare_runs(case: Case, actual: Arrays, parts: Sequence[Arrays], tolerances
 def differences(case: Case, first: Arrays, second: Arrays) -> list[TensorError]:
     """Bit-identity of two runs, reported with a zero tolerance so the table shows where they differ.
 
-    The comparison fails a non-finite value of the second run; one of the first run (the side
-    compared against) has no bound there (:func:`~gradcheck_rnn.model.compare.unbounded`), so an
-    element non-finite in the first run and finite in the second fails here: two runs that differ
-    so are not identical (a packed tail's unwritten rows, NaN in one run and finite in the next,
-    are not validated as finite)."""
-    rows = []
-    for name, value in first.items():
-        row = compare_tensor(name, second.get(name), value, Tolerance(0.0, 0.0), case.config)
-        if row.passed:  # so the second run has the tensor, in the same shape
-            only_first = unbounded(second[name], value)
-            if only_first.any():
-                row.status, row.max_abs = "fail", float("inf")
-                row.message = f"{name}: {int(only_first.sum())} value(s) non-finite in one run and finite in the other"
-        rows.append(row)
-    return rows
+    An element non-finite in either run and finite in the other fails the comparison: two runs
+    that differ so are not identical (a packed tail's unwritten rows, NaN in one run and finite in
+    the next, are not validated as finite)."""
+    return [compare_tensor(name, second.get(name), value, Tolerance(0.0, 0.0), case.config)
+            for name, value in first.items()]
