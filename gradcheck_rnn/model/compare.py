@@ -332,10 +332,12 @@ def compare_tensor(name: str, actual: Any, expected: np.ndarray, tol: Tolerance,
             extra = np.nan_to_num(np.asarray(allowance, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
             bound = bound + np.broadcast_to(np.maximum(extra, 0.0), bound.shape)
         ratios = _ratio(diff, bound)
+        # a finite value where the expected one is not: no bound holds (atol + rtol·|NaN| is no number)
         expected_finite = np.isfinite(b)
-        unbound = 0 if expected_finite.all() else int(np.count_nonzero(finite & ~expected_finite))
+        unbounded = finite & ~expected_finite if not expected_finite.all() else None
+        unbound = 0 if unbounded is None else int(np.count_nonzero(unbounded))
         if unbound:
-            diff[finite & ~expected_finite] = ratios[finite & ~expected_finite] = np.inf
+            diff[unbounded] = ratios[unbounded] = np.inf
         rel_max = float(_ratio(diff, abs_b).max())
     worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape)
     ratio = float(ratios[worst])
